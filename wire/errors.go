@@ -1,0 +1,70 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The protocol's fixed error texts (docs/protocol.md). They are part of the
+// contract: clients and tests match them verbatim.
+var (
+	// ErrTooLarge: the request line is longer than MaxLine.
+	ErrTooLarge = errors.New("request exceeds maximum size (1048576 bytes)")
+	// ErrNoNewline: the peer closed after sending bytes but no newline.
+	ErrNoNewline = errors.New("request missing trailing newline")
+	// ErrReadTimeout: the request line did not arrive within ReadTimeout.
+	ErrReadTimeout = errors.New("request not received within 10s")
+	// ErrAgentNeedsUnprivileged: forward_agent without "privileged": false.
+	ErrAgentNeedsUnprivileged = errors.New(`forward_agent requires "privileged": false`)
+	// ErrTimeMissing: the request has no time field.
+	ErrTimeMissing = errors.New(`missing field "time"`)
+	// ErrPipelineMissing: an exec request has no pipeline field.
+	ErrPipelineMissing = errors.New(`missing field "pipeline"`)
+	// ErrNotUTF8: the request line is not valid UTF-8.
+	ErrNotUTF8 = errors.New("invalid JSON: request is not valid UTF-8")
+	// ErrServerBusy: too many connections are in flight.
+	ErrServerBusy = errors.New("server busy")
+	// ErrStopping: the daemon is shutting down.
+	ErrStopping = errors.New("daemon stopping")
+)
+
+// ReadTimeout bounds how long a peer may take to send its request line.
+const ReadTimeout = 10 * time.Second
+
+// charError reports a displayed string holding a forbidden character.
+func charError(field string) error {
+	return fmt.Errorf("%s contains a control or bidi character", field)
+}
+
+// EnvNotAllowedError reports an env key the daemon's allowlist refuses.
+func envNotAllowed(key string) error {
+	if key == "SSH_AUTH_SOCK" {
+		return errors.New("SSH_AUTH_SOCK cannot be set; use forward_agent")
+	}
+	return fmt.Errorf("env key %q is not allowed", key)
+}
+
+// DuplicateError reports a request seen before within the replay window.
+func DuplicateError(id string) error {
+	return fmt.Errorf("duplicate request id %q", id)
+}
+
+// NotFoundError reports a stage whose executable could not be resolved;
+// stage is 1-based as in the protocol's example.
+func NotFoundError(stage int, name string) error {
+	return fmt.Errorf("stage %d: executable not found: %q", stage, name)
+}
+
+// secondsUp renders d as whole seconds, rounded up.
+func secondsUp(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+func tooOld(age, max time.Duration) error {
+	return fmt.Errorf("request too old: %ds (max %ds)", secondsUp(age), secondsUp(max))
+}
+
+func tooNew(ahead, max time.Duration) error {
+	return fmt.Errorf("request time is in the future: %ds ahead (max %ds)", secondsUp(ahead), secondsUp(max))
+}

@@ -1,0 +1,428 @@
+// Package wire is rootgate's request/response contract (docs/protocol.md):
+// the types, the line codec, validation and defaults. It knows nothing about
+// sockets, processes or people.
+//
+// A daemon reads a line with [ReadLine], turns it into a [Request] with
+// [Decode] (JSON, unknown fields, types, field rules, the forward_agent
+// rule: checks 3 to 5 of the protocol's order), then applies
+// [Request.CheckTime] (6) and [EnvPolicy.Check] (7). Answers are written
+// with [WriteResponse], which streams captured output as base64 without
+// building the whole line in memory.
+package wire
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Limits of the request fields.
+const (
+	MaxStages     = 16
+	MaxIDLen      = 128
+	MaxHostLen    = 255
+	MaxSessionLen = 256
+	MaxReasonLen  = 4096
+	MaxVersionLen = 256
+)
+
+// Actions.
+const (
+	ActionExec = "exec"
+	ActionPing = "ping"
+)
+
+// Request is a decoded, validated request.
+type Request struct {
+	ID      string // given by the client, or a fresh UUIDv4
+	IDGiven bool   // the client sent an id
+	Host    string
+	Session string
+	// TimeText is the time field as sent; Time is it parsed ("" and the
+	// zero time when it was missing; CheckTime rejects both).
+	TimeText string
+	Time     time.Time
+	Pipeline [][]string
+	Env      map[string]string
+	Reason   string
+	// Privileged defaults to true.
+	Privileged bool
+	// PrivilegedSet: the client sent the privileged field.
+	PrivilegedSet bool
+	ForwardAgent  bool
+	Action        string // ActionExec or ActionPing
+	Cwd           string // "/" by default
+	Stdin         []byte // nil when absent
+	// Timeout is the run time limit the client asked for; 0 when absent.
+	Timeout time.Duration
+	Version string
+	// LineSHA256 is the SHA-256 of the raw request line.
+	LineSHA256 [sha256.Size]byte
+}
+
+// ReplayKey is what the replay window remembers: the id when the client
+// gave one, else the SHA-256 of the raw line.
+func (r *Request) ReplayKey() string {
+	if r.IDGiven {
+		return "id:" + r.ID
+	}
+	return fmt.Sprintf("sha256:%x", r.LineSHA256)
+}
+
+// field decoders, keyed by JSON name, in one table so that the set of known
+// fields and their types cannot drift apart.
+var fields = map[string]func(r *Request, raw json.RawMessage) error{
+	"id":       func(r *Request, raw json.RawMessage) error { r.IDGiven = true; return decodeString("id", raw, &r.ID) },
+	"host":     func(r *Request, raw json.RawMessage) error { return decodeString("host", raw, &r.Host) },
+	"session":  func(r *Request, raw json.RawMessage) error { return decodeString("session", raw, &r.Session) },
+	"time":     func(r *Request, raw json.RawMessage) error { return decodeString("time", raw, &r.TimeText) },
+	"reason":   func(r *Request, raw json.RawMessage) error { return decodeString("reason", raw, &r.Reason) },
+	"cwd":      func(r *Request, raw json.RawMessage) error { return decodeString("cwd", raw, &r.Cwd) },
+	"version":  func(r *Request, raw json.RawMessage) error { return decodeString("version", raw, &r.Version) },
+	"action":   func(r *Request, raw json.RawMessage) error { return decodeString("action", raw, &r.Action) },
+	"pipeline": decodePipeline,
+	"env":      decodeEnv,
+	"privileged": func(r *Request, raw json.RawMessage) error {
+		r.PrivilegedSet = true
+		return decodeBool("privileged", raw, &r.Privileged)
+	},
+	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
+	"stdin":         decodeStdin,
+	"timeout":       decodeTimeout,
+}
+
+// Decode parses and validates one request line (without its newline):
+// checks 3 to 5 of the protocol's order. Missing fields get their defaults;
+// a request without id gets a fresh UUIDv4.
+//
+// When the line parsed as a request object but failed validation, Decode
+// returns the request too, so the error response can echo its ID (which is
+// then "" if the id itself was invalid). When it did not parse, the request
+// is nil.
+func Decode(line []byte) (*Request, error) {
+	if !utf8.Valid(line) {
+		return nil, ErrNotUTF8
+	}
+	r := &Request{Privileged: true, Action: ActionExec, Cwd: "/", Env: map[string]string{}}
+	r.LineSHA256 = sha256.Sum256(line)
+	if err := decodeObject(line, r); err != nil {
+		return nil, err
+	}
+	if !r.IDGiven {
+		r.ID = uuid.NewString()
+	}
+	if err := r.validate(); err != nil {
+		if r.IDGiven && (r.ID == "" || utf8.RuneCountInString(r.ID) > MaxIDLen || !Displayable(r.ID, false)) {
+			r.ID = ""
+		}
+		return r, err
+	}
+	return r, nil
+}
+
+// decodeObject walks the top-level object so that unknown and repeated keys
+// are refused (a repeated key would let two JSON parsers disagree about
+// what was asked).
+func decodeObject(line []byte, r *Request) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	tok, err := dec.Token()
+	if err != nil {
+		return invalidJSON(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return errors.New("invalid JSON: request must be a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return invalidJSON(err)
+		}
+		name := tok.(string) // object keys are always strings
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return invalidJSON(err)
+		}
+		set, known := fields[name]
+		if !known {
+			return fmt.Errorf("unknown field %q", name)
+		}
+		if seen[name] {
+			return fmt.Errorf("duplicate field %q", name)
+		}
+		seen[name] = true
+		if string(raw) == "null" {
+			return fmt.Errorf("field %q must not be null", name)
+		}
+		if err := set(r, raw); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return invalidJSON(err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return errors.New("invalid JSON: data after the request object")
+	}
+	return nil
+}
+
+func invalidJSON(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("invalid JSON: unexpected end of input")
+	}
+	return fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func decodeString(name string, raw json.RawMessage, dst *string) error {
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("field %q must be a string", name)
+	}
+	return nil
+}
+
+func decodeBool(name string, raw json.RawMessage, dst *bool) error {
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("field %q must be a boolean", name)
+	}
+	return nil
+}
+
+func decodePipeline(r *Request, raw json.RawMessage) error {
+	var stages [][]*string
+	if err := json.Unmarshal(raw, &stages); err != nil {
+		return errors.New(`field "pipeline" must be an array of arrays of strings`)
+	}
+	r.Pipeline = make([][]string, len(stages))
+	for i, stage := range stages {
+		if stage == nil {
+			return errors.New(`field "pipeline" must be an array of arrays of strings`)
+		}
+		r.Pipeline[i] = make([]string, len(stage))
+		for j, arg := range stage {
+			if arg == nil {
+				return errors.New(`field "pipeline" must be an array of arrays of strings`)
+			}
+			r.Pipeline[i][j] = *arg
+		}
+	}
+	return nil
+}
+
+func decodeEnv(r *Request, raw json.RawMessage) error {
+	var env map[string]*string
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return errors.New(`field "env" must be an object of strings`)
+	}
+	for k, v := range env {
+		if v == nil {
+			return errors.New(`field "env" must be an object of strings`)
+		}
+		r.Env[k] = *v
+	}
+	return nil
+}
+
+func decodeStdin(r *Request, raw json.RawMessage) error {
+	var s string
+	if err := decodeString("stdin", raw, &s); err != nil {
+		return err
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return errors.New(`field "stdin" must be base64`)
+	}
+	r.Stdin = b
+	return nil
+}
+
+func decodeTimeout(r *Request, raw json.RawMessage) error {
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		if errors.As(err, new(*json.UnmarshalTypeError)) {
+			return errors.New(`field "timeout" must be a number of seconds`)
+		}
+		return errors.New(`field "timeout" must be a positive number of seconds`) // out of range
+	}
+	// More than a year means nothing for a run limit.
+	if f <= 0 || math.IsInf(f, 0) || f > 365*24*3600 {
+		return errors.New(`field "timeout" must be a positive number of seconds`)
+	}
+	r.Timeout = time.Duration(f * float64(time.Second))
+	if r.Timeout <= 0 {
+		return errors.New(`field "timeout" must be a positive number of seconds`)
+	}
+	return nil
+}
+
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validate is check 4 (field rules) and 5 (forward_agent).
+func (r *Request) validate() error {
+	switch r.Action {
+	case ActionExec:
+		if r.Pipeline == nil {
+			return ErrPipelineMissing
+		}
+	case ActionPing:
+	default:
+		return errors.New(`field "action" must be "exec" or "ping"`)
+	}
+	if r.Action == ActionExec || len(r.Pipeline) > 0 {
+		if len(r.Pipeline) < 1 || len(r.Pipeline) > MaxStages {
+			return fmt.Errorf("pipeline must have 1 to %d stages", MaxStages)
+		}
+	}
+	for i, stage := range r.Pipeline {
+		if len(stage) == 0 {
+			return fmt.Errorf("pipeline[%d] must not be empty", i)
+		}
+		if stage[0] == "" {
+			return fmt.Errorf("pipeline[%d][0] must not be empty", i)
+		}
+		for j, arg := range stage {
+			if !Displayable(arg, true) {
+				return charError(fmt.Sprintf("pipeline[%d][%d]", i, j))
+			}
+		}
+	}
+	if r.IDGiven {
+		if n := utf8.RuneCountInString(r.ID); n < 1 || n > MaxIDLen {
+			return fmt.Errorf("id must be 1 to %d characters", MaxIDLen)
+		}
+	}
+	for _, f := range []struct {
+		name      string
+		val       string
+		max       int
+		multiline bool
+	}{
+		{"id", r.ID, MaxIDLen, false},
+		{"host", r.Host, MaxHostLen, false},
+		{"session", r.Session, MaxSessionLen, false},
+		{"reason", r.Reason, MaxReasonLen, true},
+		{"version", r.Version, MaxVersionLen, false},
+		{"cwd", r.Cwd, 4096, false},
+	} {
+		if utf8.RuneCountInString(f.val) > f.max {
+			return fmt.Errorf("%s exceeds %d characters", f.name, f.max)
+		}
+		if !Displayable(f.val, f.multiline) {
+			return charError(f.name)
+		}
+	}
+	if !path.IsAbs(r.Cwd) {
+		return errors.New("cwd must be an absolute path")
+	}
+	for k, v := range r.Env {
+		if !envKey.MatchString(k) {
+			return fmt.Errorf("env key %q is not a valid name", k)
+		}
+		if !Displayable(v, false) {
+			return charError(fmt.Sprintf("env[%q]", k))
+		}
+	}
+	if r.ForwardAgent && (!r.PrivilegedSet || r.Privileged) {
+		return ErrAgentNeedsUnprivileged
+	}
+	return nil
+}
+
+// Displayable reports whether s may be shown to an approver: valid UTF-8
+// without C0/C1 controls, DEL, zero-width or bidi control characters. With
+// multiline, TAB and LF are allowed (argv elements and reason).
+func Displayable(s string, multiline bool) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if forbidden(c) && !(multiline && (c == '\t' || c == '\n')) {
+			return false
+		}
+	}
+	return true
+}
+
+func forbidden(c rune) bool {
+	switch {
+	case c < 0x20, c >= 0x7f && c <= 0x9f:
+		return true
+	case c >= 0x200b && c <= 0x200f, c == 0x2060, c == 0xfeff:
+		return true
+	case c >= 0x202a && c <= 0x202e, c >= 0x2066 && c <= 0x2069:
+		return true
+	}
+	return false
+}
+
+// CheckTime is check 6: the request's time must lie within maxSkew of now.
+func (r *Request) CheckTime(now time.Time, maxSkew time.Duration) error {
+	if r.TimeText == "" {
+		return ErrTimeMissing
+	}
+	t, err := time.Parse(time.RFC3339Nano, r.TimeText)
+	if err != nil {
+		return fmt.Errorf("field \"time\" must be an RFC 3339 date-time with a zone, got %q", r.TimeText)
+	}
+	r.Time = t
+	switch d := now.Sub(t); {
+	case d > maxSkew:
+		return tooOld(d, maxSkew)
+	case -d > maxSkew:
+		return tooNew(-d, maxSkew)
+	}
+	return nil
+}
+
+// DefaultEnvAllow is the daemon's default env allowlist; a trailing '*'
+// matches any suffix.
+var DefaultEnvAllow = []string{
+	"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLUMNS", "LINES", "NO_COLOR",
+	"DEBIAN_FRONTEND", "DEBCONF_NONINTERACTIVE_SEEN", "APT_LISTCHANGES_FRONTEND",
+	"SYSTEMD_PAGER", "SYSTEMD_COLORS", "PAGER", "http_proxy", "https_proxy",
+	"no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+}
+
+// neverAllowed are refused whatever the allowlist says.
+var neverAllowed = []string{"PATH", "LD_*", "HOME", "USER", "LOGNAME", "SHELL", "IFS", "BASH_ENV", "ENV", "SSH_AUTH_SOCK"}
+
+// EnvPolicy is an env allowlist: names, or prefixes ending in '*'.
+type EnvPolicy []string
+
+func matchesAny(patterns []string, key string) bool {
+	for _, p := range patterns {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(key, prefix) || p == key {
+			return true
+		}
+	}
+	return false
+}
+
+// Check is check 7: every key of env must be allowed. Keys are checked in
+// sorted order so the error names the same key every time.
+func (p EnvPolicy) Check(env map[string]string) error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if matchesAny(neverAllowed, k) || !matchesAny(p, k) {
+			return envNotAllowed(k)
+		}
+	}
+	return nil
+}

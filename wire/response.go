@@ -1,0 +1,149 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+)
+
+// Statuses.
+const (
+	StatusOK      = "ok"
+	StatusDenied  = "denied"
+	StatusTimeout = "timeout"
+	StatusError   = "error"
+)
+
+// Response is the daemon's one answer line. The byte fields travel as
+// base64; encoding/json decodes them that way too, so clients can decode a
+// line with json.Unmarshal.
+type Response struct {
+	ID              string        `json:"id"`
+	Status          string        `json:"status"`
+	Stages          []StageResult `json:"stages,omitempty"`
+	Stdout          []byte        `json:"stdout,omitempty"`
+	StdoutTruncated bool          `json:"stdout_truncated,omitempty"`
+	Message         string        `json:"message,omitempty"`
+	Version         string        `json:"version"`
+}
+
+// StageResult is one stage's outcome.
+type StageResult struct {
+	ExitCode        int    `json:"exit_code"`
+	Signal          string `json:"signal,omitempty"`
+	Stderr          []byte `json:"stderr"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+}
+
+// HasRun reports whether the response carries a run's results.
+func (r *Response) HasRun() bool { return r.Stages != nil }
+
+// WriteResponse writes r as one JSON line ending in '\n'. Output is
+// base64-encoded as it is written, so memory use stays at the captured
+// bytes themselves plus a small buffer. Stages and stdout are written
+// whenever Stages is non-nil (ok, or a run that timed out).
+func WriteResponse(w io.Writer, r *Response) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	e := &lineEncoder{w: bw}
+	e.raw(`{"id":`)
+	e.str(r.ID)
+	e.raw(`,"status":`)
+	e.str(r.Status)
+	if r.HasRun() {
+		e.raw(`,"stages":[`)
+		for i, s := range r.Stages {
+			if i > 0 {
+				e.raw(",")
+			}
+			e.raw(`{"exit_code":`)
+			e.json(s.ExitCode)
+			if s.Signal != "" {
+				e.raw(`,"signal":`)
+				e.str(s.Signal)
+			}
+			e.raw(`,"stderr":`)
+			e.b64(s.Stderr)
+			if s.StderrTruncated {
+				e.raw(`,"stderr_truncated":true`)
+			}
+			e.raw("}")
+		}
+		e.raw(`],"stdout":`)
+		e.b64(r.Stdout)
+		if r.StdoutTruncated {
+			e.raw(`,"stdout_truncated":true`)
+		}
+	}
+	if r.Message != "" {
+		e.raw(`,"message":`)
+		e.str(r.Message)
+	}
+	e.raw(`,"version":`)
+	e.str(r.Version)
+	e.raw("}\n")
+	if e.err != nil {
+		return e.err
+	}
+	return bw.Flush()
+}
+
+// lineEncoder keeps the first write error so WriteResponse reads straight.
+type lineEncoder struct {
+	w   *bufio.Writer
+	err error
+}
+
+func (e *lineEncoder) raw(s string) {
+	if e.err == nil {
+		_, e.err = e.w.WriteString(s)
+	}
+}
+
+func (e *lineEncoder) json(v any) {
+	if e.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		e.err = err
+		return
+	}
+	_, e.err = e.w.Write(b)
+}
+
+func (e *lineEncoder) str(s string) { e.json(s) }
+
+func (e *lineEncoder) b64(b []byte) {
+	e.raw(`"`)
+	if e.err != nil {
+		return
+	}
+	enc := base64.NewEncoder(base64.StdEncoding, e.w)
+	if _, err := enc.Write(b); err != nil {
+		e.err = err
+		return
+	}
+	e.err = enc.Close()
+	e.raw(`"`)
+}
+
+// Outgoing is a request as a client writes it. Optional fields left at
+// their zero value are omitted, so the daemon's defaults apply; Privileged
+// is a pointer because its default (true) is not the zero value.
+type Outgoing struct {
+	ID           string            `json:"id,omitempty"`
+	Host         string            `json:"host,omitempty"`
+	Session      string            `json:"session,omitempty"`
+	Time         string            `json:"time"`
+	Action       string            `json:"action,omitempty"`
+	Pipeline     [][]string        `json:"pipeline,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Reason       string            `json:"reason,omitempty"`
+	Privileged   *bool             `json:"privileged,omitempty"`
+	ForwardAgent bool              `json:"forward_agent,omitempty"`
+	Cwd          string            `json:"cwd,omitempty"`
+	Stdin        []byte            `json:"stdin,omitempty"`
+	Timeout      float64           `json:"timeout,omitempty"`
+	Version      string            `json:"version,omitempty"`
+}
