@@ -1,0 +1,488 @@
+package approval
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"unicode/utf8"
+)
+
+// The policy file: the operator's standing decisions (docs/policy.md).
+//
+// A file is read whole by [ParsePolicy] into a [Policy], a list of [Rule]s
+// in file order. [Policy.Evaluate] gives each stage of a request the action
+// of the first rule that matches it and combines the stages' actions into
+// one [Match]: deny beats ask, ask beats allow.
+
+// Action is what a rule says about a stage, and what a [Policy] says about
+// a request.
+type Action int
+
+const (
+	// ActionAsk sends the request to a person. It is the zero value.
+	ActionAsk Action = iota
+	// ActionAllow runs the request without asking.
+	ActionAllow
+	// ActionDeny refuses the request without asking.
+	ActionDeny
+)
+
+// String returns the action's keyword in the policy file: "ask", "allow"
+// or "deny".
+func (a Action) String() string {
+	switch a {
+	case ActionAsk:
+		return "ask"
+	case ActionAllow:
+		return "allow"
+	case ActionDeny:
+		return "deny"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// ruleScope says which requests a rule is about. The zero value is no
+// scope at all: a Rule built outside this file matches nothing.
+type ruleScope int
+
+const (
+	scopeUnset ruleScope = iota
+	scopePrivileged
+	scopeUnprivileged
+	scopeAny
+)
+
+// restWord is the pattern word that matches any number of remaining
+// arguments when written last and unquoted.
+const restWord = "..."
+
+// Rule is one rule of a policy file. Only [ParsePolicy] makes rules that
+// match anything: a Rule built by hand has no scope and matches no request.
+type Rule struct {
+	Line   int    // 1-based line number in the file
+	Text   string // the rule as written, comment and surrounding blanks removed
+	Action Action
+
+	scope ruleScope
+	// Qualifier globs; "" means the qualifier was not given.
+	user, session, host string
+	// words are the pattern's globs, without a trailing "..." (see rest).
+	words []string
+	// rest is set when the pattern ends with an unquoted "...".
+	rest bool
+}
+
+// DenyMessage returns the sentence a requester is told when r denies the
+// request: "denied by policy rule at LINE: TEXT".
+func (r *Rule) DenyMessage() string {
+	if r == nil {
+		return "denied by policy"
+	}
+	return fmt.Sprintf("denied by policy rule at %d: %s", r.Line, r.Text)
+}
+
+// Policy is a parsed policy file. A nil *Policy, like the zero value, has no
+// rules: it asks about every request.
+type Policy struct {
+	// Rules are the file's rules in file order; blank and comment lines
+	// have none.
+	Rules []Rule
+
+	name string
+}
+
+// Name returns the name the policy was parsed under (the file's path for
+// [LoadPolicy]), or "" for a nil or zero Policy.
+func (p *Policy) Name() string {
+	if p == nil {
+		return ""
+	}
+	return p.name
+}
+
+// PolicyError reports a line of a policy file that does not parse. Its
+// text is "policy NAME:LINE: what is wrong". A bad glob unwraps to
+// [path.ErrBadPattern].
+type PolicyError struct {
+	Name string // as given to ParsePolicy
+	Line int    // 1-based
+	Err  error  // what is wrong with the line
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("policy %s:%d: %v", e.Name, e.Line, e.Err)
+}
+
+// Unwrap returns e.Err.
+func (e *PolicyError) Unwrap() error { return e.Err }
+
+// LoadPolicy reads and parses the policy file at path (see [ParsePolicy]).
+// A file that does not exist is not an error: the result is an empty
+// Policy, which asks about everything. Any other failure to read the file
+// is returned as is, and a line that does not parse as a [*PolicyError].
+func LoadPolicy(path string) (*Policy, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Policy{name: path}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	defer f.Close()
+	return ParsePolicy(path, f)
+}
+
+// ParsePolicy reads a policy file from r; name (usually the file's path)
+// only labels errors. The grammar is in docs/policy.md: one rule a line,
+//
+//	ACTION SCOPE[,QUALIFIER...] [PATTERN...]
+//
+// with blank lines and "#" comments ignored. Every glob is checked here, so
+// a Policy that parsed never meets a bad pattern while evaluating.
+//
+// The first line that does not parse stops the parse with a [*PolicyError];
+// an error reading r is returned wrapped.
+func ParsePolicy(name string, r io.Reader) (*Policy, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", name, err)
+	}
+	p := &Policy{name: name}
+	n := 0
+	for line := range strings.Lines(string(data)) {
+		n++
+		line = strings.TrimSuffix(line, "\n")
+		rule, ok, err := parseRule(line)
+		if err != nil {
+			return nil, &PolicyError{Name: name, Line: n, Err: err}
+		}
+		if ok {
+			rule.Line = n
+			p.Rules = append(p.Rules, rule)
+		}
+	}
+	return p, nil
+}
+
+// ruleWord is one word of a rule line.
+type ruleWord struct {
+	text   string // with quotes and escapes removed
+	quoted bool   // some of it was inside double quotes
+}
+
+// isRuleBlank reports whether c separates words. A carriage return is a
+// blank so that files with CRLF line ends read as expected.
+func isRuleBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' }
+
+// splitRuleLine cuts line into words. A "#" where a word would start begins
+// a comment that runs to the end of the line. A word runs to the next blank
+// outside quotes; double quotes may hold blanks and "#", and within them a
+// backslash escapes only '"' and '\'. text is the line from the start of
+// the first word to the end of the last.
+func splitRuleLine(line string) (words []ruleWord, text string, err error) {
+	i, start, end := 0, 0, 0
+	for {
+		for i < len(line) && isRuleBlank(line[i]) {
+			i++
+		}
+		if i == len(line) || line[i] == '#' {
+			return words, line[start:end], nil
+		}
+		if len(words) == 0 {
+			start = i
+		}
+		var b strings.Builder
+		w := ruleWord{}
+		for i < len(line) && !isRuleBlank(line[i]) {
+			if line[i] != '"' {
+				b.WriteByte(line[i])
+				i++
+				continue
+			}
+			w.quoted = true
+			i++
+			closed := false
+			for i < len(line) {
+				c := line[i]
+				if c == '"' {
+					i++
+					closed = true
+					break
+				}
+				if c == '\\' {
+					if i+1 == len(line) {
+						break
+					}
+					next := line[i+1]
+					if next != '"' && next != '\\' {
+						r, _ := utf8.DecodeRuneInString(line[i+1:])
+						return nil, "", fmt.Errorf(`backslash before %q inside quotes: only \" and \\ are escapes`, r)
+					}
+					b.WriteByte(next)
+					i += 2
+					continue
+				}
+				b.WriteByte(c)
+				i++
+			}
+			if !closed {
+				return nil, "", errors.New("unterminated quote")
+			}
+		}
+		w.text = b.String()
+		words = append(words, w)
+		end = i
+	}
+}
+
+// parseRule parses one line. ok is false for a blank or comment line.
+func parseRule(line string) (rule Rule, ok bool, err error) {
+	words, text, err := splitRuleLine(line)
+	if err != nil || len(words) == 0 {
+		return Rule{}, false, err
+	}
+	r := Rule{Text: text}
+	switch words[0].text {
+	case "allow":
+		r.Action = ActionAllow
+	case "deny":
+		r.Action = ActionDeny
+	case "ask":
+		r.Action = ActionAsk
+	default:
+		return Rule{}, false, fmt.Errorf("unknown action %q", words[0].text)
+	}
+	if len(words) < 2 {
+		return Rule{}, false, errors.New("missing scope")
+	}
+	if err := r.parseScope(words[1].text); err != nil {
+		return Rule{}, false, err
+	}
+	pats := words[2:]
+	for i, w := range pats {
+		if w.text == restWord && !w.quoted {
+			if i != len(pats)-1 {
+				return Rule{}, false, errors.New(`"..." is allowed only as the last pattern`)
+			}
+			r.rest = true
+			break
+		}
+		if err := checkGlob(w.text); err != nil {
+			return Rule{}, false, fmt.Errorf("bad glob %q: %w", w.text, err)
+		}
+		r.words = append(r.words, w.text)
+	}
+	return r, true, nil
+}
+
+// parseScope parses SCOPE[,NAME=GLOB...] into r.
+func (r *Rule) parseScope(word string) error {
+	scope, quals, hasQuals := strings.Cut(word, ",")
+	switch scope {
+	case "privileged":
+		r.scope = scopePrivileged
+	case "unprivileged":
+		r.scope = scopeUnprivileged
+	case "any":
+		r.scope = scopeAny
+	case "":
+		if hasQuals {
+			return errors.New("missing scope before qualifiers")
+		}
+		return errors.New("missing scope")
+	default:
+		return fmt.Errorf("unknown scope %q", scope)
+	}
+	if !hasQuals {
+		return nil
+	}
+	for q := range strings.SplitSeq(quals, ",") {
+		if q == "" {
+			return fmt.Errorf("empty qualifier in %q", word)
+		}
+		key, glob, found := strings.Cut(q, "=")
+		if !found {
+			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB or host=GLOB", q)
+		}
+		var dst *string
+		switch key {
+		case "user":
+			dst = &r.user
+		case "session":
+			dst = &r.session
+		case "host":
+			dst = &r.host
+		default:
+			return fmt.Errorf("unknown qualifier %q: want user, session or host", key)
+		}
+		if glob == "" {
+			return fmt.Errorf("empty value for qualifier %q", key)
+		}
+		if *dst != "" {
+			return fmt.Errorf("duplicate qualifier %q", key)
+		}
+		if err := checkGlob(glob); err != nil {
+			return fmt.Errorf("bad glob %q for qualifier %q: %w", glob, key, err)
+		}
+		*dst = glob
+	}
+	return nil
+}
+
+// checkGlob returns path.ErrBadPattern when glob is malformed. path.Match
+// checks the whole pattern even once the name has failed to match.
+func checkGlob(glob string) error {
+	_, err := path.Match(glob, "")
+	return err
+}
+
+// globMatch reports whether name matches glob, which checkGlob has passed.
+func globMatch(glob, name string) bool {
+	ok, err := path.Match(glob, name)
+	return ok && err == nil
+}
+
+// Subject is what rules are matched against: a request after its
+// executables were resolved.
+type Subject struct {
+	Privileged bool
+	User       string     // requester's user name
+	Session    string     // the request's session, "" if none
+	Host       string     // the request's host, "" if none
+	Stages     [][]string // argv per stage, as requested
+	Paths      []string   // resolved absolute executable per stage
+}
+
+// Match is a policy's verdict on a request.
+type Match struct {
+	Action Action
+	// Rule is the rule that decided, a pointer into Policy.Rules. For
+	// ActionDeny it is the rule of the first stage denied; for ActionAllow,
+	// the rule that allowed the first stage; for ActionAsk, the rule of the
+	// first stage asked about, or nil when no rule matched that stage. It
+	// is never nil for ActionDeny and ActionAllow.
+	Rule *Rule
+}
+
+// Evaluate decides about the request s. Each stage gets the action of the
+// first rule whose scope, qualifiers and pattern match it, or ask when none
+// does. The request is denied if any stage is denied, else asked about if
+// any stage is asked about, else allowed. A request with no stages is asked
+// about. See [Match] for which rule is reported.
+func (p *Policy) Evaluate(s Subject) Match {
+	if p == nil || len(s.Stages) == 0 {
+		return Match{Action: ActionAsk}
+	}
+	var (
+		asked    bool
+		askRule  *Rule
+		allowBy  *Rule
+		resolved string
+	)
+	for i, argv := range s.Stages {
+		resolved = ""
+		if i < len(s.Paths) {
+			resolved = s.Paths[i]
+		}
+		r := p.firstMatch(&s, argv, resolved)
+		switch {
+		case r != nil && r.Action == ActionDeny:
+			return Match{Action: ActionDeny, Rule: r}
+		case r != nil && r.Action == ActionAllow:
+			if i == 0 {
+				allowBy = r
+			}
+		default:
+			if !asked {
+				asked, askRule = true, r
+			}
+		}
+	}
+	if asked {
+		return Match{Action: ActionAsk, Rule: askRule}
+	}
+	return Match{Action: ActionAllow, Rule: allowBy}
+}
+
+// firstMatch returns the first rule matching one stage of s, or nil.
+func (p *Policy) firstMatch(s *Subject, argv []string, resolved string) *Rule {
+	for i := range p.Rules {
+		if r := &p.Rules[i]; r.matches(s, argv, resolved) {
+			return r
+		}
+	}
+	return nil
+}
+
+// matches reports whether r matches the stage argv (resolved to the
+// executable resolved) of s.
+func (r *Rule) matches(s *Subject, argv []string, resolved string) bool {
+	switch r.scope {
+	case scopePrivileged:
+		if !s.Privileged {
+			return false
+		}
+	case scopeUnprivileged:
+		if s.Privileged {
+			return false
+		}
+	case scopeAny:
+	default:
+		return false
+	}
+	if r.user != "" && !globMatch(r.user, s.User) ||
+		r.session != "" && !globMatch(r.session, s.Session) ||
+		r.host != "" && !globMatch(r.host, s.Host) {
+		return false
+	}
+	if len(r.words) == 0 {
+		// No pattern, or "..." alone: every stage.
+		return true
+	}
+	if len(argv) < len(r.words) || !r.rest && len(argv) != len(r.words) {
+		return false
+	}
+	// The command as written counts only when it is a bare name: those are
+	// looked up in the daemon's fixed path. A written path with a '/' is
+	// matched by what it resolved to, since a relative one leads wherever
+	// the requester's cwd says.
+	bare := !strings.Contains(argv[0], "/")
+	if !(bare && globMatch(r.words[0], argv[0])) && (resolved == "" || !globMatch(r.words[0], resolved)) {
+		return false
+	}
+	for i := 1; i < len(r.words); i++ {
+		if !globMatch(r.words[i], argv[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// AllowsAllPrivileged returns the rules that allow every privileged
+// command, for the daemon's start-up warning: allow rules of scope
+// privileged or any whose pattern is empty, "..." alone, or a word made of
+// "*" only followed by "...". Qualifiers do not count: a rule that lets one
+// user run anything as root is still reported. The check is syntactic and
+// deliberately narrow; it ignores rules before the one reported.
+func (p *Policy) AllowsAllPrivileged() []*Rule {
+	if p == nil {
+		return nil
+	}
+	var all []*Rule
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if r.Action != ActionAllow || r.scope != scopePrivileged && r.scope != scopeAny {
+			continue
+		}
+		switch {
+		case len(r.words) == 0,
+			len(r.words) == 1 && r.rest && r.words[0] != "" && strings.Trim(r.words[0], "*") == "":
+			all = append(all, r)
+		}
+	}
+	return all
+}
