@@ -1,0 +1,335 @@
+package approval
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Rendering rules. Everything in a Prompt except the daemon's own numbers
+// comes from the requester, or from a file system the requester may have
+// shaped (a resolved path, a symlink target, /proc/PID/exe), so every such
+// string goes through [Quote] or [Sanitize] before it reaches a person. Both
+// escape every rune that is not printable (C0 and C1 controls, DEL, format
+// characters such as zero-width and bidi controls, separators other than the
+// ASCII space, unassigned code points) and every byte that is not valid
+// UTF-8, so no terminal control sequence can survive and nothing displayed is
+// invisible. Nothing is shortened: the caller decides how to show a long text.
+
+// stdinPreviewBytes is how much of the request's stdin Render shows.
+const stdinPreviewBytes = 200
+
+// Render returns the full description of a request that an approver is
+// shown: who asks (user, uid, gid, pid, executable), host, session, time, id,
+// client version, the reason (marked as the requester's words), what would
+// run (run-as user, loudly when root; working directory; environment; stdin
+// size, SHA-256 and a preview; SSH agent forwarding; time limit) and last,
+// every stage's full argv quoted shell-style with its resolved path and
+// symlink target.
+//
+// The text is plain: no ANSI sequences, no control character other than the
+// '\n' that ends each line, no invisible rune. Nothing is truncated except
+// the stdin preview, which says how many bytes it leaves out.
+func Render(p *Prompt) string {
+	var b strings.Builder
+	field := func(label, value string) {
+		fmt.Fprintf(&b, "  %-13s%s\n", label, value)
+	}
+	more := func(value string) {
+		fmt.Fprintf(&b, "  %-13s%s\n", "", value)
+	}
+
+	b.WriteString("rootgate approval request\n")
+	field("ID:", noneIfEmpty(Sanitize(p.ID)))
+	t := "(none)"
+	if !p.Time.IsZero() {
+		t = p.Time.Format(time.RFC3339Nano)
+	}
+	field("Time:", t)
+	field("Requester:", describeRequester(&p.Requester))
+	field("Host:", noneIfEmpty(Sanitize(p.Host)))
+	field("Session:", noneIfEmpty(Sanitize(p.Session)))
+	field("Client:", noneIfEmpty(Sanitize(p.Version)))
+
+	if p.Reason == "" {
+		b.WriteString("Reason: (none given)\n")
+	} else {
+		b.WriteString("Reason (the requester's words, unverified):\n")
+		for line := range strings.SplitSeq(p.Reason, "\n") {
+			b.WriteString("  | ")
+			b.WriteString(Sanitize(line))
+			b.WriteByte('\n')
+		}
+	}
+
+	b.WriteString("What would run:\n")
+	field("Run as:", describeRunAs(p))
+	cwd := "/"
+	if p.Cwd != "" {
+		cwd = Quote(p.Cwd)
+	}
+	field("Directory:", cwd)
+	if len(p.Env) == 0 {
+		field("Environment:", "only PATH, HOME, USER, LOGNAME, SHELL of the run-as user")
+	} else {
+		keys := make([]string, 0, len(p.Env))
+		for k := range p.Env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			kv := Quote(k) + "=" + Quote(p.Env[k])
+			if i == 0 {
+				field("Environment:", kv)
+			} else {
+				more(kv)
+			}
+		}
+	}
+	if len(p.Stdin) == 0 {
+		field("Stdin:", "none (/dev/null)")
+	} else {
+		sum := sha256.Sum256(p.Stdin)
+		field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(p.Stdin), hex.EncodeToString(sum[:])))
+		n := stdinPreviewLen(p.Stdin)
+		if n == len(p.Stdin) {
+			more("all of it: " + Quote(string(p.Stdin)))
+		} else {
+			more(fmt.Sprintf("first %d bytes: %s", n, Quote(string(p.Stdin[:n]))))
+			more(fmt.Sprintf("... and %d more bytes not shown", len(p.Stdin)-n))
+		}
+	}
+	if p.ForwardAgent {
+		field("SSH agent:", "FORWARDED: the run may use the operator's SSH agent (your keys) while it runs")
+	} else {
+		field("SSH agent:", "not forwarded")
+	}
+	if p.RunTimeout > 0 {
+		field("Time limit:", displaySeconds(p.RunTimeout))
+	} else {
+		field("Time limit:", "none")
+	}
+
+	switch len(p.Stages) {
+	case 0:
+		b.WriteString("Command: (none)\n")
+	case 1:
+		b.WriteString("Command (1 stage):\n")
+	default:
+		fmt.Fprintf(&b, "Pipeline (%d stages; each stage's output is the next one's input):\n", len(p.Stages))
+	}
+	for i, s := range p.Stages {
+		fmt.Fprintf(&b, "  [%d] %s\n", i+1, quoteArgv(s.Argv))
+		path := "(not resolved)"
+		if s.Path != "" {
+			path = Quote(s.Path)
+		}
+		if s.Target != "" {
+			path += ", a symlink to " + Quote(s.Target)
+		}
+		fmt.Fprintf(&b, "      executable: %s\n", path)
+	}
+	return b.String()
+}
+
+// commandSummary returns the request's pipeline on one line, each argv quoted with
+// [Quote] and stages joined by " | ", as a shell would show it.
+func commandSummary(p *Prompt) string {
+	parts := make([]string, len(p.Stages))
+	for i, s := range p.Stages {
+		parts[i] = quoteArgv(s.Argv)
+	}
+	return strings.Join(parts, " | ")
+}
+
+func quoteArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = Quote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func describeRequester(r *Requester) string {
+	user := Sanitize(r.User)
+	if user == "" {
+		user = strconv.Itoa(r.UID)
+	}
+	exe := "unknown"
+	if r.Exe != "" {
+		exe = Quote(r.Exe)
+	}
+	return fmt.Sprintf("%s (uid %d, gid %d, pid %d, exe %s)", user, r.UID, r.GID, r.PID, exe)
+}
+
+// runsAsRoot reports whether the prompt's run would have root's rights.
+func runsAsRoot(p *Prompt) bool {
+	return p.Privileged || p.RunAs == "root"
+}
+
+// runAsName is the run-as user for display.
+func runAsName(p *Prompt) string {
+	switch {
+	case p.RunAs != "":
+		return Sanitize(p.RunAs)
+	case p.Privileged:
+		return "root"
+	}
+	return Sanitize(p.Requester.User)
+}
+
+func describeRunAs(p *Prompt) string {
+	if runsAsRoot(p) {
+		return runAsName(p) + "   *** PRIVILEGED: the command runs as ROOT ***"
+	}
+	return fmt.Sprintf("%s (uid %d, the requester's own user; not privileged)", runAsName(p), p.Requester.UID)
+}
+
+// stdinPreviewLen is how many leading bytes of data the stdin preview shows: at
+// most stdinPreviewBytes, backing off (by up to 3 bytes) so as not to split a
+// UTF-8 sequence.
+func stdinPreviewLen(data []byte) int {
+	n := len(data)
+	if n <= stdinPreviewBytes {
+		return n
+	}
+	n = stdinPreviewBytes
+	for k := n; k > n-utf8.UTFMax && k > 0; k-- {
+		if utf8.RuneStart(data[k]) {
+			return k
+		}
+	}
+	return n
+}
+
+func displaySeconds(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
+func noneIfEmpty(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// Quote returns s quoted for display the way a POSIX shell (bash) would read
+// it back as one word:
+//
+//   - bare when s is non-empty and made only of ASCII letters, digits and
+//     @%+=:,./-_ (apt, /usr/bin/apt, --yes);
+//   - in single quotes when it holds spaces, shell metacharacters or other
+//     printable characters ('a b', '*.log', 'café', 'say "hi"');
+//   - in ANSI-C quotes $'…' when it holds a single quote, a TAB, a line break,
+//     any other control or non-printable rune, or invalid UTF-8 ($'a\nb',
+//     $'it\'s', $'\x1b[31m', $'\u200b', $'\xff'). Inside them a backslash is
+//     \\, \n \t \r keep their names, other C0 controls and DEL are \xNN,
+//     other non-printable runes \uXXXX or \UXXXXXXXX, invalid bytes \xNN.
+//
+// The result never contains a control character or an invisible rune, so it
+// is always one visible line.
+func Quote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	bare := true
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\'' || !unicode.IsPrint(r) {
+			return ansiC(s)
+		}
+		if !safeBare(r) {
+			bare = false
+		}
+		i += size
+	}
+	if bare {
+		return s
+	}
+	return "'" + s + "'"
+}
+
+// safeBare reports whether r needs no quoting in any common shell.
+func safeBare(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("@%+=:,./-_", r)
+}
+
+func ansiC(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 3)
+	b.WriteString("$'")
+	writeEscaped(&b, s, true)
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// Sanitize returns s made safe to show on one line of a terminal: printable
+// runes are kept, a backslash becomes \\, TAB, LF and CR become \t, \n and
+// \r, other C0 controls and DEL become \xNN, every other non-printable rune
+// (C1 controls, zero-width and bidi controls, U+FEFF, separators other than
+// the ASCII space, unassigned code points) becomes \uXXXX or \UXXXXXXXX, and
+// each byte of invalid UTF-8 becomes \xNN. The mapping is one to one, so two
+// different strings never look the same.
+func Sanitize(s string) string {
+	clean := true
+	for _, r := range s { // invalid UTF-8 yields utf8.RuneError, which is printable: check below
+		if r == '\\' || !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	writeEscaped(&b, s, false)
+	return b.String()
+}
+
+// writeEscaped writes s to b with the escapes described at [Quote] (quote: also
+// \' for a single quote) and [Sanitize].
+func writeEscaped(b *strings.Builder, s string, quote bool) {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(b, `\x%02x`, s[i])
+			i++
+			continue
+		}
+		i += size
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\'' && quote:
+			b.WriteString(`\'`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(b, `\x%02x`, r)
+		case !unicode.IsPrint(r) && r <= 0xffff:
+			fmt.Fprintf(b, `\u%04x`, r)
+		case !unicode.IsPrint(r):
+			fmt.Fprintf(b, `\U%08x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+}

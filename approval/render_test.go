@@ -1,0 +1,292 @@
+package approval
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+func TestQuote(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "", "''"},
+		{"word", "apt", "apt"},
+		{"path", "/usr/bin/apt", "/usr/bin/apt"},
+		{"flag", "--yes=1,2:3@host%+_", "--yes=1,2:3@host%+_"},
+		{"space", "a b", "'a b'"},
+		{"glob", "*.log", "'*.log'"},
+		{"dollar", "$HOME", "'$HOME'"},
+		{"semicolon", "a;rm -rf /", "'a;rm -rf /'"},
+		{"tilde", "~root", "'~root'"},
+		{"double quotes", `say "hi"`, `'say "hi"'`},
+		{"backslash", `a\b`, `'a\b'`},
+		{"non-ascii", "café", "'café'"},
+		{"single quote", "it's", `$'it\'s'`},
+		{"newline", "a\nb", `$'a\nb'`},
+		{"tab", "a\tb", `$'a\tb'`},
+		{"cr", "a\rb", `$'a\rb'`},
+		{"backslash with newline", "a\\\n", `$'a\\\n'`},
+		{"sgr", "\x1b[31mred\x1b[0m", `$'\x1b[31mred\x1b[0m'`},
+		{"osc title", "\x1b]0;title\x07", `$'\x1b]0;title\x07'`},
+		{"del", "a\x7f", `$'a\x7f'`},
+		{"c1 csi", "\u009b2J", `$'\u009b2J'`},
+		{"zero width space", "ro\u200bot", `$'ro\u200bot'`},
+		{"bom", "\ufeffx", `$'\ufeffx'`},
+		{"word joiner", "a\u2060b", `$'a\u2060b'`},
+		{"rtl override", "txt.\u202eexe", `$'txt.\u202eexe'`},
+		{"rtl isolate", "\u2067x\u2069", `$'\u2067x\u2069'`},
+		{"nbsp", "a\u00a0b", `$'a\u00a0b'`},
+		{"line separator", "a\u2028b", `$'a\u2028b'`},
+		{"tag character", "a\U000e0041", `$'a\U000e0041'`},
+		{"invalid utf-8", "a\xffb", `$'a\xffb'`},
+		{"truncated utf-8", "caf\xc3", `$'caf\xc3'`},
+		{"replacement char is printable", "a\ufffdb", "'a\ufffdb'"},
+		{"emoji", "🚀", "'🚀'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Quote(tt.in); got != tt.want {
+				t.Errorf("Quote(%q) = %s, want %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSanitize(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "", ""},
+		{"plain", "workstation.local", "workstation.local"},
+		{"spaces and quotes", `it's "fine"`, `it's "fine"`},
+		{"non-ascii", "café ☕", "café ☕"},
+		{"backslash", `C:\x`, `C:\\x`},
+		{"newline", "a\nb", `a\nb`},
+		{"tab", "a\tb", `a\tb`},
+		{"cr", "a\rb", `a\rb`},
+		{"nul", "a\x00b", `a\x00b`},
+		{"esc", "\x1b[2J", `\x1b[2J`},
+		{"bel", "\x07", `\x07`},
+		{"del", "\x7f", `\x7f`},
+		{"c1", "\u0085\u009b", `\u0085\u009b`},
+		{"zero width", "\u200b\u200c\u200d\u200e\u200f\u2060\ufeff", `\u200b\u200c\u200d\u200e\u200f\u2060\ufeff`},
+		{"bidi", "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", `\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069`},
+		{"invalid utf-8", "\xc3\x28\xff", `\xc3(\xff`},
+		{"escaped looking text stays distinct", `\x1b`, `\\x1b`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Sanitize(tt.in); got != tt.want {
+				t.Errorf("Sanitize(%q) = %s, want %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRenderFull(t *testing.T) {
+	p := &Prompt{
+		ID:        "550e8400-e29b-41d4-a716-446655440000",
+		Host:      "workstation.local",
+		Session:   "claude-code-project-alpha",
+		Version:   "rootgate/0.1.0",
+		Time:      time.Date(2026, 2, 13, 14, 30, 0, 0, time.FixedZone("", 3600)),
+		Reason:    "Look for errors\nin\tthe journal",
+		Requester: Requester{UID: 1000, GID: 1000, PID: 4242, User: "alice", Exe: "/usr/bin/node"},
+		Stages: []Stage{
+			{Argv: []string{"journalctl", "-u", "nginx", "--since", "1 hour ago"}, Path: "/usr/bin/journalctl"},
+			{Argv: []string{"awk", "/error/ {print $1}\n"}, Path: "/usr/bin/awk", Target: "/etc/alternatives/awk"},
+		},
+		RunAs:        "alice",
+		Cwd:          "/home/alice/my project",
+		Env:          map[string]string{"TZ": "UTC", "LANG": "C.UTF-8", "PAGER": "less -R"},
+		Stdin:        []byte("hello\n"),
+		ForwardAgent: true,
+		RunTimeout:   90 * time.Second,
+	}
+	want := `rootgate approval request
+  ID:          550e8400-e29b-41d4-a716-446655440000
+  Time:        2026-02-13T14:30:00+01:00
+  Requester:   alice (uid 1000, gid 1000, pid 4242, exe /usr/bin/node)
+  Host:        workstation.local
+  Session:     claude-code-project-alpha
+  Client:      rootgate/0.1.0
+Reason (the requester's words, unverified):
+  | Look for errors
+  | in\tthe journal
+What would run:
+  Run as:      alice (uid 1000, the requester's own user; not privileged)
+  Directory:   '/home/alice/my project'
+  Environment: LANG=C.UTF-8
+               PAGER='less -R'
+               TZ=UTC
+  Stdin:       6 bytes, SHA-256 5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03
+               all of it: $'hello\n'
+  SSH agent:   FORWARDED: the run may use the operator's SSH agent (your keys) while it runs
+  Time limit:  90s
+Pipeline (2 stages; each stage's output is the next one's input):
+  [1] journalctl -u nginx --since '1 hour ago'
+      executable: /usr/bin/journalctl
+  [2] awk $'/error/ {print $1}\n'
+      executable: /usr/bin/awk, a symlink to /etc/alternatives/awk
+`
+	if got := Render(p); got != want {
+		t.Errorf("Render:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRenderMinimal(t *testing.T) {
+	p := &Prompt{
+		Requester:  Requester{UID: 1000, GID: 100, PID: 7},
+		Stages:     []Stage{{Argv: []string{"true"}}},
+		Privileged: true,
+	}
+	want := `rootgate approval request
+  ID:          (none)
+  Time:        (none)
+  Requester:   1000 (uid 1000, gid 100, pid 7, exe unknown)
+  Host:        (none)
+  Session:     (none)
+  Client:      (none)
+Reason: (none given)
+What would run:
+  Run as:      root   *** PRIVILEGED: the command runs as ROOT ***
+  Directory:   /
+  Environment: only PATH, HOME, USER, LOGNAME, SHELL of the run-as user
+  Stdin:       none (/dev/null)
+  SSH agent:   not forwarded
+  Time limit:  none
+Command (1 stage):
+  [1] true
+      executable: (not resolved)
+`
+	if got := Render(p); got != want {
+		t.Errorf("Render:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestRenderEscapesControlSequences(t *testing.T) {
+	p := &Prompt{
+		ID:        "id\x1b[2J",
+		Host:      "h\x1b]0;title\x07",
+		Session:   "s\u202e",
+		Version:   "v\u009b\x9b",
+		Reason:    "see \x1b[31mred\x1b[0m\r\nand \u200bhidden",
+		Requester: Requester{User: "u\x1bc", Exe: "/tmp/\x1b[8mx"},
+		Stages: []Stage{{
+			Argv:   []string{"echo", "\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "a\nb", "c\td"},
+			Path:   "/tmp/e\x1b[1m",
+			Target: "/tmp/t\x07",
+		}},
+		RunAs:      "r\x1b",
+		Privileged: true,
+		Cwd:        "/tmp/\x1b[H",
+		Env:        map[string]string{"LANG\x1b": "\x1b[0m"},
+		Stdin:      []byte("\x1b[?1049h"),
+	}
+	got := Render(p)
+	for _, want := range []string{
+		`ID:          id\x1b[2J`,
+		`Host:        h\x1b]0;title\x07`,
+		`Session:     s\u202e`,
+		`Client:      v\u009b\x9b`,
+		`  | see \x1b[31mred\x1b[0m\r`,
+		`  | and \u200bhidden`,
+		`Requester:   u\x1bc (uid 0, gid 0, pid 0, exe $'/tmp/\x1b[8mx')`,
+		`Run as:      r\x1b   *** PRIVILEGED`,
+		`Directory:   $'/tmp/\x1b[H'`,
+		`Environment: $'LANG\x1b'=$'\x1b[0m'`,
+		`all of it: $'\x1b[?1049h'`,
+		`[1] echo $'\x1b[31mred\x1b[0m' $'\x1b]0;title\x07' $'a\nb' $'c\td'`,
+		`executable: $'/tmp/e\x1b[1m', a symlink to $'/tmp/t\x07'`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Render lacks %s; it is:\n%s", want, got)
+		}
+	}
+	checkDisplaySafe(t, "Render", got, true)
+}
+
+func TestRenderStdinPreview(t *testing.T) {
+	tests := []struct {
+		name  string
+		stdin []byte
+		want  []string
+	}{
+		{"exactly 200 bytes", []byte(strings.Repeat("a", 200)),
+			[]string{"200 bytes", "all of it: " + strings.Repeat("a", 200) + "\n"}},
+		{"1000 bytes", []byte(strings.Repeat("ab", 500)),
+			[]string{"1000 bytes", "first 200 bytes: " + strings.Repeat("ab", 100) + "\n", "... and 800 more bytes not shown"}},
+		// "é" is 2 bytes; the cut backs off rather than split it.
+		{"no split rune", []byte(strings.Repeat("a", 199) + "é" + "z"),
+			[]string{"202 bytes", "first 199 bytes: " + strings.Repeat("a", 199) + "\n", "... and 3 more bytes not shown"}},
+		{"binary", []byte{0, 1, 0xff, '\n'},
+			[]string{"4 bytes", `all of it: $'\x00\x01\xff\n'`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Render(&Prompt{Stdin: tt.stdin})
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("Render lacks %q; it is:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderShowsLongArgumentsWhole(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	got := Render(&Prompt{Stages: []Stage{{Argv: []string{"echo", long + "\n" + long}}}})
+	if want := "echo $'" + long + `\n` + long + "'\n"; !strings.Contains(got, want) {
+		t.Error("Render does not show a 2 MiB argument whole")
+	}
+}
+
+// checkDisplaySafe fails unless s is valid UTF-8 with nothing but printable
+// runes (and '\n' if newlines is set): no C0 or C1 control, DEL, zero-width,
+// bidi or other invisible rune.
+func checkDisplaySafe(t *testing.T, what, s string, newlines bool) {
+	t.Helper()
+	if !utf8.ValidString(s) {
+		t.Fatalf("%s output is not valid UTF-8: %q", what, s)
+	}
+	for i, r := range s {
+		if r == '\n' && newlines {
+			continue
+		}
+		if !unicode.IsPrint(r) || r == 0x7f || (0x80 <= r && r <= 0x9f) ||
+			(0x200b <= r && r <= 0x200f) || r == 0x2060 || r == 0xfeff ||
+			(0x202a <= r && r <= 0x202e) || (0x2066 <= r && r <= 0x2069) {
+			t.Fatalf("%s output has %U at byte %d: %q", what, r, i, s)
+		}
+	}
+}
+
+func FuzzRender(f *testing.F) {
+	f.Add("id", "host", "session", "reason\nline two", "echo", "hello world", "KEY", "value", []byte("stdin"))
+	f.Add("\x1b[2J", "\x1b]0;t\x07", "\u202e", "\u200b\t\r\n", "a\x00", "\xff\xfe", "\x9b", "\u2066", []byte{0x1b, 0x9b, 0xff})
+	f.Fuzz(func(t *testing.T, id, host, session, reason, arg0, arg1, envKey, envValue string, stdin []byte) {
+		p := &Prompt{
+			ID: id, Host: host, Session: session, Version: id + host, Reason: reason,
+			Requester: Requester{User: session, Exe: arg1},
+			Stages: []Stage{
+				{Argv: []string{arg0, arg1, reason}, Path: arg0, Target: arg1},
+				{Argv: []string{envValue}, Path: envKey},
+			},
+			Privileged: len(id)%2 == 0, RunAs: host, Cwd: arg0,
+			Env:   map[string]string{envKey: envValue, "X": reason},
+			Stdin: stdin,
+		}
+		checkDisplaySafe(t, "Render", Render(p), true)
+		checkDisplaySafe(t, "commandSummary", commandSummary(p), false)
+		checkDisplaySafe(t, "describeRequester", describeRequester(&p.Requester), false)
+		checkDisplaySafe(t, "runAsName", runAsName(p), false)
+		for _, s := range []string{id, host, session, reason, arg0, arg1, envKey, envValue, string(stdin)} {
+			checkDisplaySafe(t, "Sanitize", Sanitize(s), false)
+			checkDisplaySafe(t, "Quote", Quote(s), false)
+		}
+	})
+}

@@ -1,0 +1,472 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/huh"
+	"github.com/charmbracelet/lipgloss"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultPromptTimeout is how long a [Terminal] prompt waits for an answer
+// when [Terminal.Timeout] is zero.
+const DefaultPromptTimeout = 60 * time.Second
+
+// maxHeldLog bounds what a [Terminal.LogWriter] holds back while a prompt is
+// on screen.
+const maxHeldLog = 1 << 20
+
+// summaryChars bounds the one-line command summary inside the form; the
+// whole request is printed above the form.
+const summaryChars = 300
+
+// withdrawnMessage is what a requester whose request went away is told.
+const withdrawnMessage = "request withdrawn"
+
+// errPromptTimeout is the cause of a prompt context that reached
+// Terminal.Timeout.
+var errPromptTimeout = errors.New("approval prompt timed out")
+
+// errHangup is what reading a terminal that hung up gives.
+var errHangup = errors.New("terminal closed or hung up")
+
+// Terminal is an [Approver] that asks the person at a terminal. For each
+// request it prints the whole of [Render] to the terminal, discards any keys
+// typed before that, then shows a huh Confirm ("Approve" / "Deny", Deny
+// focused) with a one-line summary of the command and a countdown:
+//
+//   - y approves; n, Esc or ctrl+c denies; Enter takes the highlighted
+//     answer, which is Deny unless the arrow keys (or h, l) moved it;
+//   - no answer within Timeout: [Expired];
+//   - the request's context ends first: the form is removed and the answer
+//     is [Withdrawn].
+//
+// After each prompt it prints one line saying how it ended. Requests are
+// shown one at a time, first come first served; a request waiting its turn
+// is bounded only by its own context, and one whose context ends while it
+// waits is never shown. Timeout counts from the moment a prompt is shown.
+//
+// Set the exported fields before the first call and do not change them
+// afterwards; a Terminal must not be copied after first use. In must be a
+// terminal; In and Out are usually the same file.
+type Terminal struct {
+	// In is where answers are read from. It must be a terminal: it is put
+	// in raw mode while a prompt is shown and type-ahead is flushed from it.
+	In *os.File
+	// Out is where the request and the form are written.
+	Out *os.File
+	// Timeout bounds each prompt from the moment it is shown; 0 means
+	// DefaultPromptTimeout.
+	Timeout time.Duration
+	// Name names the terminal in messages and in Decision.By, e.g.
+	// "/dev/pts/3"; "" means In.Name().
+	Name string
+	// Operator is the user name of the person at the terminal, e.g. "root",
+	// for the message a denied requester is told.
+	Operator string
+
+	mu    sync.Mutex // guards the fields that follow
+	busy  bool       // a request holds the terminal
+	queue []chan struct{}
+
+	logMu    sync.Mutex // guards the fields that follow; never held with mu
+	onScreen bool       // a prompt is on screen: hold log output back
+	logs     []*heldLog
+}
+
+var _ Approver = (*Terminal)(nil)
+
+// Approve implements [Approver]. It waits for its turn, shows the prompt and
+// returns:
+//
+//   - Allow, with an empty Message;
+//   - Deny, "denied by operator OPERATOR on NAME";
+//   - Expired, "no approval decision within 60s" (the actual Timeout);
+//   - Withdrawn, "request withdrawn", when ctx ended first (while waiting
+//     its turn or while shown);
+//   - Deny, "approval prompt on NAME failed: …", when the terminal could not
+//     be used (not a terminal, gone, write error).
+//
+// Decision.By is "tty NAME" in every case. When ctx was cancelled with a
+// cause (context.WithCancelCause), say "approved by root on /dev/pts/4",
+// the outcome line on the terminal gives it: "withdrawn (approved by …)".
+func (t *Terminal) Approve(ctx context.Context, p *Prompt) Decision {
+	by := "tty " + t.name()
+	if ctx.Err() != nil || t.acquire(ctx) != nil {
+		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+	}
+	defer t.release()
+	if ctx.Err() != nil {
+		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+	}
+
+	t.holdLogs()
+	defer t.releaseLogs()
+	d, outcome := t.ask(ctx, p)
+	if t.Out != nil {
+		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", Sanitize(p.ID), outcome)
+	}
+	return d
+}
+
+func (t *Terminal) name() string {
+	if t.Name != "" {
+		return t.Name
+	}
+	if t.In != nil {
+		return t.In.Name()
+	}
+	return "(no terminal)"
+}
+
+func (t *Terminal) timeout() time.Duration {
+	if t.Timeout > 0 {
+		return t.Timeout
+	}
+	return DefaultPromptTimeout
+}
+
+// acquire waits until the caller holds the terminal, in arrival order. It
+// returns ctx's error, not holding the terminal, when ctx ends first.
+func (t *Terminal) acquire(ctx context.Context) error {
+	t.mu.Lock()
+	if !t.busy {
+		t.busy = true
+		t.mu.Unlock()
+		return nil
+	}
+	turn := make(chan struct{})
+	t.queue = append(t.queue, turn)
+	t.mu.Unlock()
+
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+	}
+	t.mu.Lock()
+	for i, c := range t.queue {
+		if c == turn {
+			t.queue = append(t.queue[:i], t.queue[i+1:]...)
+			t.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+	t.mu.Unlock()
+	// release handed us the terminal as ctx ended: pass it on unused.
+	t.release()
+	return ctx.Err()
+}
+
+// release hands the terminal to the next waiter, or frees it.
+func (t *Terminal) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.queue) == 0 {
+		t.busy = false
+		return
+	}
+	next := t.queue[0]
+	t.queue = t.queue[1:]
+	close(next) // busy stays true: the terminal passes straight to next
+}
+
+// ask shows one prompt. It returns the decision and the words for the
+// outcome line.
+func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
+	name := t.name()
+	by := "tty " + name
+	fail := func(err error) (Decision, string) {
+		msg := fmt.Sprintf("approval prompt on %s failed: %v", name, err)
+		return Decision{Verdict: Deny, Message: msg, By: by}, "denied: " + Sanitize(msg)
+	}
+	if t.In == nil || t.Out == nil {
+		return fail(errors.New("no terminal"))
+	}
+	fd := int(t.In.Fd())
+	if _, err := unix.IoctlGetTermios(fd, unix.TCGETS); err != nil {
+		return fail(fmt.Errorf("not a terminal: %w", err))
+	}
+
+	// The whole request goes to the terminal first, as plain lines: the
+	// form below redraws in place, is clipped to the window and cuts lines
+	// at its width, so long content would not survive inside it. The
+	// terminal's scrollback keeps this text whole.
+	text := Render(p)
+	if _, err := io.WriteString(t.Out, "\r\n"+strings.ReplaceAll(text, "\n", "\r\n")); err != nil {
+		return fail(err)
+	}
+	// Keys typed before the request appeared are not answers to it.
+	if err := unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH); err != nil {
+		return fail(fmt.Errorf("failed to discard type-ahead: %w", err))
+	}
+
+	timeout := t.timeout()
+	deadline := time.Now().Add(timeout)
+	pctx, cancel := context.WithDeadlineCause(ctx, deadline, errPromptTimeout)
+	defer cancel()
+
+	var ok bool // false: Deny is focused and is what Enter takes
+	m := &promptModel{
+		form:     newConfirmForm(p, strings.Count(text, "\n"), &ok, lipgloss.NewRenderer(t.Out)),
+		deadline: deadline,
+	}
+	prog := tea.NewProgram(m,
+		tea.WithInput(ttyInput{t.In}),
+		tea.WithOutput(ttyOutput{t.Out, t.Out.Fd()}),
+		// The daemon owns SIGINT and SIGTERM: they end the request
+		// contexts, which withdraws the prompt.
+		tea.WithoutSignalHandler(),
+	)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-pctx.Done():
+			prog.Send(endPromptMsg{}) // returns at once if prog has stopped
+		case <-done:
+		}
+	}()
+	_, err := prog.Run()
+	close(done)
+
+	switch state := m.form.State; {
+	case state == huh.StateCompleted && ok:
+		return Decision{Verdict: Allow, By: by}, "approved"
+	case state == huh.StateCompleted || state == huh.StateAborted:
+		return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+	case ctx.Err() != nil:
+		outcome := "withdrawn"
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+			outcome += " (" + Sanitize(cause.Error()) + ")"
+		}
+		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}, outcome
+	case errors.Is(context.Cause(pctx), errPromptTimeout):
+		msg := "no approval decision within " + displaySeconds(timeout)
+		return Decision{Verdict: Expired, Message: msg, By: by}, "timed out (" + msg + ")"
+	case errors.Is(err, errHangup), errors.Is(err, unix.EIO):
+		// EIO: a hung-up terminal also fails the window size query.
+		return fail(errHangup)
+	case err != nil:
+		return fail(err)
+	}
+	return fail(errors.New("the prompt ended without an answer"))
+}
+
+// ttyInput is the terminal as the form reads it. A hung-up terminal reads
+// as end of file (or EIO), which Bubble Tea takes as "no more input" and
+// goes on waiting; ttyInput makes it errHangup, so the prompt ends at once.
+type ttyInput struct{ *os.File }
+
+func (f ttyInput) Read(b []byte) (int, error) {
+	n, err := f.File.Read(b)
+	if n == 0 && len(b) > 0 && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, unix.EIO)) {
+		return 0, errHangup
+	}
+	return n, err
+}
+
+// ttyOutput is the terminal as the form writes it. Bubble Tea v1.3.6 can
+// ask for the window size from a goroutine that outlives Program.Run
+// (checkResize); a descriptor number taken beforehand keeps that goroutine
+// off the *os.File, which the caller may close once Approve returns.
+type ttyOutput struct {
+	*os.File
+	fd uintptr
+}
+
+func (f ttyOutput) Fd() uintptr { return f.fd }
+
+func (t *Terminal) denyMessage(name string) string {
+	if t.Operator == "" {
+		return "denied by the operator on " + name
+	}
+	return fmt.Sprintf("denied by operator %s on %s", t.Operator, name)
+}
+
+// newConfirmForm builds the prompt's form: a huh Confirm bound to ok
+// (false, so Deny is focused), titled with the run-as user, described by a
+// one-line command summary. Esc and ctrl+c abort the form (a denial). Styles
+// come from r and use no adaptive colour, so nothing queries the terminal's
+// background, and the focused button is marked by text as well as by
+// reverse video, so it shows without colour too.
+func newConfirmForm(p *Prompt, lines int, ok *bool, r *lipgloss.Renderer) *huh.Form {
+	title := "Run this command as " + runAsName(p) + "?"
+	if runsAsRoot(p) {
+		title = "Run this command as ROOT?"
+	}
+	sum := commandSummary(p)
+	if n := len([]rune(sum)); n > summaryChars {
+		sum = fmt.Sprintf("%s … (%d more characters)", string([]rune(sum)[:summaryChars]), n-summaryChars)
+	}
+	desc := fmt.Sprintf("$ %s\nRequest %s from %s. The full request (%d lines) is printed above.",
+		sum, noneIfEmpty(Sanitize(p.ID)), describeRequester(&p.Requester), lines)
+
+	keys := huh.NewDefaultKeyMap()
+	keys.Quit = key.NewBinding(key.WithKeys("ctrl+c", "esc"))
+
+	form := huh.NewForm(huh.NewGroup(
+		huh.NewConfirm().
+			Title(title).
+			Description(desc).
+			Affirmative("Approve").
+			Negative("Deny").
+			Value(ok),
+	)).
+		WithKeyMap(keys).
+		WithTheme(promptTheme(r)).
+		WithShowHelp(false).
+		WithShowErrors(false)
+	form.SubmitCmd = tea.Quit
+	form.CancelCmd = tea.Quit
+	return form
+}
+
+func promptTheme(r *lipgloss.Renderer) *huh.Theme {
+	plain := r.NewStyle()
+	var t huh.Theme
+	t.Form.Base = plain
+	t.Group.Base = plain
+	t.Group.Title = plain.Bold(true)
+	t.Group.Description = plain
+	t.FieldSeparator = plain.SetString("\n\n")
+	button := plain.Padding(0, 1).MarginRight(2)
+	f := &t.Focused
+	f.Base = plain.PaddingLeft(1).BorderStyle(lipgloss.ThickBorder()).BorderLeft(true)
+	f.Card = f.Base
+	f.Title = plain.Bold(true)
+	f.Description = plain
+	f.ErrorIndicator = plain.SetString(" *")
+	f.ErrorMessage = plain.SetString(" *")
+	// Render joins a style's string and its argument with a space:
+	// "> Deny" when focused, "  Approve" when not.
+	f.FocusedButton = button.Reverse(true).Bold(true).SetString(">")
+	f.BlurredButton = button.SetString(" ")
+	t.Blurred = t.Focused
+	return &t
+}
+
+// promptModel runs a huh form under our own Bubble Tea program, adding a
+// countdown line, the end of the request's context (endPromptMsg) and a
+// usable size on terminals that report 0x0.
+type promptModel struct {
+	form     *huh.Form
+	deadline time.Time
+	ended    bool // the prompt's context ended before an answer
+}
+
+// endPromptMsg tells the program the prompt's context ended.
+type endPromptMsg struct{}
+
+// tickMsg refreshes the countdown.
+type tickMsg struct{}
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(time.Time) tea.Msg { return tickMsg{} })
+}
+
+func (m *promptModel) Init() tea.Cmd {
+	return tea.Batch(m.form.Init(), tick())
+}
+
+func (m *promptModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case endPromptMsg:
+		m.ended = true
+		return m, tea.Quit
+	case tickMsg:
+		if m.form.State != huh.StateNormal {
+			return m, nil
+		}
+		return m, tick()
+	case tea.WindowSizeMsg:
+		// A terminal that does not know its size (a serial console, a
+		// fresh pty) says 0x0, which would give the form no room at all.
+		if msg.Width <= 0 {
+			msg.Width = 80
+		}
+		if msg.Height <= 0 {
+			msg.Height = 24
+		}
+		_, cmd := m.form.Update(msg)
+		return m, cmd
+	}
+	_, cmd := m.form.Update(msg)
+	return m, cmd
+}
+
+func (m *promptModel) View() string {
+	if m.ended || m.form.State != huh.StateNormal {
+		return "" // the form leaves the screen
+	}
+	left := time.Until(m.deadline).Round(time.Second)
+	if left < 0 {
+		left = 0
+	}
+	return m.form.View() + fmt.Sprintf("\n y approve · n or Esc deny · Enter takes the highlighted answer · times out in %s\n",
+		displaySeconds(left))
+}
+
+// LogWriter returns a writer for log output that passes writes through to
+// w, except while a prompt is on the terminal: then it holds them back (up
+// to 1 MiB, dropping whole writes past that and saying how many bytes it
+// dropped) and writes them after the prompt's outcome line, so log lines
+// never garble the form. It is safe for concurrent use.
+func (t *Terminal) LogWriter(w io.Writer) io.Writer {
+	l := &heldLog{t: t, w: w}
+	t.logMu.Lock()
+	t.logs = append(t.logs, l)
+	t.logMu.Unlock()
+	return l
+}
+
+// heldLog is a [Terminal.LogWriter].
+type heldLog struct {
+	t       *Terminal
+	w       io.Writer
+	held    []byte // guarded by t.logMu
+	dropped int    // guarded by t.logMu
+}
+
+func (l *heldLog) Write(b []byte) (int, error) {
+	l.t.logMu.Lock()
+	defer l.t.logMu.Unlock()
+	if !l.t.onScreen {
+		return l.w.Write(b)
+	}
+	if len(l.held)+len(b) > maxHeldLog {
+		l.dropped += len(b)
+	} else {
+		l.held = append(l.held, b...)
+	}
+	return len(b), nil
+}
+
+func (t *Terminal) holdLogs() {
+	t.logMu.Lock()
+	t.onScreen = true
+	t.logMu.Unlock()
+}
+
+func (t *Terminal) releaseLogs() {
+	t.logMu.Lock()
+	defer t.logMu.Unlock()
+	t.onScreen = false
+	for _, l := range t.logs {
+		if len(l.held) > 0 {
+			_, _ = l.w.Write(l.held)
+		}
+		if l.dropped > 0 {
+			fmt.Fprintf(l.w, "rootgate: %d bytes of log output dropped while an approval prompt was on screen\n", l.dropped)
+		}
+		l.held, l.dropped = nil, 0
+	}
+}

@@ -1,0 +1,600 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/creack/pty"
+)
+
+// waitLimit bounds every wait for the screen or for a decision.
+const waitLimit = 10 * time.Second
+
+// screen collects everything written to a pty's terminal side, read from
+// its master.
+type screen struct {
+	t      *testing.T
+	master *os.File
+
+	mu      sync.Mutex
+	raw     bytes.Buffer
+	changed chan struct{} // closed and replaced on each read
+	err     error
+}
+
+// newTerminal returns a Terminal on a fresh pty of the given size (0x0:
+// left as the kernel makes it) and the screen of that pty.
+func newTerminal(t *testing.T, rows, cols uint16) (*Terminal, *screen) {
+	t.Helper()
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("failed to open a pty: %v", err)
+	}
+	if rows > 0 {
+		if err := pty.Setsize(master, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
+			t.Fatalf("failed to size the pty: %v", err)
+		}
+	}
+	s := &screen{t: t, master: master, changed: make(chan struct{})}
+	done := make(chan struct{})
+	go s.read(done)
+	t.Cleanup(func() {
+		tty.Close()
+		master.Close()
+		<-done
+	})
+	term := &Terminal{In: tty, Out: tty, Name: tty.Name(), Operator: "root"}
+	return term, s
+}
+
+func (s *screen) read(done chan struct{}) {
+	defer close(done)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := s.master.Read(buf)
+		s.mu.Lock()
+		s.raw.Write(buf[:n])
+		if err != nil {
+			s.err = err
+		}
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Raw returns everything the terminal side wrote so far.
+func (s *screen) Raw() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.raw.String()
+}
+
+// Text returns the output so far with ANSI sequences and CRs removed.
+func (s *screen) Text() string {
+	return strings.ReplaceAll(ansi.Strip(s.Raw()), "\r", "")
+}
+
+// waitFor waits until want appears in Text at or after offset from, and
+// returns the offset just past it.
+func (s *screen) waitFor(from int, want string) int {
+	s.t.Helper()
+	timer := time.NewTimer(waitLimit)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		changed := s.changed
+		s.mu.Unlock()
+		text := s.Text()
+		if from <= len(text) {
+			if i := strings.Index(text[from:], want); i >= 0 {
+				return from + i + len(want)
+			}
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			s.t.Fatalf("timed out waiting for %q on the screen; it shows:\n%s", want, text)
+		}
+	}
+}
+
+// send types keys into the terminal.
+func (s *screen) send(keys string) {
+	s.t.Helper()
+	if _, err := io.WriteString(s.master, keys); err != nil {
+		s.t.Fatalf("failed to type %q: %v", keys, err)
+	}
+}
+
+// approveAsync runs Approve in the background.
+func approveAsync(ctx context.Context, term *Terminal, p *Prompt) <-chan Decision {
+	ch := make(chan Decision, 1)
+	go func() { ch <- term.Approve(ctx, p) }()
+	return ch
+}
+
+// decision waits for the decision on ch.
+func decision(t *testing.T, ch <-chan Decision) Decision {
+	t.Helper()
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(waitLimit):
+		t.Fatal("timed out waiting for a decision")
+	}
+	panic("unreachable")
+}
+
+func testPrompt(id string, argv ...string) *Prompt {
+	return &Prompt{
+		ID:         id,
+		Host:       "workstation.local",
+		Session:    "project-alpha",
+		Version:    "rootgate/0.1.0",
+		Time:       time.Date(2026, 2, 13, 14, 30, 0, 0, time.UTC),
+		Reason:     "Install nginx to set up a web server",
+		Requester:  Requester{UID: 1000, GID: 1000, PID: 4242, User: "alice", Exe: "/usr/bin/python3.12"},
+		Stages:     []Stage{{Argv: argv, Path: "/usr/bin/" + argv[0]}},
+		Privileged: true,
+		RunAs:      "root",
+		Cwd:        "/",
+		RunTimeout: 300 * time.Second,
+	}
+}
+
+// showPrompt starts Approve in the background and waits, reading the screen
+// from offset from on, until the request's text and its form are up. It
+// returns the decision channel and the screen offset past the form.
+func showPrompt(t *testing.T, ctx context.Context, term *Terminal, s *screen, from int, p *Prompt) (<-chan Decision, int) {
+	t.Helper()
+	ch := approveAsync(ctx, term, p)
+	at := s.waitFor(from, "ID:          "+p.ID+"\n")
+	at = s.waitFor(at, "> Deny")
+	return ch, at
+}
+
+// waitQueued waits until n requests wait their turn at term.
+func waitQueued(t *testing.T, term *Terminal, n int) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		term.mu.Lock()
+		q := len(term.queue)
+		term.mu.Unlock()
+		if q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// checkFormErased checks that the form was wiped (erase below the cursor)
+// between its last frame and the outcome line.
+func checkFormErased(t *testing.T, raw, outcome string) {
+	t.Helper()
+	end := strings.LastIndex(raw, outcome)
+	start := strings.LastIndex(raw[:max(end, 0)], "Deny")
+	if end < 0 || start < 0 || !strings.Contains(raw[start:end], ansi.EraseScreenBelow) {
+		t.Errorf("the form was not erased before %q; output: %q", outcome, raw)
+	}
+}
+
+func checkDecision(t *testing.T, got, want Decision) {
+	t.Helper()
+	if got != want {
+		t.Errorf("decision = %+v, want %+v", got, want)
+	}
+}
+
+func TestTerminalApprove(t *testing.T) {
+	// Not parallel: with a TERM that termenv would query, it must still not
+	// ask the terminal for its colours (see promptTheme).
+	t.Setenv("TERM", "xterm-256color")
+	term, s := newTerminal(t, 40, 120)
+	p := testPrompt("req-y", "apt", "install", "nginx")
+	ch, at := showPrompt(t, context.Background(), term, s, 0, p)
+	text := s.Text()
+	for _, want := range []string{
+		"Reason (the requester's words, unverified):\n  | Install nginx to set up a web server\n",
+		"Run as:      root   *** PRIVILEGED",
+		"Command (1 stage):\n  [1] apt install nginx\n      executable: /usr/bin/apt\n",
+		"Run this command as ROOT?",
+		"$ apt install nginx",
+		"times out in 60s",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the prompt lacks %q; the screen shows:\n%s", want, text)
+		}
+	}
+	s.send("y")
+	checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
+	s.waitFor(at, "rootgate: request req-y approved")
+	checkFormErased(t, s.Raw(), "rootgate: request req-y approved")
+	if raw := s.Raw(); strings.Contains(raw, "\x1b]11;") || strings.Contains(raw, "\x1b]10;") {
+		t.Errorf("the prompt queried the terminal's colours: %q", raw)
+	}
+}
+
+func TestTerminalPasteDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-paste", "true"))
+	// "y" pasted (bracketed paste), then "yes" arriving in one read: neither
+	// is the key y. The left arrow that follows shows they were read.
+	s.send("\x1b[200~y\x1b[201~yes\x1b[D")
+	s.waitFor(at, "> Approve")
+	s.send("n")
+	if d := decision(t, ch); d.Verdict != Deny {
+		t.Errorf("decision = %+v, want a denial: pasted text answered the prompt", d)
+	}
+}
+
+func TestTerminalLongCommand(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 24, 80)
+	script := strings.Repeat("echo 0123456789; ", 400) + "\nrm -rf /tmp/x"
+	p := testPrompt("req-long", "sh", "-c", script)
+	ch, _ := showPrompt(t, context.Background(), term, s, 0, p)
+	text := s.Text()
+	// The request text is printed whole, on one line the terminal wraps.
+	if want := "[1] sh -c " + Quote(script) + "\n"; !strings.Contains(text, want) {
+		t.Errorf("the screen does not show the whole command")
+	}
+	// The form's one-line summary says what it leaves out.
+	summary := commandSummary(p)
+	marker := fmt.Sprintf("(%d more characters)", len(summary)-summaryChars)
+	// The form wraps the summary at spaces and borders it with "┃".
+	flat := strings.Join(strings.Fields(strings.ReplaceAll(text, "┃", "")), " ")
+	if !strings.Contains(flat, marker) {
+		t.Errorf("the form lacks %q; the screen shows:\n%s", marker, text[len(text)-2000:])
+	}
+	s.send("n")
+	decision(t, ch)
+}
+
+func TestTerminalDeny(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, keys string }{
+		{"n", "n"},
+		{"N", "N"},
+		{"esc", "\x1b"},
+		{"ctrl+c", "\x03"},
+		{"enter takes the default", "\r"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			term, s := newTerminal(t, 40, 120)
+			ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-n", "reboot"))
+			s.send(tt.keys)
+			checkDecision(t, decision(t, ch), Decision{
+				Verdict: Deny,
+				Message: "denied by operator root on " + term.Name,
+				By:      "tty " + term.Name,
+			})
+			s.waitFor(at, "rootgate: request req-n denied")
+			checkFormErased(t, s.Raw(), "rootgate: request req-n denied")
+		})
+	}
+}
+
+func TestTerminalArrowKeys(t *testing.T) {
+	t.Parallel()
+	t.Run("left then enter approves", func(t *testing.T) {
+		t.Parallel()
+		term, s := newTerminal(t, 40, 120)
+		ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-l", "true"))
+		s.send("\x1b[D")
+		s.waitFor(at, "> Approve")
+		s.send("\r")
+		checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
+	})
+	t.Run("left, right, enter denies", func(t *testing.T) {
+		t.Parallel()
+		term, s := newTerminal(t, 40, 120)
+		ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-lr", "true"))
+		s.send("\x1b[D")
+		at = s.waitFor(at, "> Approve")
+		s.send("\x1b[C")
+		s.waitFor(at, "> Deny")
+		s.send("\r")
+		if d := decision(t, ch); d.Verdict != Deny {
+			t.Errorf("decision = %+v, want a denial", d)
+		}
+	})
+}
+
+func TestTerminalTimeout(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	term.Timeout = time.Second
+	ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-t", "true"))
+	checkDecision(t, decision(t, ch), Decision{
+		Verdict: Expired,
+		Message: "no approval decision within 1s",
+		By:      "tty " + term.Name,
+	})
+	s.waitFor(at, "rootgate: request req-t timed out (no approval decision within 1s)")
+	checkFormErased(t, s.Raw(), "rootgate: request req-t timed out")
+}
+
+func TestTerminalWithdrawnWhileShown(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, at := showPrompt(t, ctx, term, s, 0, testPrompt("req-w", "true"))
+	cancel()
+	checkDecision(t, decision(t, ch), Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+	s.waitFor(at, "rootgate: request req-w withdrawn")
+	checkFormErased(t, s.Raw(), "rootgate: request req-w withdrawn")
+}
+
+func TestTerminalWithdrawnWithCause(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ch, at := showPrompt(t, ctx, term, s, 0, testPrompt("req-wc", "true"))
+	cancel(errors.New("approved by root on /dev/pts/9\x1b[2J"))
+	checkDecision(t, decision(t, ch), Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+	s.waitFor(at, `rootgate: request req-wc withdrawn (approved by root on /dev/pts/9\x1b[2J)`)
+}
+
+func TestTerminalWithdrawnBeforeApprove(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	checkDecision(t, term.Approve(ctx, testPrompt("req-gone", "true")),
+		Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+	// The next request is the first thing on the screen.
+	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-next", "true"))
+	s.send("n")
+	decision(t, ch)
+	if text := s.Text(); strings.Contains(text, "req-gone") {
+		t.Errorf("a withdrawn request was shown:\n%s", text)
+	}
+}
+
+func TestTerminalDiscardsTypeAhead(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	s.send("y")
+	// The terminal echoes the key once it sits in the terminal's input
+	// queue, which is where a prompt would read it from.
+	at := s.waitFor(0, "y")
+	ch, _ := showPrompt(t, context.Background(), term, s, at, testPrompt("req-ahead", "true"))
+	s.send("n")
+	if d := decision(t, ch); d.Verdict != Deny {
+		t.Errorf("decision = %+v, want a denial: a key typed before the prompt answered it", d)
+	}
+}
+
+func TestTerminalEscapesArguments(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 160)
+	p := testPrompt("req-esc", "printf", "\x1b]0;pwned\x07", "\x1b[2Jwipe", "a\nb")
+	p.Reason = "see \x1b[31mred\x1b[0m"
+	ch, at := showPrompt(t, context.Background(), term, s, 0, p)
+	s.send("n")
+	decision(t, ch)
+	s.waitFor(at, "rootgate: request req-esc denied")
+	raw := s.Raw()
+	for _, bad := range []string{"\x1b]0;pwned", "\x1b[2Jwipe", "\x1b[31mred", "a\nb", "a\r\nb"} {
+		if strings.Contains(raw, bad) {
+			t.Errorf("the raw sequence %q reached the terminal", bad)
+		}
+	}
+	text := s.Text()
+	for _, want := range []string{
+		`[1] printf $'\x1b]0;pwned\x07' $'\x1b[2Jwipe' $'a\nb'`,
+		`$ printf $'\x1b]0;pwned\x07' $'\x1b[2Jwipe' $'a\nb'`,
+		`  | see \x1b[31mred\x1b[0m`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the screen lacks %s; it shows:\n%s", want, text)
+		}
+	}
+}
+
+func TestTerminalFIFO(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	ctx := context.Background()
+	chA, at := showPrompt(t, ctx, term, s, 0, testPrompt("req-a", "true"))
+	chB := approveAsync(ctx, term, testPrompt("req-b", "true"))
+	waitQueued(t, term, 1)
+	chC := approveAsync(ctx, term, testPrompt("req-c", "true"))
+	waitQueued(t, term, 2)
+	if text := s.Text(); strings.Contains(text, "req-b") || strings.Contains(text, "req-c") {
+		t.Fatalf("a queued request was shown while another was up:\n%s", text)
+	}
+
+	s.send("n")
+	if d := decision(t, chA); d.Verdict != Deny {
+		t.Errorf("A: %+v, want a denial", d)
+	}
+	at = s.waitFor(at, "rootgate: request req-a denied")
+	at2 := s.waitFor(at, "> Deny")
+	if shown := s.Text()[at:at2]; !strings.Contains(shown, "ID:          req-b\n") || strings.Contains(shown, "req-c") {
+		t.Fatalf("after A, the screen shows:\n%s\nwant B alone", shown)
+	}
+
+	s.send("y")
+	if d := decision(t, chB); d.Verdict != Allow {
+		t.Errorf("B: %+v, want an approval", d)
+	}
+	at = s.waitFor(at2, "rootgate: request req-b approved")
+	at2 = s.waitFor(at, "> Deny")
+	if shown := s.Text()[at:at2]; !strings.Contains(shown, "ID:          req-c\n") {
+		t.Fatalf("after B, the screen shows:\n%s\nwant C", shown)
+	}
+	s.send("n")
+	if d := decision(t, chC); d.Verdict != Deny {
+		t.Errorf("C: %+v, want a denial", d)
+	}
+	s.waitFor(at2, "rootgate: request req-c denied")
+}
+
+func TestTerminalQueuedWithdrawnNeverShown(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	ctx := context.Background()
+	chA, at := showPrompt(t, ctx, term, s, 0, testPrompt("req-first", "true"))
+	ctxB, cancelB := context.WithCancel(ctx)
+	chB := approveAsync(ctxB, term, testPrompt("req-queued", "true"))
+	waitQueued(t, term, 1)
+	cancelB()
+	checkDecision(t, decision(t, chB), Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+	waitQueued(t, term, 0)
+
+	s.send("y")
+	if d := decision(t, chA); d.Verdict != Allow {
+		t.Errorf("A: %+v, want an approval", d)
+	}
+	at = s.waitFor(at, "rootgate: request req-first approved")
+	// The terminal is free again: the next request is shown at once.
+	chC, _ := showPrompt(t, ctx, term, s, at, testPrompt("req-last", "true"))
+	s.send("n")
+	decision(t, chC)
+	if text := s.Text(); strings.Contains(text, "req-queued") {
+		t.Errorf("a request withdrawn while queued was shown:\n%s", text)
+	}
+}
+
+func TestTerminalZeroSize(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 0, 0)
+	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-0x0", "true"))
+	if text := s.Text(); !strings.Contains(text, "Approve") || !strings.Contains(text, "Run this command as ROOT?") {
+		t.Errorf("the form is incomplete on a 0x0 terminal:\n%s", text)
+	}
+	s.send("y")
+	checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
+}
+
+func TestTerminalNotATerminal(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	term := &Terminal{In: r, Out: w, Name: "pipe", Operator: "root"}
+	d := term.Approve(context.Background(), testPrompt("req-pipe", "true"))
+	if d.Verdict != Deny || !strings.HasPrefix(d.Message, "approval prompt on pipe failed: not a terminal") || d.By != "tty pipe" {
+		t.Errorf("decision = %+v, want a denial saying the prompt failed", d)
+	}
+}
+
+func TestTerminalGone(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-hangup", "true"))
+	s.master.Close() // hang up
+	d := decision(t, ch)
+	want := Decision{Verdict: Deny, Message: "approval prompt on " + term.Name + " failed: terminal closed or hung up", By: "tty " + term.Name}
+	if d != want {
+		t.Errorf("decision = %+v, want %+v", d, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestLogWriterHoldsLogsWhilePromptShown(t *testing.T) {
+	t.Parallel()
+	term, s := newTerminal(t, 40, 120)
+	var out syncBuffer
+	lw := term.LogWriter(&out)
+	io.WriteString(lw, "before\n")
+	if got := out.String(); got != "before\n" {
+		t.Fatalf("with no prompt up, log = %q, want it passed through", got)
+	}
+
+	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-log", "true"))
+	io.WriteString(lw, "during\n")
+	if got := out.String(); got != "before\n" {
+		t.Errorf("with a prompt up, log = %q, want the new line held back", got)
+	}
+	// Writers race with the prompt's end: each line must come out once.
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				fmt.Fprintf(lw, "g%d-%d\n", g, i)
+			}
+		})
+	}
+	s.send("n")
+	decision(t, ch)
+	wg.Wait()
+	io.WriteString(lw, "after\n")
+
+	got := out.String()
+	if !strings.HasPrefix(got, "before\nduring\n") || !strings.HasSuffix(got, "after\n") {
+		t.Errorf("log = %q, want before, during, …, after", got)
+	}
+	for g := range 4 {
+		for i := range 100 {
+			if n := strings.Count(got, fmt.Sprintf("\ng%d-%d\n", g, i)); n != 1 {
+				t.Fatalf("line g%d-%d appears %d times in the log", g, i, n)
+			}
+		}
+	}
+}
+
+func TestLogWriterDropsPastLimit(t *testing.T) {
+	t.Parallel()
+	term := &Terminal{}
+	var out syncBuffer
+	lw := term.LogWriter(&out)
+	big := strings.Repeat("x", maxHeldLog-11) + "\n" // 10 bytes short of the limit
+	term.holdLogs()
+	for _, w := range []string{big, strings.Repeat("y", 99) + "\n", "123456789\n", "z\n"} {
+		if n, err := io.WriteString(lw, w); n != len(w) || err != nil {
+			t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(w))
+		}
+	}
+	if got := out.String(); got != "" {
+		t.Fatalf("log output while held: %q", got)
+	}
+	term.releaseLogs()
+	want := big + "123456789\n" +
+		"rootgate: 102 bytes of log output dropped while an approval prompt was on screen\n"
+	if got := out.String(); got != want {
+		t.Errorf("log = %.80q… (%d bytes), want %.80q… (%d bytes)", got, len(got), want, len(want))
+	}
+}
