@@ -1,0 +1,58 @@
+// Package pipeline runs argv stages chained by kernel pipes, the way a shell
+// runs "a | b | c", but without a shell: each stage is an argv executed
+// directly, so there is no word splitting, globbing, redirection, variable
+// expansion or command substitution, and a bare argv[0] is looked up only in
+// the fixed [SearchPath].
+//
+// # Use
+//
+// Resolve each stage's argv[0] with [Resolve] (what it returns is what runs
+// and what an approver should be shown), build the environment with [Env]
+// from the run-as user's [LookupAccount], fill in a [Cmd] and call
+// [Cmd.Run] once:
+//
+//	res, err := (&pipeline.Cmd{
+//		Argv:    [][]string{{"dmesg"}, {"tail", "-n", "20"}},
+//		Paths:   []string{"/usr/bin/dmesg", "/usr/bin/tail"},
+//		Env:     pipeline.Env(acct, nil),
+//		Account: &acct,
+//		Timeout: time.Minute,
+//	}).Run(ctx)
+//
+// An error from Run means the run could not be started; exit codes and
+// signal deaths are part of the [Result].
+//
+// # How a run is wired
+//
+// All stages start together. Stage i's stdout is stage i+1's stdin through an
+// [os.Pipe]: the kernel moves the data, this package copies nothing between
+// stages. The first stage reads /dev/null or the given bytes. The last
+// stage's stdout and every stage's stderr are read concurrently into buffers
+// that keep the first [Cmd].Cap bytes and read and discard the rest, so a
+// chatty child never blocks on a full pipe. Children get the environment
+// given and nothing else, no descriptor but 0, 1 and 2, and no controlling
+// terminal: each stage leads its own session and process group. Signals
+// start with their default action, except those the calling process
+// ignores: exec keeps SIG_IGN. (Go installs handlers rather than ignoring,
+// so this only matters for a daemon that calls signal.Ignore, or one
+// started with SIGHUP or SIGINT ignored, as nohup does.)
+//
+// # Kill guarantees
+//
+// When the timeout fires or the context ends, every stage's process group
+// gets SIGTERM, and SIGKILL [Cmd].KillGrace later. When a stage's leader
+// exits, however the run ends, its process group gets SIGKILL at once, so
+// no background process started by a stage outlives the run or holds its
+// pipes open. Groups are signalled only while their leader is known not to
+// have been reaped, so a recycled pid is never hit. Run returns within
+// Timeout + KillGrace plus a fraction of a second, whatever the children do.
+// Should the calling process die, each stage's leader gets SIGKILL from the
+// kernel (PR_SET_PDEATHSIG); the rest of its group does not.
+//
+// The limit: a process that leaves its stage's session or process group
+// (setsid, setpgid, a daemon that double-forks that way) escapes the kill.
+// If it still holds one of the run's output pipes, Run stops reading it
+// shortly after the stages have ended and closes it, so it cannot delay the
+// result; it may go on running. Run under a systemd unit or a cgroup when
+// that matters.
+package pipeline

@@ -1,0 +1,161 @@
+package pipeline
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// mkfile creates path (and its directories) with the given mode.
+func mkfile(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // beyond the umask
+		t.Fatal(err)
+	}
+}
+
+func TestResolveBareName(t *testing.T) {
+	// A name found only in $PATH must not resolve.
+	dir := t.TempDir()
+	mkfile(t, filepath.Join(dir, "rootgate-only-in-path"), 0o755)
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+
+	e, err := Resolve("sh", "/nonexistent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, d := range filepath.SplitList(SearchPath) {
+		if checkExecutable(d+"/sh") == nil {
+			want = d + "/sh"
+			break
+		}
+	}
+	if e.Path != want {
+		t.Errorf("Resolve(sh).Path = %q, want %q (first in SearchPath)", e.Path, want)
+	}
+
+	_, err = Resolve("rootgate-only-in-path", dir)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Resolve of a name only in $PATH: err = %v, want ErrNotFound", err)
+	}
+	if got, want := err.Error(), `executable not found: "rootgate-only-in-path"`; got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+}
+
+func TestResolveRelative(t *testing.T) {
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "bin", "tool")
+	mkfile(t, tool, 0o755)
+	for _, name := range []string{"bin/tool", "./bin/tool", "bin//./tool"} {
+		e, err := Resolve(name, dir)
+		if err != nil {
+			t.Fatalf("Resolve(%q): %v", name, err)
+		}
+		if e != (Executable{Path: tool}) {
+			t.Errorf("Resolve(%q) = %+v, want Path %q", name, e, tool)
+		}
+	}
+	if e, err := Resolve(tool, "/"); err != nil || e.Path != tool {
+		t.Errorf("Resolve(%q) = %+v, %v", tool, e, err)
+	}
+
+	// ".." after a symlinked directory: the kernel goes up from the link's
+	// target, not lexically. dir/link -> dir/a/b; "../tool" from dir/link is
+	// dir/a/tool, while the lexical dir/tool does not exist.
+	mkfile(t, filepath.Join(dir, "a", "tool"), 0o755)
+	if err := os.Mkdir(filepath.Join(dir, "a", "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "a", "b"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Resolve("../tool", filepath.Join(dir, "link"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "link") + "/../tool"; e.Path != want {
+		t.Errorf("Resolve(../tool) = %q, want %q", e.Path, want)
+	}
+
+	if _, err := Resolve("bin/tool", "relative/cwd"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("Resolve with a relative cwd: err = %v, want a non-ErrNotFound error", err)
+	}
+}
+
+func TestResolveNotExecutable(t *testing.T) {
+	dir := t.TempDir()
+	mkfile(t, filepath.Join(dir, "plain"), 0o644)
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("nowhere", filepath.Join(dir, "dangling")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"", `executable not found: ""`},
+		{"rootgate-no-such-command", `executable not found: "rootgate-no-such-command"`},
+		{"./missing", `executable not found: "./missing": no such file or directory`},
+		{"./plain", `executable not found: "./plain": not executable`},
+		{"./sub", `executable not found: "./sub": is a directory`},
+		{"sub/", `executable not found: "sub/": is a directory`},
+		{"./dangling", `executable not found: "./dangling": no such file or directory`},
+		{"./plain/x", `executable not found: "./plain/x": not a directory`},
+		{"/dev/null", `executable not found: "/dev/null": not a regular file`},
+		{"/", `executable not found: "/": is a directory`},
+	} {
+		_, err := Resolve(tc.name, dir)
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("Resolve(%q): err = %v, want ErrNotFound", tc.name, err)
+			continue
+		}
+		if err.Error() != tc.want {
+			t.Errorf("Resolve(%q): err = %q, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestResolveSymlink(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "real")
+	mkfile(t, exe, 0o755)
+	if err := os.Symlink("real", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "link"), filepath.Join(dir, "link2")); err != nil {
+		t.Fatal(err)
+	}
+	target, err := filepath.EvalSymlinks(exe) // the temp dir may sit behind a symlink
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link", "link2"} {
+		e, err := Resolve("./"+name, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (Executable{Path: filepath.Join(dir, name), Target: target}); e != want {
+			t.Errorf("Resolve(./%s) = %+v, want %+v", name, e, want)
+		}
+	}
+	// Not a symlink: no Target.
+	if e, err := Resolve(exe, "/"); err != nil || e.Target != "" {
+		t.Errorf("Resolve(%q) = %+v, %v; want no Target", exe, e, err)
+	}
+}
+
+func TestSearchPath(t *testing.T) {
+	want := []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+	if got := filepath.SplitList(SearchPath); !slices.Equal(got, want) {
+		t.Errorf("SearchPath = %q", got)
+	}
+}

@@ -1,0 +1,560 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultCap is how many bytes of each captured stream a run keeps when
+// [Cmd].Cap is 0.
+const DefaultCap = 16 << 20
+
+// DefaultKillGrace is the time between SIGTERM and SIGKILL when
+// [Cmd].KillGrace is 0.
+const DefaultKillGrace = 5 * time.Second
+
+// drainWait bounds how long Run keeps reading output once every stage's
+// leader has exited and its process group has been killed. Only a process
+// that left its group can still be writing then.
+const drainWait = 250 * time.Millisecond
+
+// Cmd describes one run. Set its fields, then call [Cmd.Run] once; a Cmd
+// cannot be reused.
+type Cmd struct {
+	// Argv holds one argv per stage; there must be at least one stage and
+	// each argv must be non-empty. Argv[i][0] is passed as written.
+	Argv [][]string
+	// Paths holds the absolute path executed for each stage, as returned
+	// by [Resolve]; it must have the same length as Argv.
+	Paths []string
+	// Env is every stage's whole environment (see [Env]). Nil means an
+	// empty environment, never the daemon's.
+	Env []string
+	// Dir is the working directory, an absolute path; "" means "/". The
+	// run-as user must be able to enter it.
+	Dir string
+	// Stdin is fed to the first stage through a pipe; nil means /dev/null.
+	Stdin []byte
+	// Account is the identity every stage runs as: its UID, GID and
+	// supplementary Groups (an empty list clears them). Nil keeps the
+	// caller's identity.
+	Account *Account
+	// Timeout bounds the run from the moment its stages have started;
+	// 0 means no limit.
+	Timeout time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL when the run is
+	// stopped; 0 means DefaultKillGrace.
+	KillGrace time.Duration
+	// Cap is how many bytes of each captured stream are kept; 0 means
+	// DefaultCap.
+	Cap int
+
+	ran bool
+}
+
+// Capture is the start of a captured output stream.
+type Capture struct {
+	Data      []byte // the first Cap bytes
+	Truncated bool   // more than Cap bytes were written
+	Total     int64  // bytes written in all
+}
+
+// StageResult is how one stage ended.
+type StageResult struct {
+	ExitCode int           // exit status; a signal death gets 128+N; -1 if unknown
+	Signal   string        // "SIGKILL" etc when killed by a signal, else ""
+	Stderr   Capture       // the stage's stderr
+	Duration time.Duration // from start to exit
+}
+
+// Result is how a run ended.
+type Result struct {
+	Stages   []StageResult // one per stage, in order
+	Stdout   Capture       // last stage's stdout
+	TimedOut bool          // the Timeout fired and the run was killed
+	Canceled bool          // ctx ended before the run finished and it was killed
+}
+
+// Run starts every stage at once, waits for all of them and their output,
+// and kills what is left of each stage's process group (see the package
+// documentation). When the Timeout fires or ctx ends first, the run is
+// stopped with SIGTERM, then SIGKILL after KillGrace, and TimedOut or
+// Canceled is set, whichever came first.
+//
+// Before starting the stages, Run marks every descriptor of the calling
+// process above 2 close-on-exec, so that none it inherited without that
+// flag reaches a stage.
+//
+// Run returns an error only when the run could not be started: the Cmd is
+// invalid or was run before, ctx had already ended, a pipe could not be made
+// or a stage could not be started (stages are numbered from 1 in the
+// message). Then nothing it started is left running. Exit codes and signals
+// are results, not errors.
+func (c *Cmd) Run(ctx context.Context) (*Result, error) {
+	if c.ran {
+		return nil, errors.New("run: already run")
+	}
+	c.ran = true
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	if err := closeOnExec(); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	r, err := c.prepare()
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	if err := r.start(); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	res := r.wait(ctx, c.Timeout, cmp.Or(c.KillGrace, DefaultKillGrace))
+	return res, nil
+}
+
+// check reports what is wrong with c's fields.
+func (c *Cmd) check() error {
+	if len(c.Argv) == 0 {
+		return errors.New("no stages")
+	}
+	if len(c.Paths) != len(c.Argv) {
+		return fmt.Errorf("%d paths for %d stages", len(c.Paths), len(c.Argv))
+	}
+	for i, argv := range c.Argv {
+		if len(argv) == 0 {
+			return fmt.Errorf("stage %d: empty argv", i+1)
+		}
+		if !filepath.IsAbs(c.Paths[i]) {
+			return fmt.Errorf("stage %d: path %q is not absolute", i+1, c.Paths[i])
+		}
+	}
+	if c.Dir != "" && !filepath.IsAbs(c.Dir) {
+		return fmt.Errorf("dir %q is not absolute", c.Dir)
+	}
+	if c.Timeout < 0 || c.KillGrace < 0 || c.Cap < 0 {
+		return errors.New("negative Timeout, KillGrace or Cap")
+	}
+	return nil
+}
+
+// closeOnExec marks every descriptor of this process above 2 close-on-exec.
+// Go opens all its descriptors so; this catches those the process
+// inherited without the flag, which would otherwise pass to every stage.
+func closeOnExec() error {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list descriptors: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("list descriptors: %w", err)
+	}
+	for _, name := range names {
+		fd, err := strconv.Atoi(name)
+		if err != nil || fd <= 2 {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue // closed since it was listed, or already marked
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err != nil && err != unix.EBADF {
+			return fmt.Errorf("mark descriptor %d close-on-exec: %w", fd, err)
+		}
+	}
+	return nil
+}
+
+// runner is one run in progress.
+type runner struct {
+	stages []*stage
+	limit  int    // bytes kept per capture
+	stdin  []byte // fed to the first stage when stdinW is set
+
+	childEnds []*os.File // pipe ends the children use; closed once started
+	stdout    *os.File   // read end of the last stage's stdout
+	stderr    []*os.File // read ends of each stage's stderr
+	stdinW    *os.File   // write end of the first stage's stdin, or nil
+
+	started chan struct{} // a value per stage once started or failed to
+	exited  chan struct{} // a value per started stage once reaped
+
+	out Capture
+}
+
+// stage is one process of a run.
+type stage struct {
+	cmd      *exec.Cmd
+	startErr error
+	pid      int
+	begin    time.Time
+	end      time.Time
+	stderr   Capture
+
+	mu     sync.Mutex // guards reaped; held while signalling the group
+	reaped bool       // the leader is reaped (or about to be): its pid may be reused
+}
+
+// prepare makes the pipes and the exec.Cmd of every stage.
+func (c *Cmd) prepare() (r *runner, err error) {
+	r = &runner{limit: cmp.Or(c.Cap, DefaultCap), stdin: c.Stdin}
+	defer func() {
+		if err != nil {
+			closeAll(r.childEnds)
+			closeAll(r.parentEnds())
+		}
+	}()
+	pipe := func() (rd, wr *os.File, err error) {
+		if rd, wr, err = os.Pipe(); err != nil {
+			return nil, nil, fmt.Errorf("pipe: %w", err)
+		}
+		return rd, wr, nil
+	}
+	env := c.Env
+	if env == nil {
+		env = []string{} // nil would make exec inherit our environment
+	}
+	dir := cmp.Or(c.Dir, "/")
+	var prevOut *os.File // read end of the previous stage's stdout
+	for i, argv := range c.Argv {
+		attr := &syscall.SysProcAttr{
+			Setsid: true,
+			// Safe from early firing: the thread that starts the child
+			// stays locked to its goroutine until the child is reaped.
+			Pdeathsig: syscall.SIGKILL,
+		}
+		if a := c.Account; a != nil {
+			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
+		}
+		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
+		s := &stage{cmd: cmd}
+		r.stages = append(r.stages, s)
+
+		switch {
+		case i > 0:
+			cmd.Stdin = prevOut
+		case c.Stdin != nil:
+			rd, wr, err := pipe()
+			if err != nil {
+				return r, err
+			}
+			r.childEnds = append(r.childEnds, rd)
+			r.stdinW = wr
+			cmd.Stdin = rd
+		}
+		// cmd.Stdin nil: exec opens /dev/null.
+
+		rd, wr, err := pipe()
+		if err != nil {
+			return r, err
+		}
+		r.childEnds = append(r.childEnds, wr)
+		cmd.Stdout = wr
+		if i < len(c.Argv)-1 {
+			r.childEnds = append(r.childEnds, rd)
+			prevOut = rd
+		} else {
+			r.stdout = rd
+		}
+
+		if rd, wr, err = pipe(); err != nil {
+			return r, err
+		}
+		r.childEnds = append(r.childEnds, wr)
+		r.stderr = append(r.stderr, rd)
+		cmd.Stderr = wr
+	}
+	return r, nil
+}
+
+// parentEnds lists the pipe ends Run itself reads or writes.
+func (r *runner) parentEnds() []*os.File {
+	ends := append([]*os.File{r.stdout, r.stdinW}, r.stderr...)
+	return slices.DeleteFunc(ends, func(f *os.File) bool { return f == nil })
+}
+
+// closeAll closes every file of fs, ignoring errors.
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
+}
+
+// start starts every stage. If one cannot be started, it kills and reaps
+// those that were, closes every pipe and returns the error of the first
+// stage that failed.
+func (r *runner) start() error {
+	r.started = make(chan struct{}, len(r.stages))
+	r.exited = make(chan struct{}, len(r.stages))
+	for _, s := range r.stages {
+		go s.run(r.started, r.exited)
+	}
+	for range r.stages {
+		<-r.started
+	}
+	closeAll(r.childEnds)
+	var err error
+	for i, s := range r.stages {
+		if s.startErr != nil {
+			err = fmt.Errorf("stage %d: %w", i+1, s.startErr)
+			break
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	for _, s := range r.stages {
+		if s.startErr == nil {
+			s.signal(unix.SIGKILL)
+		}
+	}
+	for _, s := range r.stages {
+		if s.startErr == nil {
+			<-r.exited
+		}
+	}
+	closeAll(r.parentEnds())
+	return err
+}
+
+// run starts the stage and reports on started; if the start succeeded, it
+// waits for the stage to exit, kills its group, reaps it and reports on
+// exited.
+func (s *stage) run(started, exited chan<- struct{}) {
+	// With Pdeathsig, the child is killed when the thread that started it
+	// exits; keep that thread (and so the child) alive until the reap.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	s.begin = time.Now()
+	if s.startErr = s.cmd.Start(); s.startErr != nil {
+		started <- struct{}{}
+		return
+	}
+	s.pid = s.cmd.Process.Pid
+	started <- struct{}{}
+
+	// Wait for the leader to exit without reaping it: while it is a zombie
+	// its pid, which is also its group's id, cannot be reused, so its group
+	// can be killed safely.
+	var info unix.Siginfo
+	var err error
+	for {
+		err = unix.Waitid(unix.P_PID, s.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	s.end = time.Now()
+	s.mu.Lock()
+	if err == nil {
+		_ = unix.Kill(-s.pid, unix.SIGKILL)
+	}
+	s.reaped = true
+	s.mu.Unlock()
+	// A non-zero exit is an *exec.ExitError; the status is read from
+	// ProcessState below.
+	_ = s.cmd.Wait()
+	exited <- struct{}{}
+}
+
+// signal sends sig to the stage's process group, unless the stage did not
+// start or its leader has been reaped.
+func (s *stage) signal(sig unix.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pid > 0 && !s.reaped {
+		_ = unix.Kill(-s.pid, sig)
+	}
+}
+
+// result reads how the stage ended; call it once the stage is reaped.
+func (s *stage) result() StageResult {
+	res := StageResult{ExitCode: -1, Stderr: s.stderr, Duration: s.end.Sub(s.begin)}
+	ps := s.cmd.ProcessState
+	if ps == nil {
+		return res
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		res.ExitCode = ps.ExitCode()
+	case ws.Signaled():
+		res.ExitCode = 128 + int(ws.Signal())
+		res.Signal = signalName(ws.Signal())
+	default:
+		res.ExitCode = ws.ExitStatus()
+	}
+	return res
+}
+
+// signalName names sig as "SIGKILL", or "signal N" when it has no name.
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}
+
+// wait runs the started stages to their end: it feeds stdin, drains the
+// output, stops the run on timeout or when ctx ends, and collects the
+// results.
+func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result {
+	var streams sync.WaitGroup // the goroutines feeding stdin and draining output
+	if r.stdinW != nil {
+		streams.Go(func() {
+			// EPIPE (the stage does not read it all) is not an error.
+			_, _ = r.stdinW.Write(r.stdin)
+			_ = r.stdinW.Close()
+		})
+	}
+	streams.Go(func() { drain(r.stdout, &r.out, r.limit) })
+	for i, s := range r.stages {
+		streams.Go(func() { drain(r.stderr[i], &s.stderr, r.limit) })
+	}
+
+	res := &Result{Stages: make([]StageResult, len(r.stages))}
+	var timeoutC, killC <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timeoutC = t.C
+	}
+	ctxDone := ctx.Done()
+	var kill *time.Timer
+	stop := func() {
+		timeoutC, ctxDone = nil, nil
+		for _, s := range r.stages {
+			s.signal(unix.SIGTERM)
+			// A stopped process acts on SIGTERM only once continued.
+			s.signal(unix.SIGCONT)
+		}
+		kill = time.NewTimer(grace)
+		killC = kill.C
+	}
+	for left := len(r.stages); left > 0; {
+		select {
+		case <-r.exited:
+			left--
+		case <-timeoutC:
+			res.TimedOut = true
+			stop()
+		case <-ctxDone:
+			res.Canceled = true
+			stop()
+		case <-killC:
+			killC = nil
+			for _, s := range r.stages {
+				s.signal(unix.SIGKILL)
+			}
+		}
+	}
+	if kill != nil {
+		kill.Stop()
+	}
+
+	// Every group has been killed; output still pending can only come from
+	// a process that left its group. Stop waiting for it after drainWait.
+	ioDone := make(chan struct{})
+	go func() {
+		streams.Wait()
+		close(ioDone)
+	}()
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	select {
+	case <-ioDone:
+	case <-t.C:
+		now := time.Now()
+		for _, f := range r.parentEnds() {
+			_ = f.SetDeadline(now)
+		}
+		<-ioDone
+	}
+	closeAll([]*os.File{r.stdout})
+	closeAll(r.stderr)
+
+	res.Stdout = r.out
+	for i, s := range r.stages {
+		res.Stages[i] = s.result()
+	}
+	return res
+}
+
+// drain reads f to its end into c, keeping the first limit bytes. When f's
+// deadline passes it takes what is left in the pipe and returns.
+func drain(f *os.File, c *Capture, limit int) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		c.write(buf[:n], limit)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			drainBuffered(f, c, limit, buf)
+		}
+		return
+	}
+}
+
+// drainBuffered reads what f's pipe holds without waiting for more: Read
+// returns nothing once the deadline has passed, even when data is there.
+func drainBuffered(f *os.File, c *Capture, limit int, buf []byte) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		// Read at most one pipe's worth, so a writer cannot keep us here.
+		left, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0)
+		if err != nil {
+			return
+		}
+		for left > 0 {
+			n, err := unix.Read(int(fd), buf[:min(left, len(buf))])
+			if err == unix.EINTR {
+				continue
+			}
+			if n <= 0 {
+				return
+			}
+			c.write(buf[:n], limit)
+			left -= n
+		}
+	})
+}
+
+// write records p as written to the stream, keeping the first limit bytes.
+// It grows Data as needed, never beyond limit.
+func (c *Capture) write(p []byte, limit int) {
+	c.Total += int64(len(p))
+	if keep := min(len(p), limit-len(c.Data)); keep > 0 {
+		if need := len(c.Data) + keep; need > cap(c.Data) {
+			grown := make([]byte, len(c.Data), min(max(need, 2*cap(c.Data)), limit))
+			copy(grown, c.Data)
+			c.Data = grown
+		}
+		c.Data = append(c.Data, p[:keep]...)
+	}
+	if c.Total > int64(limit) {
+		c.Truncated = true
+	}
+}

@@ -1,0 +1,646 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// run runs c with a background context and fails t on an error.
+func run(t *testing.T, c *Cmd) *Result {
+	t.Helper()
+	res, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(res.Stages) != len(c.Argv) {
+		t.Fatalf("%d stage results for %d stages", len(res.Stages), len(c.Argv))
+	}
+	return res
+}
+
+// checkStage fails t unless stage i ended with code and signal sig.
+func checkStage(t *testing.T, res *Result, i, code int, sig string) {
+	t.Helper()
+	st := res.Stages[i]
+	if st.ExitCode != code || st.Signal != sig {
+		t.Errorf("stage %d: exit %d signal %q, want exit %d signal %q (stderr %q)", i, st.ExitCode, st.Signal, code, sig, st.Stderr.Data)
+	}
+}
+
+func TestRunOneStage(t *testing.T) {
+	t.Parallel()
+	res := run(t, helperCmd([]string{"echo", "hello", "world"}))
+	checkStage(t, res, 0, 0, "")
+	if got := string(res.Stdout.Data); got != "hello world\n" || res.Stdout.Total != 12 || res.Stdout.Truncated {
+		t.Errorf("stdout = %+v", res.Stdout)
+	}
+	if res.TimedOut || res.Canceled {
+		t.Errorf("TimedOut %v Canceled %v", res.TimedOut, res.Canceled)
+	}
+	if res.Stages[0].Duration <= 0 {
+		t.Errorf("Duration = %v", res.Stages[0].Duration)
+	}
+}
+
+func TestRunTwoStages(t *testing.T) {
+	t.Parallel()
+	res := run(t, helperCmd([]string{"echo", "through a pipe"}, []string{"catexit", "3", "oops"}))
+	checkStage(t, res, 0, 0, "")
+	checkStage(t, res, 1, 3, "")
+	if got := string(res.Stdout.Data); got != "through a pipe\n" {
+		t.Errorf("stdout = %q", got)
+	}
+	if got := string(res.Stages[1].Stderr.Data); got != "oops" {
+		t.Errorf("stage 1 stderr = %q", got)
+	}
+	if res.Stages[0].Stderr.Total != 0 {
+		t.Errorf("stage 0 stderr = %q", res.Stages[0].Stderr.Data)
+	}
+}
+
+func TestRunFiveStages(t *testing.T) {
+	t.Parallel()
+	stages := [][]string{{"echo", "five"}}
+	for i := 1; i < 5; i++ {
+		stages = append(stages, []string{"catexit", fmt.Sprint(i + 10), fmt.Sprintf("stage %d says", i)})
+	}
+	res := run(t, helperCmd(stages...))
+	checkStage(t, res, 0, 0, "")
+	for i := 1; i < 5; i++ {
+		checkStage(t, res, i, i+10, "")
+		if got, want := string(res.Stages[i].Stderr.Data), fmt.Sprintf("stage %d says", i); got != want {
+			t.Errorf("stage %d stderr = %q, want %q", i, got, want)
+		}
+	}
+	if got := string(res.Stdout.Data); got != "five\n" {
+		t.Errorf("stdout = %q", got)
+	}
+}
+
+func TestRunQuickStages(t *testing.T) {
+	t.Parallel()
+	// Stages that exit while others are still starting: each one's
+	// output and status must still be its own.
+	const runs, stages = 30, 8
+	for n := range runs {
+		var argv [][]string
+		for i := range stages {
+			argv = append(argv, []string{"exit", fmt.Sprint(i), fmt.Sprintf("run %d stage %d", n, i)})
+		}
+		res := run(t, helperCmd(argv...))
+		for i := range stages {
+			checkStage(t, res, i, i, "")
+			if got, want := string(res.Stages[i].Stderr.Data), fmt.Sprintf("run %d stage %d", n, i); got != want {
+				t.Errorf("run %d stage %d: stderr %q, want %q", n, i, got, want)
+			}
+		}
+	}
+}
+
+// checkCapture fails t unless c holds the first limit of total pattern
+// bytes.
+func checkCapture(t *testing.T, what string, c Capture, total, limit int) {
+	t.Helper()
+	keep := min(total, limit)
+	if c.Total != int64(total) || c.Truncated != (total > limit) || len(c.Data) != keep {
+		t.Errorf("%s: Total %d Truncated %v len %d; want %d %v %d", what, c.Total, c.Truncated, len(c.Data), total, total > limit, keep)
+	}
+	if cap(c.Data) > limit {
+		t.Errorf("%s: cap(Data) = %d > limit %d", what, cap(c.Data), limit)
+	}
+	if !bytes.Equal(c.Data, pattern(keep)) {
+		t.Errorf("%s: Data is not the first %d bytes written", what, keep)
+	}
+}
+
+func TestRunLargeStdout(t *testing.T) {
+	t.Parallel()
+	const n = 100 << 20
+	res := run(t, helperCmd([]string{"write", "1", fmt.Sprint(n)}))
+	checkStage(t, res, 0, 0, "")
+	checkCapture(t, "stdout", res.Stdout, n, DefaultCap)
+}
+
+func TestRunLargeMiddleStderr(t *testing.T) {
+	t.Parallel()
+	const n, out = 100 << 20, 1 << 20
+	res := run(t, helperCmd(
+		[]string{"write", "1", fmt.Sprint(out)},
+		[]string{"pass-stderr", fmt.Sprint(n)},
+		[]string{"catexit", "0", ""},
+	))
+	for i := range 3 {
+		checkStage(t, res, i, 0, "")
+	}
+	checkCapture(t, "stage 1 stderr", res.Stages[1].Stderr, n, DefaultCap)
+	checkCapture(t, "stdout", res.Stdout, out, DefaultCap)
+}
+
+func TestRunCap(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 9, 10, 11, 100000} {
+		c := helperCmd([]string{"write", "1", fmt.Sprint(n)}, []string{"pass-stderr", fmt.Sprint(n)})
+		c.Cap = 10
+		res := run(t, c)
+		checkCapture(t, fmt.Sprintf("stdout of %d", n), res.Stdout, n, 10)
+		checkCapture(t, fmt.Sprintf("stderr of %d", n), res.Stages[1].Stderr, n, 10)
+	}
+}
+
+func TestCaptureWrite(t *testing.T) {
+	var c Capture
+	p := pattern(1000)
+	for i := 0; i < len(p); i += 7 {
+		c.write(p[i:min(i+7, len(p))], 500)
+		if cap(c.Data) > 500 {
+			t.Fatalf("cap(Data) = %d beyond the limit", cap(c.Data))
+		}
+	}
+	if !bytes.Equal(c.Data, p[:500]) || c.Total != 1000 || !c.Truncated {
+		t.Errorf("Capture = len %d Total %d Truncated %v", len(c.Data), c.Total, c.Truncated)
+	}
+}
+
+func TestRunBinary(t *testing.T) {
+	t.Parallel()
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	res := run(t, helperCmd([]string{"allbytes"}, []string{"catexit", "0", ""}))
+	if !bytes.Equal(res.Stdout.Data, all) {
+		t.Errorf("allbytes through a stage: stdout = %q", res.Stdout.Data)
+	}
+
+	in := bytes.Repeat(all, 1000)
+	c := helperCmd([]string{"catexit", "0", ""}, []string{"catexit", "0", ""})
+	c.Stdin = in
+	res = run(t, c)
+	if !bytes.Equal(res.Stdout.Data, in) {
+		t.Errorf("stdin through two stages: got %d bytes back, want %d equal ones", len(res.Stdout.Data), len(in))
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	t.Parallel()
+	c := helperCmd([]string{"catexit", "0", ""})
+	c.Stdin = []byte("to the first stage\n")
+	res := run(t, c)
+	if got := string(res.Stdout.Data); got != "to the first stage\n" {
+		t.Errorf("stdout = %q", got)
+	}
+
+	// Nil stdin is /dev/null: immediate EOF.
+	res = run(t, helperCmd([]string{"catexit", "0", ""}))
+	if res.Stdout.Total != 0 || res.Stages[0].ExitCode != 0 {
+		t.Errorf("nil stdin: stdout %q exit %d", res.Stdout.Data, res.Stages[0].ExitCode)
+	}
+
+	// A stage that stops reading: the rest of stdin is dropped, no hang.
+	c = helperCmd([]string{"head", "5"})
+	c.Stdin = bytes.Repeat([]byte("abcdefgh"), 1<<20)
+	res = run(t, c)
+	if got := string(res.Stdout.Data); got != "abcde" || res.Stages[0].ExitCode != 0 {
+		t.Errorf("head 5: stdout %q exit %d", got, res.Stages[0].ExitCode)
+	}
+}
+
+func TestRunYesHead(t *testing.T) {
+	t.Parallel()
+	yes, err := Resolve("yes", "/")
+	if err != nil {
+		t.Skip(err)
+	}
+	head, err := Resolve("head", "/")
+	if err != nil {
+		t.Skip(err)
+	}
+	res := run(t, &Cmd{
+		Argv:  [][]string{{"yes"}, {"head", "-n", "1"}},
+		Paths: []string{yes.Path, head.Path},
+		Env:   []string{"PATH=" + SearchPath},
+	})
+	checkStage(t, res, 0, 128+int(syscall.SIGPIPE), "SIGPIPE")
+	checkStage(t, res, 1, 0, "")
+	if got := string(res.Stdout.Data); got != "y\n" {
+		t.Errorf("stdout = %q", got)
+	}
+}
+
+func TestRunSignalDeath(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		name := signalName(sig)
+		res := run(t, helperCmd([]string{"raise", name}, []string{"catexit", "0", ""}))
+		checkStage(t, res, 0, 128+int(sig), name)
+		checkStage(t, res, 1, 0, "")
+	}
+}
+
+func TestRunDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct{ dir, want string }{{dir, dir}, {"", "/"}} {
+		c := helperCmd([]string{"id"})
+		c.Dir = tc.dir
+		res := run(t, c)
+		if !strings.Contains(string(res.Stdout.Data), "\ncwd="+tc.want+"\n") {
+			t.Errorf("Dir %q: child reports %q", tc.dir, res.Stdout.Data)
+		}
+	}
+}
+
+func TestRunEnv(t *testing.T) {
+	t.Parallel()
+	// Nil is empty, not the test process's environment.
+	for _, env := range [][]string{nil, {"A=1", "B=two words"}} {
+		c := helperCmd([]string{"id"})
+		c.Env = env
+		res := run(t, c)
+		var got []string
+		for l := range strings.Lines(string(res.Stdout.Data)) {
+			if e, ok := strings.CutPrefix(l, "env "); ok {
+				got = append(got, strings.TrimSuffix(e, "\n"))
+			}
+		}
+		if len(got) != len(env) || !slices.Equal(got, env) {
+			t.Errorf("Env %q: child sees %q", env, got)
+		}
+	}
+}
+
+func TestRunFDs(t *testing.T) {
+	t.Parallel()
+	// A descriptor of the test process without close-on-exec, as one
+	// inherited from a careless parent would be: Run must not pass it on.
+	leaky, err := syscall.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(leaky)
+	for _, stdin := range [][]byte{nil, []byte("x")} {
+		c := helperCmd([]string{"fds"}, []string{"fds"}, []string{"fds"})
+		c.Stdin = stdin
+		res := run(t, c)
+		for i, st := range res.Stages {
+			checkStage(t, res, i, 0, "")
+			if got := string(st.Stderr.Data); got != "0 1 2\n" {
+				t.Errorf("stdin %q: stage %d has descriptors %q, want 0 1 2", stdin, i, got)
+			}
+		}
+	}
+}
+
+func TestRunAccount(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Skip("needs root")
+	}
+	acct, err := LookupAccount(65534)
+	if err != nil {
+		t.Skip(err)
+	}
+	// The test binary sits in a private build directory; give nobody a
+	// copy it can execute.
+	dir, err := os.MkdirTemp("", "rootgate-pipeline-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "helper")
+	copyFile(t, testExe, exe, 0o755)
+
+	env := Env(acct, map[string]string{"LANG": "C"})
+	c := helperCmd([]string{"id"})
+	c.Paths[0] = exe
+	c.Env = env
+	c.Account = &acct
+	res := run(t, c)
+	checkStage(t, res, 0, 0, "")
+
+	groups := slices.Clone(acct.Groups)
+	slices.Sort(groups)
+	var want strings.Builder
+	fmt.Fprintf(&want, "uid=%d gid=%d groups=%v\ncwd=/\n", acct.UID, acct.GID, groups)
+	for _, e := range env {
+		fmt.Fprintf(&want, "env %s\n", e)
+	}
+	if got := string(res.Stdout.Data); got != want.String() {
+		t.Errorf("child reports\n%s\nwant\n%s", got, want.String())
+	}
+
+	// No supplementary groups at all: root's are cleared, not kept.
+	acct.Groups = nil
+	c = helperCmd([]string{"id"})
+	c.Paths[0] = exe
+	c.Account = &acct
+	res = run(t, c)
+	if got, want := strings.SplitN(string(res.Stdout.Data), "\n", 2)[0], "uid=65534 gid=65534 groups=[]"; got != want {
+		t.Errorf("with no groups the child reports %q, want %q", got, want)
+	}
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// killTest is a run that only a kill ends.
+type killTest struct {
+	name   string
+	stages [][]string // helper and arguments; "M" becomes the marker, "R" the stage's ready file
+	// per stage: the signal expected to have killed it
+	signals []string
+}
+
+var killTests = []killTest{
+	{"ignores SIGTERM", [][]string{{"ignore-term", "M", "R"}}, []string{"SIGKILL"}},
+	{"grandchild holds the pipes", [][]string{{"spawn", "wait", "M", "R"}}, []string{"SIGKILL"}},
+	{"closes stdout and sleeps", [][]string{{"close-out", "M", "R"}}, []string{"SIGTERM"}},
+	{"sleeps past the limit", [][]string{{"sleep", "M", "R"}}, []string{"SIGTERM"}},
+	{"every stage", [][]string{
+		{"sleep", "M", "R"},
+		{"spawn", "wait", "M", "R"},
+		{"ignore-term", "M", "R"},
+		{"close-out", "M", "R"},
+	}, []string{"SIGTERM", "SIGKILL", "SIGKILL", "SIGTERM"}},
+}
+
+// killCmd builds kt's Cmd for the test t and returns it with its marker
+// and the stages' ready files.
+func killCmd(t *testing.T, kt killTest) (c *Cmd, m string, readyFiles []string) {
+	m = marker(t)
+	killMarked(t, m)
+	dir := t.TempDir()
+	var stages [][]string
+	for i, s := range kt.stages {
+		s = slices.Clone(s)
+		for j, a := range s {
+			switch a {
+			case "M":
+				s[j] = m
+			case "R":
+				s[j] = filepath.Join(dir, fmt.Sprintf("ready%d", i))
+				readyFiles = append(readyFiles, s[j])
+			}
+		}
+		stages = append(stages, s)
+	}
+	return helperCmd(stages...), m, readyFiles
+}
+
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	for _, kt := range killTests {
+		t.Run(kt.name, func(t *testing.T) {
+			t.Parallel()
+			c, m, readyFiles := killCmd(t, kt)
+			// Long enough for the helpers to set themselves up (checked
+			// below through the ready files) and, for those that obey
+			// SIGTERM, to die of it, even on a busy machine.
+			c.Timeout = 2 * time.Second
+			c.KillGrace = time.Second
+			start := time.Now()
+			res := run(t, c)
+			elapsed := time.Since(start)
+			for _, f := range readyFiles {
+				if _, err := os.Stat(f); err != nil {
+					t.Fatalf("a helper was not set up before the timeout: %v", err)
+				}
+			}
+			if !res.TimedOut || res.Canceled {
+				t.Errorf("TimedOut %v Canceled %v, want true false", res.TimedOut, res.Canceled)
+			}
+			for i, sig := range kt.signals {
+				checkStage(t, res, i, 128+int(unixSignal(sig)), sig)
+				if d := res.Stages[i].Duration; d < c.Timeout {
+					t.Errorf("stage %d Duration %v shorter than the timeout", i, d)
+				}
+			}
+			// Not a performance bound: a hang would take forever.
+			if limit := c.Timeout + c.KillGrace + 10*time.Second; elapsed > limit {
+				t.Errorf("Run took %v", elapsed)
+			}
+			checkNoSurvivors(t, m)
+		})
+	}
+}
+
+func unixSignal(name string) syscall.Signal {
+	for s := syscall.Signal(1); s < 65; s++ {
+		if signalName(s) == name {
+			return s
+		}
+	}
+	panic("no signal " + name)
+}
+
+func TestRunCancel(t *testing.T) {
+	t.Parallel()
+	for _, kt := range killTests {
+		t.Run(kt.name, func(t *testing.T) {
+			t.Parallel()
+			c, m, readyFiles := killCmd(t, kt)
+			c.KillGrace = time.Second
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				for _, f := range readyFiles {
+					<-waitFile(f)
+				}
+				cancel()
+			}()
+			res, err := c.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Canceled || res.TimedOut {
+				t.Errorf("Canceled %v TimedOut %v, want true false", res.Canceled, res.TimedOut)
+			}
+			for i, sig := range kt.signals {
+				checkStage(t, res, i, 128+int(unixSignal(sig)), sig)
+			}
+			checkNoSurvivors(t, m)
+		})
+	}
+}
+
+func TestRunBackgroundKilled(t *testing.T) {
+	t.Parallel()
+	// The stage exits at once, leaving a grandchild that ignores SIGTERM
+	// and holds stdout and stderr: it is killed and the output ends.
+	m := marker(t)
+	killMarked(t, m)
+	res := run(t, helperCmd([]string{"spawn", "exit", m, "-"}, []string{"catexit", "0", ""}))
+	checkStage(t, res, 0, 0, "")
+	checkStage(t, res, 1, 0, "")
+	if got := string(res.Stdout.Data); got != "hi\n" {
+		t.Errorf("stdout = %q", got)
+	}
+	if res.TimedOut || res.Canceled {
+		t.Errorf("TimedOut %v Canceled %v", res.TimedOut, res.Canceled)
+	}
+	checkNoSurvivors(t, m)
+}
+
+func TestRunEscapee(t *testing.T) {
+	t.Parallel()
+	// The documented limit: a grandchild in a session of its own survives
+	// the run, but cannot keep Run from returning by holding stdout.
+	m := marker(t)
+	killMarked(t, m)
+	res := run(t, helperCmd([]string{"spawn", "escape", m, "-"}))
+	checkStage(t, res, 0, 0, "")
+	if got := string(res.Stdout.Data); got != "hi\n" {
+		t.Errorf("stdout = %q", got)
+	}
+}
+
+func TestRunStartError(t *testing.T) {
+	t.Parallel()
+	m := marker(t)
+	killMarked(t, m)
+	plain := filepath.Join(t.TempDir(), "plain")
+	mkfile(t, plain, 0o644)
+	c := helperCmd([]string{"sleep", m, "-"}, []string{"echo"}, []string{"ignore-term", m, "-"})
+	c.Paths[1] = plain
+	res, err := c.Run(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "run: stage 2: ") || !errors.Is(err, os.ErrPermission) {
+		t.Errorf("Run = %v, %v; want a stage 2 permission error", res, err)
+	}
+	checkNoSurvivors(t, m)
+}
+
+func TestRunInvalid(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cmd  Cmd
+		want string
+	}{
+		{"no stages", Cmd{}, "run: no stages"},
+		{"paths", Cmd{Argv: [][]string{{"a"}}}, "run: 0 paths for 1 stages"},
+		{"empty argv", Cmd{Argv: [][]string{{"a"}, {}}, Paths: []string{"/a", "/b"}}, "run: stage 2: empty argv"},
+		{"relative path", Cmd{Argv: [][]string{{"a"}}, Paths: []string{"a"}}, `run: stage 1: path "a" is not absolute`},
+		{"relative dir", Cmd{Argv: [][]string{{"a"}}, Paths: []string{"/a"}, Dir: "tmp"}, `run: dir "tmp" is not absolute`},
+		{"negative", Cmd{Argv: [][]string{{"a"}}, Paths: []string{"/a"}, Timeout: -1}, "run: negative Timeout, KillGrace or Cap"},
+	} {
+		if _, err := tc.cmd.Run(context.Background()); err == nil || err.Error() != tc.want {
+			t.Errorf("%s: Run error = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := helperCmd([]string{"echo"}).Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run with an ended context: err = %v", err)
+	}
+
+	c := helperCmd([]string{"echo"})
+	run(t, c)
+	if _, err := c.Run(context.Background()); err == nil {
+		t.Error("second Run of a Cmd succeeded")
+	}
+}
+
+// openFDs counts the test process's open descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestNoLeaks runs alone (not in parallel) so the counts are its own.
+func TestNoLeaks(t *testing.T) {
+	m := marker(t)
+	killMarked(t, m)
+	killMarked(t, m+"-escapee")
+	plain := filepath.Join(t.TempDir(), "plain")
+	mkfile(t, plain, 0o644)
+	// The first run in the process may make the runtime open descriptors
+	// of its own (the poller's); they stay.
+	run(t, helperCmd([]string{"echo"}))
+	for _, tc := range []struct {
+		name   string
+		cmd    func() *Cmd
+		cancel bool
+	}{
+		{"normal", func() *Cmd {
+			c := helperCmd([]string{"write", "1", "100000"}, []string{"pass-stderr", "100000"}, []string{"catexit", "0", ""})
+			c.Stdin = []byte("in")
+			return c
+		}, false},
+		{"stdin not read", func() *Cmd {
+			c := helperCmd([]string{"head", "1"})
+			c.Stdin = make([]byte, 1<<20)
+			return c
+		}, false},
+		{"timeout", func() *Cmd {
+			c := helperCmd([]string{"spawn", "wait", m, "-"}, []string{"ignore-term", m, "-"})
+			c.Timeout = 100 * time.Millisecond
+			c.KillGrace = 100 * time.Millisecond
+			return c
+		}, false},
+		{"cancel", func() *Cmd {
+			c := helperCmd([]string{"sleep", m, "-"})
+			c.KillGrace = 100 * time.Millisecond
+			return c
+		}, true},
+		{"background", func() *Cmd { return helperCmd([]string{"spawn", "exit", m, "-"}) }, false},
+		{"escapee", func() *Cmd { return helperCmd([]string{"spawn", "escape", m + "-escapee", "-"}) }, false},
+		{"start error", func() *Cmd {
+			c := helperCmd([]string{"sleep", m, "-"}, []string{"echo"})
+			c.Paths[1] = plain
+			return c
+		}, false},
+	} {
+		goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		if tc.cancel {
+			ctx, cancel = context.WithTimeout(ctx, 100*time.Millisecond)
+		}
+		_, err := tc.cmd().Run(ctx)
+		cancel()
+		if err != nil && tc.name != "start error" {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if !waitFor(5*time.Second, func() bool { return runtime.NumGoroutine() <= goroutines }) {
+			buf := make([]byte, 1<<20)
+			t.Errorf("%s: %d goroutines before, %d after:\n%s", tc.name, goroutines, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		if got := openFDs(t); got != fds {
+			t.Errorf("%s: %d descriptors open before, %d after", tc.name, fds, got)
+		}
+	}
+	checkNoSurvivors(t, m)
+}
