@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/version"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("rootgate "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// newRequest fills the fields every client request has.
+func newRequest(session string) *wire.Outgoing {
+	host, _ := os.Hostname()
+	return &wire.Outgoing{
+		ID:      uuid.NewString(),
+		Host:    host,
+		Session: session,
+		Time:    time.Now().UTC().Format(time.RFC3339Nano),
+		Version: version.String(),
+	}
+}
+
+func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("run", stderr)
+	socket := fs.String("socket", "", "request socket `path`")
+	noPriv := fs.Bool("no-privilege", false, "run as yourself instead of root")
+	reason := fs.String("reason", "", "why, shown to the approver")
+	session := fs.String("session", "", "session name, shown to the approver")
+	cwd := fs.String("cwd", "", "working `directory` (absolute; default /)")
+	stdinFile := fs.String("stdin-file", "", "`file` fed to the first stage (- for standard input)")
+	timeout := fs.Float64("timeout", 0, "run time limit in `seconds` (may only lower the daemon's)")
+	agent := fs.Bool("forward-agent", false, "forward the operator's SSH agent (needs --no-privilege)")
+	var env multiFlag
+	fs.Var(&env, "env", "`KEY=VALUE` for the run (repeatable; allowlisted keys only)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: rootgate run [flags] -- CMD ARGS... ['|' CMD ARGS...]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	pipeline, err := splitPipeline(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "rootgate: error: %v\n", err)
+		fmt.Fprint(stderr, "rootgate: hint: rootgate run -- ls -l '|' wc -l\n")
+		return exitUsage
+	}
+	if *agent && !*noPriv {
+		fmt.Fprint(stderr, "rootgate: error: --forward-agent needs --no-privilege\n")
+		return exitUsage
+	}
+	req := newRequest(*session)
+	req.Pipeline = pipeline
+	req.Reason = *reason
+	req.Cwd = *cwd
+	req.Timeout = *timeout
+	req.ForwardAgent = *agent
+	priv := !*noPriv
+	req.Privileged = &priv
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			fmt.Fprintf(stderr, "rootgate: error: --env %q is not KEY=VALUE\n", kv)
+			return exitUsage
+		}
+		if req.Env == nil {
+			req.Env = map[string]string{}
+		}
+		req.Env[k] = v
+	}
+	switch *stdinFile {
+	case "":
+	case "-":
+		req.Stdin, err = io.ReadAll(io.LimitReader(stdin, wire.MaxLine))
+	default:
+		req.Stdin, err = os.ReadFile(*stdinFile)
+	}
+	if err != nil {
+		return fail(stderr, fmt.Errorf("read stdin: %w", err))
+	}
+
+	resp, err := client.Do(ctx, client.Socket(*socket), req)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	return report(resp, stdout, stderr)
+}
+
+// splitPipeline cuts args at each "|" argument into stages.
+func splitPipeline(args []string) ([][]string, error) {
+	if len(args) == 0 {
+		return nil, errors.New("no command given")
+	}
+	var stages [][]string
+	var cur []string
+	for _, a := range args {
+		if a == "|" {
+			if len(cur) == 0 {
+				return nil, errors.New("empty stage in pipeline")
+			}
+			stages = append(stages, cur)
+			cur = nil
+			continue
+		}
+		cur = append(cur, a)
+	}
+	if len(cur) == 0 {
+		return nil, errors.New("empty stage in pipeline")
+	}
+	return append(stages, cur), nil
+}
+
+// report writes a run's output and turns the response into an exit code.
+func report(resp *wire.Response, stdout, stderr io.Writer) int {
+	if resp.HasRun() {
+		_, _ = stdout.Write(resp.Stdout)
+		for _, st := range resp.Stages {
+			_, _ = stderr.Write(st.Stderr)
+		}
+		for i, st := range resp.Stages {
+			if st.StderrTruncated {
+				fmt.Fprintf(stderr, "rootgate: warning: stage %d's stderr was cut at 16 MiB\n", i+1)
+			}
+		}
+		if resp.StdoutTruncated {
+			fmt.Fprint(stderr, "rootgate: warning: stdout was cut at 16 MiB\n")
+		}
+	}
+	switch resp.Status {
+	case wire.StatusOK:
+		if len(resp.Stages) == 0 {
+			return fail(stderr, errors.New("daemon answered ok without a result"))
+		}
+		return resp.Stages[len(resp.Stages)-1].ExitCode
+	case wire.StatusDenied:
+		fmt.Fprintf(stderr, "rootgate: denied: %s\n", resp.Message)
+		return exitDenied
+	case wire.StatusTimeout:
+		fmt.Fprintf(stderr, "rootgate: timeout: %s\n", resp.Message)
+		return exitTimeout
+	}
+	fmt.Fprintf(stderr, "rootgate: error: %s\n", resp.Message)
+	return exitError
+}
+
+func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("send", stderr)
+	socket := fs.String("socket", "", "request socket `path`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	// Sent as read, up to a byte past the limit, so the daemon itself
+	// judges size and framing.
+	line, err := io.ReadAll(io.LimitReader(stdin, wire.MaxLine+1))
+	if err != nil {
+		return fail(stderr, fmt.Errorf("read stdin: %w", err))
+	}
+	if i := strings.IndexByte(string(line), '\n'); i >= 0 {
+		line = line[:i+1]
+	}
+	resp, err := client.RoundTrip(ctx, client.Socket(*socket), line)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	_, _ = stdout.Write(resp)
+	return exitOK
+}
+
+func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("ping", stderr)
+	socket := fs.String("socket", "", "request socket `path`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	req := newRequest("")
+	req.Action = wire.ActionPing
+	resp, err := client.Do(ctx, client.Socket(*socket), req)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if resp.Status != wire.StatusOK {
+		fmt.Fprintf(stderr, "rootgate: error: %s\n", resp.Message)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "%s (rootgated %s)\n", resp.Message, resp.Version)
+	return exitOK
+}

@@ -1,0 +1,334 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// The real binaries, built once for the whole run.
+var rootgated, rootgateBin string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "daemon tests run real daemons and need root")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "rootgate-bin")
+	if err == nil {
+		err = os.Chmod(dir, 0o755) // tests run the client as nobody too
+	}
+	if err != nil {
+		panic(err)
+	}
+	// Build with the race detector when the tests have it, so the daemon is
+	// checked too.
+	args := []string{"build"}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	rootgated = filepath.Join(dir, "rootgated")
+	rootgateBin = filepath.Join(dir, "rootgate")
+	for bin, pkg := range map[string]string{rootgated: "../cmd/rootgated", rootgateBin: "../cmd/rootgate"} {
+		cmd := exec.Command("go", append(args, "-o", bin, pkg)...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build:", err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// shortDir is a private directory with a short path: sun_path holds 108
+// bytes and t.TempDir() names can be longer.
+func shortDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// syncBuffer is a goroutine-safe buffer for a daemon's stderr.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// daemonProc is a running rootgated.
+type daemonProc struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	dir    string
+	sock   string
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// opts of a test daemon.
+type opts struct {
+	policy string   // policy file text; "" means "allow any"
+	noFile bool     // no policy file at all
+	args   []string // more flags
+	dir    string   // reuse this directory (runtime dir and socket)
+}
+
+// startDaemon starts rootgated on a private socket and waits until it
+// answers. It is stopped with SIGTERM at cleanup, and must exit 0.
+func startDaemon(t testing.TB, o opts) *daemonProc {
+	t.Helper()
+	d := &daemonProc{t: t, dir: o.dir, stderr: &syncBuffer{}, done: make(chan struct{})}
+	if d.dir == "" {
+		d.dir = shortDir(t)
+	}
+	d.sock = filepath.Join(d.dir, "s")
+	policy := filepath.Join(d.dir, "policy")
+	if !o.noFile {
+		text := o.policy
+		if text == "" {
+			text = "allow any\n"
+		}
+		if err := os.WriteFile(policy, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append([]string{"--socket", d.sock, "--runtime-dir", filepath.Join(d.dir, "run"), "--policy", policy}, o.args...)
+	d.cmd = exec.Command(rootgated, args...)
+	d.cmd.Stderr = d.stderr
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() { d.stop() })
+	d.waitReady()
+	return d
+}
+
+func (d *daemonProc) waitReady() {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-d.done:
+			d.t.Fatalf("rootgated exited early: %v\n%s", d.err, d.stderr)
+		default:
+		}
+		if c, err := net.Dial("unix", d.sock); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.t.Fatalf("rootgated did not listen on %s\n%s", d.sock, d.stderr)
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (d *daemonProc) stop() {
+	d.t.Helper()
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.done
+		d.t.Errorf("rootgated did not stop on SIGTERM\n%s", d.stderr)
+		return
+	}
+	if d.err != nil {
+		d.t.Errorf("rootgated exited with %v\n%s", d.err, d.stderr)
+	}
+	if _, err := os.Lstat(d.sock); err == nil {
+		d.t.Errorf("socket %s left behind after exit", d.sock)
+	}
+}
+
+// request builds a fresh, valid request line with overrides; a nil value
+// deletes the field.
+func request(over map[string]any) string {
+	m := map[string]any{
+		"id":       uuid.NewString(),
+		"time":     time.Now().UTC().Format(time.RFC3339Nano),
+		"pipeline": [][]string{{"true"}},
+	}
+	for k, v := range over {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return string(b) + "\n"
+}
+
+// response is a decoded answer plus its raw line.
+type response struct {
+	wire.Response
+	raw string
+}
+
+// sendRaw writes raw bytes, half-closes, and reads the answer line.
+func (d *daemonProc) sendRaw(raw string) response {
+	d.t.Helper()
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		d.t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	return readResponse(d.t, c)
+}
+
+func readResponse(t testing.TB, c net.Conn) response {
+	t.Helper()
+	line, err := bufio.NewReaderSize(c, 1<<20).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read answer: %v (got %q)", err, line)
+	}
+	var r response
+	r.raw = line
+	if err := json.Unmarshal([]byte(line), &r.Response); err != nil {
+		t.Fatalf("answer %q: %v", line, err)
+	}
+	if r.Version == "" {
+		t.Errorf("answer without version: %s", line)
+	}
+	return r
+}
+
+// send sends a request built from overrides.
+func (d *daemonProc) send(over map[string]any) response {
+	d.t.Helper()
+	return d.sendRaw(request(over))
+}
+
+// wantError asserts an error answer with exactly msg.
+func wantError(t testing.TB, r response, msg string) {
+	t.Helper()
+	if r.Status != wire.StatusError || r.Message != msg {
+		t.Fatalf("got %s, want error %q", strings.TrimSpace(r.raw), msg)
+	}
+}
+
+// wantOK asserts an ok answer and returns it.
+func wantOK(t testing.TB, r response) response {
+	t.Helper()
+	if r.Status != wire.StatusOK {
+		t.Fatalf("got %s, want ok", strings.TrimSpace(r.raw))
+	}
+	return r
+}
+
+// alive asserts the daemon still answers.
+func (d *daemonProc) alive() {
+	d.t.Helper()
+	r := d.send(map[string]any{"action": "ping", "pipeline": nil})
+	if r.Status != wire.StatusOK || r.Message != "pong" {
+		d.t.Fatalf("daemon no longer answers ping: %s", r.raw)
+	}
+}
+
+// procsWith lists the pids whose command line contains marker.
+func procsWith(marker string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// noSurvivors asserts no process with marker in its command line remains.
+func noSurvivors(t testing.TB, marker string) {
+	t.Helper()
+	waitFor(t, "no process with "+marker, 10*time.Second, func() bool { return len(procsWith(marker)) == 0 })
+}
+
+// fdCount counts a process's open descriptors.
+func fdCount(t testing.TB, pid int) int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func lookupGroup(name string) (*user.Group, error) { return user.LookupGroup(name) }
+
+// startDaemonNoWait starts a daemon on dir's socket without waiting for it.
+func startDaemonNoWait(t testing.TB, dir string) *daemonProc {
+	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--runtime-dir", filepath.Join(dir, "run2"), "--policy", filepath.Join(dir, "policy"))
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Wait waits for a daemon started by startDaemonNoWait.
+func (d *daemonProc) Wait() error { return d.cmd.Wait() }

@@ -1,0 +1,296 @@
+package daemon_test
+
+import (
+	"encoding/base64"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// TestProtocolErrors sends each kind of bad request over a real socket and
+// checks the exact answer, then that the daemon still serves.
+func TestProtocolErrors(t *testing.T) {
+	d := startDaemon(t, opts{})
+	for _, tc := range []struct {
+		name string
+		raw  string
+		id   string // expected id in the answer ("" = empty)
+		want string
+	}{
+		{"not json", "{oops\n", "", "invalid JSON: invalid character 'o'"},
+		{"not utf8", "{\"time\":\"\xff\"}\n", "", "invalid JSON: request is not valid UTF-8"},
+		{"unknown field", request(map[string]any{"id": "u1", "user": "root"}), "", `unknown field "user"`},
+		{"type", request(map[string]any{"id": "t1", "privileged": "yes"}), "", `field "privileged" must be a boolean`},
+		{"no pipeline", request(map[string]any{"id": "p1", "pipeline": nil}), "p1", `missing field "pipeline"`},
+		{"17 stages", request(map[string]any{"id": "p2", "pipeline": make17()}), "p2", "pipeline must have 1 to 16 stages"},
+		{"control", request(map[string]any{"id": "c1", "pipeline": [][]string{{"echo", "a", "\x1b[2J"}}}), "c1", "pipeline[0][2] contains a control or bidi character"},
+		{"bidi reason", request(map[string]any{"id": "c2", "reason": "ok\u202etxt.exe"}), "c2", "reason contains a control or bidi character"},
+		{"agent privileged", request(map[string]any{"id": "a1", "forward_agent": true}), "a1", `forward_agent requires "privileged": false`},
+		{"no time", request(map[string]any{"id": "f1", "time": nil}), "f1", `missing field "time"`},
+		{"no zone", request(map[string]any{"id": "f2", "time": "2026-02-13T14:30:00"}), "f2", `field "time" must be an RFC 3339 date-time with a zone, got "2026-02-13T14:30:00"`},
+		{"env", request(map[string]any{"id": "e1", "env": map[string]string{"FOO": "1"}}), "e1", `env key "FOO" is not allowed`},
+		{"env ld", request(map[string]any{"id": "e2", "env": map[string]string{"LD_PRELOAD": "/x.so"}}), "e2", `env key "LD_PRELOAD" is not allowed`},
+		{"ssh agent env", request(map[string]any{"id": "e3", "env": map[string]string{"SSH_AUTH_SOCK": "/x"}}), "e3", "SSH_AUTH_SOCK cannot be set; use forward_agent"},
+		{"not found", request(map[string]any{"id": "n1", "pipeline": [][]string{{"true"}, {"no-such-command-rg"}}}), "n1", `stage 2: executable not found: "no-such-command-rg"`},
+		{"relative path not found", request(map[string]any{"id": "n2", "pipeline": [][]string{{"./nope"}}}), "n2", `stage 1: executable not found: "./nope"`},
+		{"cwd", request(map[string]any{"id": "w1", "cwd": "/no/such/dir"}), "w1", `cwd "/no/such/dir" is not an existing directory`},
+		{"agent no approver", request(map[string]any{"id": "a2", "forward_agent": true, "privileged": false}), "a2", "no SSH agent to forward: start the approver with --forward-agent"},
+		{"no newline", `{"time":"x"}`, "", "request missing trailing newline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := d.sendRaw(tc.raw)
+			wantError(t, r, tc.want)
+			if r.ID != tc.id {
+				t.Errorf("id = %q, want %q", r.ID, tc.id)
+			}
+			if r.Stages != nil || r.Stdout != nil {
+				t.Errorf("error answer carries run fields: %s", r.raw)
+			}
+			d.alive()
+		})
+	}
+}
+
+func make17() [][]string {
+	p := make([][]string, 17)
+	for i := range p {
+		p[i] = []string{"true"}
+	}
+	return p
+}
+
+func TestOversizeLine(t *testing.T) {
+	d := startDaemon(t, opts{})
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	// Write until the daemon stops reading: it must answer after 1 MiB
+	// without waiting for the rest (there is no newline, ever).
+	go func() {
+		chunk := []byte(strings.Repeat("a", 64<<10))
+		for {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	wantError(t, readResponse(t, c), "request exceeds maximum size (1048576 bytes)")
+	d.alive()
+
+	// Exactly 1 MiB including the newline is accepted. (One argument may
+	// not pass 128 KiB, the kernel's limit, so the bytes are spread.)
+	args := []string{"true"}
+	for range 15 {
+		args = append(args, strings.Repeat("x", 64<<10))
+	}
+	over := map[string]any{"id": "big", "pipeline": [][]string{append(args, "")}}
+	pad := wire.MaxLine - len(request(over))
+	over["pipeline"] = [][]string{append(args, strings.Repeat("y", pad))}
+	line := request(over)
+	if len(line) != wire.MaxLine {
+		t.Fatalf("test line is %d bytes", len(line))
+	}
+	wantOK(t, d.sendRaw(line))
+}
+
+func TestReadDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 10 s for the read deadline")
+	}
+	d := startDaemon(t, opts{})
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write([]byte(`{"time":`)); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, readResponse(t, c), "request not received within 10s")
+	d.alive()
+}
+
+func TestSilentPeerGetsNothing(t *testing.T) {
+	d := startDaemon(t, opts{})
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, 10)
+	n, err := c.Read(b)
+	if n != 0 || err == nil {
+		t.Fatalf("a peer that sent nothing got %q, %v", b[:n], err)
+	}
+	c.Close()
+	d.alive()
+}
+
+var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func TestDefaults(t *testing.T) {
+	d := startDaemon(t, opts{})
+	r := wantOK(t, d.send(map[string]any{"id": nil, "pipeline": [][]string{{"id", "-u"}}}))
+	if !uuidV4.MatchString(r.ID) {
+		t.Errorf("missing id answered with %q, want a UUIDv4", r.ID)
+	}
+	if got := string(r.Stdout); got != "0\n" {
+		t.Errorf("privileged by default: id -u = %q, want root", got)
+	}
+	// The same id-less line again is a replay, named by the id the daemon made.
+	line := request(map[string]any{"id": nil})
+	first := wantOK(t, d.sendRaw(line))
+	again := d.sendRaw(line)
+	wantError(t, again, `duplicate request id "`+again.ID+`"`)
+	if again.ID == first.ID || !uuidV4.MatchString(again.ID) {
+		t.Errorf("the replayed id-less request got id %q (first %q)", again.ID, first.ID)
+	}
+	// A different id-less line is not.
+	wantOK(t, d.send(map[string]any{"id": nil}))
+}
+
+func TestPing(t *testing.T) {
+	d := startDaemon(t, opts{policy: "deny any\n"})
+	r := wantOK(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}))
+	if r.Message != "pong" || r.ID != "ping-1" || r.Stages != nil {
+		t.Fatalf("ping answered %s", r.raw)
+	}
+	// The same gates apply: a stale ping is refused, a replayed one too.
+	wantError(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}), `duplicate request id "ping-1"`)
+	if r := d.send(map[string]any{"action": "ping", "pipeline": nil, "time": "2020-01-01T00:00:00Z"}); r.Status != wire.StatusError || !strings.HasPrefix(r.Message, "request too old: ") {
+		t.Fatalf("stale ping answered %s", r.raw)
+	}
+}
+
+func TestFreshness(t *testing.T) {
+	d := startDaemon(t, opts{})
+	now := time.Now()
+	for _, tc := range []struct {
+		name, time string
+	}{
+		{"fractional", now.UTC().Format("2006-01-02T15:04:05.123456789Z07:00")},
+		{"plus offset", now.In(time.FixedZone("", 5*3600+1800)).Format(time.RFC3339)},
+		{"minus offset", now.In(time.FixedZone("", -8*3600)).Format(time.RFC3339)},
+		{"30s old", now.Add(-30 * time.Second).UTC().Format(time.RFC3339)},
+		{"30s ahead", now.Add(30 * time.Second).UTC().Format(time.RFC3339)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantOK(t, d.send(map[string]any{"time": tc.time}))
+		})
+	}
+	// An offset is honoured, not ignored: the local clock time an hour off
+	// with the wrong zone is an hour stale.
+	wrong := now.UTC().Add(-time.Hour).Format("2006-01-02T15:04:05") + "+00:00"
+	r := d.send(map[string]any{"time": wrong})
+	if r.Status != wire.StatusError || !regexp.MustCompile(`^request too old: 36\d\ds \(max 60s\)$`).MatchString(r.Message) {
+		t.Fatalf("an hour-old time: %s", r.raw)
+	}
+	old := time.Now().Add(-75 * time.Second).UTC().Format(time.RFC3339Nano)
+	r = d.send(map[string]any{"time": old})
+	if r.Status != wire.StatusError || !regexp.MustCompile(`^request too old: 7[56]s \(max 60s\)$`).MatchString(r.Message) {
+		t.Fatalf("75 s old: %s", r.raw)
+	}
+	future := time.Now().Add(120 * time.Second).UTC().Format(time.RFC3339Nano)
+	r = d.send(map[string]any{"time": future})
+	if r.Status != wire.StatusError || !regexp.MustCompile(`^request time is in the future: 1[12]\ds ahead \(max 60s\)$`).MatchString(r.Message) {
+		t.Fatalf("120 s ahead: %s", r.raw)
+	}
+	d.alive()
+}
+
+func TestReplaySurvivesRestart(t *testing.T) {
+	dir := shortDir(t)
+	d := startDaemon(t, opts{dir: dir})
+	wantOK(t, d.send(map[string]any{"id": "once"}))
+	wantError(t, d.send(map[string]any{"id": "once"}), `duplicate request id "once"`)
+	line := request(map[string]any{"id": nil})
+	wantOK(t, d.sendRaw(line))
+	// A refused request (not found) still uses up its id.
+	wantError(t, d.send(map[string]any{"id": "nf", "pipeline": [][]string{{"no-such-cmd-rg"}}}), `stage 1: executable not found: "no-such-cmd-rg"`)
+	// A request refused before the replay check does not.
+	wantError(t, d.send(map[string]any{"id": "early", "env": map[string]string{"X": "1"}}), `env key "X" is not allowed`)
+	d.stop()
+
+	d2 := startDaemon(t, opts{dir: dir})
+	wantError(t, d2.send(map[string]any{"id": "once"}), `duplicate request id "once"`)
+	wantError(t, d2.send(map[string]any{"id": "nf"}), `duplicate request id "nf"`)
+	if r := d2.sendRaw(line); r.Status != wire.StatusError || !strings.HasPrefix(r.Message, "duplicate request id ") {
+		t.Fatalf("id-less replay after restart: %s", r.raw)
+	}
+	wantOK(t, d2.send(map[string]any{"id": "early"}))
+}
+
+func TestSocketFile(t *testing.T) {
+	d := startDaemon(t, opts{})
+	fi, err := os.Stat(d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := os.FileMode(0o600)
+	if _, err := lookupGroup("rootgate"); err == nil {
+		want = 0o660
+	}
+	if fi.Mode().Perm() != want {
+		t.Errorf("socket mode %v, want %v", fi.Mode().Perm(), want)
+	}
+	// A second daemon must not take over a live socket.
+	d2 := startDaemonNoWait(t, d.dir)
+	if err := d2.Wait(); err == nil {
+		t.Fatal("a second daemon on a live socket exited 0")
+	}
+	if !strings.Contains(d2.stderr.String(), "address already in use") {
+		t.Errorf("second daemon said %q", d2.stderr.String())
+	}
+	d.alive()
+	d.stop()
+	// A stale socket file (nobody listening) is replaced.
+	ln, err := net.Listen("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	if _, err := os.Lstat(d.sock); err != nil {
+		t.Fatal("stale socket file missing", err)
+	}
+	d3 := startDaemon(t, opts{dir: d.dir})
+	d3.alive()
+}
+
+func TestStdinCwdTimeoutExtensions(t *testing.T) {
+	d := startDaemon(t, opts{})
+	r := wantOK(t, d.send(map[string]any{
+		"pipeline": [][]string{{"sh", "-c", "pwd; cat"}},
+		"cwd":      "/tmp",
+		"stdin":    base64.StdEncoding.EncodeToString([]byte("fed\x00bytes")),
+		"version":  "test-client 1",
+	}))
+	if got := string(r.Stdout); got != "/tmp\nfed\x00bytes" {
+		t.Fatalf("stdout %q", got)
+	}
+	// Without stdin the first stage reads /dev/null.
+	r = wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"wc", "-c"}}}))
+	if strings.TrimSpace(string(r.Stdout)) != "0" {
+		t.Fatalf("stdin without the field: %q", r.Stdout)
+	}
+	// A relative executable resolves against cwd.
+	dir := shortDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "hello"), []byte("#!/bin/sh\necho hello from the script\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"./hello"}}, "cwd": dir}))
+	if got := string(r.Stdout); got != "hello from the script\n" {
+		t.Fatalf("relative executable: %q", got)
+	}
+}

@@ -1,0 +1,128 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// replayFile is the replay window's file inside the runtime directory.
+const replayFile = "replay"
+
+// replayWindow remembers request keys for a while, in memory and in an
+// append-only file so that a restarted daemon refuses what it saw before.
+// The file lives on the runtime directory (tmpfs /run under systemd): a
+// write() is enough to survive a crash of the daemon, and nothing needs to
+// survive a reboot because the window is minutes long.
+type replayWindow struct {
+	path   string
+	window time.Duration
+
+	mu      sync.Mutex           // guards the fields that follow
+	seen    map[string]time.Time // key -> expiry
+	f       *os.File
+	appends int // lines appended since the file was last rewritten
+}
+
+// openReplay loads the keys of dir's replay file that have not expired.
+func openReplay(dir string, window time.Duration, now time.Time) (*replayWindow, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replay window: %w", err)
+	}
+	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]time.Time{}}
+	data, err := os.ReadFile(w.path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("replay window: %w", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		exp, quoted, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		ns, err1 := strconv.ParseInt(exp, 10, 64)
+		key, err2 := strconv.Unquote(quoted)
+		if !ok || err1 != nil || err2 != nil || !strings.HasSuffix(line, "\n") {
+			continue // a torn last line from a crash
+		}
+		if t := time.Unix(0, ns); t.After(now) {
+			w.seen[key] = t
+		}
+	}
+	if err := w.rewriteLocked(now); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Add records key and reports whether it was new. Keys are written quoted,
+// so any id fits on one line.
+func (w *replayWindow) Add(key string, now time.Time) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if exp, ok := w.seen[key]; ok && exp.After(now) {
+		return false, nil
+	}
+	exp := now.Add(w.window)
+	w.seen[key] = exp
+	if _, err := fmt.Fprintf(w.f, "%d %s\n", exp.UnixNano(), strconv.Quote(key)); err != nil {
+		return true, fmt.Errorf("replay window: %w", err)
+	}
+	w.appends++
+	if w.appends > 4096 && w.appends > 2*len(w.seen) {
+		if err := w.rewriteLocked(now); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// Active reports whether any key is still inside the window.
+func (w *replayWindow) Active(now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, exp := range w.seen {
+		if exp.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// rewriteLocked drops expired keys and writes the file anew (atomically).
+func (w *replayWindow) rewriteLocked(now time.Time) error {
+	var b strings.Builder
+	for k, exp := range w.seen {
+		if !exp.After(now) {
+			delete(w.seen, k)
+			continue
+		}
+		fmt.Fprintf(&b, "%d %s\n", exp.UnixNano(), strconv.Quote(k))
+	}
+	tmp := w.path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("replay window: %w", err)
+	}
+	if err := os.Rename(tmp, w.path); err != nil {
+		return fmt.Errorf("replay window: %w", err)
+	}
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("replay window: %w", err)
+	}
+	if w.f != nil {
+		w.f.Close()
+	}
+	w.f = f
+	w.appends = 0
+	return nil
+}
+
+// Close closes the file.
+func (w *replayWindow) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.f.Close()
+}

@@ -1,0 +1,497 @@
+// Package daemon is rootgated's core: it accepts connections on the request
+// socket, reads each peer's identity from the kernel, takes one request
+// line, checks it in the protocol's order, asks for approval and runs the
+// pipeline, and answers with one line. It wires together the wire,
+// approval and pipeline packages; they know nothing of each other.
+//
+// Create a [Server] with [New], then call [Server.Serve] with a listener
+// made by the caller ([Listen], or one handed over by systemd). Cancelling
+// Serve's context is the normal way to stop: waiting requests are answered
+// "daemon stopping", running pipelines are killed, and Serve returns
+// [ErrServerClosed].
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// ErrServerClosed is returned by Serve after its context was cancelled and
+// every connection was answered.
+var ErrServerClosed = errors.New("daemon: server closed")
+
+// Defaults of Config's zero fields.
+const (
+	DefaultPromptTimeout = 60 * time.Second
+	DefaultExecTimeout   = 300 * time.Second
+	DefaultMaxSkew       = 60 * time.Second
+	DefaultMaxRuns       = 8
+	DefaultMaxConns      = 64
+	DefaultRuntimeDir    = "/run/rootgate"
+)
+
+// Config is a Server's settings. Zero fields take the defaults above.
+type Config struct {
+	// Version is the daemon's version, sent in every response.
+	Version string
+	// RuntimeDir holds the replay window's file.
+	RuntimeDir string
+	// Policy holds the operator's rules; nil asks a person for everything.
+	Policy *approval.Policy
+	// Approver is asked when the policy says ask; nil means nobody can be
+	// asked ([approval.Nobody]).
+	Approver approval.Approver
+	// Audit receives every request's lifecycle events; nil means none
+	// beyond the log.
+	Audit AuditSink
+	// ExecTimeout bounds a run; a request's timeout may only lower it.
+	ExecTimeout time.Duration
+	// KillGrace is how long a run has between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+	// MaxSkew bounds the distance between a request's time and the clock;
+	// the replay window is twice as long.
+	MaxSkew time.Duration
+	// MaxRuns caps the runs in progress at once.
+	MaxRuns int
+	// MaxConns caps the connections in flight; past it, "server busy".
+	MaxConns int
+	// EnvAllow is the env allowlist; nil means wire.DefaultEnvAllow.
+	EnvAllow wire.EnvPolicy
+	// Log receives the daemon's log; nil discards it.
+	Log *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server serves rootgate requests. Its fields are set by New.
+type Server struct {
+	cfg    Config
+	replay *replayWindow
+	runs   chan struct{} // a token per run in progress
+	conns  chan struct{} // a token per connection in flight
+	wg     sync.WaitGroup
+}
+
+// New checks cfg, fills in defaults and opens the replay window in
+// cfg.RuntimeDir.
+func New(cfg Config) (*Server, error) {
+	if cfg.RuntimeDir == "" {
+		cfg.RuntimeDir = DefaultRuntimeDir
+	}
+	if cfg.Approver == nil {
+		cfg.Approver = approval.Nobody{}
+	}
+	if cfg.ExecTimeout <= 0 {
+		cfg.ExecTimeout = DefaultExecTimeout
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = pipeline.DefaultKillGrace
+	}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = DefaultMaxSkew
+	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = DefaultMaxRuns
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.EnvAllow == nil {
+		cfg.EnvAllow = wire.DefaultEnvAllow
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	rw, err := openReplay(cfg.RuntimeDir, 2*cfg.MaxSkew, cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg:    cfg,
+		replay: rw,
+		runs:   make(chan struct{}, cfg.MaxRuns),
+		conns:  make(chan struct{}, cfg.MaxConns),
+	}, nil
+}
+
+// Serve accepts connections on ln until ctx ends, then closes ln, answers
+// or cancels what is in flight, and returns ErrServerClosed. Any other
+// error means ln failed.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer s.wg.Wait()
+	var backoff time.Duration
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.cfg.Log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("daemon: accept: %w", err)
+		}
+		backoff = 0
+		select {
+		case s.conns <- struct{}{}:
+		default:
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.busy(c)
+			}()
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.conns }()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+// isTemporary reports accept errors worth retrying (out of descriptors or
+// memory, a connection aborted before accept).
+func isTemporary(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close releases the replay window's file.
+func (s *Server) Close() error { return s.replay.Close() }
+
+// Idle reports whether nothing is in flight and the replay window is empty.
+func (s *Server) Idle() bool {
+	return len(s.conns) == 0 && len(s.runs) == 0 && !s.replay.Active(s.cfg.Now())
+}
+
+// busy answers a connection over the cap without reading its request.
+func (s *Server) busy(c *net.UnixConn) {
+	defer c.Close()
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = wire.WriteResponse(c, &wire.Response{Status: wire.StatusError, Message: wire.ErrServerBusy.Error(), Version: s.cfg.Version})
+	s.cfg.Log.Warn("connection refused: server busy", "max_conns", s.cfg.MaxConns)
+}
+
+// serveConn handles one connection: one request, one answer.
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	peer, err := peerOf(c)
+	if err != nil {
+		s.cfg.Log.Error("cannot identify peer", "err", err)
+		s.respond(c, &wire.Response{Status: wire.StatusError, Message: "cannot read peer credentials"})
+		return
+	}
+	log := s.cfg.Log.With("uid", peer.UID, "pid", peer.PID)
+	_ = c.SetReadDeadline(time.Now().Add(wire.ReadTimeout))
+	line, err := wire.ReadLine(c)
+	_ = c.SetReadDeadline(time.Time{})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = wire.ErrReadTimeout
+	case errors.Is(err, io.EOF):
+		return // connected and left without a word: nothing to answer
+	}
+	if err != nil {
+		log.Info("request rejected", "err", err)
+		s.respond(c, &wire.Response{Status: wire.StatusError, Message: err.Error()})
+		return
+	}
+
+	hup, stopWatch := watchHangup(c)
+	defer stopWatch()
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-hup:
+			cancel(errClientGone)
+		case <-reqCtx.Done():
+		}
+	}()
+
+	resp := s.handle(reqCtx, peer, line, log)
+	if resp == nil {
+		return
+	}
+	if context.Cause(reqCtx) == errClientGone {
+		log.Info("client went away; no answer sent", "id", resp.ID)
+		return
+	}
+	s.respond(c, resp)
+}
+
+var errClientGone = errors.New("client went away")
+
+func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
+	r.Version = s.cfg.Version
+	if err := wire.WriteResponse(c, r); err != nil {
+		s.cfg.Log.Info("cannot send response", "id", r.ID, "err", err)
+	}
+}
+
+func errorResponse(id string, err error) *wire.Response {
+	return &wire.Response{ID: id, Status: wire.StatusError, Message: err.Error()}
+}
+
+// handle takes a request line through checks 3 to 11. It returns nil when
+// there is no one left to answer.
+func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.Logger) *wire.Response {
+	now := s.cfg.Now()
+	req, err := wire.Decode(line)
+	if err != nil {
+		id := ""
+		if req != nil {
+			id = req.ID
+		}
+		log.Info("request rejected", "id", id, "err", err)
+		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err})
+		return errorResponse(id, err)
+	}
+	log = log.With("id", req.ID)
+	s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req})
+	reject := func(err error) *wire.Response {
+		log.Info("request rejected", "err", err)
+		s.event(Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err})
+		return errorResponse(req.ID, err)
+	}
+	if err := req.CheckTime(now, s.cfg.MaxSkew); err != nil {
+		return reject(err)
+	}
+	if err := s.cfg.EnvAllow.Check(req.Env); err != nil {
+		return reject(err)
+	}
+	fresh, err := s.replay.Add(req.ReplayKey(), now)
+	if err != nil {
+		log.Error("replay window", "err", err)
+		return reject(errors.New("cannot record request id"))
+	}
+	if !fresh {
+		return reject(wire.DuplicateError(req.ID))
+	}
+	if req.Action == wire.ActionPing {
+		log.Info("ping")
+		return &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
+	}
+
+	plan, err := s.plan(req, peer)
+	if err != nil {
+		return reject(err)
+	}
+
+	d := s.decide(ctx, plan, log)
+	s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d})
+	switch d.Verdict {
+	case approval.Allow:
+	case approval.Deny:
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Message: d.Message}
+	case approval.Expired:
+		return &wire.Response{ID: req.ID, Status: wire.StatusTimeout, Message: d.Message}
+	default: // withdrawn: the client left or the daemon is stopping
+		return s.gone(ctx, req.ID)
+	}
+
+	select {
+	case s.runs <- struct{}{}:
+		defer func() { <-s.runs }()
+	case <-ctx.Done():
+		return s.gone(ctx, req.ID)
+	}
+	if err := s.event(Event{Kind: EventStarted, ID: req.ID, Peer: peer, Plan: plan}); err != nil {
+		return errorResponse(req.ID, errors.New("cannot write audit record; not running"))
+	}
+	log.Info("run started", "run_as", plan.account.Name)
+	res, err := plan.cmd.Run(ctx)
+	if err != nil {
+		log.Error("run failed to start", "err", err)
+		s.event(Event{Kind: EventFinished, ID: req.ID, Peer: peer, Err: err})
+		return errorResponse(req.ID, fmt.Errorf("cannot start pipeline: %w", err))
+	}
+	s.event(Event{Kind: EventFinished, ID: req.ID, Peer: peer, Result: res})
+	log.Info("run finished", "exit_codes", exitCodes(res), "timed_out", res.TimedOut, "cancelled", res.Canceled)
+	if res.Canceled {
+		return s.gone(ctx, req.ID)
+	}
+	resp := runResponse(req.ID, res)
+	if res.TimedOut {
+		resp.Status = wire.StatusTimeout
+		resp.Message = fmt.Sprintf("run exceeded its time limit of %s", plan.cmd.Timeout)
+	}
+	return resp
+}
+
+// gone answers a request whose context ended: "daemon stopping" when the
+// daemon is, nothing when the client went away.
+func (s *Server) gone(ctx context.Context, id string) *wire.Response {
+	if context.Cause(ctx) == errClientGone {
+		return nil
+	}
+	return errorResponse(id, wire.ErrStopping)
+}
+
+func exitCodes(res *pipeline.Result) []int {
+	codes := make([]int, len(res.Stages))
+	for i, st := range res.Stages {
+		codes[i] = st.ExitCode
+	}
+	return codes
+}
+
+func runResponse(id string, res *pipeline.Result) *wire.Response {
+	r := &wire.Response{
+		ID:              id,
+		Status:          wire.StatusOK,
+		Stages:          make([]wire.StageResult, len(res.Stages)),
+		Stdout:          res.Stdout.Data,
+		StdoutTruncated: res.Stdout.Truncated,
+	}
+	for i, st := range res.Stages {
+		r.Stages[i] = wire.StageResult{
+			ExitCode:        st.ExitCode,
+			Signal:          st.Signal,
+			Stderr:          st.Stderr.Data,
+			StderrTruncated: st.Stderr.Truncated,
+		}
+	}
+	return r
+}
+
+// runPlan is a request made ready to run: executables resolved, identity and
+// environment fixed. What the approver is shown is made from it, and it is
+// what runs.
+type runPlan struct {
+	req     *wire.Request
+	peer    Peer
+	account pipeline.Account
+	stages  []approval.Stage
+	cmd     *pipeline.Cmd
+}
+
+// plan is check 9: resolve every executable, the cwd and the run-as user.
+func (s *Server) plan(req *wire.Request, peer Peer) (*runPlan, error) {
+	if req.ForwardAgent {
+		return nil, errors.New("no SSH agent to forward: start the approver with --forward-agent")
+	}
+	fi, err := os.Stat(req.Cwd)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
+	}
+	p := &runPlan{req: req, peer: peer, stages: make([]approval.Stage, len(req.Pipeline))}
+	paths := make([]string, len(req.Pipeline))
+	for i, argv := range req.Pipeline {
+		exe, err := pipeline.Resolve(argv[0], req.Cwd)
+		if err != nil {
+			if errors.Is(err, pipeline.ErrNotFound) {
+				return nil, wire.NotFoundError(i+1, argv[0])
+			}
+			return nil, fmt.Errorf("stage %d: %w", i+1, err)
+		}
+		paths[i] = exe.Path
+		p.stages[i] = approval.Stage{Argv: argv, Path: exe.Path, Target: exe.Target}
+	}
+	uid := uint32(0)
+	if !req.Privileged {
+		uid = uint32(peer.UID)
+	}
+	p.account, err = pipeline.LookupAccount(uid)
+	if err != nil {
+		return nil, fmt.Errorf("cannot run as uid %d: no such user", uid)
+	}
+	timeout := s.cfg.ExecTimeout
+	if req.Timeout > 0 && req.Timeout < timeout {
+		timeout = req.Timeout
+	}
+	p.cmd = &pipeline.Cmd{
+		Argv:      req.Pipeline,
+		Paths:     paths,
+		Env:       pipeline.Env(p.account, req.Env),
+		Dir:       req.Cwd,
+		Stdin:     req.Stdin,
+		Account:   &p.account,
+		Timeout:   timeout,
+		KillGrace: s.cfg.KillGrace,
+	}
+	return p, nil
+}
+
+// decide is check 10: the policy first, then a person.
+func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) approval.Decision {
+	req := p.req
+	userName := userNameOf(p.peer.UID)
+	m := s.cfg.Policy.Evaluate(approval.Subject{
+		Privileged: req.Privileged,
+		User:       userName,
+		Session:    req.Session,
+		Host:       req.Host,
+		Stages:     req.Pipeline,
+		Paths:      p.cmd.Paths,
+	})
+	switch m.Action {
+	case approval.ActionDeny:
+		log.Info("denied by policy", "line", m.Rule.Line)
+		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), By: fmt.Sprintf("policy line %d", m.Rule.Line)}
+	case approval.ActionAllow:
+		log.Info("allowed by policy", "line", m.Rule.Line)
+		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}
+	}
+	prompt := &approval.Prompt{
+		ID:      req.ID,
+		Host:    req.Host,
+		Session: req.Session,
+		Version: req.Version,
+		Time:    req.Time,
+		Reason:  req.Reason,
+		Requester: approval.Requester{
+			UID: p.peer.UID, GID: p.peer.GID, PID: p.peer.PID,
+			User: userName, Exe: p.peer.Exe,
+		},
+		Stages:       p.stages,
+		Privileged:   req.Privileged,
+		RunAs:        p.account.Name,
+		Cwd:          req.Cwd,
+		Env:          req.Env,
+		Stdin:        req.Stdin,
+		ForwardAgent: req.ForwardAgent,
+		RunTimeout:   p.cmd.Timeout,
+	}
+	log.Info("asking for approval")
+	d := s.cfg.Approver.Approve(ctx, prompt)
+	log.Info("decided", "verdict", d.Verdict.String(), "by", d.By)
+	return d
+}
+
+// userNameOf names uid, or gives its number when it has no passwd entry.
+func userNameOf(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
+}

@@ -1,0 +1,195 @@
+package daemon_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// screen accumulates what a pty shows, with ANSI sequences removed.
+type screen struct {
+	mu  sync.Mutex
+	raw strings.Builder
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]`)
+
+func (s *screen) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ansi.ReplaceAllString(s.raw.String(), "")
+}
+
+// ttyDaemon is rootgated --tty on a real pseudo-terminal.
+type ttyDaemon struct {
+	*daemonProc
+	pty *os.File
+	scr *screen
+}
+
+func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
+	t.Helper()
+	dir := shortDir(t)
+	policy := filepath.Join(dir, "policy")
+	if err := os.WriteFile(policy, []byte("ask any\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(rootgated, "--tty", "--socket", d.sock, "--runtime-dir", filepath.Join(dir, "run"),
+		"--policy", policy, "--prompt-timeout", promptTimeout)
+	d.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
+	ptmx, err := pty.StartWithAttrs(d.cmd, &pty.Winsize{Rows: 60, Cols: 160}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon's log goes to the pty too (stderr); keep a copy apart.
+	td := &ttyDaemon{daemonProc: d, pty: ptmx, scr: &screen{}}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			td.scr.mu.Lock()
+			td.scr.raw.Write(buf[:n])
+			td.scr.mu.Unlock()
+			d.stderr.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() {
+		d.stop()
+		ptmx.Close()
+	})
+	d.waitReady()
+	return td
+}
+
+// waitScreen waits until the screen shows want, counting only output after
+// offset (a rune index into the ANSI-free text).
+func (td *ttyDaemon) waitScreen(t *testing.T, from int, want string) int {
+	t.Helper()
+	var idx int
+	waitFor(t, fmt.Sprintf("the screen to show %q", want), 30*time.Second, func() bool {
+		txt := td.scr.text()
+		if from > len(txt) {
+			from = len(txt)
+		}
+		i := strings.Index(txt[from:], want)
+		idx = from + i + len(want)
+		return i >= 0
+	})
+	return idx
+}
+
+func (td *ttyDaemon) key(t *testing.T, k string) {
+	t.Helper()
+	if _, err := td.pty.Write([]byte(k)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ask sends a request in the background and returns a channel with its
+// answer.
+func (td *ttyDaemon) ask(over map[string]any) chan response {
+	ch := make(chan response, 1)
+	line := request(over)
+	go func() { ch <- td.sendRaw(line) }()
+	return ch
+}
+
+func TestTerminalApproval(t *testing.T) {
+	td := startTTYDaemon(t, "60s")
+	pos := 0
+
+	t.Run("y approves and the prompt shows the request", func(t *testing.T) {
+		ch := td.ask(map[string]any{"id": "tty-y", "pipeline": [][]string{{"echo", "approved-run"}, {"tr", "a-z", "A-Z"}}, "reason": "say hello", "session": "sess-1"})
+		pos = td.waitScreen(t, pos, "tty-y")
+		for _, want := range []string{"echo approved-run", "/usr/bin/echo", "tr a-z A-Z", "say hello", "sess-1", "root"} {
+			if !strings.Contains(td.scr.text()[pos-200:], want) && !strings.Contains(td.scr.text(), want) {
+				t.Errorf("prompt does not show %q", want)
+			}
+		}
+		pos = td.waitScreen(t, pos, "Deny")
+		td.key(t, "y")
+		r := wantOK(t, <-ch)
+		if string(r.Stdout) != "APPROVED-RUN\n" {
+			t.Fatalf("%s", r.raw)
+		}
+	})
+
+	t.Run("n denies", func(t *testing.T) {
+		ch := td.ask(map[string]any{"id": "tty-n"})
+		pos = td.waitScreen(t, pos, "tty-n")
+		pos = td.waitScreen(t, pos, "Deny")
+		td.key(t, "n")
+		r := <-ch
+		if r.Status != wire.StatusDenied || !regexp.MustCompile(`^denied by operator root on (pts/\d+|tty)$`).MatchString(r.Message) {
+			t.Fatalf("%s", r.raw)
+		}
+	})
+
+	t.Run("enter takes the default, deny", func(t *testing.T) {
+		ch := td.ask(map[string]any{"id": "tty-enter"})
+		pos = td.waitScreen(t, pos, "tty-enter")
+		pos = td.waitScreen(t, pos, "Deny")
+		td.key(t, "\r")
+		if r := <-ch; r.Status != wire.StatusDenied {
+			t.Fatalf("%s", r.raw)
+		}
+	})
+
+	t.Run("newline and tab in an argument are shown escaped", func(t *testing.T) {
+		ch := td.ask(map[string]any{"id": "tty-esc", "pipeline": [][]string{{"sh", "-c", "echo one\n\techo two"}}})
+		pos = td.waitScreen(t, pos, "tty-esc")
+		pos = td.waitScreen(t, pos, `$'echo one\n\techo two'`)
+		pos = td.waitScreen(t, pos, "Deny")
+		td.key(t, "n")
+		if r := <-ch; r.Status != wire.StatusDenied {
+			t.Fatalf("%s", r.raw)
+		}
+	})
+
+	t.Run("client leaving withdraws the prompt", func(t *testing.T) {
+		c, err := net.Dial("unix", td.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := "/tmp/rootgate-must-not-exist-" + fmt.Sprint(time.Now().UnixNano())
+		_, _ = c.Write([]byte(request(map[string]any{"id": "tty-gone", "pipeline": [][]string{{"touch", marker}}})))
+		pos = td.waitScreen(t, pos, "tty-gone")
+		pos = td.waitScreen(t, pos, "Deny")
+		c.Close()
+		pos = td.waitScreen(t, pos, "withdrawn")
+		// A late keypress approves nothing.
+		td.key(t, "y")
+		td.alive()
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatal("a withdrawn request ran")
+		}
+	})
+}
+
+func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
+	td := startTTYDaemon(t, "3s")
+	// "y" typed before the prompt appears must not approve it.
+	td.key(t, "y")
+	ch := td.ask(map[string]any{"id": "tty-ahead"})
+	r := <-ch
+	if r.Status != wire.StatusTimeout || r.Message != "no approval decision within 3s" {
+		t.Fatalf("type-ahead: %s", r.raw)
+	}
+	td.waitScreen(t, 0, "tty-ahead")
+}

@@ -1,0 +1,114 @@
+// Package client sends one request to a rootgated socket and reads its
+// answer. Cancelling the context closes the connection, which makes the
+// daemon withdraw the prompt or kill the run.
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// DefaultSocket is the request socket's path when ROOTGATE_SOCKET is unset.
+const DefaultSocket = "/run/rootgate/rootgate.sock"
+
+// Socket returns the request socket to use: flag (if set), else
+// $ROOTGATE_SOCKET, else DefaultSocket.
+func Socket(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if s := os.Getenv("ROOTGATE_SOCKET"); s != "" {
+		return s
+	}
+	return DefaultSocket
+}
+
+// ConnectError is a failure to reach the daemon, with a hint saying what
+// to do about it.
+type ConnectError struct {
+	Socket string
+	Err    error
+	Hint   string
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("cannot connect to %s: %v", e.Socket, e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		ce := &ConnectError{Socket: socket, Err: err}
+		switch {
+		case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
+			ce.Hint = "is rootgated running? start it with: sudo rootgated --tty"
+		case errors.Is(err, os.ErrPermission):
+			ce.Hint = "only root and members of group rootgate may connect: sudo usermod -aG rootgate $USER, then log in again"
+		}
+		return nil, ce
+	}
+	return c.(*net.UnixConn), nil
+}
+
+// RoundTrip writes line (which must end in '\n') to the daemon at socket
+// and returns its raw answer line, newline included. The answer is read
+// even when the daemon closed before reading the request (it answers
+// "server busy" that way).
+func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) {
+	c, err := dial(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_, werr := c.Write(line)
+	if werr == nil {
+		// A half-close tells the daemon the request is complete (so a line
+		// without its newline is reported as such) and cancels nothing.
+		werr = c.CloseWrite()
+	}
+	resp, err := bufio.NewReader(c).ReadBytes('\n')
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		if werr != nil {
+			return nil, fmt.Errorf("send request: %w", werr)
+		}
+		if errors.Is(err, io.EOF) && len(resp) == 0 {
+			return nil, errors.New("daemon closed the connection without an answer")
+		}
+		return nil, fmt.Errorf("read answer: %w", err)
+	}
+	return resp, nil
+}
+
+// Do sends req and decodes the answer.
+func Do(ctx context.Context, socket string, req *wire.Outgoing) (*wire.Response, error) {
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	raw, err := RoundTrip(ctx, socket, append(line, '\n'))
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.Response
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("daemon answered something that is not a rootgate response: %w", err)
+	}
+	return &resp, nil
+}

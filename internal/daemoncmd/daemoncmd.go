@@ -1,0 +1,219 @@
+// Package daemoncmd is the rootgated command: its flags, its start-up and
+// its shutdown. cmd/rootgated is a few lines around [Main]; tests run Main
+// in-process as the rootgated command.
+package daemoncmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/version"
+)
+
+const usage = `usage: rootgated [flags]
+
+rootgated runs commands for rootgate clients once a policy rule or a person
+approves them. It must run as root.
+
+Examples:
+  sudo rootgated --tty                       prompt on this terminal
+  sudo rootgated --policy /etc/rootgate/policy --socket /run/rootgate/rootgate.sock
+
+Flags:
+`
+
+// options are the daemon's flags.
+type options struct {
+	socket        string
+	runtimeDir    string
+	policy        string
+	tty           bool
+	promptTimeout time.Duration
+	execTimeout   time.Duration
+	killGrace     time.Duration
+	maxSkew       time.Duration
+	maxRuns       int
+	maxConns      int
+	version       bool
+}
+
+// Main runs rootgated with args (without the program name) until SIGINT or
+// SIGTERM, and returns the exit code.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, args, os.Stderr)
+}
+
+func flags(o *options, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("rootgated", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`")
+	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window)")
+	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
+	fs.BoolVar(&o.tty, "tty", false, "prompt for approval on the daemon's controlling terminal")
+	fs.DurationVar(&o.promptTimeout, "prompt-timeout", daemon.DefaultPromptTimeout, "how long an approval prompt waits for an answer")
+	fs.DurationVar(&o.execTimeout, "exec-timeout", daemon.DefaultExecTimeout, "run time limit; a request may only lower it")
+	fs.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
+	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
+	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
+	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs
+}
+
+// run is rootgated's whole life; it returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	var o options
+	fs := flags(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rootgated: error: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if o.version {
+		fmt.Fprintln(os.Stdout, "rootgated", version.String())
+		return 0
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}} {
+		if d.v <= 0 {
+			fmt.Fprintf(stderr, "rootgated: error: --%s must be positive\n", d.name)
+			return 2
+		}
+	}
+	if o.maxRuns < 1 || o.maxConns < 1 {
+		fmt.Fprintln(stderr, "rootgated: error: --max-runs and --max-conns must be at least 1")
+		return 2
+	}
+	if err := serve(ctx, &o, stderr); err != nil {
+		fmt.Fprintf(stderr, "rootgated: error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o *options, stderr io.Writer) error {
+	if os.Geteuid() != 0 {
+		return errors.New("must run as root")
+	}
+	logOut := stderr
+	var approver approval.Approver
+	if o.tty {
+		term, err := openTerminal(o.promptTimeout)
+		if err != nil {
+			return err
+		}
+		logOut = term.LogWriter(stderr)
+		approver = term
+	}
+	log := slog.New(slog.NewTextHandler(logOut, nil))
+
+	policy, err := approval.LoadPolicy(o.policy)
+	if err != nil {
+		return err
+	}
+	for _, r := range policy.AllowsAllPrivileged() {
+		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
+	}
+
+	srv, err := daemon.New(daemon.Config{
+		Version:     version.String(),
+		RuntimeDir:  o.runtimeDir,
+		Policy:      policy,
+		Approver:    approver,
+		ExecTimeout: o.execTimeout,
+		KillGrace:   o.killGrace,
+		MaxSkew:     o.maxSkew,
+		MaxRuns:     o.maxRuns,
+		MaxConns:    o.maxConns,
+		Log:         log,
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := daemon.Listen(o.socket)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "socket", o.socket, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
+	if o.tty {
+		fmt.Fprintf(logOut, "rootgated: ready; prompts appear here. In another terminal, try:\n  sudo %s\n", firstRequest(o.socket))
+	}
+	err = srv.Serve(ctx, ln)
+	if errors.Is(err, daemon.ErrServerClosed) {
+		log.Info("stopped")
+		return nil
+	}
+	return err
+}
+
+// openTerminal opens the daemon's controlling terminal for prompts.
+func openTerminal(timeout time.Duration) (*approval.Terminal, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("--tty: no controlling terminal: %w", err)
+	}
+	name := "tty"
+	for _, fd := range []int{0, 1, 2} {
+		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") && p != "/dev/null" {
+			name = strings.TrimPrefix(p, "/dev/")
+			break
+		}
+	}
+	operator := "root"
+	if u := os.Getenv("SUDO_USER"); u != "" {
+		operator = u
+	}
+	return &approval.Terminal{In: tty, Out: tty, Timeout: timeout, Name: name, Operator: operator}, nil
+}
+
+// firstRequest is the command a newcomer can paste to try the daemon.
+func firstRequest(socket string) string {
+	bin := "rootgate"
+	if exe, err := os.Executable(); err == nil {
+		if c := filepath.Join(filepath.Dir(exe), "rootgate"); fileExists(c) {
+			bin = c
+			if wd, err := os.Getwd(); err == nil {
+				if rel, err := filepath.Rel(wd, c); err == nil && !strings.HasPrefix(rel, "..") {
+					bin = "./" + rel
+				}
+			}
+		}
+	}
+	cmd := bin + " run"
+	if socket != client.DefaultSocket {
+		cmd += " --socket " + socket
+	}
+	return cmd + ` --reason "first try" -- id`
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
