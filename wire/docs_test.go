@@ -1,0 +1,55 @@
+package wire
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDocsQuoteErrors holds docs/protocol.md to the code: every error text
+// the package makes appears there, as the code writes it.
+func TestDocsQuoteErrors(t *testing.T) {
+	b, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, e := range []error{
+		ErrTooLarge, ErrNoNewline, ErrReadTimeout, ErrAgentNeedsUnprivileged,
+		ErrTimeMissing, ErrPipelineMissing, ErrNotUTF8, ErrServerBusy, ErrStopping,
+		DuplicateError("ID"),
+		NotFoundError(2, "foo"),
+		envNotAllowed("FOO"),
+		envNotAllowed("SSH_AUTH_SOCK"),
+		tooOld(75*time.Second, 60*time.Second),
+		tooNew(75*time.Second, 60*time.Second),
+		charError("pipeline[0][2]"),
+	} {
+		if !strings.Contains(doc, "`"+e.Error()+"`") {
+			t.Errorf("docs/protocol.md does not quote %q", e.Error())
+		}
+	}
+	// The messages Decode makes for the examples the doc gives.
+	for _, line := range []string{
+		`{"time":"x","pipeline":[["a"]],"NAME":1}`,
+		`{"time":"x","pipeline":[]}`,
+		`{"time":"x","pipeline":[["a"],[]]}`,
+		`{"time":"x","pipeline":[[""]]}`,
+		`{"time":"x","pipeline":[["a"]],"cwd":"a"}`,
+		`{"time":"x","pipeline":[["a"]],"env":{"1A":""}}`,
+		`{"time":"x","pipeline":[["a"]],"id":""}`,
+		`{"time":"x","pipeline":[["a"]],"stdin":"!"}`,
+		`{"time":"x","pipeline":[["a"]],"action":"x"}`,
+		`{"time":"x","pipeline":"x"}`,
+		`{"time":"x","pipeline":[["a"]],"env":1}`,
+		`["x"]`,
+		`{} {}`,
+		`{"time":`,
+	} {
+		_, err := Decode([]byte(line))
+		if err == nil || !strings.Contains(doc, "`"+err.Error()+"`") {
+			t.Errorf("docs/protocol.md does not quote %v (from %s)", err, line)
+		}
+	}
+}
