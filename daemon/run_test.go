@@ -157,10 +157,10 @@ func TestBackgroundChildKilledAtEnd(t *testing.T) {
 }
 
 // runAs runs `rootgate send` as the given user with line on stdin.
-func sendAs(t *testing.T, sock string, uid, gid uint32, line string) response {
+func sendAs(t *testing.T, sock string, uid, gid uint32, groups []uint32, line string) response {
 	t.Helper()
 	cmd := exec.Command(rootgateBin, "send", "--socket", sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
 	cmd.Stdin = strings.NewReader(line)
 	out, err := cmd.Output()
 	if err != nil {
@@ -194,15 +194,23 @@ func TestIdentity(t *testing.T) {
 		return uid + "\n" + gids + "\nHOME=" + home + "\nLOGNAME=" + user + "\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nPWD=/\nSHELL=" + shell + "\nUSER=" + user + "\n"
 	}
 	home, shell := passwd(t, "nobody")
+	gid := groupOf(t, "nobody")
 	t.Run("unprivileged from nobody runs as nobody", func(t *testing.T) {
-		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, request(map[string]any{"pipeline": show, "privileged": false})))
-		gid := groupOf(t, "nobody")
+		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": show, "privileged": false})))
 		if got, w := string(r.Stdout), want(fmt.Sprint(nobody), gid+"\n"+groupsOf(t, "nobody"), home, "nobody", shell); got != w {
 			t.Fatalf("got\n%s\nwant\n%s", got, w)
 		}
 	})
+	t.Run("unprivileged runs with the peer's own groups", func(t *testing.T) {
+		// The peer holds groups the group database does not give nobody
+		// (100, 4): the run has exactly the peer's, not the database's.
+		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, []uint32{4, 100}, request(map[string]any{"pipeline": [][]string{{"id", "-G"}}, "privileged": false})))
+		if got, w := string(r.Stdout), gid+" 4 100\n"; got != w {
+			t.Fatalf("id -G = %q, want %q", got, w)
+		}
+	})
 	t.Run("privileged from nobody runs as root with a clean env", func(t *testing.T) {
-		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, request(map[string]any{"pipeline": show, "env": map[string]string{"LANG": "C.UTF-8"}})))
+		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": show, "env": map[string]string{"LANG": "C.UTF-8"}})))
 		rhome, rshell := passwd(t, "root")
 		w := want("0", "0\n0", rhome, "root", rshell)
 		w = strings.Replace(w, "LOGNAME=", "LANG=C.UTF-8\nLOGNAME=", 1)

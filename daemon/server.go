@@ -425,6 +425,11 @@ func (s *Server) plan(req *wire.Request, peer Peer) (*runPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot run as uid %d: no such user", uid)
 	}
+	if !req.Privileged {
+		// The peer's own groups, as the kernel reported them at connect.
+		p.account.GID = uint32(peer.GID)
+		p.account.Groups = peer.Groups
+	}
 	timeout := s.cfg.ExecTimeout
 	if req.Timeout > 0 && req.Timeout < timeout {
 		timeout = req.Timeout
