@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -356,4 +357,36 @@ func TestShutdownAnswersAndKills(t *testing.T) {
 	d.stop()
 	wantError(t, readResponse(t, c), "daemon stopping")
 	noSurvivors(t, marker)
+}
+
+// TestMaxRuns checks --max-runs by a lock only one run at a time can hold:
+// with a cap of 1 no run ever finds it taken; with the default cap of 8
+// they overlap and some do.
+func TestMaxRuns(t *testing.T) {
+	lockTest := func(t *testing.T, d *daemonProc) (taken int) {
+		lock := filepath.Join(shortDir(t), "lock")
+		script := "mkdir " + lock + " 2>/dev/null || exit 9; sleep 0.3; rmdir " + lock
+		var wg sync.WaitGroup
+		results := make([]response, 6)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", script}}})
+			}()
+		}
+		wg.Wait()
+		for _, r := range results {
+			if wantOK(t, r).Stages[0].ExitCode == 9 {
+				taken++
+			}
+		}
+		return taken
+	}
+	if n := lockTest(t, startDaemon(t, opts{args: []string{"--max-runs", "1"}})); n != 0 {
+		t.Errorf("--max-runs 1: %d runs overlapped", n)
+	}
+	if n := lockTest(t, startDaemon(t, opts{})); n == 0 {
+		t.Errorf("default cap: no two runs ever overlapped")
+	}
 }

@@ -191,5 +191,12 @@ func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
 	if r.Status != wire.StatusTimeout || r.Message != "no approval decision within 3s" {
 		t.Fatalf("type-ahead: %s", r.raw)
 	}
-	td.waitScreen(t, 0, "tty-ahead")
+	pos := td.waitScreen(t, 0, "tty-ahead")
+
+	// Stopping the daemon answers a request waiting at the prompt.
+	ch = td.ask(map[string]any{"id": "tty-stop"})
+	pos = td.waitScreen(t, pos, "tty-stop")
+	td.waitScreen(t, pos, "Deny")
+	td.stop()
+	wantError(t, <-ch, "daemon stopping")
 }
