@@ -28,6 +28,18 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args; when parsing ends the command, ok is false and
+// code is its exit code (0 for -h, 2 for a bad flag).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
+}
+
 // newRequest fills the fields every client request has.
 func newRequest(session string) *wire.Outgoing {
 	host, _ := os.Hostname()
@@ -56,11 +68,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprint(stderr, "usage: rootgate run [flags] -- CMD ARGS... ['|' CMD ARGS...]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	pipeline, err := splitPipeline(fs.Args())
 	if err != nil {
@@ -169,11 +178,8 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("send", stderr)
 	socket := fs.String("socket", "", "request socket `path`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
@@ -199,11 +205,8 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("ping", stderr)
 	socket := fs.String("socket", "", "request socket `path`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	req := newRequest("")
 	req.Action = wire.ActionPing
