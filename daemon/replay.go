@@ -25,9 +25,9 @@ type replayWindow struct {
 	window time.Duration
 
 	mu      sync.Mutex           // guards the fields that follow
-	seen    map[string]time.Time // key -> expiry
-	f       *os.File
-	appends int // lines appended since the file was last rewritten
+	seen      map[string]time.Time // key -> expiry
+	f         *os.File
+	nextPrune time.Time // when expired keys are next dropped from seen and f
 }
 
 // openReplay loads the keys of dir's replay file that have not expired.
@@ -70,8 +70,7 @@ func (w *replayWindow) Add(key string, now time.Time) (bool, error) {
 	if _, err := fmt.Fprintf(w.f, "%d %s\n", exp.UnixNano(), strconv.Quote(key)); err != nil {
 		return true, fmt.Errorf("replay window: %w", err)
 	}
-	w.appends++
-	if w.appends > 4096 && w.appends > 2*len(w.seen) {
+	if now.After(w.nextPrune) {
 		if err := w.rewriteLocked(now); err != nil {
 			return true, err
 		}
@@ -79,19 +78,9 @@ func (w *replayWindow) Add(key string, now time.Time) (bool, error) {
 	return true, nil
 }
 
-// Active reports whether any key is still inside the window.
-func (w *replayWindow) Active(now time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, exp := range w.seen {
-		if exp.After(now) {
-			return true
-		}
-	}
-	return false
-}
-
 // rewriteLocked drops expired keys and writes the file anew (atomically).
+// Add calls it once a window, so memory and file hold at most two windows'
+// worth of keys.
 func (w *replayWindow) rewriteLocked(now time.Time) error {
 	var b strings.Builder
 	for k, exp := range w.seen {
@@ -116,7 +105,7 @@ func (w *replayWindow) rewriteLocked(now time.Time) error {
 		w.f.Close()
 	}
 	w.f = f
-	w.appends = 0
+	w.nextPrune = now.Add(w.window)
 	return nil
 }
 

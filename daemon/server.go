@@ -188,11 +188,6 @@ func isTemporary(err error) bool {
 // Close releases the replay window's file.
 func (s *Server) Close() error { return s.replay.Close() }
 
-// Idle reports whether nothing is in flight and the replay window is empty.
-func (s *Server) Idle() bool {
-	return len(s.conns) == 0 && len(s.runs) == 0 && !s.replay.Active(s.cfg.Now())
-}
-
 // busy answers a connection over the cap without reading its request.
 func (s *Server) busy(c *net.UnixConn) {
 	defer c.Close()
