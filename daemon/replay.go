@@ -24,7 +24,7 @@ type replayWindow struct {
 	path   string
 	window time.Duration
 
-	mu      sync.Mutex           // guards the fields that follow
+	mu        sync.Mutex           // guards the fields that follow
 	seen      map[string]time.Time // key -> expiry
 	f         *os.File
 	nextPrune time.Time // when expired keys are next dropped from seen and f
