@@ -4,9 +4,12 @@ import (
 	"encoding/base64"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,17 +237,6 @@ func TestReplaySurvivesRestart(t *testing.T) {
 
 func TestSocketFile(t *testing.T) {
 	d := startDaemon(t, opts{})
-	fi, err := os.Stat(d.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := os.FileMode(0o600)
-	if _, err := lookupGroup("rootgate"); err == nil {
-		want = 0o660
-	}
-	if fi.Mode().Perm() != want {
-		t.Errorf("socket mode %v, want %v", fi.Mode().Perm(), want)
-	}
 	// A second daemon must not take over a live socket.
 	d2 := startDaemonNoWait(t, d.dir)
 	if err := d2.Wait(); err == nil {
@@ -293,5 +285,39 @@ func TestStdinCwdTimeoutExtensions(t *testing.T) {
 	r = wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"./hello"}}, "cwd": dir}))
 	if got := string(r.Stdout); got != "hello from the script\n" {
 		t.Fatalf("relative executable: %q", got)
+	}
+}
+
+// TestSocketGroup checks both socket modes: 0600 root without the group
+// rootgate, 0660 root:rootgate with it. The group is made for the test
+// when the machine has none, and removed after.
+func TestSocketGroup(t *testing.T) {
+	if _, err := lookupGroup("rootgate"); err != nil {
+		d := startDaemon(t, opts{})
+		checkSocketMode(t, d.sock, 0o600, 0)
+		d.stop()
+		if out, err := exec.Command("groupadd", "--system", "rootgate").CombinedOutput(); err != nil {
+			t.Fatalf("groupadd: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("groupdel", "rootgate").Run() })
+	}
+	g, err := lookupGroup("rootgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	d := startDaemon(t, opts{})
+	checkSocketMode(t, d.sock, 0o660, gid)
+}
+
+func checkSocketMode(t *testing.T, path string, mode os.FileMode, gid int) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Perm() != mode || st.Uid != 0 || int(st.Gid) != gid {
+		t.Errorf("socket %v uid %d gid %d; want %v uid 0 gid %d", fi.Mode().Perm(), st.Uid, st.Gid, mode, gid)
 	}
 }
