@@ -27,6 +27,10 @@ const (
 	// Withdrawn means the request went away (its context ended) before
 	// anyone decided.
 	Withdrawn
+	// Unavailable means this approver could not ask at all (its terminal
+	// or dialog failed). It decides nothing: others may still answer, and
+	// where no one can, the request is denied with Message.
+	Unavailable
 )
 
 func (v Verdict) String() string {
@@ -37,6 +41,8 @@ func (v Verdict) String() string {
 		return "timeout"
 	case Withdrawn:
 		return "withdrawn"
+	case Unavailable:
+		return "unavailable"
 	}
 	return "deny"
 }
@@ -50,41 +56,51 @@ type Decision struct {
 	// By says who decided, for the audit trail (e.g. "tty /dev/pts/3",
 	// "policy line 4").
 	By string
+	// After, when set, is told the request's outcome once it has run (an
+	// attached approver shows it to the operator).
+	After Outcomer `json:"-"`
+}
+
+// An Outcomer is told how a decided request ended, in one line.
+type Outcomer interface {
+	Outcome(id, line string)
 }
 
 // Requester is the peer that sent the request, as the kernel reported it.
 type Requester struct {
-	UID, GID, PID int
-	User          string // user name of UID, or the number when unknown
-	Exe           string // /proc/PID/exe at accept, "" when unreadable
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	PID  int    `json:"pid"`
+	User string `json:"user"` // user name of UID, or the number when unknown
+	Exe  string `json:"exe"`  // /proc/PID/exe at accept, "" when unreadable
 }
 
 // Stage is one command of the pipeline as it will run.
 type Stage struct {
-	Argv   []string // as requested; Argv[0] as written
-	Path   string   // resolved absolute path that will be executed
-	Target string   // where Path leads when it is a symlink, else ""
+	Argv   []string `json:"argv"`   // as requested; Argv[0] as written
+	Path   string   `json:"path"`   // resolved absolute path that will be executed
+	Target string   `json:"target"` // where Path leads when it is a symlink, else ""
 }
 
 // Prompt is everything an approver is shown about a request. Every string
 // in it except Path/Target comes from the requester and must be displayed
-// literally and escaped.
+// literally and escaped. Its JSON form travels to attached approvers.
 type Prompt struct {
-	ID           string
-	Host         string
-	Session      string
-	Version      string // client's version
-	Time         time.Time
-	Reason       string
-	Requester    Requester
-	Stages       []Stage
-	Privileged   bool
-	RunAs        string // user name the run will have
-	Cwd          string
-	Env          map[string]string
-	Stdin        []byte
-	ForwardAgent bool
-	RunTimeout   time.Duration // the run's time limit
+	ID           string            `json:"id"`
+	Host         string            `json:"host"`
+	Session      string            `json:"session"`
+	Version      string            `json:"version"` // client's version
+	Time         time.Time         `json:"time"`
+	Reason       string            `json:"reason"`
+	Requester    Requester         `json:"requester"`
+	Stages       []Stage           `json:"stages"`
+	Privileged   bool              `json:"privileged"`
+	RunAs        string            `json:"run_as"` // user name the run will have
+	Cwd          string            `json:"cwd"`
+	Env          map[string]string `json:"env"`
+	Stdin        []byte            `json:"stdin"`
+	ForwardAgent bool              `json:"forward_agent"`
+	RunTimeout   time.Duration     `json:"run_timeout"` // the run's time limit, in nanoseconds
 }
 
 // An Approver decides about one request. Approve blocks until there is a
@@ -93,6 +109,12 @@ type Prompt struct {
 type Approver interface {
 	Approve(ctx context.Context, p *Prompt) Decision
 }
+
+// ApproverFunc adapts a function to [Approver].
+type ApproverFunc func(ctx context.Context, p *Prompt) Decision
+
+// Approve implements [Approver] by calling f.
+func (f ApproverFunc) Approve(ctx context.Context, p *Prompt) Decision { return f(ctx, p) }
 
 // NoApproverMessage is the protocol's text for a request no one can be asked
 // about.

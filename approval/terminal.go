@@ -93,8 +93,8 @@ var _ Approver = (*Terminal)(nil)
 //   - Expired, "no approval decision within 60s" (the actual Timeout);
 //   - Withdrawn, "request withdrawn", when ctx ended first (while waiting
 //     its turn or while shown);
-//   - Deny, "approval prompt on NAME failed: …", when the terminal could not
-//     be used (not a terminal, gone, write error).
+//   - Unavailable, "approval prompt on NAME failed: …", when the terminal
+//     could not be used (not a terminal, gone, write error).
 //
 // Decision.By is "tty NAME" in every case. When ctx was cancelled with a
 // cause (context.WithCancelCause), say "approved by root on /dev/pts/4",
@@ -187,7 +187,7 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 	by := "tty " + name
 	fail := func(err error) (Decision, string) {
 		msg := fmt.Sprintf("approval prompt on %s failed: %v", name, err)
-		return Decision{Verdict: Deny, Message: msg, By: by}, "denied: " + Sanitize(msg)
+		return Decision{Verdict: Unavailable, Message: msg, By: by}, "not asked: " + Sanitize(msg)
 	}
 	if t.In == nil || t.Out == nil {
 		return fail(errors.New("no terminal"))

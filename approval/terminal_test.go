@@ -499,7 +499,7 @@ func TestTerminalNotATerminal(t *testing.T) {
 	defer w.Close()
 	term := &Terminal{In: r, Out: w, Name: "pipe", Operator: "root"}
 	d := term.Approve(context.Background(), testPrompt("req-pipe", "true"))
-	if d.Verdict != Deny || !strings.HasPrefix(d.Message, "approval prompt on pipe failed: not a terminal") || d.By != "tty pipe" {
+	if d.Verdict != Unavailable || !strings.HasPrefix(d.Message, "approval prompt on pipe failed: not a terminal") || d.By != "tty pipe" {
 		t.Errorf("decision = %+v, want a denial saying the prompt failed", d)
 	}
 }
@@ -510,7 +510,7 @@ func TestTerminalGone(t *testing.T) {
 	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-hangup", "true"))
 	s.master.Close() // hang up
 	d := decision(t, ch)
-	want := Decision{Verdict: Deny, Message: "approval prompt on " + term.Name + " failed: terminal closed or hung up", By: "tty " + term.Name}
+	want := Decision{Verdict: Unavailable, Message: "approval prompt on " + term.Name + " failed: terminal closed or hung up", By: "tty " + term.Name}
 	if d != want {
 		t.Errorf("decision = %+v, want %+v", d, want)
 	}

@@ -124,7 +124,7 @@ func startDaemon(t testing.TB, o opts) *daemonProc {
 			t.Fatal(err)
 		}
 	}
-	args := append([]string{"--socket", d.sock, "--runtime-dir", filepath.Join(d.dir, "run"), "--policy", policy}, o.args...)
+	args := append([]string{"--socket", d.sock, "--approver-socket", filepath.Join(d.dir, "a"), "--runtime-dir", filepath.Join(d.dir, "run"), "--policy", policy}, o.args...)
 	d.cmd = exec.Command(rootgated, args...)
 	d.cmd.Stderr = d.stderr
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -322,7 +322,7 @@ func lookupGroup(name string) (*user.Group, error) { return user.LookupGroup(nam
 // startDaemonNoWait starts a daemon on dir's socket without waiting for it.
 func startDaemonNoWait(t testing.TB, dir string) *daemonProc {
 	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--runtime-dir", filepath.Join(dir, "run2"), "--policy", filepath.Join(dir, "policy"))
+	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--approver-socket", filepath.Join(dir, "a2"), "--runtime-dir", filepath.Join(dir, "run2"), "--policy", filepath.Join(dir, "policy"))
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,29 @@ const SocketGroup = "rootgate"
 // ends up 0660 root:rootgate when group rootgate exists, 0600 otherwise, and
 // is removed when the listener is closed.
 func Listen(path string) (*net.UnixListener, error) {
+	return listen(path, func() (os.FileMode, int) {
+		if g, err := user.LookupGroup(SocketGroup); err == nil {
+			gid, _ := strconv.Atoi(g.Gid)
+			return 0o660, gid
+		}
+		return 0o600, 0
+	})
+}
+
+// ListenApprovers binds the approver socket at path like Listen, with mode
+// 0600 root when only root may approve, and 0666 when others are admitted
+// (open tells): the daemon then checks every peer's credentials itself and
+// refuses the others with a reason they can read.
+func ListenApprovers(path string, open bool) (*net.UnixListener, error) {
+	return listen(path, func() (os.FileMode, int) {
+		if open {
+			return 0o666, 0
+		}
+		return 0o600, 0
+	})
+}
+
+func listen(path string, perm func() (os.FileMode, int)) (*net.UnixListener, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -41,14 +64,10 @@ func Listen(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	mode := os.FileMode(0o600)
-	if g, err := user.LookupGroup(SocketGroup); err == nil {
-		gid, _ := strconv.Atoi(g.Gid)
-		if err := os.Chown(path, 0, gid); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("listen: %w", err)
-		}
-		mode = 0o660
+	mode, gid := perm()
+	if err := os.Chown(path, 0, gid); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen: %w", err)
 	}
 	if err := os.Chmod(path, mode); err != nil {
 		ln.Close()

@@ -55,6 +55,11 @@ type Config struct {
 	// Approver is asked when the policy says ask; nil means nobody can be
 	// asked ([approval.Nobody]).
 	Approver approval.Approver
+	// Broker, when set, is where approver clients attach (ServeApprovers);
+	// it should also be the Approver.
+	Broker *approval.Broker
+	// Admission names who besides root may attach as an approver.
+	Admission Admission
 	// Audit receives every request's lifecycle events; nil means none
 	// beyond the log.
 	Audit AuditSink
@@ -83,7 +88,6 @@ type Server struct {
 	replay *replayWindow
 	runs   chan struct{} // a token per run in progress
 	conns  chan struct{} // a token per connection in flight
-	wg     sync.WaitGroup
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -137,7 +141,10 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	defer s.wg.Wait()
+	// Each serve loop waits for its own connections: a WaitGroup shared
+	// by two loops could see Add while the other Waits at zero.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	var backoff time.Duration
 	for {
 		c, err := ln.AcceptUnix()
@@ -158,16 +165,16 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 		select {
 		case s.conns <- struct{}{}:
 		default:
-			s.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer s.wg.Done()
+				defer wg.Done()
 				s.busy(c)
 			}()
 			continue
 		}
-		s.wg.Add(1)
+		wg.Add(1)
 		go func() {
-			defer s.wg.Done()
+			defer wg.Done()
 			defer func() { <-s.conns }()
 			s.serveConn(ctx, c)
 		}()
@@ -306,7 +313,7 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d})
 	switch d.Verdict {
 	case approval.Allow:
-	case approval.Deny:
+	case approval.Deny, approval.Unavailable:
 		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Message: d.Message}
 	case approval.Expired:
 		return &wire.Response{ID: req.ID, Status: wire.StatusTimeout, Message: d.Message}
@@ -331,6 +338,9 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		return errorResponse(req.ID, fmt.Errorf("cannot start pipeline: %w", err))
 	}
 	s.event(Event{Kind: EventFinished, ID: req.ID, Peer: peer, Result: res})
+	if d.After != nil {
+		d.After.Outcome(req.ID, outcomeLine(res))
+	}
 	log.Info("run finished", "exit_codes", exitCodes(res), "timed_out", res.TimedOut, "cancelled", res.Canceled)
 	if res.Canceled {
 		return s.gone(ctx, req.ID)
@@ -350,6 +360,30 @@ func (s *Server) gone(ctx context.Context, id string) *wire.Response {
 		return nil
 	}
 	return errorResponse(id, wire.ErrStopping)
+}
+
+// outcomeLine sums up a run for the approver who allowed it.
+func outcomeLine(res *pipeline.Result) string {
+	var what string
+	switch {
+	case res.Canceled:
+		what = "cancelled"
+	case res.TimedOut:
+		what = "timed out"
+	default:
+		what = "finished"
+	}
+	codes := ""
+	for i, st := range res.Stages {
+		if i > 0 {
+			codes += " "
+		}
+		codes += strconv.Itoa(st.ExitCode)
+		if st.Signal != "" {
+			codes += "(" + st.Signal + ")"
+		}
+	}
+	return what + ", exit codes " + codes
 }
 
 func exitCodes(res *pipeline.Result) []int {

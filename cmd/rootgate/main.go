@@ -34,6 +34,7 @@ Commands:
   run [flags] -- CMD ARGS... ['|' CMD ARGS...]   run a pipeline once approved
   send [--socket P]                              one raw request line from stdin, the raw answer to stdout
   ping [--socket P]                              check that rootgated answers
+  approve [--socket P]                           approve requests on this terminal
 
 Examples:
   rootgate run --reason "install nginx" -- apt-get install -y nginx
@@ -41,7 +42,8 @@ Examples:
   echo '{"time":"2026-02-13T14:30:00Z","pipeline":[["id"]]}' | rootgate send
 
 Exit codes of run: the last stage's exit code; 77 denied, 124 timeout, 70 error.
-The socket is --socket, else $ROOTGATE_SOCKET, else /run/rootgate/rootgate.sock.
+The socket is --socket, else $ROOTGATE_SOCKET, else /run/rootgate/rootgate.sock;
+for approve, $ROOTGATE_APPROVER_SOCKET, else /run/rootgate/approve.sock.
 `
 
 func main() {
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdSend(ctx, args[1:], stdin, stdout, stderr)
 	case "ping":
 		return cmdPing(ctx, args[1:], stdout, stderr)
+	case "approve":
+		return cmdApprove(ctx, args[1:], stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

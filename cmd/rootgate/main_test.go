@@ -37,6 +37,7 @@ func TestScripts(t *testing.T) {
 			}
 			e.Defer(func() { os.RemoveAll(dir) })
 			e.Setenv("SOCK", dir+"/s")
+			e.Setenv("ASOCK", dir+"/a")
 			e.Setenv("RUNDIR", dir+"/run")
 			e.Setenv("ROOTGATE_SOCKET", "")
 			return nil

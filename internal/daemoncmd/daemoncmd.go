@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,6 +39,8 @@ Flags:
 // options are the daemon's flags.
 type options struct {
 	socket        string
+	approverSock  string
+	approvers     multiFlag
 	runtimeDir    string
 	policy        string
 	tty           bool
@@ -66,6 +69,8 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`")
+	fs.StringVar(&o.approverSock, "approver-socket", DefaultApproverSocket, "approver socket `path` (\"\" for none)")
+	fs.Var(&o.approvers, "approver", "admit `USER` or @GROUP as an approver besides root (repeatable)")
 	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window)")
 	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
 	fs.BoolVar(&o.tty, "tty", false, "prompt for approval on the daemon's controlling terminal")
@@ -122,16 +127,25 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		return errors.New("must run as root")
 	}
 	logOut := stderr
-	var approver approval.Approver
+	broker := &approval.Broker{Timeout: o.promptTimeout}
+	var term *approval.Terminal
 	if o.tty {
-		term, err := openTerminal(o.promptTimeout)
-		if err != nil {
+		var err error
+		if term, err = openTerminal(o.promptTimeout); err != nil {
 			return err
 		}
 		logOut = term.LogWriter(stderr)
-		approver = term
 	}
 	log := slog.New(slog.NewTextHandler(logOut, nil))
+	if term != nil {
+		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Approver: term})
+	}
+	var admit daemon.Admission
+	for _, a := range o.approvers {
+		if err := admit.ParseApprover(a); err != nil {
+			return err
+		}
+	}
 
 	policy, err := approval.LoadPolicy(o.policy)
 	if err != nil {
@@ -145,7 +159,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		Version:     version.String(),
 		RuntimeDir:  o.runtimeDir,
 		Policy:      policy,
-		Approver:    approver,
+		Approver:    broker,
+		Broker:      broker,
+		Admission:   admit,
 		ExecTimeout: o.execTimeout,
 		KillGrace:   o.killGrace,
 		MaxSkew:     o.maxSkew,
@@ -161,17 +177,57 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var aln *net.UnixListener
+	if o.approverSock != "" {
+		if aln, err = daemon.ListenApprovers(o.approverSock, admit.Open()); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	log.Info("serving", "socket", o.socket, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
 	if o.tty {
 		fmt.Fprintf(logOut, "rootgated: ready; prompts appear here. In another terminal, try:\n  sudo %s\n", firstRequest(o.socket))
 	}
-	err = srv.Serve(ctx, ln)
-	if errors.Is(err, daemon.ErrServerClosed) {
-		log.Info("stopped")
-		return nil
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- srv.Serve(ctx, ln) }()
+	n := 1
+	if aln != nil {
+		n++
+		go func() { errs <- srv.ServeApprovers(ctx, aln) }()
 	}
-	return err
+	var first error
+	for range n {
+		if err := <-errs; !errors.Is(err, daemon.ErrServerClosed) && first == nil {
+			first = err
+			cancel() // one listener failed: stop the other too
+		}
+	}
+	if first == nil {
+		log.Info("stopped")
+	}
+	return first
 }
+
+// ttyOwner is the uid owning the terminal f: its owner could type into it,
+// so it must not approve that user's own requests.
+func ttyOwner(f *os.File) int {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
+
+// DefaultApproverSocket is where approver clients attach.
+const DefaultApproverSocket = "/run/rootgate/approve.sock"
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // openTerminal opens the daemon's controlling terminal for prompts.
 func openTerminal(timeout time.Duration) (*approval.Terminal, error) {

@@ -1,0 +1,128 @@
+package approval
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The approver protocol (docs/protocol.md, "Approver protocol"): one JSON
+// object per line in both directions between rootgated and an attached
+// approver client on the approver socket.
+
+// ProtoVersion is the approver protocol's version.
+const ProtoVersion = 1
+
+// Line size caps. A prompt carries a whole request (up to 1 MiB of JSON,
+// base64 stdin growing it by a third), so daemon lines may be larger than
+// request lines; an approver has only short things to say.
+const (
+	MaxDaemonLine   = 4 << 20
+	MaxApproverLine = 64 << 10
+)
+
+// Message types.
+const (
+	MsgHello    = "hello"    // approver → daemon, first line
+	MsgWelcome  = "welcome"  // daemon → approver, reply to hello
+	MsgError    = "error"    // daemon → approver: refused (then closed) or a line refused
+	MsgPrompt   = "prompt"   // daemon → approver: decide about Request
+	MsgWithdraw = "withdraw" // daemon → approver: the prompt ID is gone (Reason says why)
+	MsgDecision = "decision" // approver → daemon: the answer to prompt ID
+	MsgResult   = "result"   // daemon → approver: how an approved request ended
+	MsgPing     = "ping"     // daemon → approver, keep-alive
+	MsgPong     = "pong"     // approver → daemon, reply to ping
+)
+
+// Message is one line of the approver protocol. Only the fields of its
+// Type are set.
+type Message struct {
+	Type string `json:"type"`
+
+	// hello
+	Version      int      `json:"version,omitempty"`
+	Client       string   `json:"client,omitempty"`       // approver client's version
+	Name         string   `json:"name,omitempty"`         // where it prompts, e.g. "pts/3" or "desktop"
+	Capabilities []string `json:"capabilities,omitempty"` // "terminal", "desktop", "forward-agent"
+	AgentSocket  string   `json:"agent_socket,omitempty"` // the SSH agent it offers
+
+	// welcome
+	Daemon        string  `json:"daemon,omitempty"`         // daemon's version
+	PromptTimeout float64 `json:"prompt_timeout,omitempty"` // seconds
+
+	// prompt, withdraw, decision, result
+	ID       string     `json:"id,omitempty"`
+	Hash     string     `json:"hash,omitempty"`     // RequestHash of the prompt's request
+	Deadline *time.Time `json:"deadline,omitempty"` // prompt: when it times out
+	Request  *Prompt    `json:"request,omitempty"`  // prompt
+	Approve  *bool      `json:"approve,omitempty"`  // decision: true approves, false denies
+	Reason   string     `json:"reason,omitempty"`   // withdraw: why, e.g. "approved by root on pts/4"
+	Outcome  string     `json:"outcome,omitempty"`  // result: one line
+
+	// error
+	Message string `json:"message,omitempty"`
+}
+
+// RequestHash is the SHA-256 of a prompt's JSON form, hex. A decision must
+// carry it, so it can only answer the exact request that was shown.
+func RequestHash(p *Prompt) string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic("approval: prompt does not marshal: " + err.Error()) // only plain fields
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrLineTooLong is returned by ReadMessage for a line over its cap.
+var ErrLineTooLong = errors.New("message line too long")
+
+// ReadMessage reads one message line of at most max bytes from r.
+// Unknown fields are refused, so a peer speaking another version is told
+// rather than misread.
+func ReadMessage(r *bufio.Reader, max int) (*Message, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > max {
+			return nil, ErrLineTooLong
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if errors.Is(err, io.EOF) && len(line) > 0 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	var m Message
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("bad message: %w", err)
+	}
+	if m.Type == "" {
+		return nil, errors.New("bad message: no type")
+	}
+	return &m, nil
+}
+
+// WriteMessage writes m as one line.
+func WriteMessage(w io.Writer, m *Message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,325 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/user"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/version"
+)
+
+// defaultApproverSocket is the approver socket when neither --socket nor
+// $ROOTGATE_APPROVER_SOCKET says otherwise.
+const defaultApproverSocket = "/run/rootgate/approve.sock"
+
+// Reconnection backoff bounds.
+const (
+	backoffMin = 250 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
+// errRefused is a daemon's refusal to attach us: retrying cannot help.
+type errRefused struct{ msg string }
+
+func (e errRefused) Error() string { return e.msg }
+
+func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := newFlags("approve", stderr)
+	socket := fs.String("socket", "", "approver socket `path`")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: rootgate approve [--socket P]\n\nAttach this terminal to rootgated as an approver: each request is shown\nhere in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	sock := *socket
+	if sock == "" {
+		sock = os.Getenv("ROOTGATE_APPROVER_SOCKET")
+	}
+	if sock == "" {
+		sock = defaultApproverSocket
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintf(stderr, "rootgate: error: approve needs a terminal: %v\n", err)
+		return exitError
+	}
+	defer tty.Close()
+	a := &approver{sock: sock, tty: tty, name: ttyName(), operator: operatorName(), scr: &screen{out: tty}}
+	return a.run(ctx, stderr)
+}
+
+// approver is the state of one `rootgate approve`.
+type approver struct {
+	sock     string
+	tty      *os.File
+	name     string // e.g. "pts/3"
+	operator string // who sits here
+	scr      *screen
+}
+
+// run attaches, and re-attaches quietly after the daemon goes away, until
+// ctx ends (Ctrl-C) or the daemon refuses us.
+func (a *approver) run(ctx context.Context, stderr io.Writer) int {
+	backoff := backoffMin
+	waiting := false
+	for ctx.Err() == nil {
+		c, err := net.Dial("unix", a.sock)
+		if err != nil {
+			if errors.Is(err, os.ErrPermission) {
+				fmt.Fprintf(stderr, "rootgate: error: cannot attach to %s: %v\n", a.sock, err)
+				fmt.Fprint(stderr, "rootgate: hint: approvers must be root (sudo rootgate approve) or admitted with rootgated --approver\n")
+				return exitError
+			}
+			if !waiting {
+				a.scr.println(fmt.Sprintf("rootgate: waiting for rootgated at %s (%v); retrying quietly", a.sock, err))
+				waiting = true
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		waiting = false
+		attached, err := a.session(ctx, c.(*net.UnixConn))
+		if attached {
+			backoff = backoffMin
+		}
+		var refused errRefused
+		if errors.As(err, &refused) {
+			fmt.Fprintf(stderr, "rootgate: error: rootgated refused this approver: %s\n", refused.msg)
+			return exitError
+		}
+		if ctx.Err() == nil {
+			a.scr.println("rootgate: connection to rootgated lost; reconnecting")
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+		}
+	}
+	a.scr.println("rootgate: detached")
+	return exitOK
+}
+
+// prompt is a request waiting to be shown.
+type prompt struct {
+	msg    *approval.Message
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// session runs one connection: hello, welcome, then prompts until the
+// connection ends. attached says whether the daemon accepted us.
+func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool, err error) {
+	defer c.Close()
+	connCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(connCtx, func() { c.Close() })
+	defer stop()
+
+	var wmu sync.Mutex
+	send := func(m *approval.Message) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		return approval.WriteMessage(c, m)
+	}
+	if err := send(&approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Client: version.String(),
+		Name: a.name, Capabilities: []string{"terminal"}}); err != nil {
+		return false, err
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	welcome, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+	if err != nil {
+		return false, err
+	}
+	if welcome.Type == approval.MsgError {
+		return false, errRefused{welcome.Message}
+	}
+	if welcome.Type != approval.MsgWelcome {
+		return false, errRefused{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
+	}
+	a.scr.println(fmt.Sprintf("rootgate: attached to rootgated %s at %s as %s on %s; waiting for requests (prompts time out after %ds)",
+		welcome.Daemon, a.sock, a.operator, a.name, int(welcome.PromptTimeout)))
+
+	var mu sync.Mutex // guards queue and byID
+	queue := []*prompt{}
+	byID := map[string]*prompt{}
+	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the worker: one prompt at a time, first come first served
+		defer wg.Done()
+		for {
+			mu.Lock()
+			var p *prompt
+			if len(queue) > 0 {
+				p, queue = queue[0], queue[1:]
+			}
+			left := len(queue)
+			mu.Unlock()
+			if p == nil {
+				select {
+				case <-connCtx.Done():
+					return
+				case <-wake:
+					continue
+				}
+			}
+			a.show(p, send, left)
+			mu.Lock()
+			delete(byID, p.msg.ID)
+			n := len(queue)
+			mu.Unlock()
+			if n == 0 {
+				a.scr.println("rootgate: idle; waiting for requests")
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		mu.Lock()
+		for _, p := range byID {
+			p.cancel(errors.New("connection to rootgated lost"))
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+		m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+		if err != nil {
+			return true, err
+		}
+		switch m.Type {
+		case approval.MsgPing:
+			_ = send(&approval.Message{Type: approval.MsgPong})
+		case approval.MsgPrompt:
+			if m.Request == nil || m.Deadline == nil || approval.RequestHash(m.Request) != m.Hash {
+				a.scr.println("rootgate: ignored a malformed prompt")
+				continue
+			}
+			pctx, pcancel := context.WithCancelCause(connCtx)
+			p := &prompt{msg: m, ctx: pctx, cancel: pcancel}
+			mu.Lock()
+			queue = append(queue, p)
+			byID[m.ID] = p
+			n := len(queue)
+			mu.Unlock()
+			if n > 1 {
+				a.scr.println(fmt.Sprintf("rootgate: %d requests queued", n))
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		case approval.MsgWithdraw:
+			mu.Lock()
+			if p := byID[m.ID]; p != nil {
+				p.cancel(errors.New(m.Reason))
+			}
+			mu.Unlock()
+		case approval.MsgResult:
+			a.scr.println(fmt.Sprintf("rootgate: request %s %s", approval.Sanitize(m.ID), approval.Sanitize(m.Outcome)))
+		case approval.MsgError:
+			a.scr.println("rootgate: rootgated says: " + approval.Sanitize(m.Message))
+		default:
+			a.scr.println(fmt.Sprintf("rootgate: ignored an unknown %q message", approval.Sanitize(m.Type)))
+		}
+	}
+}
+
+// show puts one prompt on the terminal and sends the operator's answer.
+func (a *approver) show(p *prompt, send func(*approval.Message) error, queued int) {
+	if err := p.ctx.Err(); err != nil {
+		a.scr.println(fmt.Sprintf("rootgate: request %s withdrawn before it was shown (%v)", approval.Sanitize(p.msg.ID), context.Cause(p.ctx)))
+		return
+	}
+	a.scr.begin()
+	defer a.scr.end()
+	if queued > 0 {
+		fmt.Fprintf(a.tty, "rootgate: %d more request(s) queued after this one\n", queued)
+	}
+	term := &approval.Terminal{In: a.tty, Out: a.tty, Timeout: time.Until(*p.msg.Deadline), Name: a.name, Operator: a.operator}
+	d := term.Approve(p.ctx, p.msg.Request)
+	switch d.Verdict {
+	case approval.Allow, approval.Deny:
+		ok := d.Verdict == approval.Allow
+		_ = send(&approval.Message{Type: approval.MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok})
+	}
+}
+
+// screen serialises our status lines with the prompts: while a prompt is
+// up, lines are held and printed after it.
+type screen struct {
+	mu   sync.Mutex
+	busy bool
+	held []string
+	out  io.Writer
+}
+
+func (s *screen) println(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy {
+		s.held = append(s.held, line)
+		return
+	}
+	fmt.Fprintln(s.out, line)
+}
+
+func (s *screen) begin() {
+	s.mu.Lock()
+	s.busy = true
+	s.mu.Unlock()
+}
+
+func (s *screen) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy = false
+	for _, l := range s.held {
+		fmt.Fprintln(s.out, l)
+	}
+	s.held = nil
+}
+
+// ttyName names our terminal, e.g. "pts/3".
+func ttyName() string {
+	for _, fd := range []int{0, 1, 2} {
+		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") && p != "/dev/null" {
+			return strings.TrimPrefix(p, "/dev/")
+		}
+	}
+	return "tty"
+}
+
+// operatorName is who approves: the sudo user when run with sudo.
+func operatorName() string {
+	if u := os.Getenv("SUDO_USER"); u != "" && os.Geteuid() == 0 {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return fmt.Sprint(os.Getuid())
+}

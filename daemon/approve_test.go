@@ -1,0 +1,245 @@
+package daemon_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// approverProc is `rootgate approve` on a real pseudo-terminal.
+type approverProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	pty  *os.File
+	scr  *screen
+	done chan struct{}
+	pos  int // how far the screen has been read
+}
+
+// startApprover runs `rootgate approve --socket sock` as uid (0 or nobody).
+func startApprover(t *testing.T, sock string, uid uint32) *approverProc {
+	t.Helper()
+	a := &approverProc{t: t, scr: &screen{}, done: make(chan struct{})}
+	a.cmd = exec.Command(rootgateBin, "approve", "--socket", sock)
+	a.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
+	attrs := &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
+	if uid != 0 {
+		attrs.Credential = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+	}
+	ptmx, err := pty.StartWithAttrs(a.cmd, &pty.Winsize{Rows: 60, Cols: 160}, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.pty = ptmx
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			a.scr.mu.Lock()
+			a.scr.raw.Write(buf[:n])
+			a.scr.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { a.cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		a.cmd.Process.Kill()
+		<-a.done
+		ptmx.Close()
+	})
+	return a
+}
+
+// see waits until the screen shows want after what was already seen.
+func (a *approverProc) see(want string) {
+	a.t.Helper()
+	waitFor(a.t, "the approver to show "+want, 30*time.Second, func() bool {
+		txt := a.scr.text()
+		if i := strings.Index(txt[min(a.pos, len(txt)):], want); i >= 0 {
+			a.pos += i + len(want)
+			return true
+		}
+		return false
+	})
+}
+
+func (a *approverProc) key(k string) {
+	a.t.Helper()
+	if _, err := a.pty.Write([]byte(k)); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+func (a *approverProc) kill() {
+	a.cmd.Process.Kill()
+	<-a.done
+}
+
+// ask sends a request in the background.
+func (d *daemonProc) ask(over map[string]any) chan response {
+	ch := make(chan response, 1)
+	line := request(over)
+	go func() { ch <- d.sendRaw(line) }()
+	return ch
+}
+
+func approverDaemon(t *testing.T, extra ...string) *daemonProc {
+	return startDaemon(t, opts{policy: "ask any\n", args: append([]string{"--prompt-timeout", "4s"}, extra...)})
+}
+
+func (d *daemonProc) asock() string { return filepath.Join(d.dir, "a") }
+
+var deniedByRoot = regexp.MustCompile(`^denied by operator root on pts/\d+$`)
+
+func TestApproverTerminal(t *testing.T) {
+	d := approverDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	t.Run("y approves", func(t *testing.T) {
+		ch := d.ask(map[string]any{"id": "ap-y", "pipeline": [][]string{{"echo", "through-approver"}}, "reason": "approver test"})
+		a.see("ap-y")
+		a.see("echo through-approver")
+		a.see("Deny")
+		a.key("y")
+		r := wantOK(t, <-ch)
+		if string(r.Stdout) != "through-approver\n" {
+			t.Fatalf("%s", r.raw)
+		}
+		a.see("ap-y finished, exit codes 0")
+	})
+	t.Run("n denies naming the approver", func(t *testing.T) {
+		ch := d.ask(map[string]any{"id": "ap-n"})
+		a.see("ap-n")
+		a.see("Deny")
+		a.key("n")
+		if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+			t.Fatalf("%s", r.raw)
+		}
+	})
+	t.Run("no key times out", func(t *testing.T) {
+		ch := d.ask(map[string]any{"id": "ap-t"})
+		a.see("ap-t")
+		if r := <-ch; r.Status != wire.StatusTimeout || r.Message != "no approval decision within 4s" {
+			t.Fatalf("%s", r.raw)
+		}
+		a.see("withdrawn")
+	})
+}
+
+func TestTwoApprovers(t *testing.T) {
+	d := approverDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	b := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	b.see("attached to rootgated")
+
+	// The first answer wins; the other sees who decided.
+	ch := d.ask(map[string]any{"id": "two-1", "pipeline": [][]string{{"echo", "won"}}})
+	a.see("Deny")
+	b.see("Deny")
+	a.key("y")
+	if r := wantOK(t, <-ch); string(r.Stdout) != "won\n" {
+		t.Fatalf("%s", r.raw)
+	}
+	b.see("withdrawn (approved by root on pts/")
+
+	// One approver killed mid-prompt: the other still decides.
+	ch = d.ask(map[string]any{"id": "two-2"})
+	a.see("two-2")
+	b.see("two-2")
+	a.see("Deny")
+	b.see("Deny")
+	a.kill()
+	b.key("n")
+	if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+		t.Fatalf("%s", r.raw)
+	}
+
+	// Both gone mid-prompt: denied, never approved.
+	c := startApprover(t, d.asock(), 0)
+	c.see("attached to rootgated")
+	ch = d.ask(map[string]any{"id": "two-3", "pipeline": [][]string{{"echo", "must-not-run"}}})
+	b.see("two-3")
+	c.see("two-3")
+	b.see("Deny")
+	c.see("Deny")
+	b.kill()
+	c.kill()
+	if r := <-ch; r.Status != wire.StatusDenied || !strings.HasPrefix(r.Message, "every approver left before deciding") {
+		t.Fatalf("%s", r.raw)
+	}
+}
+
+func TestApproverAdmission(t *testing.T) {
+	const nobody = 65534
+	t.Run("root only: nobody cannot attach", func(t *testing.T) {
+		d := approverDaemon(t)
+		openToAll(t, d)
+		a := startApprover(t, d.asock(), nobody)
+		a.see("rootgate: error: cannot attach to " + d.asock())
+		a.see("permission denied")
+		<-a.done
+		if code := a.cmd.ProcessState.ExitCode(); code != 70 {
+			t.Errorf("exit code %d", code)
+		}
+	})
+	t.Run("others admitted: nobody is refused with a reason", func(t *testing.T) {
+		d := approverDaemon(t, "--approver", "daemon")
+		openToAll(t, d)
+		a := startApprover(t, d.asock(), nobody)
+		a.see("rootgated refused this approver: uid 65534 (nobody) may not approve")
+		<-a.done
+	})
+	t.Run("nobody admitted, never asked about its own requests", func(t *testing.T) {
+		d := approverDaemon(t, "--approver", "nobody")
+		openToAll(t, d)
+		a := startApprover(t, d.asock(), nobody)
+		a.see("attached to rootgated")
+		a.see("as nobody")
+		// nobody's own request: not shown, so no one is left to ask.
+		r := sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"id": "own"}))
+		if r.Status != wire.StatusDenied || r.Message != `no approver attached: run "sudo rootgate approve" in a terminal` {
+			t.Fatalf("%s", r.raw)
+		}
+		if strings.Contains(a.scr.text(), "own") {
+			t.Fatal("the approver was shown its own user's request")
+		}
+		// root's request is shown to nobody, who approves it.
+		ch := d.ask(map[string]any{"id": "roots", "pipeline": [][]string{{"id", "-u"}}})
+		a.see("roots")
+		a.see("Deny")
+		a.key("y")
+		if r := wantOK(t, <-ch); string(r.Stdout) != "0\n" {
+			t.Fatalf("%s", r.raw)
+		}
+	})
+}
+
+func TestApproverReattaches(t *testing.T) {
+	dir := shortDir(t)
+	d := startDaemon(t, opts{dir: dir, policy: "ask any\n"})
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	d.stop()
+	a.see("connection to rootgated lost")
+	d2 := startDaemon(t, opts{dir: dir, policy: "ask any\n"})
+	a.see("attached to rootgated")
+	ch := d2.ask(map[string]any{"id": "again", "pipeline": [][]string{{"echo", "back"}}})
+	a.see("again")
+	a.see("Deny")
+	a.key("y")
+	if r := wantOK(t, <-ch); string(r.Stdout) != "back\n" {
+		t.Fatalf("%s", r.raw)
+	}
+}

@@ -1,0 +1,305 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// Approver connection timing: the daemon pings every pingEvery and drops an
+// approver it has heard nothing from for silentFor; the hello must come
+// within helloWithin of connecting.
+const (
+	pingEvery   = 15 * time.Second
+	silentFor   = 45 * time.Second
+	helloWithin = 10 * time.Second
+	writeWithin = 10 * time.Second
+)
+
+// Admission says who may attach as an approver besides root.
+type Admission struct {
+	UIDs []int
+	GIDs []int
+}
+
+// ParseApprover turns a --approver value (USER, or @GROUP) into uids/gids.
+func (a *Admission) ParseApprover(v string) error {
+	if g, ok := strings.CutPrefix(v, "@"); ok && g != "" {
+		grp, err := user.LookupGroup(g)
+		if err != nil {
+			return fmt.Errorf("--approver %s: no such group", v)
+		}
+		gid, _ := strconv.Atoi(grp.Gid)
+		a.GIDs = append(a.GIDs, gid)
+		return nil
+	}
+	u, err := user.Lookup(v)
+	if err != nil {
+		return fmt.Errorf("--approver %s: no such user", v)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	a.UIDs = append(a.UIDs, uid)
+	return nil
+}
+
+// Open reports whether anyone besides root is admitted.
+func (a Admission) Open() bool { return len(a.UIDs)+len(a.GIDs) > 0 }
+
+// admits reports whether peer may attach.
+func (a Admission) admits(p Peer) bool {
+	if p.UID == 0 || slices.Contains(a.UIDs, p.UID) {
+		return true
+	}
+	for _, g := range a.GIDs {
+		if p.GID == g || slices.Contains(p.Groups, uint32(g)) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeApprovers accepts approver clients on ln until ctx ends, attaching
+// each admitted one to the server's broker. It returns ErrServerClosed
+// after ctx ended.
+func (s *Server) ServeApprovers(ctx context.Context, ln *net.UnixListener) error {
+	if s.cfg.Broker == nil {
+		return errors.New("daemon: ServeApprovers needs Config.Broker")
+	}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			if isTemporary(err) {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("daemon: accept approver: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveApprover(ctx, c)
+		}()
+	}
+}
+
+// remote is an attached approver client: a broker member whose Approve
+// sends a prompt over its connection and waits for the decision.
+type remote struct {
+	c     *net.UnixConn
+	peer  Peer
+	name  string // "USER on WHERE"
+	agent string // the SSH agent socket it offers, or ""
+
+	wmu sync.Mutex // serialises writes
+
+	mu      sync.Mutex // guards pending
+	pending map[string]*pendingPrompt
+
+	timeout time.Duration
+	done    chan struct{} // closed when the connection is over
+}
+
+type pendingPrompt struct {
+	hash   string
+	answer chan bool
+}
+
+var _ approval.Approver = (*remote)(nil)
+
+func (r *remote) send(m *approval.Message) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	_ = r.c.SetWriteDeadline(time.Now().Add(writeWithin))
+	return approval.WriteMessage(r.c, m)
+}
+
+// Approve implements [approval.Approver].
+func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
+	by := "approver " + r.name
+	pp := &pendingPrompt{hash: approval.RequestHash(p), answer: make(chan bool, 1)}
+	r.mu.Lock()
+	if r.pending == nil {
+		r.mu.Unlock()
+		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " disconnected", By: by}
+	}
+	r.pending[p.ID] = pp
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.pending != nil {
+			delete(r.pending, p.ID)
+		}
+		r.mu.Unlock()
+	}()
+	deadline := time.Now().Add(r.timeout)
+	if err := r.send(&approval.Message{Type: approval.MsgPrompt, ID: p.ID, Hash: pp.hash, Deadline: &deadline, Request: p}); err != nil {
+		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " unreachable", By: by}
+	}
+	select {
+	case ok := <-pp.answer:
+		if ok {
+			return approval.Decision{Verdict: approval.Allow, By: by, After: r}
+		}
+		return approval.Decision{Verdict: approval.Deny, Message: "denied by operator " + r.name, By: by}
+	case <-r.done:
+		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " disconnected", By: by}
+	case <-ctx.Done():
+		reason := "request withdrawn"
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			reason = c.Error()
+		}
+		_ = r.send(&approval.Message{Type: approval.MsgWithdraw, ID: p.ID, Reason: reason})
+		return approval.Decision{Verdict: approval.Withdrawn, Message: "request withdrawn", By: by}
+	}
+}
+
+// Outcome implements [approval.Outcomer]: the approver that approved a
+// request is told how it ended.
+func (r *remote) Outcome(id, line string) {
+	_ = r.send(&approval.Message{Type: approval.MsgResult, ID: id, Outcome: line})
+}
+
+// refuse tells an approver why and closes.
+func refuse(c *net.UnixConn, msg string) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = approval.WriteMessage(c, &approval.Message{Type: approval.MsgError, Message: msg})
+}
+
+// serveApprover runs one approver connection.
+func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	peer, err := peerOf(c)
+	if err != nil {
+		refuse(c, "cannot read peer credentials")
+		return
+	}
+	user := userNameOf(peer.UID)
+	log := s.cfg.Log.With("approver_uid", peer.UID, "approver_pid", peer.PID)
+	if !s.cfg.Admission.admits(peer) {
+		log.Warn("approver refused: not admitted")
+		refuse(c, fmt.Sprintf("uid %d (%s) may not approve: rootgated admits root and the users and groups named by --approver", peer.UID, user))
+		return
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	_ = c.SetReadDeadline(time.Now().Add(helloWithin))
+	hello, err := approval.ReadMessage(br, approval.MaxApproverLine)
+	if err != nil {
+		refuse(c, "expected a hello message: "+err.Error())
+		return
+	}
+	switch {
+	case hello.Type != approval.MsgHello:
+		refuse(c, fmt.Sprintf("expected a hello message, got %q", hello.Type))
+		return
+	case hello.Version != approval.ProtoVersion:
+		refuse(c, fmt.Sprintf("approver protocol version %d is not supported (this daemon speaks %d)", hello.Version, approval.ProtoVersion))
+		return
+	case len(hello.Name) > 64 || !wire.Displayable(hello.Name, false):
+		refuse(c, "hello: name must be at most 64 displayable characters")
+		return
+	}
+	where := hello.Name
+	if where == "" {
+		where = "an approver client"
+	}
+	r := &remote{
+		c: c, peer: peer, name: user + " on " + where, agent: hello.AgentSocket,
+		pending: map[string]*pendingPrompt{}, timeout: s.cfg.Broker.Timeout, done: make(chan struct{}),
+	}
+	if err := r.send(&approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: s.cfg.Version, PromptTimeout: s.cfg.Broker.Timeout.Seconds()}); err != nil {
+		return
+	}
+	detach := s.cfg.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Approver: r, Agent: r.agent})
+	log.Info("approver attached", "name", r.name, "agent", r.agent != "")
+	defer func() {
+		detach()
+		r.mu.Lock()
+		r.pending = nil
+		r.mu.Unlock()
+		close(r.done)
+		log.Info("approver detached", "name", r.name)
+	}()
+
+	connCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		t := time.NewTicker(pingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-connCtx.Done():
+				c.Close() // ends the read loop
+				return
+			case <-t.C:
+				if r.send(&approval.Message{Type: approval.MsgPing}) != nil {
+					c.Close()
+					return
+				}
+			}
+		}
+	}()
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(silentFor))
+		m, err := approval.ReadMessage(br, approval.MaxApproverLine)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				var ne net.Error
+				if !errors.As(err, &ne) {
+					refuse(c, err.Error())
+				}
+			}
+			return
+		}
+		switch m.Type {
+		case approval.MsgPong:
+		case approval.MsgDecision:
+			if msg := r.deliver(m); msg != "" {
+				log.Warn("decision refused", "id", m.ID, "why", msg)
+				_ = r.send(&approval.Message{Type: approval.MsgError, ID: m.ID, Message: msg})
+			}
+		default:
+			refuse(c, fmt.Sprintf("unknown message type %q", m.Type))
+			return
+		}
+	}
+}
+
+// deliver hands a decision to its waiting prompt; it returns why it was
+// refused, or "".
+func (r *remote) deliver(m *approval.Message) string {
+	if m.Approve == nil {
+		return "decision refused: it says neither approve nor deny"
+	}
+	r.mu.Lock()
+	pp := r.pending[m.ID]
+	if pp != nil && pp.hash == m.Hash {
+		delete(r.pending, m.ID)
+	}
+	r.mu.Unlock()
+	switch {
+	case pp == nil:
+		return fmt.Sprintf("decision refused: no prompt %q is waiting for this approver", m.ID)
+	case pp.hash != m.Hash:
+		return fmt.Sprintf("decision refused: request %q is not the one shown (hash mismatch)", m.ID)
+	}
+	pp.answer <- *m.Approve
+	return ""
+}
