@@ -57,7 +57,7 @@ func TestBrokerEligibility(t *testing.T) {
 	var b Broker
 	alice := newScripted(Allow)
 	root := newScripted(Deny)
-	b.Attach(&Member{UID: 1000, Name: "alice", Approver: alice})
+	detachAlice := b.Attach(&Member{UID: 1000, Name: "alice", Approver: alice})
 	detach := b.Attach(&Member{UID: 0, Name: "root", Approver: root})
 	close(alice.release)
 	close(root.release)
@@ -70,7 +70,9 @@ func TestBrokerEligibility(t *testing.T) {
 	if d := b.Approve(context.Background(), prompt(1000)); d.Verdict != Deny || d.Message != NoApproverMessage {
 		t.Fatalf("got %+v", d)
 	}
-	// Root approvers may approve root's requests.
+	// Root approvers may approve root's requests (alice, who may too, is
+	// detached so that root's answer is the only one).
+	detachAlice()
 	b.Attach(&Member{UID: 0, Name: "root", Approver: root})
 	if d := b.Approve(context.Background(), prompt(0)); d.Verdict != Deny || d.Message != "deny" {
 		t.Fatalf("got %+v", d)
