@@ -14,6 +14,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/huh"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/cancelreader"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,6 +74,10 @@ type Terminal struct {
 	// Operator is the user name of the person at the terminal, e.g. "root",
 	// for the message a denied requester is told.
 	Operator string
+	// Accessible asks in plain lines for screen readers (huh's accessible
+	// mode) instead of the redrawn form: "y" and Enter approve; anything
+	// else, Enter alone, or the end of input deny.
+	Accessible bool
 
 	mu    sync.Mutex // guards the fields that follow
 	busy  bool       // a request holds the terminal
@@ -215,6 +220,17 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 	pctx, cancel := context.WithDeadlineCause(ctx, deadline, errPromptTimeout)
 	defer cancel()
 
+	if t.Accessible {
+		ok, err := t.askAccessible(pctx, p)
+		switch {
+		case pctx.Err() == nil && err == nil && ok:
+			return Decision{Verdict: Allow, By: by}, "approved"
+		case pctx.Err() == nil && err == nil:
+			return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+		}
+		return t.ended(ctx, pctx, timeout, err, fail)
+	}
+
 	var ok bool // false: Deny is focused and is what Enter takes
 	m := &promptModel{
 		form:     newConfirmForm(p, strings.Count(text, "\n"), &ok, lipgloss.NewRenderer(t.Out)),
@@ -243,6 +259,15 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 		return Decision{Verdict: Allow, By: by}, "approved"
 	case state == huh.StateCompleted || state == huh.StateAborted:
 		return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+	}
+	return t.ended(ctx, pctx, timeout, err, fail)
+}
+
+// ended tells why a prompt ended without an answer: withdrawn, timed out,
+// or failed.
+func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err error, fail func(error) (Decision, string)) (Decision, string) {
+	by := "tty " + t.name()
+	switch {
 	case ctx.Err() != nil:
 		outcome := "withdrawn"
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
@@ -259,6 +284,33 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 		return fail(err)
 	}
 	return fail(errors.New("the prompt ended without an answer"))
+}
+
+// askAccessible asks with huh's accessible Confirm: plain lines, no
+// redrawing. The Confirm is bound to false, so an empty line or the end of
+// input denies. huh cannot be interrupted while it reads, so it reads
+// through a cancelreader (epoll on the terminal), cancelled when ctx ends:
+// the read then fails and huh returns as if the input had ended.
+func (t *Terminal) askAccessible(ctx context.Context, p *Prompt) (bool, error) {
+	in, err := cancelreader.NewReader(t.In)
+	if err != nil {
+		return false, err
+	}
+	defer in.Close()
+	stop := context.AfterFunc(ctx, func() { in.Cancel() })
+	defer stop()
+	ok := false
+	title := fmt.Sprintf("Run this command as %s? Type y and Enter to approve; Enter alone denies.", runAsWord(p))
+	err = huh.NewConfirm().Title(title).Value(&ok).RunAccessible(t.Out, in)
+	return ok && ctx.Err() == nil, err
+}
+
+// runAsWord is who a run would be, for the question.
+func runAsWord(p *Prompt) string {
+	if p.Privileged {
+		return "ROOT"
+	}
+	return Sanitize(p.RunAs)
 }
 
 // ttyInput is the terminal as the form reads it. A hung-up terminal reads

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -596,5 +597,76 @@ func TestLogWriterDropsPastLimit(t *testing.T) {
 		"rootgate: 102 bytes of log output dropped while an approval prompt was on screen\n"
 	if got := out.String(); got != want {
 		t.Errorf("log = %.80q… (%d bytes), want %.80q… (%d bytes)", got, len(got), want, len(want))
+	}
+}
+
+func TestTerminalAccessible(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, keys string
+		want       Verdict
+	}{
+		{"y approves", "y\r", Allow},
+		{"yes approves", "yes\r", Allow},
+		{"enter alone denies", "\r", Deny},
+		{"n denies", "n\r", Deny},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			term, s := newTerminal(t, 40, 120)
+			term.Accessible = true
+			ch := approveAsync(context.Background(), term, testPrompt("acc", "reboot"))
+			at := s.waitFor(0, "Type y and Enter to approve; Enter alone denies. [y/N]")
+			s.send(tt.keys)
+			d := decision(t, ch)
+			if d.Verdict != tt.want {
+				t.Fatalf("got %+v", d)
+			}
+			s.waitFor(at, "rootgate: request acc "+map[Verdict]string{Allow: "approved", Deny: "denied"}[tt.want])
+			if strings.Contains(s.Raw(), "\x1b[?1049") || strings.Contains(s.Raw(), "\x1b[2K") {
+				t.Error("accessible mode redrew the screen")
+			}
+		})
+	}
+	t.Run("withdrawn while reading", func(t *testing.T) {
+		t.Parallel()
+		term, s := newTerminal(t, 40, 120)
+		term.Accessible = true
+		ctx, cancel := context.WithCancel(context.Background())
+		ch := approveAsync(ctx, term, testPrompt("acc-w", "reboot"))
+		s.waitFor(0, "[y/N]")
+		cancel()
+		if d := decision(t, ch); d.Verdict != Withdrawn {
+			t.Fatalf("got %+v", d)
+		}
+	})
+	t.Run("times out", func(t *testing.T) {
+		t.Parallel()
+		term, s := newTerminal(t, 40, 120)
+		term.Accessible = true
+		term.Timeout = time.Second
+		ch := approveAsync(context.Background(), term, testPrompt("acc-t", "reboot"))
+		s.waitFor(0, "[y/N]")
+		if d := decision(t, ch); d.Verdict != Expired || d.Message != "no approval decision within 1s" {
+			t.Fatalf("got %+v", d)
+		}
+	})
+}
+
+func TestTerminalNoColor(t *testing.T) {
+	// The form uses bold and reverse video only, never colour, so NO_COLOR
+	// holds whatever the terminal. Not parallel: TERM must name a terminal
+	// with colours, so that their absence is the form's doing.
+	t.Setenv("TERM", "xterm-256color")
+	sgrColour := regexp.MustCompile(`\x1b\[[0-9;]*(3[0-9]|4[0-9]|9[0-7]|10[0-7])(;[0-9;]*)?m`)
+	term, s := newTerminal(t, 40, 120)
+	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("nc", "true"))
+	if !strings.Contains(s.Raw(), "\x1b[") {
+		t.Fatal("no escape sequence at all: the check below would prove nothing")
+	}
+	s.send("n")
+	decision(t, ch)
+	if m := sgrColour.FindString(s.Raw()); m != "" {
+		t.Errorf("a colour sequence on screen: %q", m)
 	}
 }
