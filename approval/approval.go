@@ -56,9 +56,20 @@ type Decision struct {
 	// By says who decided, for the audit trail (e.g. "tty /dev/pts/3",
 	// "policy line 4").
 	By string
+	// Agent, on an Allow from an approver that offers its SSH agent, is
+	// that agent; a forward_agent run relays to it.
+	Agent *AgentOffer `json:"-"`
 	// After, when set, is told the request's outcome once it has run (an
 	// attached approver shows it to the operator).
 	After Outcomer `json:"-"`
+}
+
+// AgentOffer is an SSH agent an approver offers: its socket, and the
+// identity of the approver process, which the daemon connects with.
+type AgentOffer struct {
+	Socket   string
+	UID, GID uint32
+	Groups   []uint32
 }
 
 // An Outcomer is told how a decided request ended, in one line.

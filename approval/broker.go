@@ -61,16 +61,25 @@ func Eligible(approver, requester int) bool {
 	return approver == 0 || approver != requester
 }
 
-func (b *Broker) eligible(requester int) []*Member {
+// eligible lists the members that may decide about p: those of another
+// uid (or root), and for a forward_agent request only those offering an
+// agent, since the approver's agent is what the run gets.
+func (b *Broker) eligible(p *Prompt) []*Member {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var ms []*Member
 	for m := range b.members {
-		if Eligible(m.UID, requester) {
+		if Eligible(m.UID, p.Requester.UID) && (!p.ForwardAgent || m.Agent != "") {
 			ms = append(ms, m)
 		}
 	}
 	return ms
+}
+
+// OffersAgent reports whether an approver eligible for requester offers an
+// SSH agent.
+func (b *Broker) OffersAgent(requester int) bool {
+	return len(b.eligible(&Prompt{ForwardAgent: true, Requester: Requester{UID: requester}})) > 0
 }
 
 func (b *Broker) timeout() time.Duration {
@@ -89,7 +98,7 @@ var errExpired = errors.New("timed out")
 // with "every approver left before deciding" when all that were asked
 // went away or could not ask.
 func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
-	ms := b.eligible(p.Requester.UID)
+	ms := b.eligible(p)
 	if len(ms) == 0 {
 		return Nobody{}.Approve(ctx, p)
 	}

@@ -27,8 +27,14 @@ type approverProc struct {
 // startApprover runs `rootgate approve --socket sock` as uid (0 or nobody).
 func startApprover(t *testing.T, sock string, uid uint32) *approverProc {
 	t.Helper()
+	return startApproverArgs(t, sock, uid)
+}
+
+// startApproverArgs is startApprover with more flags.
+func startApproverArgs(t *testing.T, sock string, uid uint32, args ...string) *approverProc {
+	t.Helper()
 	a := &approverProc{t: t, scr: &screen{}, done: make(chan struct{})}
-	a.cmd = exec.Command(rootgateBin, "approve", "--socket", sock)
+	a.cmd = exec.Command(rootgateBin, append([]string{"approve", "--socket", sock}, args...)...)
 	a.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
 	attrs := &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
 	if uid != 0 {
@@ -73,6 +79,27 @@ func (a *approverProc) see(want string) {
 	})
 }
 
+// seeRe waits until the screen matches re after what was already seen.
+func (a *approverProc) seeRe(re *regexp.Regexp) {
+	a.t.Helper()
+	waitFor(a.t, "the approver to show "+re.String(), 30*time.Second, func() bool {
+		txt := a.scr.text()
+		if loc := re.FindStringIndex(txt[min(a.pos, len(txt)):]); loc != nil {
+			a.pos += loc[1]
+			return true
+		}
+		return false
+	})
+}
+
+// use makes t, a subtest, the one failures go to until the returned
+// function restores the parent.
+func (a *approverProc) use(t *testing.T) (restore func()) {
+	parent := a.t
+	a.t = t
+	return func() { a.t = parent }
+}
+
 func (a *approverProc) key(k string) {
 	a.t.Helper()
 	if _, err := a.pty.Write([]byte(k)); err != nil {
@@ -107,6 +134,7 @@ func TestApproverTerminal(t *testing.T) {
 	a.see("attached to rootgated")
 
 	t.Run("y approves", func(t *testing.T) {
+		defer a.use(t)()
 		ch := d.ask(map[string]any{"id": "ap-y", "pipeline": [][]string{{"echo", "through-approver"}}, "reason": "approver test"})
 		a.see("ap-y")
 		a.see("echo through-approver")
@@ -119,6 +147,7 @@ func TestApproverTerminal(t *testing.T) {
 		a.see("ap-y finished, exit codes 0")
 	})
 	t.Run("n denies naming the approver", func(t *testing.T) {
+		defer a.use(t)()
 		ch := d.ask(map[string]any{"id": "ap-n"})
 		a.see("ap-n")
 		a.see("Deny")
@@ -128,13 +157,39 @@ func TestApproverTerminal(t *testing.T) {
 		}
 	})
 	t.Run("no key times out", func(t *testing.T) {
+		defer a.use(t)()
 		ch := d.ask(map[string]any{"id": "ap-t"})
 		a.see("ap-t")
 		if r := <-ch; r.Status != wire.StatusTimeout || r.Message != "no approval decision within 4s" {
 			t.Fatalf("%s", r.raw)
 		}
-		a.see("withdrawn")
+		// The approver's countdown and the daemon's withdrawal race to
+		// end the prompt at the same deadline; either record is right.
+		a.seeRe(regexp.MustCompile(`request ap-t (timed out|withdrawn)`))
 	})
+}
+
+func TestApproverAccessible(t *testing.T) {
+	d := approverDaemon(t)
+	a := startApproverArgs(t, d.asock(), 0, "--accessible")
+	a.see("attached to rootgated")
+
+	ch := d.ask(map[string]any{"id": "acc-y", "pipeline": [][]string{{"echo", "read-aloud"}}})
+	a.see("acc-y")
+	a.see("Type y and Enter to approve; Enter alone denies. [y/N]")
+	a.key("y\r")
+	if r := wantOK(t, <-ch); string(r.Stdout) != "read-aloud\n" {
+		t.Fatalf("%s", r.raw)
+	}
+	a.see("acc-y approved")
+
+	ch = d.ask(map[string]any{"id": "acc-enter"})
+	a.see("acc-enter")
+	a.see("[y/N]")
+	a.key("\r")
+	if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+		t.Fatalf("Enter alone: %s", r.raw)
+	}
 }
 
 func TestTwoApprovers(t *testing.T) {

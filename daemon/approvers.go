@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,7 +157,11 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 	select {
 	case ok := <-pp.answer:
 		if ok {
-			return approval.Decision{Verdict: approval.Allow, By: by, After: r}
+			d := approval.Decision{Verdict: approval.Allow, By: by, After: r}
+			if r.agent != "" {
+				d.Agent = &approval.AgentOffer{Socket: r.agent, UID: uint32(r.peer.UID), GID: uint32(r.peer.GID), Groups: r.peer.Groups}
+			}
+			return d
 		}
 		return approval.Decision{Verdict: approval.Deny, Message: "denied by operator " + r.name, By: by}
 	case <-r.done:
@@ -214,6 +219,9 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		return
 	case len(hello.Name) > 64 || !wire.Displayable(hello.Name, false):
 		refuse(c, "hello: name must be at most 64 displayable characters")
+		return
+	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):
+		refuse(c, "hello: agent_socket must be an absolute socket path")
 		return
 	}
 	where := hello.Name

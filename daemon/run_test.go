@@ -157,22 +157,34 @@ func TestBackgroundChildKilledAtEnd(t *testing.T) {
 	noSurvivors(t, marker)
 }
 
-// runAs runs `rootgate send` as the given user with line on stdin.
+// sendAs runs `rootgate send` as the given user with line on stdin.
 func sendAs(t *testing.T, sock string, uid, gid uint32, groups []uint32, line string) response {
 	t.Helper()
+	r, err := trySendAs(sock, uid, gid, groups, line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// trySendAs is sendAs for goroutines other than the test's own, which
+// must not call t.Fatal.
+func trySendAs(sock string, uid, gid uint32, groups []uint32, line string) (response, error) {
 	cmd := exec.Command(rootgateBin, "send", "--socket", sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
 	cmd.Stdin = strings.NewReader(line)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("rootgate send as %d: %v: %s", uid, err, out)
+		return response{}, fmt.Errorf("rootgate send as %d: %v: %s%s", uid, err, out, stderr.String())
 	}
 	var r response
 	r.raw = string(out)
 	if err := json.Unmarshal(out, &r.Response); err != nil {
-		t.Fatalf("%q: %v", out, err)
+		return response{}, fmt.Errorf("%q: %v", out, err)
 	}
-	return r
+	return r, nil
 }
 
 // openToAll lets any user reach the test daemon's socket.

@@ -20,6 +20,8 @@ import (
 	"net"
 	"os"
 	"os/user"
+	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
@@ -206,6 +208,14 @@ func (s *Server) busy(c *net.UnixConn) {
 // serveConn handles one connection: one request, one answer.
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
+	// A bug met by one request must not take the daemon, and every other
+	// request and run with it, down: answer this one with an error.
+	defer func() {
+		if v := recover(); v != nil {
+			s.cfg.Log.Error("internal error; request abandoned", "panic", v, "stack", string(debug.Stack()))
+			s.respond(c, &wire.Response{Status: wire.StatusError, Message: "internal error"})
+		}
+	}()
 	peer, err := peerOf(c)
 	if err != nil {
 		s.cfg.Log.Error("cannot identify peer", "err", err)
@@ -252,6 +262,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 }
 
 var errClientGone = errors.New("client went away")
+
+// errNoAgent: a forward_agent request and no approver offers an agent.
+var errNoAgent = errors.New("no SSH agent to forward: start the approver with --forward-agent")
 
 func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	r.Version = s.cfg.Version
@@ -326,6 +339,19 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		defer func() { <-s.runs }()
 	case <-ctx.Done():
 		return s.gone(ctx, req.ID)
+	}
+	if req.ForwardAgent {
+		if d.Agent == nil { // allowed by policy, or by an approver without one
+			return reject(errNoAgent)
+		}
+		relay, err := startAgentRelay(ctx, filepath.Join(s.cfg.RuntimeDir, "agent"),
+			agentSource{Path: d.Agent.Socket, UID: d.Agent.UID, GID: d.Agent.GID, Groups: d.Agent.Groups}, plan.account)
+		if err != nil {
+			log.Error("agent relay", "err", err)
+			return errorResponse(req.ID, fmt.Errorf("cannot forward the SSH agent: %w", err))
+		}
+		defer relay.Close()
+		plan.cmd.Env = append(plan.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
 	}
 	if err := s.event(Event{Kind: EventStarted, ID: req.ID, Peer: peer, Plan: plan}); err != nil {
 		return errorResponse(req.ID, errors.New("cannot write audit record; not running"))
@@ -426,8 +452,8 @@ type runPlan struct {
 
 // plan is check 9: resolve every executable, the cwd and the run-as user.
 func (s *Server) plan(req *wire.Request, peer Peer) (*runPlan, error) {
-	if req.ForwardAgent {
-		return nil, errors.New("no SSH agent to forward: start the approver with --forward-agent")
+	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
+		return nil, errNoAgent
 	}
 	fi, err := os.Stat(req.Cwd)
 	if err != nil || !fi.IsDir() {
@@ -493,6 +519,12 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) appro
 		log.Info("denied by policy", "line", m.Rule.Line)
 		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), By: fmt.Sprintf("policy line %d", m.Rule.Line)}
 	case approval.ActionAllow:
+		if req.ForwardAgent {
+			// Lending the operator's SSH agent is the operator's call:
+			// such a request is always put to a person.
+			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
+			break
+		}
 		log.Info("allowed by policy", "line", m.Rule.Line)
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -35,8 +36,10 @@ func (e errRefused) Error() string { return e.msg }
 func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := newFlags("approve", stderr)
 	socket := fs.String("socket", "", "approver socket `path`")
+	agent := fs.Bool("forward-agent", false, "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve")
+	accessible := fs.Bool("accessible", false, "ask in plain lines for screen readers: type y and Enter to approve; anything else denies")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate approve [--socket P]\n\nAttach this terminal to rootgated as an approver: each request is shown\nhere in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.\n\nFlags:\n")
+		fmt.Fprint(stderr, "usage: rootgate approve [--socket P] [--forward-agent] [--accessible]\n\nAttach this terminal to rootgated as an approver: each request is shown\nhere in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -53,23 +56,44 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	if sock == "" {
 		sock = defaultApproverSocket
 	}
+	var agentSock string
+	if *agent {
+		agentSock = os.Getenv("SSH_AUTH_SOCK")
+		fi, err := os.Stat(agentSock)
+		switch {
+		case agentSock == "":
+			fmt.Fprint(stderr, "rootgate: error: --forward-agent: SSH_AUTH_SOCK is not set\n")
+			fmt.Fprint(stderr, "rootgate: hint: sudo drops it; run: sudo --preserve-env=SSH_AUTH_SOCK rootgate approve --forward-agent\n")
+			return exitUsage
+		case err != nil || fi.Mode().Type() != os.ModeSocket || !filepath.IsAbs(agentSock):
+			fmt.Fprintf(stderr, "rootgate: error: --forward-agent: SSH_AUTH_SOCK %q is not an agent socket\n", agentSock)
+			return exitUsage
+		}
+	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "rootgate: error: approve needs a terminal: %v\n", err)
 		return exitError
 	}
 	defer tty.Close()
-	a := &approver{sock: sock, tty: tty, name: ttyName(), operator: operatorName(), scr: &screen{out: tty}}
+	a := &approver{sock: sock, name: ttyName(), operator: operatorName(), scr: &screen{out: tty}, agent: agentSock}
+	a.ask = func(deadline time.Time) approval.Approver {
+		return &approval.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.name, Operator: a.operator,
+			Accessible: *accessible}
+	}
 	return a.run(ctx, stderr)
 }
 
 // approver is the state of one `rootgate approve`.
 type approver struct {
 	sock     string
-	tty      *os.File
 	name     string // e.g. "pts/3"
 	operator string // who sits here
 	scr      *screen
+	agent    string // the SSH agent socket offered, or ""
+	// ask makes what asks the operator about one prompt, which must be
+	// decided by deadline.
+	ask func(deadline time.Time) approval.Approver
 }
 
 // run attaches, and re-attaches quietly after the daemon goes away, until
@@ -141,8 +165,12 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		return approval.WriteMessage(c, m)
 	}
+	caps := []string{"terminal"}
+	if a.agent != "" {
+		caps = append(caps, "forward-agent")
+	}
 	if err := send(&approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Client: version.String(),
-		Name: a.name, Capabilities: []string{"terminal"}}); err != nil {
+		Name: a.name, Capabilities: caps, AgentSocket: a.agent}); err != nil {
 		return false, err
 	}
 	br := bufio.NewReaderSize(c, 64<<10)
@@ -257,10 +285,9 @@ func (a *approver) show(p *prompt, send func(*approval.Message) error, queued in
 	a.scr.begin()
 	defer a.scr.end()
 	if queued > 0 {
-		fmt.Fprintf(a.tty, "rootgate: %d more request(s) queued after this one\n", queued)
+		fmt.Fprintf(a.scr.out, "rootgate: %d more request(s) queued after this one\n", queued)
 	}
-	term := &approval.Terminal{In: a.tty, Out: a.tty, Timeout: time.Until(*p.msg.Deadline), Name: a.name, Operator: a.operator}
-	d := term.Approve(p.ctx, p.msg.Request)
+	d := a.ask(*p.msg.Deadline).Approve(p.ctx, p.msg.Request)
 	switch d.Verdict {
 	case approval.Allow, approval.Deny:
 		ok := d.Verdict == approval.Allow
