@@ -144,7 +144,10 @@ func TestApproverTerminal(t *testing.T) {
 		if string(r.Stdout) != "through-approver\n" {
 			t.Fatalf("%s", r.raw)
 		}
-		a.see("ap-y finished, exit codes 0")
+		// The idle line and the run's outcome arrive in either order.
+		for _, want := range []string{"ap-y finished, exit codes 0", "idle, nothing queued; waiting for requests (last: ap-y approved)"} {
+			waitFor(t, "the approver to show "+want, 30*time.Second, func() bool { return strings.Contains(a.scr.text(), want) })
+		}
 	})
 	t.Run("n denies naming the approver", func(t *testing.T) {
 		defer a.use(t)()
@@ -296,5 +299,14 @@ func TestApproverReattaches(t *testing.T) {
 	a.key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "back\n" {
 		t.Fatalf("%s", r.raw)
+	}
+
+	// Ctrl-C between prompts detaches cleanly.
+	a.see("idle, nothing queued")
+	a.key("\x03")
+	a.see("rootgate: detached")
+	<-a.done
+	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("detached with exit code %d", code)
 	}
 }

@@ -34,12 +34,16 @@ type errRefused struct{ msg string }
 func (e errRefused) Error() string { return e.msg }
 
 func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == dialogHelperArg {
+		return runDialogHelper(ctx, os.Stdin, os.Stdout, stderr)
+	}
 	fs := newFlags("approve", stderr)
 	socket := fs.String("socket", "", "approver socket `path`")
 	agent := fs.Bool("forward-agent", false, "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve")
 	accessible := fs.Bool("accessible", false, "ask in plain lines for screen readers: type y and Enter to approve; anything else denies")
+	desktop := fs.Bool("desktop", false, "ask with desktop notifications (Approve / Deny buttons) instead of this terminal; under sudo, on the sudo user's desktop")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate approve [--socket P] [--forward-agent] [--accessible]\n\nAttach this terminal to rootgated as an approver: each request is shown\nhere in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.\n\nFlags:\n")
+		fmt.Fprint(stderr, "usage: rootgate approve [--socket P] [--forward-agent] [--accessible | --desktop]\n\nAttach this terminal to rootgated as an approver: each request is shown\nhere in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.\nWith --desktop, each request is a desktop notification instead: Approve\napproves; Deny, or closing it, denies. It is weaker than the terminal: any\nprogram of yours on the desktop can press Approve (docs/security.md).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -47,6 +51,10 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *desktop && *accessible {
+		fmt.Fprint(stderr, "rootgate: error: --accessible and --desktop cannot be combined\n")
 		return exitUsage
 	}
 	sock := *socket
@@ -70,13 +78,25 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
+	if *desktop {
+		// No terminal needed: status lines go to stderr, prompts to the
+		// desktop.
+		a := &approver{sock: sock, name: desktopName, kind: "desktop", operator: operatorName(), scr: &screen{out: stderr}, agent: agentSock}
+		ask, err := desktopAsker(a.operator, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "rootgate: error: --desktop: %v\n", err)
+			return exitError
+		}
+		a.ask = func(deadline time.Time) approval.Approver { return reporting{ask(deadline), stderr} }
+		return a.run(ctx, stderr)
+	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		fmt.Fprintf(stderr, "rootgate: error: approve needs a terminal: %v\n", err)
 		return exitError
 	}
 	defer tty.Close()
-	a := &approver{sock: sock, name: ttyName(), operator: operatorName(), scr: &screen{out: tty}, agent: agentSock}
+	a := &approver{sock: sock, name: ttyName(), kind: "terminal", operator: operatorName(), scr: &screen{out: tty}, agent: agentSock}
 	a.ask = func(deadline time.Time) approval.Approver {
 		return &approval.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.name, Operator: a.operator,
 			Accessible: *accessible}
@@ -87,13 +107,15 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 // approver is the state of one `rootgate approve`.
 type approver struct {
 	sock     string
-	name     string // e.g. "pts/3"
+	name     string // e.g. "pts/3", or "desktop"
+	kind     string // how it asks, the hello's first capability: "terminal" or "desktop"
 	operator string // who sits here
 	scr      *screen
 	agent    string // the SSH agent socket offered, or ""
 	// ask makes what asks the operator about one prompt, which must be
 	// decided by deadline.
-	ask func(deadline time.Time) approval.Approver
+	ask  func(deadline time.Time) approval.Approver
+	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
 }
 
 // run attaches, and re-attaches quietly after the daemon goes away, until
@@ -165,7 +187,7 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 		_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		return approval.WriteMessage(c, m)
 	}
-	caps := []string{"terminal"}
+	caps := []string{a.kind}
 	if a.agent != "" {
 		caps = append(caps, "forward-agent")
 	}
@@ -212,13 +234,13 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 					continue
 				}
 			}
-			a.show(p, send, left)
+			a.remember(p.msg.ID, a.show(p, send, left))
 			mu.Lock()
 			delete(byID, p.msg.ID)
 			n := len(queue)
 			mu.Unlock()
 			if n == 0 {
-				a.scr.println("rootgate: idle; waiting for requests")
+				a.scr.println("rootgate: idle, nothing queued; waiting for requests (last: " + strings.Join(a.last, ", ") + ")")
 			}
 		}
 	}()
@@ -276,11 +298,24 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 	}
 }
 
+// remember keeps the outcome of the last few prompts for the idle line.
+func (a *approver) remember(id string, v approval.Verdict) {
+	word := map[approval.Verdict]string{approval.Allow: "approved", approval.Deny: "denied", approval.Expired: "timed out"}[v]
+	if word == "" {
+		word = "withdrawn"
+	}
+	a.last = append(a.last, approval.Sanitize(id)+" "+word)
+	if len(a.last) > 3 {
+		a.last = a.last[1:]
+	}
+}
+
 // show puts one prompt on the terminal and sends the operator's answer.
-func (a *approver) show(p *prompt, send func(*approval.Message) error, queued int) {
+// It returns what became of the prompt here.
+func (a *approver) show(p *prompt, send func(*approval.Message) error, queued int) approval.Verdict {
 	if err := p.ctx.Err(); err != nil {
 		a.scr.println(fmt.Sprintf("rootgate: request %s withdrawn before it was shown (%v)", approval.Sanitize(p.msg.ID), context.Cause(p.ctx)))
-		return
+		return approval.Withdrawn
 	}
 	a.scr.begin()
 	defer a.scr.end()
@@ -293,6 +328,7 @@ func (a *approver) show(p *prompt, send func(*approval.Message) error, queued in
 		ok := d.Verdict == approval.Allow
 		_ = send(&approval.Message{Type: approval.MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok})
 	}
+	return d.Verdict
 }
 
 // screen serialises our status lines with the prompts: while a prompt is
