@@ -1,10 +1,12 @@
 // Package approval decides whether a validated request may run.
 //
-// Three kinds of [Approver] live here: [Policy] (the operator's standing
-// rules, see docs/policy.md), [Terminal] (a huh form on a terminal the
-// daemon holds) and [Nobody] (no person can be asked, so the answer is no).
-// The package knows nothing about sockets or processes: it is handed a
-// [Prompt] that describes a request completely and answers with a
+// The kinds of [Approver] here: [Policy] (the operator's standing rules,
+// see docs/policy.md), [Terminal] (a huh form on a terminal), [Desktop]
+// (desktop notifications with Approve/Deny buttons, or a zenity dialog),
+// [Broker] (every attached approver at once, the first answer wins) and
+// [Nobody] (no person can be asked, so the answer is no). The package knows
+// nothing about the daemon's sockets or the pipelines it runs: it is handed
+// a [Prompt] that describes a request completely and answers with a
 // [Decision].
 package approval
 

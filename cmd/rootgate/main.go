@@ -34,7 +34,7 @@ Commands:
   run [flags] -- CMD ARGS... ['|' CMD ARGS...]   run a pipeline once approved
   send [--socket P]                              one raw request line from stdin, the raw answer to stdout
   ping [--socket P]                              check that rootgated answers
-  approve [--socket P]                           approve requests on this terminal
+  approve [--socket P] [--desktop]               approve requests on this terminal or desktop
 
 Examples:
   rootgate run --reason "install nginx" -- apt-get install -y nginx

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// selfAs returns a command running this test binary as name ("rootgate" or
+// "rootgated", see TestMain) with env as its whole environment.
+func selfAs(name string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Args[0] = name
+	cmd.Env = env
+	return cmd
+}
+
+// waitFor polls cond until it holds, failing the test after 20s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestApproveDesktop runs the real daemon, `rootgate approve --desktop`
+// and `rootgate run`, with a notification service on a private session
+// bus playing the operator's desktop.
+func TestApproveDesktop(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("rootgated needs root: run the tests as root")
+	}
+	_, bus := userBus(t)
+	n := startNotifications(t, bus)
+	dir, err := os.MkdirTemp("/tmp", "rgd") // short: sun_path holds 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
+
+	daemon := selfAs("rootgated", env, "--socket", dir+"/s", "--approver-socket", dir+"/a",
+		"--runtime-dir", dir+"/run", "--policy", dir+"/no-policy")
+	var dlog syncBuffer
+	daemon.Stderr = &dlog
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = daemon.Process.Signal(syscall.SIGTERM)
+		if err := daemon.Wait(); err != nil {
+			t.Errorf("rootgated: %v\n%s", err, dlog.String())
+		}
+	})
+
+	// No terminal: approve --desktop must not need one.
+	approver := selfAs("rootgate", append(env, "DBUS_SESSION_BUS_ADDRESS="+bus), "approve", "--desktop", "--socket", dir+"/a")
+	approver.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var alog syncBuffer
+	approver.Stderr = &alog
+	if err := approver.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// TestMain's "rootgate" has no signal handler (main's turns SIGINT
+		// into a clean detach), so SIGINT simply ends it.
+		_ = approver.Process.Signal(syscall.SIGINT)
+		_ = approver.Wait()
+		if t.Failed() {
+			t.Logf("rootgate approve --desktop said:\n%s", alog.String())
+		}
+	})
+	waitFor(t, "the desktop approver to attach", func() bool { return strings.Contains(alog.String(), "attached to rootgated") })
+	if !strings.Contains(alog.String(), " on desktop;") {
+		t.Errorf("approver's status does not name the desktop:\n%s", alog.String())
+	}
+
+	for _, tt := range []struct {
+		action string
+		code   int
+		stdout string
+		stderr string
+		status string
+	}{
+		{"approve", 0, "hello-desktop\n", "", "approved"},
+		{"deny", exitDenied, "", "denied", "denied"},
+	} {
+		t.Run(tt.action, func(t *testing.T) {
+			run := selfAs("rootgate", env, "run", "--socket", dir+"/s", "--", "echo", "hello-desktop")
+			var stdout, stderr bytes.Buffer
+			run.Stdout, run.Stderr = &stdout, &stderr
+			if err := run.Start(); err != nil {
+				t.Fatal(err)
+			}
+			s := n.wait(t)
+			if !strings.Contains(s.body, "echo hello-desktop") {
+				t.Errorf("body lacks the command:\n%s", s.body)
+			}
+			emit(t, n, "ActionInvoked", s.id, tt.action)
+			_ = run.Wait()
+			if code := run.ProcessState.ExitCode(); code != tt.code || stdout.String() != tt.stdout || !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("run: exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", code, stdout.String(), stderr.String(), tt.code, tt.stdout, tt.stderr)
+			}
+			waitFor(t, "the approver's outcome line", func() bool { return strings.Contains(alog.String(), " "+tt.status+"\n") })
+		})
+	}
+}
