@@ -93,9 +93,11 @@ func (s *Server) ServeApprovers(ctx context.Context, ln *net.UnixListener) error
 			}
 			return fmt.Errorf("daemon: accept approver: %w", err)
 		}
+		end := s.act.begin(s.cfg.Now)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer end()
 			s.serveApprover(ctx, c)
 		}()
 	}

@@ -28,6 +28,7 @@ type replayWindow struct {
 	seen      map[string]time.Time // key -> expiry
 	f         *os.File
 	nextPrune time.Time // when expired keys are next dropped from seen and f
+	last      time.Time // the latest expiry ever recorded
 }
 
 // openReplay loads the keys of dir's replay file that have not expired.
@@ -49,6 +50,9 @@ func openReplay(dir string, window time.Duration, now time.Time) (*replayWindow,
 		}
 		if t := time.Unix(0, ns); t.After(now) {
 			w.seen[key] = t
+			if t.After(w.last) {
+				w.last = t
+			}
 		}
 	}
 	if err := w.rewriteLocked(now); err != nil {
@@ -67,6 +71,9 @@ func (w *replayWindow) Add(key string, now time.Time) (bool, error) {
 	}
 	exp := now.Add(w.window)
 	w.seen[key] = exp
+	if exp.After(w.last) {
+		w.last = exp
+	}
 	if _, err := fmt.Fprintf(w.f, "%d %s\n", exp.UnixNano(), strconv.Quote(key)); err != nil {
 		return true, fmt.Errorf("replay window: %w", err)
 	}
@@ -107,6 +114,14 @@ func (w *replayWindow) rewriteLocked(now time.Time) error {
 	w.f = f
 	w.nextPrune = now.Add(w.window)
 	return nil
+}
+
+// LastExpiry is when the newest key recorded (in this run or a previous
+// one still in the file) leaves the window; zero when there is none.
+func (w *replayWindow) LastExpiry() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 // Close closes the file.

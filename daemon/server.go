@@ -8,7 +8,8 @@
 // made by the caller ([Listen], or one handed over by systemd). Cancelling
 // Serve's context is the normal way to stop: waiting requests are answered
 // "daemon stopping", running pipelines are killed, and Serve returns
-// [ErrServerClosed].
+// [ErrServerClosed]. [Server.WaitIdle] tells a daemon that may exit when
+// unused (socket activation) when it is safe to.
 package daemon
 
 import (
@@ -90,6 +91,7 @@ type Server struct {
 	replay *replayWindow
 	runs   chan struct{} // a token per run in progress
 	conns  chan struct{} // a token per connection in flight
+	act    *activity     // what keeps the server from being idle
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -134,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 		replay: rw,
 		runs:   make(chan struct{}, cfg.MaxRuns),
 		conns:  make(chan struct{}, cfg.MaxConns),
+		act:    newActivity(cfg.Now()),
 	}, nil
 }
 
@@ -164,12 +167,14 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 			return fmt.Errorf("daemon: accept: %w", err)
 		}
 		backoff = 0
+		end := s.act.begin(s.cfg.Now)
 		select {
 		case s.conns <- struct{}{}:
 		default:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer end()
 				s.busy(c)
 			}()
 			continue
@@ -177,6 +182,7 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer end()
 			defer func() { <-s.conns }()
 			s.serveConn(ctx, c)
 		}()

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/client"
@@ -50,7 +51,10 @@ type options struct {
 	maxSkew       time.Duration
 	maxRuns       int
 	maxConns      int
+	idleExit      time.Duration
 	version       bool
+
+	socketsGiven bool // --socket or --approver-socket was on the command line
 }
 
 // Main runs rootgated with args (without the program name) until SIGINT or
@@ -68,8 +72,8 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 		fmt.Fprint(out, usage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`")
-	fs.StringVar(&o.approverSock, "approver-socket", DefaultApproverSocket, "approver socket `path` (\"\" for none)")
+	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win")
+	fs.StringVar(&o.approverSock, "approver-socket", DefaultApproverSocket, "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then")
 	fs.Var(&o.approvers, "approver", "admit `USER` or @GROUP as an approver besides root (repeatable)")
 	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window)")
 	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
@@ -80,6 +84,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
 	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
+	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -94,6 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
+	o.socketsGiven = explicit(fs, "socket") || explicit(fs, "approver-socket")
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "rootgated: error: unexpected argument %q\n", fs.Arg(0))
 		return 2
@@ -111,6 +117,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if o.idleExit < 0 {
+		fmt.Fprintln(stderr, "rootgated: error: --idle-exit must not be negative")
+		return 2
+	}
 	if o.maxRuns < 1 || o.maxConns < 1 {
 		fmt.Fprintln(stderr, "rootgated: error: --max-runs and --max-conns must be at least 1")
 		return 2
@@ -125,6 +135,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root")
+	}
+	// Take the handed-over sockets first: until they are taken, LISTEN_*
+	// stays in the environment, and nothing may start a child before that.
+	activated := socketActivated()
+	var ln, aln *net.UnixListener
+	if activated {
+		var err error
+		if ln, aln, err = activationListeners(); err != nil {
+			return err
+		}
+		defer ln.Close()
+		if aln != nil {
+			defer aln.Close()
+		}
 	}
 	logOut := stderr
 	broker := &approval.Broker{Timeout: o.promptTimeout}
@@ -173,20 +197,26 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
-	ln, err := daemon.Listen(o.socket)
-	if err != nil {
-		return err
-	}
-	var aln *net.UnixListener
-	if o.approverSock != "" {
-		if aln, err = daemon.ListenApprovers(o.approverSock, admit.Open()); err != nil {
-			ln.Close()
+	socket := o.socket
+	if activated {
+		socket = ln.Addr().String()
+		if o.socketsGiven {
+			log.Warn("socket-activated: --socket and --approver-socket are ignored")
+		}
+	} else {
+		if ln, err = daemon.Listen(o.socket); err != nil {
 			return err
 		}
+		if o.approverSock != "" {
+			if aln, err = daemon.ListenApprovers(o.approverSock, admit.Open()); err != nil {
+				ln.Close()
+				return err
+			}
+		}
 	}
-	log.Info("serving", "socket", o.socket, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
+	log.Info("serving", "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
 	if o.tty {
-		fmt.Fprintf(logOut, "rootgated: ready; prompts appear here. In another terminal, try:\n  sudo %s\n", firstRequest(o.socket))
+		fmt.Fprintf(logOut, "rootgated: ready; prompts appear here. In another terminal, try:\n  sudo %s\n", firstRequest(socket))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -197,6 +227,28 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		n++
 		go func() { errs <- srv.ServeApprovers(ctx, aln) }()
 	}
+	notify(log, sdnotify.SdNotifyReady)
+	if iv, err := sdnotify.SdWatchdogEnabled(false); err != nil {
+		log.Warn("watchdog", "err", err)
+	} else if iv > 0 {
+		go watchdog(ctx, log, iv/2)
+	}
+	if activated && o.idleExit > 0 {
+		go func() {
+			if srv.WaitIdle(ctx, o.idleExit) == nil {
+				log.Info("idle; exiting", "idle_exit", o.idleExit)
+				cancel() // the same way out as SIGTERM
+			}
+		}()
+	}
+	stopping := make(chan struct{})
+	go func() {
+		defer close(stopping)
+		<-ctx.Done()
+		notify(log, sdnotify.SdNotifyStopping)
+	}()
+	// STOPPING=1 must be sent before the process exits.
+	defer func() { cancel(); <-stopping }()
 	var first error
 	for range n {
 		if err := <-errs; !errors.Is(err, daemon.ErrServerClosed) && first == nil {
@@ -208,6 +260,35 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		log.Info("stopped")
 	}
 	return first
+}
+
+// notify tells the service manager state; outside systemd it does nothing.
+func notify(log *slog.Logger, state string) {
+	if _, err := sdnotify.SdNotify(false, state); err != nil {
+		log.Warn("sd_notify", "state", state, "err", err)
+	}
+}
+
+// watchdog pings the service manager's watchdog every interval until ctx
+// ends.
+func watchdog(ctx context.Context, log *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			notify(log, sdnotify.SdNotifyWatchdog)
+		}
+	}
+}
+
+// explicit reports whether the flag name was given on the command line.
+func explicit(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }
 
 // ttyOwner is the uid owning the terminal f: its owner could type into it,
