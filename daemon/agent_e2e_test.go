@@ -44,7 +44,6 @@ func TestForwardAgent(t *testing.T) {
 	t.Setenv("SSH_AUTH_SOCK", agentSock)
 	a := startApproverArgs(t, d.asock(), 0, "--forward-agent")
 	a.see("attached to rootgated")
-
 	line := request(map[string]any{"id": "agent-1", "privileged": false, "forward_agent": true,
 		"pipeline": [][]string{{"sh", "-c", "id -u; ssh-add -l; echo $SSH_AUTH_SOCK"}}})
 	type result struct {
@@ -56,12 +55,22 @@ func TestForwardAgent(t *testing.T) {
 		r, err := trySendAs(d.sock, nobody, nobody, []uint32{}, line)
 		ch <- result{r, err}
 	}()
+	t.Cleanup(func() { // why the prompt never came, if it did not
+		select {
+		case res := <-ch:
+			if t.Failed() {
+				t.Logf("the request's answer: %v %s\ndaemon log:\n%s", res.err, res.r.raw, d.stderr.String())
+			}
+		default:
+		}
+	})
 	a.see("agent-1")
 	a.see("Deny")
 	a.key("y")
 	res := <-ch
+	ch <- res
 	if res.err != nil {
-		t.Fatalf("%v\ndaemon log:\n%s", res.err, d.stderr.String())
+		t.Fatal(res.err)
 	}
 	r := wantOK(t, res.r)
 	out := strings.Split(strings.TrimSpace(string(r.Stdout)), "\n")

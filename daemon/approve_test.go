@@ -69,6 +69,11 @@ func startApproverArgs(t *testing.T, sock string, uid uint32, args ...string) *a
 // see waits until the screen shows want after what was already seen.
 func (a *approverProc) see(want string) {
 	a.t.Helper()
+	defer func() {
+		if a.t.Failed() {
+			a.t.Logf("the approver's screen:\n%s", a.scr.text())
+		}
+	}()
 	waitFor(a.t, "the approver to show "+want, 30*time.Second, func() bool {
 		txt := a.scr.text()
 		if i := strings.Index(txt[min(a.pos, len(txt)):], want); i >= 0 {

@@ -234,10 +234,19 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		c: c, peer: peer, name: user + " on " + where, agent: hello.AgentSocket,
 		pending: map[string]*pendingPrompt{}, timeout: s.cfg.Broker.Timeout, done: make(chan struct{}),
 	}
-	if err := r.send(&approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: s.cfg.Version, PromptTimeout: s.cfg.Broker.Timeout.Seconds()}); err != nil {
+	// Attach before the welcome: an approver told it is attached must be
+	// asked about the very next request (a client may act on the welcome
+	// at once, as tests and scripts do). Holding the write lock meanwhile
+	// keeps a prompt for such a request from going out before the welcome.
+	r.wmu.Lock()
+	detach := s.cfg.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Approver: r, Agent: r.agent})
+	_ = r.c.SetWriteDeadline(time.Now().Add(writeWithin))
+	err = approval.WriteMessage(r.c, &approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: s.cfg.Version, PromptTimeout: s.cfg.Broker.Timeout.Seconds()})
+	r.wmu.Unlock()
+	if err != nil {
+		detach()
 		return
 	}
-	detach := s.cfg.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Approver: r, Agent: r.agent})
 	log.Info("approver attached", "name", r.name, "agent", r.agent != "")
 	defer func() {
 		detach()
