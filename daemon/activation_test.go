@@ -41,25 +41,8 @@ func startActivated(t *testing.T, policy string, fdnames []string, args ...strin
 		t.Fatal(err)
 	}
 	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-			return
-		default:
-		}
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.done:
-		case <-time.After(30 * time.Second):
-			d.cmd.Process.Kill()
-			<-d.done
-			t.Errorf("rootgated did not stop on SIGTERM\n%s", d.stderr)
-			return
-		}
-		if d.err != nil {
-			t.Errorf("rootgated exited with %v\n%s", d.err, d.stderr)
-		}
-	})
+	// The socket files are systemd-socket-activate's, left in place.
+	t.Cleanup(func() { d.terminate() })
 	// systemd-socket-activate has bound the sockets once it says so.
 	waitFor(t, "systemd-socket-activate to listen", 30*time.Second, func() bool {
 		return strings.Count(d.stderr.String(), "Listening on") == len(fdnames)

@@ -155,12 +155,24 @@ func (d *daemonProc) waitReady() {
 	d.t.Fatalf("rootgated did not listen on %s\n%s", d.sock, d.stderr)
 }
 
-// stop sends SIGTERM and requires a clean exit.
+// stop sends SIGTERM and requires a clean exit that removes the socket.
 func (d *daemonProc) stop() {
+	d.t.Helper()
+	if !d.terminate() {
+		return
+	}
+	if _, err := os.Lstat(d.sock); err == nil {
+		d.t.Errorf("socket %s left behind after exit", d.sock)
+	}
+}
+
+// terminate sends SIGTERM to a daemon still running and requires it to
+// exit 0 within 30 s. It reports whether it stopped the daemon cleanly.
+func (d *daemonProc) terminate() bool {
 	d.t.Helper()
 	select {
 	case <-d.done:
-		return
+		return false
 	default:
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
@@ -170,14 +182,13 @@ func (d *daemonProc) stop() {
 		d.cmd.Process.Kill()
 		<-d.done
 		d.t.Errorf("rootgated did not stop on SIGTERM\n%s", d.stderr)
-		return
+		return false
 	}
 	if d.err != nil {
 		d.t.Errorf("rootgated exited with %v\n%s", d.err, d.stderr)
+		return false
 	}
-	if _, err := os.Lstat(d.sock); err == nil {
-		d.t.Errorf("socket %s left behind after exit", d.sock)
-	}
+	return true
 }
 
 // request builds a fresh, valid request line with overrides; a nil value
