@@ -310,6 +310,21 @@ func TestSocketGroup(t *testing.T) {
 	checkSocketMode(t, d.sock, 0o660, gid)
 }
 
+// lockGroup holds, until the test ends, the lock that serialises the tests
+// that create or delete group rootgate (this one and packaging's, which
+// installs the .deb); test packages run in parallel otherwise.
+func lockGroup(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile("/run/lock/rootgate-group-test.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+}
+
 func checkSocketMode(t *testing.T, path string, mode os.FileMode, gid int) {
 	t.Helper()
 	fi, err := os.Stat(path)
