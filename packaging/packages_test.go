@@ -175,21 +175,35 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 		t.Fatalf("package rootgate is already on this machine (%s); this test installs and purges it, so remove it first", out)
 	}
 	lockGroup(t)
+	// A purge deletes these: what is there already (a daemon run by hand
+	// writes its audit log in /var/log/rootgate) is moved aside and put
+	// back at the end.
+	for _, d := range []string{"/etc/rootgate", "/var/log/rootgate", "/var/lib/rootgate"} {
+		if _, err := os.Lstat(d); err != nil {
+			continue
+		}
+		aside := fmt.Sprintf("%s.pkgtest-%d", d, os.Getpid())
+		if err := os.Rename(d, aside); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := os.Rename(aside, d); err != nil {
+				t.Logf("%s left at %s: %v", d, aside, err)
+			}
+		})
+	}
 	_, err := exec.Command("getent", "group", "rootgate").Output()
 	hadGroup := err == nil
+	// Registered last, so it runs first: the purge must come before the
+	// directories are put back.
 	t.Cleanup(func() {
 		dpkg(t, "-P", "rootgate")
-		if !hadGroup {
+		if _, err := exec.Command("getent", "group", "rootgate").Output(); err == nil && !hadGroup {
 			if out, err := exec.Command("groupdel", "rootgate").CombinedOutput(); err != nil {
 				t.Errorf("groupdel rootgate: %v: %s", err, out)
 			}
 		}
 	})
-	for _, d := range []string{"/etc/rootgate", "/var/log/rootgate"} {
-		if _, err := os.Stat(d); err == nil {
-			t.Fatalf("%s exists before the install: this test would purge it", d)
-		}
-	}
 
 	out := dpkg(t, "-i", deb)
 	// systemd is not PID 1 here: the sockets are left for the operator.
@@ -236,6 +250,11 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 	if err := os.WriteFile("/var/log/rootgate/audit.jsonl", []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Installing over it (as an upgrade does) keeps the edited conffile.
+	dpkg(t, "-i", deb)
+	if b, err := os.ReadFile("/etc/rootgate/policy"); err != nil || string(b) != edited {
+		t.Errorf("the edited policy did not survive a reinstall: %q %v", b, err)
+	}
 	dpkg(t, "-r", "rootgate")
 	for f := range files {
 		if f != "/etc/rootgate/policy" {
@@ -253,9 +272,19 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 	if st := status(); st != "deinstall ok config-files" {
 		t.Errorf("status after dpkg -r: %q", st)
 	}
+	// Installed again after a removal, it is a first install again (the
+	// sockets would be enabled under systemd) and keeps the edited policy.
+	dpkg(t, "-i", deb)
+	if b, err := os.ReadFile("/etc/rootgate/policy"); err != nil || string(b) != edited {
+		t.Errorf("the edited policy did not survive dpkg -r and -i: %q %v", b, err)
+	}
+	if _, err := os.Lstat("/var/lib/rootgate"); err == nil {
+		t.Errorf("/var/lib/rootgate left behind by a reinstall")
+	}
+	dpkg(t, "-r", "rootgate")
 
 	dpkg(t, "-P", "rootgate")
-	for _, d := range []string{"/etc/rootgate", "/var/log/rootgate"} {
+	for _, d := range []string{"/etc/rootgate", "/var/log/rootgate", "/var/lib/rootgate"} {
 		if _, err := os.Lstat(d); err == nil {
 			t.Errorf("%s is still there after dpkg -P", d)
 		}

@@ -18,21 +18,32 @@ else
 	install -d -m 0755 -o root -g root /etc/rootgate
 fi
 
+# A first install enables the sockets; so does installing again after a
+# removal (deb: dpkg then passes the old version as on an upgrade, so
+# preremove leaves a mark). An upgrade leaves them as the operator set them.
+first=
+case "$1" in
+1) first=yes ;;
+configure)
+	if [ -z "$2" ] || [ -e /var/lib/rootgate/removed ]; then
+		first=yes
+	fi
+	rm -f /var/lib/rootgate/removed
+	rmdir /var/lib/rootgate 2>/dev/null || true
+	;;
+esac
+
 # Only with systemd as the running init (sd_booted) is there anything to
 # reload or start.
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload
-	case "$1" in
-	configure | 1)
-		if [ "$1" = 1 ] || [ -z "$2" ]; then
-			# A first install: the sockets start now and at every boot.
-			systemctl enable --now rootgate.socket rootgate-approve.socket
-		fi
-		# An upgrade does not restart a running daemon, which would kill
-		# the runs it has in progress: the new binary takes over once the
-		# old one exits when idle (--idle-exit).
-		;;
-	esac
+	if [ -n "$first" ]; then
+		# The sockets start now and at every boot.
+		systemctl enable --now rootgate.socket rootgate-approve.socket
+	fi
+	# An upgrade does not restart a running daemon, which would kill the
+	# runs it has in progress: the new binary takes over once the old one
+	# exits when idle (--idle-exit).
 else
 	echo "rootgate: systemd is not running; once it is:" >&2
 	echo "rootgate:   systemctl enable --now rootgate.socket rootgate-approve.socket" >&2

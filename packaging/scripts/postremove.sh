@@ -8,7 +8,7 @@ remove | 0)
 	# The policy and the audit log stay: only a purge drops them.
 	;;
 purge)
-	rm -rf /etc/rootgate /var/log/rootgate
+	rm -rf /etc/rootgate /var/log/rootgate /var/lib/rootgate
 	;;
 esac
 if [ -d /run/systemd/system ]; then
