@@ -292,6 +292,7 @@ func TestStdinCwdTimeoutExtensions(t *testing.T) {
 // rootgate, 0660 root:rootgate with it. The group is made for the test
 // when the machine has none, and removed after.
 func TestSocketGroup(t *testing.T) {
+	lockGroup(t)
 	if _, err := lookupGroup("rootgate"); err != nil {
 		d := startDaemon(t, opts{})
 		checkSocketMode(t, d.sock, 0o600, 0)
