@@ -154,6 +154,33 @@ func TestSocketActivationWrongFDs(t *testing.T) {
 	}
 }
 
+// TestSocketActivationNoFDs: LISTEN_PID names the daemon but no fd is
+// handed over (LISTEN_FDS=0, or not a number); the daemon must not fall
+// back to binding sockets itself.
+func TestSocketActivationNoFDs(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"0", "x"} {
+		dir := shortDir(t)
+		// The shell's pid is the daemon's after exec.
+		cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, rootgated,
+			"--socket", filepath.Join(dir, "s"), "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
+			"--policy", filepath.Join(dir, "policy"))
+		cmd.Env = append(os.Environ(), "LISTEN_FDS="+n, "LISTEN_FDNAMES=requests")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("LISTEN_FDS=%s: %v, want exit code 1\n%s", n, err, out)
+		}
+		want := `rootgated: error: socket activation: expected fds named "requests" and optionally "approvers", each a listening Unix stream socket; got LISTEN_FDS="` + n + `"` + "\n"
+		if !strings.Contains(string(out), want) {
+			t.Errorf("LISTEN_FDS=%s: output lacks %q:\n%s", n, want, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "s")); err == nil {
+			t.Errorf("LISTEN_FDS=%s: the daemon bound --socket itself", n)
+		}
+	}
+}
+
 func TestSdNotify(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)

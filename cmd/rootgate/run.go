@@ -22,9 +22,14 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// newFlags makes a command's flag set, writing its errors to stderr. When
+// stderr is a [*flagSets] (the manual page asking), the set is handed to it.
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("rootgate "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	if c, ok := stderr.(*flagSets); ok {
+		c.sets = append(c.sets, fs)
+	}
 	return fs
 }
 

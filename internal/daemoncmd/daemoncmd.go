@@ -53,6 +53,8 @@ type options struct {
 	maxConns      int
 	idleExit      time.Duration
 	version       bool
+	man           bool
+	completion    string
 
 	socketsGiven bool // --socket or --approver-socket was on the command line
 }
@@ -86,6 +88,8 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
 	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVar(&o.man, "man", false, "print the rootgated(8) manual page in roff and exit")
+	fs.StringVar(&o.completion, "completion", "", "print a completion script for `shell` (bash, zsh or fish) and exit")
 	return fs
 }
 
@@ -106,6 +110,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if o.version {
 		fmt.Fprintln(os.Stdout, "rootgated", version.String())
+		return 0
+	}
+	if o.man || o.completion != "" {
+		if err := writeDoc(os.Stdout, o.man, o.completion); err != nil {
+			fmt.Fprintf(stderr, "rootgated: error: %v\n", err)
+			return 2
+		}
 		return 0
 	}
 	for _, d := range []struct {
