@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/rootgate/rootgate/internal/client"
 )
@@ -35,6 +36,7 @@ Commands:
   send [--socket P]                              one raw request line from stdin, the raw answer to stdout
   ping [--socket P]                              check that rootgated answers
   approve [--socket P] [--desktop]               approve requests on this terminal or desktop
+  audit verify|show [--file F]                   check or print the audit log ("rootgate audit help")
 
 Examples:
   rootgate run --reason "install nginx" -- apt-get install -y nginx
@@ -68,6 +70,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdPing(ctx, args[1:], stdout, stderr)
 	case "approve":
 		return cmdApprove(ctx, args[1:], stderr)
+	case "audit":
+		return cmdAudit(args[1:], stdout, stderr, time.Now)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
