@@ -1,0 +1,356 @@
+package daemon_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// records reads the audit log of the daemon in dir (all its files).
+func records(t *testing.T, dir string) []*audit.Record {
+	t.Helper()
+	files, err := audit.Files(auditPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*audit.Record
+	err = audit.ReadAll(files, func(r audit.Read) error {
+		if r.Err != nil {
+			return fmt.Errorf("%s:%d: %w", r.File, r.Line, r.Err)
+		}
+		out = append(out, r.Record)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// trail is the records of request id, in order.
+func trail(t *testing.T, dir, id string) []*audit.Record {
+	t.Helper()
+	var out []*audit.Record
+	for _, r := range records(t, dir) {
+		if r.ID == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// kinds lists the kinds of rs.
+func kinds(rs []*audit.Record) string {
+	var k []string
+	for _, r := range rs {
+		k = append(k, string(r.Kind))
+	}
+	return strings.Join(k, " ")
+}
+
+// waitTrail waits until request id's records are of the kinds want.
+func waitTrail(t *testing.T, dir, id, want string) []*audit.Record {
+	t.Helper()
+	var rs []*audit.Record
+	waitFor(t, id+" records "+want, 20*time.Second, func() bool {
+		rs = trail(t, dir, id)
+		return kinds(rs) == want
+	})
+	return rs
+}
+
+func hexSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TestAuditApproved: a run approved by a person, and an approval nobody
+// gave in time, as the audit log tells them.
+func TestAuditApproved(t *testing.T) {
+	d := approverDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	// The output is made from pieces so that it appears nowhere in the
+	// request: finding it in the log would mean output was recorded.
+	line := request(map[string]any{
+		"id":       "au-approved",
+		"pipeline": [][]string{{"sh", "-c", "printf '%s%s\\n' SECRET OUTPUT; printf '%s%s' ERR OUT >&2"}, {"cat"}},
+		"reason":   "audit test",
+		"stdin":    "aW5wdXQ=", // "input"
+		"env":      map[string]string{"LANG": "C.UTF-8"},
+	})
+	ch := make(chan response, 1)
+	go func() { ch <- d.sendRaw(line) }()
+	a.see("au-approved")
+	a.see("Deny")
+	a.key("y")
+	r := wantOK(t, <-ch)
+	if string(r.Stdout) != "SECRETOUTPUT\n" {
+		t.Fatalf("%s", r.raw)
+	}
+
+	rs := waitTrail(t, d.dir, "au-approved", "received decided started finished")
+	rec, dec, st, fin := rs[0], rs[1], rs[2], rs[3]
+	if p := rec.Peer; p == nil || p.UID != 0 || p.PID <= 0 || p.Exe == "" {
+		t.Errorf("peer %+v", rec.Peer)
+	}
+	q := rec.Request
+	if q.LineSHA256 != hexSum([]byte(line)) {
+		t.Errorf("line sha256 %s, want that of %q", q.LineSHA256, line)
+	}
+	if q.StdinBytes != 5 || q.StdinSHA256 != hexSum([]byte("input")) || q.Reason != "audit test" || q.Env["LANG"] != "C.UTF-8" || len(q.Pipeline) != 2 || !q.Privileged {
+		t.Errorf("request %+v", q)
+	}
+	if v := dec.Decision; v.Verdict != "allow" || v.ApproverUID == nil || *v.ApproverUID != 0 || !strings.HasPrefix(v.Approver, "root on ") || v.PolicyLine != 0 {
+		t.Errorf("decision %+v", v)
+	}
+	if ru := st.Run; ru.RunAsUID != 0 || ru.RunAsUser != "root" || len(ru.Stages) != 2 || !strings.HasSuffix(ru.Stages[0].Path, "/sh") || !strings.HasSuffix(ru.Stages[1].Path, "/cat") {
+		t.Errorf("run %+v", ru)
+	}
+	res := fin.Result
+	if len(res.Stages) != 2 || res.Stages[0].ExitCode != 0 || res.StdoutBytes != 13 || res.StdoutSHA256 != hexSum([]byte("SECRETOUTPUT\n")) ||
+		res.Stages[0].StderrBytes != 6 || res.Stages[0].StderrSHA256 != hexSum([]byte("ERROUT")) || res.Duration == "" {
+		t.Errorf("result %+v", res)
+	}
+	raw, err := os.ReadFile(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{"SECRETOUTPUT", "ERROUT", "aW5wdXQ="} {
+		if bytes.Contains(raw, []byte(out)) {
+			t.Errorf("the audit log holds %q", out)
+		}
+	}
+
+	// Nobody answers: decided with verdict timeout, nothing started.
+	ch = d.ask(map[string]any{"id": "au-expired"})
+	a.see("au-expired")
+	if r := <-ch; r.Status != wire.StatusTimeout {
+		t.Fatalf("%s", r.raw)
+	}
+	rs = waitTrail(t, d.dir, "au-expired", "received decided")
+	if v := rs[1].Decision; v.Verdict != "timeout" || v.By != "timeout" {
+		t.Errorf("decision %+v", v)
+	}
+}
+
+// TestAuditPolicyAndRejected: a request denied by a rule, requests
+// rejected before and after decoding, and a secret env value that never
+// reaches the log.
+func TestAuditPolicyAndRejected(t *testing.T) {
+	d := startDaemon(t, opts{policy: "deny any rm ...\nallow any\n"})
+
+	r := d.send(map[string]any{"id": "au-denied", "pipeline": [][]string{{"rm", "-rf", "/nonexistent"}}})
+	if r.Status != wire.StatusDenied {
+		t.Fatalf("%s", r.raw)
+	}
+	rs := waitTrail(t, d.dir, "au-denied", "received decided")
+	if v := rs[1].Decision; v.Verdict != "deny" || v.PolicyLine != 1 || v.PolicyRule != "deny any rm ..." || v.By != "policy line 1" || v.ApproverUID != nil {
+		t.Errorf("decision %+v", v)
+	}
+
+	r = d.send(map[string]any{"id": "au-secret", "env": map[string]string{"GITHUB_TOKEN": "hunter2-value", "db_Password": "pw-value", "LANG": "C"}})
+	wantError(t, r, `env key "GITHUB_TOKEN" is not allowed`)
+	rs = waitTrail(t, d.dir, "au-secret", "received rejected")
+	q := rs[0].Request
+	if q.EnvSHA256["GITHUB_TOKEN"] != hexSum([]byte("hunter2-value")) || q.EnvSHA256["db_Password"] != hexSum([]byte("pw-value")) || q.Env["LANG"] != "C" || len(q.Env) != 1 {
+		t.Errorf("env %v, hashed %v", q.Env, q.EnvSHA256)
+	}
+	if rs[1].Error != `env key "GITHUB_TOKEN" is not allowed` {
+		t.Errorf("rejected with %q", rs[1].Error)
+	}
+
+	// Not even JSON: one rejected record with the peer and the error.
+	n := len(records(t, d.dir))
+	r = d.sendRaw("{nope\n")
+	if r.Status != wire.StatusError {
+		t.Fatalf("%s", r.raw)
+	}
+	var last *audit.Record
+	waitFor(t, "a rejected record", 10*time.Second, func() bool {
+		all := records(t, d.dir)
+		last = all[len(all)-1]
+		return len(all) == n+1
+	})
+	if last.Kind != audit.KindRejected || last.Error != r.Message || last.Peer == nil || last.Peer.PID <= 0 {
+		t.Errorf("record %+v", last)
+	}
+
+	raw, err := os.ReadFile(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"hunter2-value", "pw-value"} {
+		if bytes.Contains(raw, []byte(s)) {
+			t.Errorf("the audit log holds the secret %q", s)
+		}
+	}
+	fi, err := os.Stat(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("audit log mode %v", fi.Mode().Perm())
+	}
+}
+
+// TestAuditRunEnds: a run that times out, one whose requester goes away,
+// and one the daemon kills as it stops each end in their own record.
+func TestAuditRunEnds(t *testing.T) {
+	d := startDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+
+	r := d.send(map[string]any{"id": "au-timeout", "timeout": 1, "pipeline": [][]string{{"sleep", "30"}}})
+	if r.Status != wire.StatusTimeout {
+		t.Fatalf("%s", r.raw)
+	}
+	rs := waitTrail(t, d.dir, "au-timeout", "received decided started timed_out")
+	if st := rs[3].Result.Stages[0]; st.Signal != "SIGTERM" || st.ExitCode != 128+15 {
+		t.Errorf("stage %+v", st)
+	}
+
+	marker := fmt.Sprintf("%d.125", 7000+time.Now().Nanosecond()%1000)
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte(request(map[string]any{"id": "au-cancel", "pipeline": [][]string{{"sleep", marker}}}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
+	c.Close()
+	waitTrail(t, d.dir, "au-cancel", "received decided started cancelled")
+
+	marker = fmt.Sprintf("%d.375", 7000+time.Now().Nanosecond()%1000)
+	ch := d.ask(map[string]any{"id": "au-killed", "pipeline": [][]string{{"sleep", marker}}})
+	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
+	d.stop()
+	wantError(t, <-ch, "daemon stopping")
+	waitTrail(t, d.dir, "au-killed", "received decided started killed")
+}
+
+// TestAuditRotation: a small --audit-max-size spreads the log over files
+// that verify as one chain (the harness checks at stop).
+func TestAuditRotation(t *testing.T) {
+	d := startDaemon(t, opts{args: []string{"--audit-max-size", "2K"}})
+	for i := range 12 {
+		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-rot-%d", i)}))
+	}
+	d.stop()
+	files, err := audit.Files(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 {
+		t.Fatalf("files %v: want rotation", files)
+	}
+	sum, err := audit.Verify(files)
+	if err != nil || sum.Genesis == "" || sum.Files != len(files) {
+		t.Fatalf("%+v %v", sum, err)
+	}
+	if got := len(trail(t, d.dir, "au-rot-11")); got != 4 {
+		t.Errorf("%d records of the last request", got)
+	}
+}
+
+// TestAuditDiskFull: with the audit log's file system full, requests are
+// answered with an error and nothing runs; once there is room again,
+// requests run and the chain is intact.
+func TestAuditDiskFull(t *testing.T) {
+	dir := shortDir(t)
+	full := filepath.Join(dir, "full")
+	if err := os.Mkdir(full, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", full, "tmpfs", 0, "size=64k,mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(full, 0); err != nil {
+			t.Errorf("unmount %s: %v", full, err)
+		}
+	})
+	d := startDaemon(t, opts{args: []string{"--audit", auditPath(full)}})
+
+	// Fill what is left of the file system.
+	filler := filepath.Join(full, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 512)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	for {
+		if _, err := f.Write(chunk[:1]); err != nil {
+			break
+		}
+	}
+	f.Close()
+	// The audit file's last page may still have room for a record or
+	// two: ping until a record no longer fits.
+	failed := false
+	for range 20 {
+		r := d.send(map[string]any{"action": "ping", "pipeline": nil})
+		if r.Status == wire.StatusError {
+			wantError(t, r, "cannot write the audit record; not running")
+			failed = true
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("pings kept being recorded on a full file system")
+	}
+	before, err := os.ReadFile(auditPath(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A longer request than that ping cannot be recorded either, and
+	// does not run.
+	marker := filepath.Join(dir, "ran")
+	r := d.send(map[string]any{"pipeline": [][]string{{"touch", marker}}, "reason": strings.Repeat("r", 1000)})
+	wantError(t, r, "cannot write the audit record; not running")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran although its audit record could not be written")
+	}
+	after, err := os.ReadFile(auditPath(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Errorf("the failed writes left %d bytes behind", len(after)-len(before))
+	}
+	if !strings.Contains(d.stderr.String(), "cannot write audit record") {
+		t.Errorf("no error logged:\n%s", d.stderr)
+	}
+
+	// Room again: the next request runs, and the log verifies (at stop).
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"touch", marker}}}))
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the command did not run once there was room")
+	}
+	d.stop()
+	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(full)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
