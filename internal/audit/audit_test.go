@@ -300,3 +300,39 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestDocExample: the log shown in docs/audit.md is a real one that
+// verifies, and holds the record kinds the doc says it does.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/audit.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := bytes.Cut(doc, []byte("<!-- audit-example -->\n```jsonl\n"))
+	if !ok {
+		t.Fatal("docs/audit.md has no audit-example block")
+	}
+	example, _, ok := bytes.Cut(after, []byte("```"))
+	if !ok {
+		t.Fatal("unterminated example")
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := verifyPath(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	_ = ReadAll([]string{path}, func(r Read) error {
+		got = append(got, string(r.Record.Kind))
+		return nil
+	})
+	if strings.Join(got, " ") != "genesis opened received decided started finished" || sum.Records != 6 {
+		t.Fatalf("kinds %v", got)
+	}
+	if !bytes.Contains(doc, []byte("last hash "+sum.LastHash)) || !bytes.Contains(doc, []byte("genesis "+sum.Genesis)) {
+		t.Error("the verify output in docs/audit.md does not match the example")
+	}
+}
