@@ -108,7 +108,7 @@ func TestAuditApproved(t *testing.T) {
 		t.Errorf("peer %+v", rec.Peer)
 	}
 	q := rec.Request
-	if q.LineSHA256 != hexSum([]byte(line)) {
+	if q.LineSHA256 != hexSum([]byte(strings.TrimSuffix(line, "\n"))) {
 		t.Errorf("line sha256 %s, want that of %q", q.LineSHA256, line)
 	}
 	if q.StdinBytes != 5 || q.StdinSHA256 != hexSum([]byte("input")) || q.Reason != "audit test" || q.Env["LANG"] != "C.UTF-8" || len(q.Pipeline) != 2 || !q.Privileged {

@@ -85,7 +85,7 @@ type Peer struct {
 
 // Request is a request as received, without its stdin's content.
 type Request struct {
-	LineSHA256   string     `json:"line_sha256"` // of the raw request line
+	LineSHA256   string     `json:"line_sha256"` // of the raw request line, without its newline
 	IDGiven      bool       `json:"id_given"`
 	Action       string     `json:"action"`
 	Host         string     `json:"host,omitempty"`
