@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -353,4 +354,130 @@ func TestAuditDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
+}
+
+// TestAuditJournal: with a journal, every lifecycle event of a request is
+// an entry carrying REQUEST_ID, the requester, the decision and the
+// outcome as fields. The daemon runs in its own mount namespace where the
+// test's directory is bind-mounted on /run/systemd, so the socket the test
+// binds there is what go-systemd's journal.Send finds at
+// /run/systemd/journal/socket.
+func TestAuditJournal(t *testing.T) {
+	dir := shortDir(t)
+	jdir := filepath.Join(dir, "sd")
+	if err := os.MkdirAll(filepath.Join(jdir, "journal"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	js, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(jdir, "journal", "socket"), Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.Close()
+	entries := make(chan map[string]string, 1000)
+	go func() {
+		buf := make([]byte, 1<<20)
+		for {
+			n, _, err := js.ReadFromUnix(buf)
+			if err != nil {
+				return
+			}
+			if m, err := parseJournal(buf[:n]); err == nil {
+				entries <- m
+			} else {
+				t.Errorf("journal entry: %v", err)
+			}
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(dir, "policy"), []byte("allow any\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
+		rootgated, "--socket", d.sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
+		"--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
+	d.cmd.Stderr = d.stderr
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(func() { d.stop() })
+	d.waitReady()
+
+	wantOK(t, d.send(map[string]any{"id": "au-journal", "pipeline": [][]string{{"true"}}}))
+	want := map[string]map[string]string{
+		"received": {"REQUESTER_UID": "0"},
+		"decided":  {"DECISION": "allow", "DECIDED_BY": "policy line 1"},
+		"started":  {"DECISION": "allow", "RUN_AS_UID": "0", "EXECUTABLES": "/usr/bin/true"},
+		"finished": {"DECISION": "allow", "OUTCOME": "finished", "EXIT_CODES": "0"},
+	}
+	trail := waitTrail(t, dir, "au-journal", "received decided started finished")
+	deadline := time.After(20 * time.Second)
+	for len(want) > 0 {
+		var e map[string]string
+		select {
+		case e = <-entries:
+		case <-deadline:
+			t.Fatalf("no journal entries for %v\n%s", want, d.stderr)
+		}
+		if e["REQUEST_ID"] != "au-journal" {
+			continue
+		}
+		fields, ok := want[e["EVENT"]]
+		if !ok {
+			t.Errorf("unexpected entry %v", e)
+			continue
+		}
+		delete(want, e["EVENT"])
+		fields["MESSAGE"] = "audit: " + e["EVENT"]
+		fields["PRIORITY"] = "6"
+		fields["SYSLOG_IDENTIFIER"] = "rootgated"
+		for k, v := range fields {
+			if e[k] != v {
+				t.Errorf("%s entry: %s=%q, want %q", e["EVENT"], k, e[k], v)
+			}
+		}
+		if e["REQUESTER_PID"] == "" || e["REQUESTER_PID"] == "0" {
+			t.Errorf("%s entry without requester pid: %v", e["EVENT"], e)
+		}
+		// The entry names its audit record: seq and hash.
+		var rec *audit.Record
+		for _, r := range trail {
+			if string(r.Kind) == e["EVENT"] {
+				rec = r
+			}
+		}
+		if rec == nil || e["AUDIT_SEQ"] != fmt.Sprint(rec.Seq) || e["AUDIT_HASH"] != rec.Hash {
+			t.Errorf("%s entry: AUDIT_SEQ=%s AUDIT_HASH=%s, record %+v", e["EVENT"], e["AUDIT_SEQ"], e["AUDIT_HASH"], rec)
+		}
+	}
+}
+
+// parseJournal parses journald's native protocol (NAME=value lines, or
+// NAME, a 64-bit little-endian length, the value and a newline).
+func parseJournal(b []byte) (map[string]string, error) {
+	m := map[string]string{}
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			return nil, fmt.Errorf("no newline in %q", b)
+		}
+		line := b[:nl]
+		b = b[nl+1:]
+		if eq := bytes.IndexByte(line, '='); eq >= 0 {
+			m[string(line[:eq])] = string(line[eq+1:])
+			continue
+		}
+		if len(b) < 8 {
+			return nil, fmt.Errorf("%s: no length", line)
+		}
+		size := binary.LittleEndian.Uint64(b)
+		b = b[8:]
+		if uint64(len(b)) < size+1 {
+			return nil, fmt.Errorf("%s: short value", line)
+		}
+		m[string(line)] = string(b[:size])
+		b = b[size+1:]
+	}
+	return m, nil
 }
