@@ -1,7 +1,7 @@
 package audit
 
 import (
-	"bytes"
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -391,44 +391,30 @@ func eachLine(r io.Reader, fn func(line []byte, complete bool) error) error {
 }
 
 // lineReader reads lines of up to maxLine bytes.
-type lineReader struct {
-	r   io.Reader
-	buf []byte
-	eof bool
-}
+type lineReader struct{ br *bufio.Reader }
 
-func newLineReader(r io.Reader) *lineReader { return &lineReader{r: r} }
+func newLineReader(r io.Reader) *lineReader { return &lineReader{bufio.NewReaderSize(r, 64<<10)} }
 
 // next returns the next line without its newline, and whether it ended in
 // one (false only for a last line cut short).
 func (lr *lineReader) next() ([]byte, bool, error) {
-	start := 0
+	var line []byte
 	for {
-		if i := bytes.IndexByte(lr.buf[start:], '\n'); i >= 0 {
-			line := lr.buf[:start+i]
-			rest := lr.buf[start+i+1:]
-			out := append([]byte(nil), line...)
-			lr.buf = append(lr.buf[:0], rest...)
-			return out, true, nil
-		}
-		start = len(lr.buf)
-		if lr.eof {
-			if len(lr.buf) == 0 {
+		chunk, err := lr.br.ReadSlice('\n')
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			if len(line) > maxLine {
+				return nil, false, fmt.Errorf("line longer than %d bytes", maxLine)
+			}
+		case errors.Is(err, io.EOF):
+			if len(line) == 0 {
 				return nil, false, io.EOF
 			}
-			out := append([]byte(nil), lr.buf...)
-			lr.buf = lr.buf[:0]
-			return out, false, nil
-		}
-		if len(lr.buf) > maxLine {
-			return nil, false, fmt.Errorf("line longer than %d bytes", maxLine)
-		}
-		chunk := make([]byte, 64<<10)
-		n, err := lr.r.Read(chunk)
-		lr.buf = append(lr.buf, chunk[:n]...)
-		if err == io.EOF {
-			lr.eof = true
-		} else if err != nil {
+			return line, false, nil
+		default:
 			return nil, false, err
 		}
 	}
