@@ -93,9 +93,6 @@ func (l *Log) use(f *os.File) {
 	l.f, l.size, l.seq, l.prev, l.n = f, -1, 0, "", 0
 }
 
-// Path is the file the log appends to.
-func (l *Log) Path() string { return l.path }
-
 // Append fills in r's Seq, Time, Prev and Hash, and writes r as one line,
 // synced to disk before it returns. It rotates the file first when r would
 // take it past Options.MaxSize. On error nothing of r stays in the file
