@@ -336,3 +336,42 @@ func TestDocExample(t *testing.T) {
 		t.Error("the verify output in docs/audit.md does not match the example")
 	}
 }
+
+// TestFileMovedAway: the live file moved away under a running Log is
+// noticed at the next append.
+func TestFileMovedAway(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Append(&Record{Kind: KindReceived, ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	// Moved to a rotated name: the chain continues from it.
+	if err := os.Rename(path, path+".00000000000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(&Record{Kind: KindReceived, ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := verifyPath(t, path)
+	if err != nil || sum.Files != 2 || sum.LastSeq != 4 || sum.Genesis == "" {
+		t.Fatalf("%+v %v", sum, err)
+	}
+	// Moved anywhere else: a new log.
+	if err := os.Rename(path+".00000000000000000001", path+".old1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".old2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(&Record{Kind: KindReceived, ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err = verifyPath(t, path)
+	if err != nil || sum.Files != 1 || sum.LastSeq != 2 || sum.Genesis == "" {
+		t.Fatalf("%+v %v", sum, err)
+	}
+}
