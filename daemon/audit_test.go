@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -480,4 +481,55 @@ func parseJournal(b []byte) (map[string]string, error) {
 		b = b[size+1:]
 	}
 	return m, nil
+}
+
+// TestAuditTamper: a real daemon's log, tampered with in each way, fails
+// "rootgate audit verify" with exit 1 naming the exact record.
+func TestAuditTamper(t *testing.T) {
+	d := startDaemon(t, opts{})
+	for i := range 3 {
+		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-tamper-%d", i)}))
+	}
+	d.stop()
+	orig, err := os.ReadFile(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(orig), "\n")
+	lines = lines[:len(lines)-1] // genesis, opened, then 4 records per request
+	if len(lines) != 14 {
+		t.Fatalf("%d records", len(lines))
+	}
+	for _, c := range []struct {
+		name string
+		edit func(l []string) []string
+		want string
+	}{
+		{"edit", func(l []string) []string {
+			l[5] = strings.Replace(l[5], `"exit_code":0`, `"exit_code":1`, 1)
+			return l
+		}, `:6: hash does not match the record's content: the record was changed$`},
+		{"delete", func(l []string) []string { return append(l[:4:4], l[5:]...) }, `:5: seq 6: seq 6 follows 4: 1 record\(s\) missing before this one$`},
+		{"reorder", func(l []string) []string { l[8], l[9] = l[9], l[8]; return l }, `:9: seq 10: seq 10 follows 8: 1 record\(s\) missing before this one$`},
+		{"truncate", func(l []string) []string { l[13] = l[13][:40]; return l }, `:14: record is cut short \(no newline at its end\)$`},
+		{"truncate middle", func(l []string) []string { l[3] = l[3][:40] + "\n"; return l }, `:4: not a valid JSON record$`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(shortDir(t), "audit.jsonl")
+			if err := os.WriteFile(path, []byte(strings.Join(c.edit(append([]string(nil), lines...)), "")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(rootgateBin, "audit", "verify", "--file", path)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				t.Fatalf("exit %v, want 1\n%s", err, stderr.String())
+			}
+			re := `^rootgate: broken: ` + regexp.QuoteMeta(path) + c.want
+			if !regexp.MustCompile(re).MatchString(strings.TrimSuffix(stderr.String(), "\n")) {
+				t.Fatalf("stderr %q, want %s", stderr.String(), re)
+			}
+		})
+	}
 }
