@@ -64,6 +64,9 @@ type Decision struct {
 	// After, when set, is told the request's outcome once it has run (an
 	// attached approver shows it to the operator).
 	After Outcomer `json:"-"`
+	// Member, on an Allow or Deny from a [Broker], is the member who gave
+	// it (its uid and where it asks), for the audit trail.
+	Member *Member `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the

@@ -125,6 +125,7 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 		case Allow, Deny:
 			if winner == nil {
 				d := a.d
+				d.Member = a.m
 				winner = &d
 				verb := "approved"
 				if d.Verdict == Deny {

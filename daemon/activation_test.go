@@ -33,7 +33,7 @@ func startActivated(t *testing.T, policy string, fdnames []string, args ...strin
 		saArgs = append(saArgs, "-l", filepath.Join(d.dir, []string{"s", "a", "x"}[i]))
 	}
 	saArgs = append(saArgs, "--fdname="+strings.Join(fdnames, ":"), rootgated,
-		"--policy", filepath.Join(d.dir, "policy"), "--runtime-dir", filepath.Join(d.dir, "run"))
+		"--policy", filepath.Join(d.dir, "policy"), "--runtime-dir", filepath.Join(d.dir, "run"), "--audit", auditPath(d.dir))
 	d.cmd = exec.Command(sa, append(saArgs, args...)...)
 	d.cmd.Stderr = d.stderr
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -227,7 +227,7 @@ func TestSdNotify(t *testing.T) {
 	}
 	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--approver-socket", filepath.Join(dir, "a"),
-		"--runtime-dir", filepath.Join(dir, "run"), "--policy", filepath.Join(dir, "policy"))
+		"--runtime-dir", filepath.Join(dir, "run"), "--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+filepath.Join(dir, "notify"), "WATCHDOG_USEC=200000")
 	d.cmd.Stderr = d.stderr
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -1,7 +1,16 @@
 package daemon
 
 import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -9,17 +18,23 @@ import (
 // EventKind names a step of a request's life.
 type EventKind string
 
-// The lifecycle events, in the order a request meets them.
+// The lifecycle events, in the order a request meets them. A run ends in
+// exactly one of finished, timed out, cancelled or killed, or in failed
+// when it could not start.
 const (
-	EventReceived EventKind = "received" // decoded and valid in form
-	EventRejected EventKind = "rejected" // refused by a check; Err says why
-	EventDecided  EventKind = "decided"  // Decision says by whom
-	EventStarted  EventKind = "started"  // Plan holds what runs
-	EventFinished EventKind = "finished" // Result holds the outcome, or Err
+	EventReceived  EventKind = EventKind(audit.KindReceived)  // decoded and valid in form
+	EventRejected  EventKind = EventKind(audit.KindRejected)  // refused by a check; Err says why
+	EventDecided   EventKind = EventKind(audit.KindDecided)   // Decision says by whom
+	EventStarted   EventKind = EventKind(audit.KindStarted)   // Plan holds what runs
+	EventFinished  EventKind = EventKind(audit.KindFinished)  // the run ended by itself; Result
+	EventTimedOut  EventKind = EventKind(audit.KindTimedOut)  // the run passed its limit and was killed; Result
+	EventCancelled EventKind = EventKind(audit.KindCancelled) // the requester went away and the run was killed; Result
+	EventKilled    EventKind = EventKind(audit.KindKilled)    // the daemon stopped and killed the run; Result
+	EventFailed    EventKind = EventKind(audit.KindFailed)    // decided, but ended in an error; Err
 )
 
-// Event is one step of a request's life, for an [AuditSink]. Only the
-// fields of its kind are set.
+// Event is one step of a request's life. Only the fields of its kind are
+// set, and Decision from decided on.
 type Event struct {
 	Kind     EventKind
 	ID       string
@@ -27,25 +42,212 @@ type Event struct {
 	Request  *wire.Request
 	Err      error
 	Decision *approval.Decision
+	Rule     *approval.Rule // the policy rule that decided, if one did
 	Plan     *runPlan
 	Result   *pipeline.Result
+	Duration time.Duration // of the run, with Result
 }
 
-// An AuditSink records request lifecycle events. Record must be safe for
-// concurrent use; an error from it for EventStarted stops the run.
-type AuditSink interface {
-	Record(Event) error
+// An AuditLog stores audit records durably: Append returns once the record
+// is on disk. It must be safe for concurrent use. *audit.Log implements it.
+type AuditLog interface {
+	Append(*audit.Record) error
 }
 
-// event hands e to the audit sink, if any, and returns its error (logged
-// here; only EventStarted acts on it).
+var _ AuditLog = (*audit.Log)(nil)
+
+// errAudit answers a request whose audit record could not be written.
+var errAudit = errors.New("cannot write the audit record; not running")
+
+// event records e in the audit log, if any, and logs it (to the journal
+// when the daemon logs there) with the request id, the requester, the
+// decision and the outcome as fields. It returns the audit log's error;
+// see handle for what each kind does with it.
 func (s *Server) event(e Event) error {
-	if s.cfg.Audit == nil {
-		return nil
+	r := record(e)
+	var err error
+	if s.cfg.Audit != nil {
+		if err = s.cfg.Audit.Append(r); err != nil {
+			s.cfg.Log.Error("cannot write audit record", "event", string(e.Kind), "request_id", e.ID, "err", err)
+		}
 	}
-	err := s.cfg.Audit.Record(e)
+	attrs := []any{
+		"event", string(e.Kind),
+		"request_id", e.ID,
+		"requester_uid", e.Peer.UID,
+		"requester_pid", e.Peer.PID,
+	}
+	if r.Seq > 0 && err == nil {
+		attrs = append(attrs, "audit_seq", r.Seq, "audit_hash", r.Hash)
+	}
+	if e.Decision != nil {
+		d := decision(e.Decision, e.Rule)
+		attrs = append(attrs, "decision", d.Verdict, "decided_by", d.By)
+	}
+	switch e.Kind {
+	case EventRejected, EventFailed:
+		attrs = append(attrs, "outcome", "error", "error", r.Error)
+	case EventFinished, EventTimedOut, EventCancelled, EventKilled:
+		attrs = append(attrs, "outcome", string(e.Kind), "exit_codes", codesText(e.Result), "duration", e.Duration)
+	case EventStarted:
+		attrs = append(attrs, "run_as_uid", r.Run.RunAsUID, "executables", stagePaths(r.Run))
+	case EventReceived:
+		attrs = append(attrs, "requester_exe", e.Peer.Exe)
+	}
+	level := slog.LevelInfo
 	if err != nil {
-		s.cfg.Log.Error("audit", "kind", e.Kind, "id", e.ID, "err", err)
+		level = slog.LevelError
 	}
+	s.cfg.Log.Log(context.Background(), level, "audit: "+string(e.Kind), attrs...)
 	return err
+}
+
+// endKind is the event that ends a run with res, given the request's
+// context (a cancelled run was cancelled by its requester going away, or
+// killed by the daemon stopping).
+func endKind(ctx context.Context, res *pipeline.Result) EventKind {
+	switch {
+	case res.TimedOut:
+		return EventTimedOut
+	case res.Canceled && context.Cause(ctx) == errClientGone:
+		return EventCancelled
+	case res.Canceled:
+		return EventKilled
+	}
+	return EventFinished
+}
+
+// record makes e's audit record.
+func record(e Event) *audit.Record {
+	r := &audit.Record{Kind: audit.Kind(e.Kind), ID: e.ID}
+	if e.Err != nil {
+		r.Error = e.Err.Error()
+	}
+	if e.Decision != nil && e.Kind == EventDecided {
+		r.Decision = decision(e.Decision, e.Rule)
+	}
+	switch e.Kind {
+	case EventReceived, EventRejected:
+		p := e.Peer
+		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe}
+		if e.Request != nil {
+			r.Request = request(e.Request)
+		}
+	case EventStarted:
+		r.Run = run(e.Plan)
+	case EventFinished, EventTimedOut, EventCancelled, EventKilled:
+		r.Result = result(e.Result, e.Duration)
+	}
+	return r
+}
+
+func request(q *wire.Request) *audit.Request {
+	r := &audit.Request{
+		LineSHA256:   hex.EncodeToString(q.LineSHA256[:]),
+		IDGiven:      q.IDGiven,
+		Action:       q.Action,
+		Host:         q.Host,
+		Session:      q.Session,
+		Time:         q.TimeText,
+		Reason:       q.Reason,
+		Pipeline:     q.Pipeline,
+		Privileged:   q.Privileged,
+		ForwardAgent: q.ForwardAgent,
+		Cwd:          q.Cwd,
+		StdinBytes:   len(q.Stdin),
+		Version:      q.Version,
+	}
+	r.Env, r.EnvSHA256 = audit.SplitEnv(q.Env)
+	if q.Stdin != nil {
+		r.StdinSHA256 = audit.SHA256(q.Stdin)
+	}
+	if q.Timeout > 0 {
+		r.Timeout = q.Timeout.String()
+	}
+	return r
+}
+
+func decision(d *approval.Decision, rule *approval.Rule) *audit.Decision {
+	verdict := d.Verdict.String()
+	switch d.Verdict {
+	case approval.Allow:
+		verdict = "allow"
+	case approval.Deny:
+		verdict = "deny"
+	case approval.Expired:
+		verdict = "timeout"
+	case approval.Withdrawn:
+		verdict = "withdrawn"
+	case approval.Unavailable:
+		verdict = "unavailable"
+	}
+	r := &audit.Decision{Verdict: verdict, By: d.By, Message: d.Message}
+	if rule != nil {
+		r.PolicyLine, r.PolicyRule = rule.Line, rule.Text
+	}
+	if m := d.Member; m != nil {
+		uid := m.UID
+		r.ApproverUID, r.Approver = &uid, m.Name
+	}
+	return r
+}
+
+func run(p *runPlan) *audit.Run {
+	r := &audit.Run{
+		RunAsUID:  p.account.UID,
+		RunAsGID:  p.account.GID,
+		RunAsUser: p.account.Name,
+		Groups:    p.account.Groups,
+		Stages:    make([]audit.Stage, len(p.stages)),
+		Cwd:       p.cmd.Dir,
+		Timeout:   p.cmd.Timeout.String(),
+		Agent:     p.req.ForwardAgent,
+	}
+	for i, st := range p.stages {
+		r.Stages[i] = audit.Stage{Path: st.Path, Target: st.Target}
+	}
+	return r
+}
+
+func result(res *pipeline.Result, d time.Duration) *audit.Result {
+	r := &audit.Result{
+		Duration:        d.String(),
+		Stages:          make([]audit.StageResult, len(res.Stages)),
+		StdoutBytes:     res.Stdout.Total,
+		StdoutTruncated: res.Stdout.Truncated,
+		StdoutSHA256:    audit.SHA256(res.Stdout.Data),
+	}
+	for i, st := range res.Stages {
+		r.Stages[i] = audit.StageResult{
+			ExitCode:        st.ExitCode,
+			Signal:          st.Signal,
+			Duration:        st.Duration.String(),
+			StderrBytes:     st.Stderr.Total,
+			StderrTruncated: st.Stderr.Truncated,
+			StderrSHA256:    audit.SHA256(st.Stderr.Data),
+		}
+	}
+	return r
+}
+
+func codesText(res *pipeline.Result) string {
+	if res == nil {
+		return ""
+	}
+	parts := make([]string, len(res.Stages))
+	for i, st := range res.Stages {
+		parts[i] = strconv.Itoa(st.ExitCode)
+		if st.Signal != "" {
+			parts[i] += "(" + st.Signal + ")"
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func stagePaths(r *audit.Run) string {
+	parts := make([]string, len(r.Stages))
+	for i, st := range r.Stages {
+		parts[i] = st.Path
+	}
+	return strings.Join(parts, " | ")
 }

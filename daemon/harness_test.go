@@ -124,7 +124,7 @@ func startDaemon(t testing.TB, o opts) *daemonProc {
 			t.Fatal(err)
 		}
 	}
-	args := append([]string{"--socket", d.sock, "--approver-socket", filepath.Join(d.dir, "a"), "--runtime-dir", filepath.Join(d.dir, "run"), "--policy", policy}, o.args...)
+	args := append([]string{"--socket", d.sock, "--approver-socket", filepath.Join(d.dir, "a"), "--runtime-dir", filepath.Join(d.dir, "run"), "--policy", policy, "--audit", auditPath(d.dir)}, o.args...)
 	d.cmd = exec.Command(rootgated, args...)
 	d.cmd.Stderr = d.stderr
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -188,7 +188,24 @@ func (d *daemonProc) terminate() bool {
 		d.t.Errorf("rootgated exited with %v\n%s", d.err, d.stderr)
 		return false
 	}
+	d.verifyAudit()
 	return true
+}
+
+// auditPath is where a test daemon in dir keeps its audit log.
+func auditPath(dir string) string { return filepath.Join(dir, "audit.jsonl") }
+
+// verifyAudit checks the daemon's audit log with the real
+// "rootgate audit verify": every test daemon's trail must hold together.
+func (d *daemonProc) verifyAudit() {
+	d.t.Helper()
+	if _, err := os.Stat(auditPath(d.dir)); err != nil {
+		return // this daemon kept its log elsewhere
+	}
+	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(d.dir)).CombinedOutput()
+	if err != nil {
+		d.t.Errorf("audit log of the daemon in %s does not verify: %v\n%s", d.dir, err, out)
+	}
 }
 
 // request builds a fresh, valid request line with overrides; a nil value
@@ -333,7 +350,7 @@ func lookupGroup(name string) (*user.Group, error) { return user.LookupGroup(nam
 // startDaemonNoWait starts a daemon on dir's socket without waiting for it.
 func startDaemonNoWait(t testing.TB, dir string) *daemonProc {
 	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--approver-socket", filepath.Join(dir, "a2"), "--runtime-dir", filepath.Join(dir, "run2"), "--policy", filepath.Join(dir, "policy"))
+	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--approver-socket", filepath.Join(dir, "a2"), "--runtime-dir", filepath.Join(dir, "run2"), "--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -63,9 +63,10 @@ type Config struct {
 	Broker *approval.Broker
 	// Admission names who besides root may attach as an approver.
 	Admission Admission
-	// Audit receives every request's lifecycle events; nil means none
-	// beyond the log.
-	Audit AuditSink
+	// Audit stores every request's lifecycle events; nil means none
+	// beyond the log. A request whose records cannot be written does not
+	// run (see docs/audit.md).
+	Audit AuditLog
 	// ExecTimeout bounds a run; a request's timeout may only lower it.
 	ExecTimeout time.Duration
 	// KillGrace is how long a run has between SIGTERM and SIGKILL.
@@ -298,7 +299,9 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		return errorResponse(id, err)
 	}
 	log = log.With("id", req.ID)
-	s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req})
+	if s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}) != nil {
+		return errorResponse(req.ID, errAudit)
+	}
 	reject := func(err error) *wire.Response {
 		log.Info("request rejected", "err", err)
 		s.event(Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err})
@@ -329,7 +332,14 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	}
 
 	d := s.decide(ctx, plan, log)
-	s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d})
+	if s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
+		return errorResponse(req.ID, errAudit)
+	}
+	// fail ends a decided request in an error, recorded as failed.
+	fail := func(msg error) *wire.Response {
+		s.event(Event{Kind: EventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: msg})
+		return errorResponse(req.ID, msg)
+	}
 	switch d.Verdict {
 	case approval.Allow:
 	case approval.Deny, approval.Unavailable:
@@ -344,32 +354,36 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	case s.runs <- struct{}{}:
 		defer func() { <-s.runs }()
 	case <-ctx.Done():
+		s.event(Event{Kind: EventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", context.Cause(ctx))})
 		return s.gone(ctx, req.ID)
 	}
 	if req.ForwardAgent {
 		if d.Agent == nil { // allowed by policy, or by an approver without one
-			return reject(errNoAgent)
+			return fail(errNoAgent)
 		}
 		relay, err := startAgentRelay(ctx, filepath.Join(s.cfg.RuntimeDir, "agent"),
 			agentSource{Path: d.Agent.Socket, UID: d.Agent.UID, GID: d.Agent.GID, Groups: d.Agent.Groups}, plan.account)
 		if err != nil {
 			log.Error("agent relay", "err", err)
-			return errorResponse(req.ID, fmt.Errorf("cannot forward the SSH agent: %w", err))
+			return fail(fmt.Errorf("cannot forward the SSH agent: %w", err))
 		}
 		defer relay.Close()
 		plan.cmd.Env = append(plan.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
 	}
-	if err := s.event(Event{Kind: EventStarted, ID: req.ID, Peer: peer, Plan: plan}); err != nil {
-		return errorResponse(req.ID, errors.New("cannot write audit record; not running"))
+	// The run starts only once its started record is on disk.
+	if err := s.event(Event{Kind: EventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
+		return errorResponse(req.ID, errAudit)
 	}
 	log.Info("run started", "run_as", plan.account.Name)
+	began := time.Now()
 	res, err := plan.cmd.Run(ctx)
 	if err != nil {
 		log.Error("run failed to start", "err", err)
-		s.event(Event{Kind: EventFinished, ID: req.ID, Peer: peer, Err: err})
-		return errorResponse(req.ID, fmt.Errorf("cannot start pipeline: %w", err))
+		return fail(fmt.Errorf("cannot start pipeline: %w", err))
 	}
-	s.event(Event{Kind: EventFinished, ID: req.ID, Peer: peer, Result: res})
+	// The run is over: a failure to record its end is logged, but the
+	// requester still gets its result.
+	s.event(Event{Kind: endKind(ctx, res), ID: req.ID, Peer: peer, Decision: &d, Result: res, Duration: time.Since(began)})
 	if d.After != nil {
 		d.After.Outcome(req.ID, outcomeLine(res))
 	}
@@ -454,6 +468,7 @@ type runPlan struct {
 	account pipeline.Account
 	stages  []approval.Stage
 	cmd     *pipeline.Cmd
+	rule    *approval.Rule // the policy rule that decided, if one did
 }
 
 // plan is check 9: resolve every executable, the cwd and the run-as user.
@@ -522,6 +537,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) appro
 	})
 	switch m.Action {
 	case approval.ActionDeny:
+		p.rule = m.Rule
 		log.Info("denied by policy", "line", m.Rule.Line)
 		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), By: fmt.Sprintf("policy line %d", m.Rule.Line)}
 	case approval.ActionAllow:
@@ -532,6 +548,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) appro
 			break
 		}
 		log.Info("allowed by policy", "line", m.Rule.Line)
+		p.rule = m.Rule
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}
 	}
 	prompt := &approval.Prompt{

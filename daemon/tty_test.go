@@ -47,7 +47,7 @@ func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
 	}
 	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(rootgated, "--tty", "--socket", d.sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
-		"--policy", policy, "--prompt-timeout", promptTimeout)
+		"--policy", policy, "--prompt-timeout", promptTimeout, "--audit", auditPath(dir))
 	d.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
 	ptmx, err := pty.StartWithAttrs(d.cmd, &pty.Winsize{Rows: 60, Cols: 160}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
@@ -77,6 +78,15 @@ func commands() []command {
 		}},
 		{name: "approve", summary: "approve requests on this terminal or desktop", run: func(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) int {
 			return cmdApprove(ctx, args, stderr)
+		}},
+		{name: "audit", args: "verify|show", summary: "check or print the audit log", hidden: true, run: func(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+			return cmdAudit(args, stdout, stderr)
+		}},
+		{name: "audit verify", summary: "check the audit log's hash chain, across rotated files", run: func(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+			return auditVerify(args, stdout, stderr)
+		}},
+		{name: "audit show", summary: "print audit records readably", run: func(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+			return auditShow(args, stdout, stderr, time.Now)
 		}},
 		{name: "version", summary: "print rootgate's version", run: cmdVersion},
 		{name: "completion", args: "bash|zsh|fish", summary: "print a shell completion script", words: []string{"bash", "zsh", "fish"}, run: cmdCompletion},

@@ -14,14 +14,18 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/slogjournal"
 	"github.com/rootgate/rootgate/internal/version"
 )
 
@@ -52,6 +56,8 @@ type options struct {
 	maxRuns       int
 	maxConns      int
 	idleExit      time.Duration
+	audit         string
+	auditMaxSize  byteSize
 	version       bool
 	man           bool
 	completion    string
@@ -87,6 +93,9 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
 	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
+	fs.StringVar(&o.audit, "audit", audit.DefaultPath, "audit log `file` (created 0600, its directory 0700); it cannot be turned off")
+	o.auditMaxSize = defaultAuditMaxSize
+	fs.Var(&o.auditMaxSize, "audit-max-size", "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.man, "man", false, "print the rootgated(8) manual page in roff and exit")
 	fs.StringVar(&o.completion, "completion", "", "print a completion script for `shell` (bash, zsh or fish) and exit")
@@ -136,6 +145,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rootgated: error: --max-runs and --max-conns must be at least 1")
 		return 2
 	}
+	if o.audit == "" {
+		fmt.Fprintln(stderr, "rootgated: error: --audit must name a file: the audit log cannot be turned off")
+		return 2
+	}
 	if err := serve(ctx, &o, stderr); err != nil {
 		fmt.Fprintf(stderr, "rootgated: error: %v\n", err)
 		return 1
@@ -171,7 +184,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 		logOut = term.LogWriter(stderr)
 	}
-	log := slog.New(slog.NewTextHandler(logOut, nil))
+	log := newLogger(logOut)
 	if term != nil {
 		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Approver: term})
 	}
@@ -190,6 +203,17 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
 	}
 
+	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize)})
+	if err != nil {
+		return err
+	}
+	defer alog.Close()
+	// The first record of each daemon's life says who writes from here on;
+	// a log that cannot be written stops the daemon before it serves.
+	if err := alog.Append(&audit.Record{Kind: audit.KindOpened, Daemon: &audit.Daemon{Version: version.String(), PID: os.Getpid()}}); err != nil {
+		return err
+	}
+
 	srv, err := daemon.New(daemon.Config{
 		Version:     version.String(),
 		RuntimeDir:  o.runtimeDir,
@@ -197,6 +221,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		Approver:    broker,
 		Broker:      broker,
 		Admission:   admit,
+		Audit:       alog,
 		ExecTimeout: o.execTimeout,
 		KillGrace:   o.killGrace,
 		MaxSkew:     o.maxSkew,
@@ -225,7 +250,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 			}
 		}
 	}
-	log.Info("serving", "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
+	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
 	if o.tty {
 		fmt.Fprintf(logOut, "rootgated: ready; prompts appear here. In another terminal, try:\n  sudo %s\n", firstRequest(socket))
 	}
@@ -364,4 +389,51 @@ func firstRequest(socket string) string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// newLogger logs to the journal when there is one, and as text to out
+// unless out already goes to the journal (under systemd it does), so a
+// daemon started by hand in a terminal still shows its log there.
+func newLogger(out io.Writer) *slog.Logger {
+	text := slog.NewTextHandler(out, nil)
+	if !journal.Enabled() {
+		return slog.New(text)
+	}
+	j := slogjournal.New(slogjournal.Options{Identifier: "rootgated"})
+	if isJournal, _ := journal.StderrIsJournalStream(); isJournal && out == io.Writer(os.Stderr) {
+		return slog.New(j)
+	}
+	return slog.New(slog.NewMultiHandler(j, text))
+}
+
+// defaultAuditMaxSize is --audit-max-size's default.
+const defaultAuditMaxSize = 64 << 20
+
+// byteSize is a flag holding a size in bytes, given as a number with an
+// optional K, M or G (powers of 1024).
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'K', 'k':
+			mult = 1 << 10
+		case 'M', 'm':
+			mult = 1 << 20
+		case 'G', 'g':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			s = s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return errors.New("not a size: want bytes, or a number with K, M or G")
+	}
+	*b = byteSize(v * mult)
+	return nil
 }

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/audit"
+)
+
+// Exit codes of audit verify besides exitOK, exitUsage and exitError
+// (a file could not be read).
+const exitBroken = 1 // the chain is broken; the first broken record is named
+
+const auditUsage = `usage: rootgate audit verify [--file F]...
+       rootgate audit show [--file F]... [--id ID] [--since T]
+
+verify checks the audit log's chain: each record's hash, sequence numbers
+and links, across rotated files. It prints a summary, or the first broken
+record (file, line, seq and what is wrong).
+show prints the records readably; control characters and other invisible
+text are escaped, as records hold requester-controlled text.
+
+--file names one file; given once it also takes the rotated files beside it
+(FILE.NNNNNNNNNNNNNNNNNNNN), given more than once exactly the files named,
+oldest first. The default is /var/log/rootgate/audit.jsonl.
+--since takes a time (2026-02-13T14:30:00Z, 2026-02-13) or a duration
+back from now (90m, 24h).
+
+Examples:
+  sudo rootgate audit verify
+  sudo rootgate audit show --since 1h
+  sudo rootgate audit show --id 0c1e5d4e-8f3a-4b7e-9d55-2a5f3c1a9b77
+
+Exit codes: 0 intact (verify) or shown (show), 1 broken chain (verify) or
+unreadable records (show), 2 bad usage, 70 a file could not be read.
+`
+
+type fileList []string
+
+func (f *fileList) String() string     { return strings.Join(*f, ",") }
+func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+
+// cmdAudit runs "rootgate audit" with no known subcommand after it ("audit
+// verify" and "audit show" are commands of their own): it prints the usage
+// or says what is wrong.
+func cmdAudit(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("audit", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() == 0:
+		fmt.Fprint(stderr, auditUsage)
+		return exitUsage
+	case fs.Arg(0) == "help":
+		fmt.Fprint(stdout, auditUsage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "rootgate: error: unknown audit command %q\n", fs.Arg(0))
+	fmt.Fprint(stderr, "rootgate: hint: rootgate audit verify, or rootgate audit show\n")
+	return exitUsage
+}
+
+func auditFlags(name string, files *fileList, stderr io.Writer) *flag.FlagSet {
+	fs := newFlags("audit "+name, stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
+	fs.Var(files, "file", "audit log `file` (repeatable)")
+	return fs
+}
+
+// auditFiles expands --file as documented in auditUsage.
+func auditFiles(files fileList) ([]string, error) {
+	if len(files) > 1 {
+		return files, nil
+	}
+	path := audit.DefaultPath
+	if len(files) == 1 {
+		path = files[0]
+	}
+	all, err := audit.Files(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("no audit log at %s", path)
+	}
+	return all, nil
+}
+
+func auditVerify(args []string, stdout, stderr io.Writer) int {
+	var files fileList
+	fs := auditFlags("verify", &files, stderr)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return badArg(stderr, fs.Arg(0))
+	}
+	names, err := auditFiles(files)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	sum, err := audit.Verify(names)
+	var p *audit.Problem
+	switch {
+	case errors.As(err, &p):
+		fmt.Fprintf(stderr, "rootgate: broken: %s\n", approval.Sanitize(p.Error()))
+		return exitBroken
+	case err != nil:
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "ok: %d records, seq %d to %d, in %d file(s)\n", sum.Records, sum.FirstSeq, sum.LastSeq, sum.Files)
+	if sum.Genesis != "" {
+		fmt.Fprintf(stdout, "genesis %s\n", sum.Genesis)
+	} else {
+		fmt.Fprintln(stdout, "starts with a rotated record: earlier files not checked")
+	}
+	fmt.Fprintf(stdout, "last hash %s\n", sum.LastHash)
+	return exitOK
+}
+
+func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) int {
+	var files fileList
+	var id, since string
+	fs := auditFlags("show", &files, stderr)
+	fs.StringVar(&id, "id", "", "show only the records of request `ID`")
+	fs.StringVar(&since, "since", "", "show only records from `T` on")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return badArg(stderr, fs.Arg(0))
+	}
+	var from time.Time
+	if since != "" {
+		var err error
+		if from, err = parseSince(since, now()); err != nil {
+			fmt.Fprintf(stderr, "rootgate: error: --since: %v\n", err)
+			return exitUsage
+		}
+	}
+	names, err := auditFiles(files)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	bad := 0
+	err = audit.ReadAll(names, func(rd audit.Read) error {
+		if rd.Err != nil {
+			bad++
+			fmt.Fprintf(stderr, "rootgate: warning: %s:%d: %s\n", approval.Sanitize(rd.File), rd.Line, approval.Sanitize(rd.Err.Error()))
+			return nil
+		}
+		r := rd.Record
+		if (id != "" && r.ID != id) || r.Time.Before(from) {
+			return nil
+		}
+		_, err := io.WriteString(stdout, formatRecord(r))
+		return err
+	})
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if bad > 0 {
+		fmt.Fprintf(stderr, "rootgate: hint: %d record(s) could not be read; run \"rootgate audit verify\"\n", bad)
+		return exitBroken
+	}
+	return exitOK
+}
+
+func badArg(stderr io.Writer, arg string) int {
+	fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", arg)
+	return exitUsage
+}
+
+// parseSince reads --since: an RFC 3339 time, a date (UTC midnight), or a
+// duration back from now.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a time (2026-02-13T14:30:00Z, 2026-02-13) nor a duration (90m)", s)
+}
+
+// formatRecord renders one record: a heading line (time, seq, kind, id)
+// and indented detail lines. Every string from the record is escaped.
+func formatRecord(r *audit.Record) string {
+	var b strings.Builder
+	q := approval.Sanitize
+	fmt.Fprintf(&b, "%s  #%d  %s", r.Time.UTC().Format(time.RFC3339Nano), r.Seq, q(string(r.Kind)))
+	if r.ID != "" {
+		fmt.Fprintf(&b, "  %s", q(r.ID))
+	}
+	b.WriteByte('\n')
+	line := func(key, format string, args ...any) {
+		fmt.Fprintf(&b, "    %-10s "+format+"\n", append([]any{key + ":"}, args...)...)
+	}
+	if p := r.Peer; p != nil {
+		line("requester", "uid %d gid %d pid %d exe %s", p.UID, p.GID, p.PID, quoteOrNone(p.Exe))
+	}
+	if rq := r.Request; rq != nil {
+		line("action", "%s", q(rq.Action))
+		if len(rq.Pipeline) > 0 {
+			line("pipeline", "%s", pipelineText(rq.Pipeline))
+		}
+		line("run as", "%s", map[bool]string{true: "root (privileged)", false: "the requester"}[rq.Privileged])
+		if rq.Reason != "" {
+			line("reason", "%s", approval.Quote(rq.Reason))
+		}
+		if rq.Cwd != "" {
+			line("cwd", "%s", approval.Quote(rq.Cwd))
+		}
+		for _, k := range sortedKeys(rq.Env) {
+			line("env", "%s=%s", q(k), approval.Quote(rq.Env[k]))
+		}
+		for _, k := range sortedKeys(rq.EnvSHA256) {
+			line("env", "%s=(secret, sha256 %s)", q(k), q(rq.EnvSHA256[k]))
+		}
+		if rq.StdinSHA256 != "" {
+			line("stdin", "%d bytes, sha256 %s", rq.StdinBytes, q(rq.StdinSHA256))
+		}
+		if rq.Host != "" || rq.Session != "" {
+			line("from", "host %s session %s", approval.Quote(rq.Host), approval.Quote(rq.Session))
+		}
+		if rq.Timeout != "" {
+			line("timeout", "%s", q(rq.Timeout))
+		}
+		line("line", "sha256 %s", q(rq.LineSHA256))
+	}
+	if r.Error != "" {
+		line("error", "%s", q(r.Error))
+	}
+	if d := r.Decision; d != nil {
+		by := q(d.By)
+		if d.ApproverUID != nil {
+			by += fmt.Sprintf(" (uid %d)", *d.ApproverUID)
+		}
+		line("decision", "%s by %s", q(d.Verdict), by)
+		if d.PolicyRule != "" {
+			line("rule", "line %d: %s", d.PolicyLine, q(d.PolicyRule))
+		}
+		if d.Message != "" {
+			line("message", "%s", q(d.Message))
+		}
+	}
+	if ru := r.Run; ru != nil {
+		line("run as", "%s (uid %d gid %d)", q(ru.RunAsUser), ru.RunAsUID, ru.RunAsGID)
+		for i, st := range ru.Stages {
+			exe := approval.Quote(st.Path)
+			if st.Target != "" {
+				exe += " -> " + approval.Quote(st.Target)
+			}
+			line("stage "+strconv.Itoa(i+1), "%s", exe)
+		}
+		line("cwd", "%s", approval.Quote(ru.Cwd))
+		line("limit", "%s", q(ru.Timeout))
+	}
+	if res := r.Result; res != nil {
+		line("duration", "%s", q(res.Duration))
+		for i, st := range res.Stages {
+			sig := ""
+			if st.Signal != "" {
+				sig = " (" + q(st.Signal) + ")"
+			}
+			line("stage "+strconv.Itoa(i+1), "exit %d%s after %s; stderr %d bytes%s sha256 %s", st.ExitCode, sig, q(st.Duration), st.StderrBytes, truncated(st.StderrTruncated), q(st.StderrSHA256))
+		}
+		line("stdout", "%d bytes%s sha256 %s", res.StdoutBytes, truncated(res.StdoutTruncated), q(res.StdoutSHA256))
+	}
+	if r.PrevFile != "" {
+		line("follows", "%s", q(r.PrevFile))
+	}
+	if dm := r.Daemon; dm != nil {
+		line("daemon", "rootgated %s, pid %d", q(dm.Version), dm.PID)
+	}
+	return b.String()
+}
+
+func truncated(t bool) string {
+	if t {
+		return " (truncated)"
+	}
+	return ""
+}
+
+func quoteOrNone(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return approval.Quote(s)
+}
+
+func pipelineText(p [][]string) string {
+	stages := make([]string, len(p))
+	for i, argv := range p {
+		words := make([]string, len(argv))
+		for j, w := range argv {
+			words[j] = approval.Quote(w)
+		}
+		stages[i] = strings.Join(words, " ")
+	}
+	return strings.Join(stages, " | ")
+}
+
+func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,418 @@
+package audit
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultPath is where rootgated keeps its audit log.
+const DefaultPath = "/var/log/rootgate/audit.jsonl"
+
+// maxLine bounds one record's line when reading; records hold at most one
+// request (1 MiB on the wire) and its JSON escaping.
+const maxLine = 16 << 20
+
+// Options tune a [Log]. The zero value never rotates and uses time.Now.
+type Options struct {
+	// MaxSize rotates the file before a record would take it past this
+	// many bytes; 0 never rotates.
+	MaxSize int64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Log appends records to an audit file. Its methods are safe for
+// concurrent use; several processes may append to the same file, as each
+// append takes an exclusive flock(2) on it and continues the chain from
+// what is on disk.
+type Log struct {
+	path string
+	opt  Options
+
+	mu   sync.Mutex // guards the fields that follow
+	f    *os.File
+	size int64  // bytes of f known to hold whole records
+	seq  uint64 // the last record's seq (0: none yet)
+	prev string // the last record's hash
+	n    int    // records in f
+	err  error  // set once closed
+}
+
+// Open opens (creating it 0600, and its directory 0700, if need be) the
+// audit file at path for appending. A file whose last record does not
+// check out is refused: run [Verify] on it and move it aside.
+func Open(path string, opt Options) (*Log, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	l := &Log{path: path, opt: opt}
+	f, err := l.open()
+	if err != nil {
+		return nil, err
+	}
+	l.use(f)
+	return l, nil
+}
+
+// open opens l.path, creating it 0600, and tightens an existing file's
+// mode to 0600.
+func (l *Log) open() (*os.File, error) {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != 0o600 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+	}
+	return f, nil
+}
+
+// use makes f the file appended to; what is known of the chain is read
+// from it again at the next append.
+func (l *Log) use(f *os.File) {
+	if l.f != nil {
+		l.f.Close()
+	}
+	l.f, l.size, l.seq, l.prev, l.n = f, -1, 0, "", 0
+}
+
+// Append fills in r's Seq, Time, Prev and Hash, and writes r as one line,
+// synced to disk before it returns. It rotates the file first when r would
+// take it past Options.MaxSize. On error nothing of r stays in the file
+// (a partial line is cut off again) and the chain is as before.
+func (l *Log) Append(r *Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	if err := l.lock(); err != nil {
+		return err
+	}
+	// l.f may change on rotation: unlock whichever file is current then.
+	defer func() { _ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN) }()
+	if err := l.sync(); err != nil {
+		return err
+	}
+	if l.seq == 0 {
+		g := make([]byte, 32)
+		_, _ = rand.Read(g)
+		if err := l.write(&Record{Kind: KindGenesis}, hex.EncodeToString(g)); err != nil {
+			return err
+		}
+	}
+	if l.opt.MaxSize > 0 && l.n > 1 {
+		r.Seq, r.Time, r.Prev = l.seq+1, l.opt.Now().UTC(), l.prev
+		line, err := encode(r)
+		if err != nil {
+			return err
+		}
+		if l.size+int64(len(line))+1 > l.opt.MaxSize {
+			if err := l.rotate(); err != nil {
+				return err
+			}
+		}
+	}
+	return l.write(r, l.prev)
+}
+
+// lock takes the file's flock, reopening the path first if another
+// process rotated the file away from under l.
+func (l *Log) lock() error {
+	for range 3 {
+		if err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX); err != nil {
+			return fmt.Errorf("audit: lock %s: %w", l.path, err)
+		}
+		same, err := l.stillAtPath()
+		if err != nil || same {
+			if err != nil {
+				_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+			}
+			return err
+		}
+		_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+		f, err := l.open()
+		if err != nil {
+			return err
+		}
+		l.use(f)
+	}
+	return fmt.Errorf("audit: %s keeps being rotated away", l.path)
+}
+
+func (l *Log) stillAtPath() (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(l.f.Fd()), &a); err != nil {
+		return false, fmt.Errorf("audit: stat %s: %w", l.path, err)
+	}
+	if err := unix.Stat(l.path, &b); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("audit: stat %s: %w", l.path, err)
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// sync brings l's idea of the chain up to date with the file, which
+// another process, or a failed write of ours, may have changed.
+func (l *Log) sync() error {
+	fi, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	if fi.Size() == l.size {
+		return nil
+	}
+	// Another process appended, or rotated, or this is the first
+	// append: read what is there.
+	last, n, err := lastRecord(l.path)
+	if err != nil {
+		return err
+	}
+	if last == nil {
+		// An empty file: after a rotation with no record yet, continue
+		// from the newest rotated file.
+		prevFile, prev, err := newestRotated(l.path)
+		if err != nil {
+			return err
+		}
+		l.size, l.n = 0, 0
+		if prev == nil {
+			l.seq, l.prev = 0, ""
+			return nil
+		}
+		l.seq, l.prev = *prev.Seq, prev.hash
+		return l.write(&Record{Kind: KindRotated, PrevFile: filepath.Base(prevFile)}, l.prev)
+	}
+	l.size, l.seq, l.prev, l.n = fi.Size(), *last.Seq, last.hash, n
+	return nil
+}
+
+// write encodes r chained to prev, appends it and syncs; on failure it
+// cuts the file back to its last whole record.
+func (l *Log) write(r *Record, prev string) error {
+	r.Seq, r.Time, r.Prev = l.seq+1, l.opt.Now().UTC(), prev
+	line, err := encode(r)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	_, err = l.f.Write(line)
+	if err == nil {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		if terr := l.f.Truncate(l.size); terr != nil {
+			l.size = -1 // re-read the file before the next append
+		}
+		return fmt.Errorf("audit: write %s: %w", l.path, err)
+	}
+	l.size += int64(len(line))
+	l.seq, l.prev = r.Seq, r.Hash
+	l.n++
+	return nil
+}
+
+// rotate renames the full file to PATH.SEQ (SEQ: its first record's, 20
+// digits, so names sort in order) and starts a new file with a rotated
+// record. Called with the flock held; the old file's lock is kept until
+// the new file's is taken, so no other writer slips in between.
+func (l *Log) rotate() error {
+	first, err := firstSeq(l.path)
+	if err != nil {
+		return err
+	}
+	old := fmt.Sprintf("%s.%020d", l.path, first)
+	if err := os.Rename(l.path, old); err != nil {
+		return fmt.Errorf("audit: rotate: %w", err)
+	}
+	syncDir(filepath.Dir(l.path))
+	f, err := l.open()
+	if err != nil {
+		return err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return fmt.Errorf("audit: lock %s: %w", l.path, err)
+	}
+	l.use(f)
+	// The new file is empty (or another writer's rotated record is
+	// already in it): sync writes or reads the rotated record.
+	return l.sync()
+}
+
+// Close closes the file; later appends fail.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return nil
+	}
+	l.err = errors.New("audit: log closed")
+	return l.f.Close()
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// parsed is a checked record's head and hash.
+type parsed struct {
+	head
+	hash string
+}
+
+// lastRecord reads the file at path and returns its last record (nil for
+// an empty file) and the number of records. A last line that is cut short
+// or does not check out is an error.
+func lastRecord(path string) (*parsed, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: %w", err)
+	}
+	if fi.Size() == 0 {
+		return nil, 0, nil
+	}
+	// Count lines and keep the last one; files are bounded by rotation.
+	var last []byte
+	lines := 0
+	err = eachLine(f, func(line []byte, complete bool) error {
+		lines++
+		if !complete {
+			return &Problem{File: path, Line: lines, What: "last record is cut short (no newline at its end)"}
+		}
+		last = append(last[:0], line...)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: cannot continue %w; check it with \"rootgate audit verify\" and move it aside", err)
+	}
+	h, sum, err := parse(last)
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: cannot continue %w; check it with \"rootgate audit verify\" and move it aside", &Problem{File: path, Line: lines, What: err.Error()})
+	}
+	return &parsed{h, sum}, lines, nil
+}
+
+// firstSeq is the seq of the first record in the file at path.
+func firstSeq(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("audit: %w", err)
+	}
+	defer f.Close()
+	var seq uint64
+	found := false
+	stop := errors.New("stop")
+	err = eachLine(f, func(line []byte, _ bool) error {
+		h, _, err := parse(line)
+		if err != nil {
+			return &Problem{File: path, Line: 1, What: err.Error()}
+		}
+		seq, found = *h.Seq, true
+		return stop
+	})
+	if err != nil && err != stop {
+		return 0, fmt.Errorf("audit: rotate: %w", err)
+	}
+	if !found {
+		return 0, fmt.Errorf("audit: rotate: %s is empty", path)
+	}
+	return seq, nil
+}
+
+// newestRotated finds the newest rotated file beside path and its last
+// record; nil when there is none.
+func newestRotated(path string) (string, *parsed, error) {
+	files, err := Files(path)
+	if err != nil {
+		return "", nil, err
+	}
+	for i := len(files) - 1; i >= 0; i-- {
+		if files[i] == path {
+			continue
+		}
+		last, _, err := lastRecord(files[i])
+		if err != nil {
+			return "", nil, err
+		}
+		if last != nil {
+			return files[i], last, nil
+		}
+	}
+	return "", nil, nil
+}
+
+// eachLine calls fn with each line of r (without its newline) and whether
+// it had one; it stops at fn's first error.
+func eachLine(r io.Reader, fn func(line []byte, complete bool) error) error {
+	br := newLineReader(r)
+	for {
+		line, complete, err := br.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(line, complete); err != nil {
+			return err
+		}
+	}
+}
+
+// lineReader reads lines of up to maxLine bytes.
+type lineReader struct{ br *bufio.Reader }
+
+func newLineReader(r io.Reader) *lineReader { return &lineReader{bufio.NewReaderSize(r, 64<<10)} }
+
+// next returns the next line without its newline, and whether it ended in
+// one (false only for a last line cut short).
+func (lr *lineReader) next() ([]byte, bool, error) {
+	var line []byte
+	for {
+		chunk, err := lr.br.ReadSlice('\n')
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			if len(line) > maxLine {
+				return nil, false, fmt.Errorf("line longer than %d bytes", maxLine)
+			}
+		case errors.Is(err, io.EOF):
+			if len(line) == 0 {
+				return nil, false, io.EOF
+			}
+			return line, false, nil
+		default:
+			return nil, false, err
+		}
+	}
+}

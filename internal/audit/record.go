@@ -1,0 +1,300 @@
+// Package audit writes and checks rootgate's audit trail: an append-only
+// file of JSON lines, one [Record] per step of a request's life, each
+// carrying a sequence number, the time, the SHA-256 of the record before it
+// and its own SHA-256, so that a changed, removed, reordered or cut record
+// breaks the chain where it happened.
+//
+// The daemon opens the file with [Open] and appends with [Log.Append],
+// which writes, syncs and only then returns; [Verify] checks a file and its
+// rotated predecessors ([Files] finds them); [ReadAll] reads records for
+// display. A record's wire form is its JSON encoding without the hash
+// field, with `,"hash":"HEX"}` put in place of the final `}`, where HEX is
+// the SHA-256 of the encoding without it.
+//
+// The format is documented for operators in docs/audit.md.
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Kind names what a record records.
+type Kind string
+
+// Record kinds. The first three are about the log itself; the rest follow
+// a request's life in order.
+const (
+	KindGenesis Kind = "genesis" // the first record of a new log; Prev is its random genesis value
+	KindRotated Kind = "rotated" // the first record of a file after rotation; chains to the last record of PrevFile
+	KindOpened  Kind = "opened"  // a daemon opened the log to append to it
+
+	KindReceived  Kind = "received"  // a request decoded; Peer and Request
+	KindRejected  Kind = "rejected"  // a request refused by a check; Error
+	KindDecided   Kind = "decided"   // the policy or a person decided; Decision
+	KindStarted   Kind = "started"   // the run is about to start; Run
+	KindFinished  Kind = "finished"  // the run ended by itself; Result
+	KindTimedOut  Kind = "timed_out" // the run passed its time limit and was killed; Result
+	KindCancelled Kind = "cancelled" // the requester went away and the run was killed; Result
+	KindKilled    Kind = "killed"    // the daemon stopped and killed the run; Result
+	KindFailed    Kind = "failed"    // the request ended in an error after it was decided (the run could not start, ...); Error
+)
+
+// Record is one line of the audit log. Seq, Time, Prev and Hash are set by
+// [Log.Append]; the other fields by the caller, only those of its Kind.
+type Record struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// Prev is the previous record's Hash, or for a genesis record the
+	// log's genesis value.
+	Prev string `json:"prev"`
+	Kind Kind   `json:"kind"`
+	ID   string `json:"id,omitempty"` // the request's id
+
+	Peer     *Peer     `json:"peer,omitempty"`
+	Request  *Request  `json:"request,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Decision *Decision `json:"decision,omitempty"`
+	Run      *Run      `json:"run,omitempty"`
+	Result   *Result   `json:"result,omitempty"`
+	// PrevFile names (base name) the file a rotated record chains to.
+	PrevFile string `json:"prev_file,omitempty"`
+	// Daemon is the version and pid of the daemon writing, on opened
+	// records.
+	Daemon *Daemon `json:"daemon,omitempty"`
+
+	// Hash is the SHA-256 of the record's line without its hash field.
+	Hash string `json:"-"`
+}
+
+// Peer is the requesting process as the kernel named it at connect.
+type Peer struct {
+	UID    int      `json:"uid"`
+	GID    int      `json:"gid"`
+	PID    int      `json:"pid"`
+	Groups []uint32 `json:"groups,omitempty"`
+	Exe    string   `json:"exe,omitempty"`
+}
+
+// Request is a request as received, without its stdin's content.
+type Request struct {
+	LineSHA256   string     `json:"line_sha256"` // of the raw request line, without its newline
+	IDGiven      bool       `json:"id_given"`
+	Action       string     `json:"action"`
+	Host         string     `json:"host,omitempty"`
+	Session      string     `json:"session,omitempty"`
+	Time         string     `json:"time,omitempty"` // as sent
+	Reason       string     `json:"reason,omitempty"`
+	Pipeline     [][]string `json:"pipeline,omitempty"`
+	Privileged   bool       `json:"privileged"`
+	ForwardAgent bool       `json:"forward_agent,omitempty"`
+	Cwd          string     `json:"cwd,omitempty"`
+	// Env holds the variables whose values are recorded; EnvSHA256 the
+	// SHA-256 (hex) of the values of those named like secrets.
+	Env         map[string]string `json:"env,omitempty"`
+	EnvSHA256   map[string]string `json:"env_sha256,omitempty"`
+	StdinBytes  int               `json:"stdin_bytes"`
+	StdinSHA256 string            `json:"stdin_sha256,omitempty"` // absent when there is no stdin
+	Timeout     string            `json:"timeout,omitempty"`      // the run time limit asked for
+	Version     string            `json:"version,omitempty"`      // the client's
+}
+
+// Decision is who or what decided, and what.
+type Decision struct {
+	// Verdict is allow, deny, timeout (nobody decided in time), withdrawn
+	// (the request went away first) or unavailable (nobody could be asked).
+	Verdict string `json:"verdict"`
+	By      string `json:"by"` // e.g. "policy line 3", "approver root on pts/2", "timeout", "no approver"
+	Message string `json:"message,omitempty"`
+	// PolicyLine and PolicyRule are the rule that decided, if one did.
+	PolicyLine int    `json:"policy_line,omitempty"`
+	PolicyRule string `json:"policy_rule,omitempty"`
+	// ApproverUID and Approver (user and terminal) are the person who
+	// decided, if one did.
+	ApproverUID *int   `json:"approver_uid,omitempty"`
+	Approver    string `json:"approver,omitempty"`
+}
+
+// Run is what is about to run.
+type Run struct {
+	RunAsUID  uint32   `json:"run_as_uid"`
+	RunAsGID  uint32   `json:"run_as_gid"`
+	RunAsUser string   `json:"run_as_user"`
+	Groups    []uint32 `json:"groups,omitempty"`
+	Stages    []Stage  `json:"stages"`
+	Cwd       string   `json:"cwd"`
+	Timeout   string   `json:"timeout"`
+	Agent     bool     `json:"forward_agent,omitempty"`
+}
+
+// Stage is one resolved executable: the path that runs and, when it is a
+// symlink, its target.
+type Stage struct {
+	Path   string `json:"path"`
+	Target string `json:"target,omitempty"`
+}
+
+// Result is how a run ended. Output is never recorded, only its size and
+// the SHA-256 of what was captured (and sent to the requester).
+type Result struct {
+	Duration        string        `json:"duration"`
+	Stages          []StageResult `json:"stages"`
+	StdoutBytes     int64         `json:"stdout_bytes"`
+	StdoutTruncated bool          `json:"stdout_truncated"`
+	StdoutSHA256    string        `json:"stdout_sha256"`
+}
+
+// StageResult is how one stage ended.
+type StageResult struct {
+	ExitCode        int    `json:"exit_code"`
+	Signal          string `json:"signal,omitempty"`
+	Duration        string `json:"duration"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	StderrSHA256    string `json:"stderr_sha256"`
+}
+
+// Daemon identifies the process writing the log.
+type Daemon struct {
+	Version string `json:"version"`
+	PID     int    `json:"pid"`
+}
+
+// SHA256 is the hex SHA-256 of b.
+func SHA256(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// IsSecretName reports whether an environment variable's value must not be
+// recorded: its name contains TOKEN, PASSWORD, SECRET or KEY, in any case.
+func IsSecretName(name string) bool {
+	u := strings.ToUpper(name)
+	for _, w := range []string{"TOKEN", "PASSWORD", "SECRET", "KEY"} {
+		if strings.Contains(u, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitEnv splits env into the values that may be recorded and the
+// SHA-256 of those that may not ([IsSecretName]). Either may be nil.
+func SplitEnv(env map[string]string) (plain, hashed map[string]string) {
+	for k, v := range env {
+		if IsSecretName(k) {
+			if hashed == nil {
+				hashed = map[string]string{}
+			}
+			hashed[k] = SHA256([]byte(v))
+			continue
+		}
+		if plain == nil {
+			plain = map[string]string{}
+		}
+		plain[k] = v
+	}
+	return plain, hashed
+}
+
+// hashSuffix is what follows a record's body in its line: `,"hash":"` +
+// 64 hex digits + `"}`.
+const (
+	hashKey    = `,"hash":"`
+	hashSuffix = len(hashKey) + 2*sha256.Size + len(`"}`)
+)
+
+// encode makes r's line (without the newline) and sets r.Hash.
+func encode(r *Record) ([]byte, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode record: %w", err)
+	}
+	r.Hash = SHA256(body)
+	line := make([]byte, 0, len(body)+hashSuffix)
+	line = append(line, body[:len(body)-1]...)
+	line = append(line, hashKey...)
+	line = append(line, r.Hash...)
+	line = append(line, `"}`...)
+	return line, nil
+}
+
+// head is what verification needs of a record.
+type head struct {
+	Seq      *uint64    `json:"seq"`
+	Time     *time.Time `json:"time"`
+	Prev     *string    `json:"prev"`
+	Kind     Kind       `json:"kind"`
+	PrevFile string     `json:"prev_file"`
+}
+
+// parse checks one line (without its newline) on its own: valid JSON, the
+// hash field last and matching the rest, the chain fields present. It
+// returns the record's head and hash.
+func parse(line []byte) (head, string, error) {
+	var h head
+	if !json.Valid(line) {
+		return h, "", errors.New("not a valid JSON record")
+	}
+	n := len(line)
+	if n < hashSuffix+2 || !bytes.Equal(line[n-hashSuffix:n-hashSuffix+len(hashKey)], []byte(hashKey)) || !bytes.HasSuffix(line, []byte(`"}`)) {
+		return h, "", errors.New(`record does not end with its "hash" field`)
+	}
+	sum := string(line[n-hashSuffix+len(hashKey) : n-2])
+	if !isHex(sum) {
+		return h, "", errors.New("hash is not 64 lowercase hex digits")
+	}
+	body := make([]byte, 0, n-hashSuffix+1)
+	body = append(body, line[:n-hashSuffix]...)
+	body = append(body, '}')
+	if SHA256(body) != sum {
+		return h, "", errors.New("hash does not match the record's content: the record was changed")
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		return h, "", fmt.Errorf("malformed record: %v", err)
+	}
+	switch {
+	case h.Seq == nil:
+		return h, "", errors.New("record has no seq")
+	case h.Time == nil:
+		return h, "", errors.New("record has no time")
+	case h.Prev == nil || !isHex(*h.Prev):
+		return h, "", errors.New("record has no valid prev")
+	case h.Kind == "":
+		return h, "", errors.New("record has no kind")
+	}
+	return h, sum, nil
+}
+
+// decode parses a line into a full Record, checking its hash.
+func decode(line []byte) (*Record, error) {
+	_, sum, err := parse(line)
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(line, &r); err != nil {
+		return nil, fmt.Errorf("malformed record: %v", err)
+	}
+	r.Hash = sum
+	return &r, nil
+}
+
+func isHex(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range s {
+		if !unicode.Is(unicode.ASCII_Hex_Digit, c) || unicode.IsUpper(c) {
+			return false
+		}
+	}
+	return true
+}
