@@ -46,7 +46,7 @@ func TestApproveDesktop(t *testing.T) {
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
 
 	daemon := selfAs("rootgated", env, "--socket", dir+"/s", "--approver-socket", dir+"/a",
-		"--runtime-dir", dir+"/run", "--policy", dir+"/no-policy")
+		"--runtime-dir", dir+"/run", "--policy", dir+"/no-policy", "--audit", dir+"/audit.jsonl")
 	var dlog syncBuffer
 	daemon.Stderr = &dlog
 	if err := daemon.Start(); err != nil {
