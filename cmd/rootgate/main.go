@@ -35,6 +35,7 @@ Commands:
   send [--socket P]                              one raw request line from stdin, the raw answer to stdout
   ping [--socket P]                              check that rootgated answers
   approve [--socket P] [--desktop]               approve requests on this terminal or desktop
+  mcp [--socket P] [--host NAME=SOCKET]...       serve the MCP tools execute and ping on stdio
 
 Examples:
   rootgate run --reason "install nginx" -- apt-get install -y nginx
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdPing(ctx, args[1:], stdout, stderr)
 	case "approve":
 		return cmdApprove(ctx, args[1:], stderr)
+	case "mcp":
+		return cmdMCP(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
