@@ -150,7 +150,7 @@ func parseExecute(raw json.RawMessage, resolved *jsonschema.Resolved) (*ExecuteI
 		return nil, &inputError{"the arguments are not valid JSON"}
 	}
 	if err := resolved.Validate(v); err != nil {
-		return nil, &inputError{"invalid arguments: " + err.Error()}
+		return nil, &inputError{"invalid arguments: " + strings.TrimPrefix(err.Error(), "validating root: ") + " (see the input schema's descriptions)"}
 	}
 	var in ExecuteInput
 	dec := json.NewDecoder(bytes.NewReader(raw))
