@@ -17,6 +17,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := newFlags("mcp", stderr)
 	socket := fs.String("socket", "", "request `path` of the local daemon (host \"local\")")
 	maxText := fs.Int("max-text", mcpserver.DefaultMaxText, "show at most this many `bytes` of each output stream (head and tail)")
+	every := fs.Duration("progress-interval", mcpserver.DefaultProgressEvery, "time between progress notifications while a call waits")
 	var hosts multiFlag
 	fs.Var(&hosts, "host", "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)")
 	fs.Usage = func() {
@@ -30,11 +31,15 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
+	if *every <= 0 {
+		fmt.Fprint(stderr, "rootgate: error: --progress-interval must be positive\n")
+		return exitUsage
+	}
 	if *maxText < 1024 {
 		fmt.Fprint(stderr, "rootgate: error: --max-text must be at least 1024\n")
 		return exitUsage
 	}
-	cfg := mcpserver.Config{Socket: client.Socket(*socket), MaxText: *maxText, Hosts: map[string]string{}}
+	cfg := mcpserver.Config{Socket: client.Socket(*socket), MaxText: *maxText, ProgressEvery: *every, Hosts: map[string]string{}}
 	for _, h := range hosts {
 		name, sock, err := mcpserver.ParseHost(h)
 		if err == nil {
