@@ -186,7 +186,7 @@ func (h *handler) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			// closed, so the daemon withdrew the prompt or killed the run.
 			return nil, ctx.Err()
 		}
-		return resultOf(connectionResult(host, socket, out.ID, err)), nil
+		return resultOf(connectionResult(host, socket, err)), nil
 	}
 	return resultOf(render(host, socket, out.Pipeline, resp, h.cfg.MaxText)), nil
 }
@@ -255,8 +255,9 @@ func (h *handler) progress(ctx context.Context, req *mcp.CallToolRequest, host s
 
 // connectionResult explains a failure to reach the daemon or to read its
 // answer.
-func connectionResult(host, socket, id string, err error) *Result {
-	r := &Result{Status: wire.StatusError, Host: host, ID: id, Message: err.Error()}
+// No id: the daemon never saw the request.
+func connectionResult(host, socket string, err error) *Result {
+	r := &Result{Status: wire.StatusError, Host: host, Message: err.Error()}
 	r.Next = connectionHint(socket, err)
 	return r
 }

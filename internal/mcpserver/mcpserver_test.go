@@ -224,7 +224,7 @@ func checkInputError(t *testing.T, res *mcp.CallToolResult) mcpserver.Result {
 	t.Helper()
 	var r mcpserver.Result
 	remarshal(t, res.StructuredContent, &r)
-	if !res.IsError || r.Status != "error" || r.ID != "" || r.Stages != nil {
+	if !res.IsError || r.Status != "error" || r.ID != "" || r.Host != "" || r.Stages != nil {
 		t.Errorf("result: isError %v, %+v", res.IsError, r)
 	}
 	const next = "Nothing was sent to rootgated. Fix the arguments as the message says and call execute again."

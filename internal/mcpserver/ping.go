@@ -87,8 +87,14 @@ func (h *handler) ping(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return nil, err
 	}
+	text, failed := res.text()
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: json.RawMessage(raw), IsError: failed}, nil
+}
+
+// text renders a ping's result for the model; failed is true when a
+// daemon could not be reached.
+func (res *PingResult) text() (text string, failed bool) {
 	var sb strings.Builder
-	failed := false
 	for _, d := range res.Daemons {
 		if d.Reachable {
 			fmt.Fprintf(&sb, "%s: rootgated %s answers on %s; approver attached: %s\n", d.Host, d.Version, d.Socket, d.Approver)
@@ -97,7 +103,7 @@ func (h *handler) ping(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 			fmt.Fprintf(&sb, "%s: not reachable on %s: %s\nnext: %s\n", d.Host, d.Socket, d.Message, d.Next)
 		}
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: sb.String()}}, StructuredContent: json.RawMessage(raw), IsError: failed}, nil
+	return sb.String(), failed
 }
 
 func pingOne(ctx context.Context, host, socket string) DaemonStatus {

@@ -20,7 +20,7 @@ const DaemonCap = 16 << 20
 // Result is the execute tool's structured result.
 type Result struct {
 	Status       string     `json:"status" jsonschema:"ok: approved and run, whatever the exit codes; denied: a person or a policy rule said no (final for this request); timeout: no decision in time, or the run passed its time limit; error: anything else"`
-	Host         string     `json:"host" jsonschema:"the host whose rootgated was asked"`
+	Host         string     `json:"host,omitempty" jsonschema:"the host whose rootgated was asked (absent when the arguments were refused)"`
 	ID           string     `json:"id,omitempty" jsonschema:"the request's id, as the approver and the audit log show it"`
 	Message      string     `json:"message,omitempty" jsonschema:"why the request did not run to completion, in rootgated's words or this server's"`
 	Next         string     `json:"next,omitempty" jsonschema:"what to do next"`
@@ -73,7 +73,7 @@ func (r *Result) isError() bool {
 
 // inputResult reports arguments the tool cannot use.
 func inputResult(err error) *Result {
-	return &Result{Status: wire.StatusError, Host: LocalHost, Message: err.Error(),
+	return &Result{Status: wire.StatusError, Message: err.Error(),
 		Next: "Nothing was sent to rootgated. Fix the arguments as the message says and call execute again."}
 }
 
@@ -246,8 +246,11 @@ func (r *Result) text() string {
 	default:
 		fmt.Fprintf(&sb, "status: %s: %s\n", r.Status, r.Message)
 	}
-	if r.ID != "" {
+	switch {
+	case r.ID != "":
 		fmt.Fprintf(&sb, "host: %s, request id: %s\n", r.Host, r.ID)
+	case r.Host != "":
+		fmt.Fprintf(&sb, "host: %s\n", r.Host)
 	}
 	if r.TimeLimitHit {
 		sb.WriteString("the run hit its time limit and was killed; below is what it wrote before\n")
@@ -288,10 +291,10 @@ func writeStream(sb *strings.Builder, name string, s *Stream) {
 	default:
 		fmt.Fprintf(sb, "--- %s: %d bytes", name, s.Bytes)
 		if s.InvalidUTF8Bytes > 0 {
-			fmt.Fprintf(sb, "; %d bytes that are not UTF-8 shown as \\xNN", s.InvalidUTF8Bytes)
+			fmt.Fprintf(sb, "; %s not UTF-8, shown as \\xNN", plural(s.InvalidUTF8Bytes, "byte"))
 		}
 		if s.OmittedBytes > 0 {
-			fmt.Fprintf(sb, "; %d bytes cut from the middle, see the marker", s.OmittedBytes)
+			fmt.Fprintf(sb, "; %s cut from the middle, see the marker", plural(s.OmittedBytes, "byte"))
 		}
 		sb.WriteString(" ---\n")
 		sb.WriteString(s.Text)
@@ -303,6 +306,14 @@ func writeStream(sb *strings.Builder, name string, s *Stream) {
 	if s.DaemonTruncated {
 		fmt.Fprintf(sb, "%s was cut by rootgated at 16 MiB: only the first %d bytes were captured, the rest was discarded\n", name, DaemonCap)
 	}
+}
+
+// plural writes n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
