@@ -467,11 +467,13 @@ stderr: empty
 }
 
 // TestMCPUnprivileged runs rootgate mcp as nobody: an unprivileged request
-// runs as nobody.
+// runs as nobody, and a socket nobody may not use is a clear error.
 func TestMCPUnprivileged(t *testing.T) {
 	e := startMCPEnv(t)
 	const nobody = 65534
-	c := e.startMCP(t, nobody)
+	// The approver socket is 0600 root: connecting to it is refused just
+	// as a request socket is to a user outside group rootgate.
+	c := e.startMCP(t, nobody, "--host", "locked="+e.asock)
 	argv := []string{"id", "-un"}
 	res, text, r := c.execute(t, map[string]any{"argv": argv, "reason": "e2e: who am I", "privileged": false})
 	checkResult(t, res, text, r, mcpserver.Result{
@@ -487,6 +489,12 @@ nobody
 --- end of stdout ---
 stderr: empty
 `, false)
+
+	res, text, r = c.execute(t, map[string]any{"argv": argv, "reason": "e2e: not allowed", "host": "locked"})
+	msg := "cannot connect to " + e.asock + ": dial unix " + e.asock + ": connect: permission denied"
+	next := "This user may not use " + e.asock + ": only root and members of group rootgate may. Ask the user to run `sudo usermod -aG rootgate $USER`, then restart this MCP server from a new login session."
+	checkResult(t, res, text, r, mcpserver.Result{Status: "error", Host: "locked", ID: "none", Message: msg, Next: next},
+		"status: error: "+msg+"\nhost: locked\nnext: "+next+"\n", true)
 }
 
 // testApprover is an approver client speaking the approver protocol on the

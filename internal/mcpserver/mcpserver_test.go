@@ -1,12 +1,16 @@
 package mcpserver_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -279,4 +283,87 @@ func TestPingWithoutDaemon(t *testing.T) {
 	if res := call(t, cs, "ping", json.RawMessage(`{"host":"web1"}`)); !res.IsError || !strings.HasPrefix(text(t, res), "invalid arguments: ") {
 		t.Errorf("unknown host: %v", text(t, res))
 	}
+}
+
+// fakeSocket listens on a fresh socket and answers every connection with
+// answer once it has read a line ("" never answers). It stands for what a
+// real rootgated cannot be made to do here: be another program, another
+// protocol version, or stuck.
+func fakeSocket(t *testing.T, answer string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "rgf") // short: sun_path holds 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := dir + "/s"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); close(done) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = bufio.NewReader(c).ReadString('\n')
+				if answer == "" {
+					<-done // hold the connection, answering nothing
+					return
+				}
+				_, _ = c.Write([]byte(answer))
+			}()
+		}
+	}()
+	return sock
+}
+
+func TestConnectionErrors(t *testing.T) {
+	stuck := fakeSocket(t, "")
+	other := fakeSocket(t, "220 smtp.example ESMTP ready\n")
+	older := fakeSocket(t, `{"id":"","status":"error","message":"unknown field \"cwd\"","version":"0.9"}`+"\n")
+	cs := connect(t, mcpserver.Config{Socket: stuck, PingTimeout: 200 * time.Millisecond,
+		Hosts: map[string]string{"other": other, "older": older}})
+
+	t.Run("ping: not answering, another program, an older daemon", func(t *testing.T) {
+		res := call(t, cs, "ping", nil)
+		var r mcpserver.PingResult
+		remarshal(t, res.StructuredContent, &r)
+		want := []mcpserver.DaemonStatus{
+			{Host: "local", Socket: stuck, Approver: "unknown", Message: "no answer within 200ms",
+				Next: "rootgated accepted the connection on " + stuck + " but did not answer; it may be stuck or overloaded. Ask the user to check it (`journalctl -u rootgate`)."},
+			{Host: "older", Socket: older, Approver: "unknown", Message: `rootgated answered error: unknown field "cwd"`,
+				Next: "rootgated on " + older + " is older than this rootgate mcp and does not know the field cwd: leave out that argument, or ask the user to upgrade rootgated."},
+			{Host: "other", Socket: other, Approver: "unknown",
+				Message: "daemon answered something that is not a rootgate response: invalid character 's' after top-level value",
+				Next:    "Whatever listens on " + other + " does not speak rootgate's protocol. Ask the user to check that it is a rootgated request socket and that rootgate and rootgated are the same release."},
+		}
+		gb, _ := json.MarshalIndent(r.Daemons, "", " ")
+		wb, _ := json.MarshalIndent(want, "", " ")
+		if !res.IsError || string(gb) != string(wb) {
+			t.Errorf("isError %v, got\n%s\nwant\n%s", res.IsError, gb, wb)
+		}
+	})
+	t.Run("execute: an older daemon", func(t *testing.T) {
+		res := call(t, cs, "execute", json.RawMessage(`{"argv":["ls"],"cwd":"/tmp","reason":"r","host":"older"}`))
+		var r mcpserver.Result
+		remarshal(t, res.StructuredContent, &r)
+		if !res.IsError || r.Status != "error" || r.Message != `unknown field "cwd"` ||
+			r.Next != "rootgated on "+older+" is older than this rootgate mcp and does not know the field cwd: leave out that argument, or ask the user to upgrade rootgated." {
+			t.Errorf("%+v", r)
+		}
+	})
+	t.Run("execute: another program", func(t *testing.T) {
+		res := call(t, cs, "execute", json.RawMessage(`{"argv":["ls"],"reason":"r","host":"other"}`))
+		var r mcpserver.Result
+		remarshal(t, res.StructuredContent, &r)
+		if !res.IsError || r.Status != "error" || r.ID != "" || !strings.HasPrefix(r.Next, "Whatever listens on "+other+" does not speak rootgate's protocol.") {
+			t.Errorf("%+v", r)
+		}
+	})
 }

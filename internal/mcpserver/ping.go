@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -81,7 +82,7 @@ func (h *handler) ping(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	var res PingResult
 	for _, host := range hosts {
 		socket, _ := h.cfg.socketOf(host) // the schema admits known hosts only
-		res.Daemons = append(res.Daemons, pingOne(ctx, host, socket))
+		res.Daemons = append(res.Daemons, pingOne(ctx, host, socket, h.cfg.PingTimeout))
 	}
 	raw, err := json.Marshal(&res)
 	if err != nil {
@@ -106,16 +107,16 @@ func (res *PingResult) text() (text string, failed bool) {
 	return sb.String(), failed
 }
 
-func pingOne(ctx context.Context, host, socket string) DaemonStatus {
+func pingOne(ctx context.Context, host, socket string, timeout time.Duration) DaemonStatus {
 	d := DaemonStatus{Host: host, Socket: socket, Approver: "unknown"}
-	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req := client.NewRequest("mcp")
 	req.Action = wire.ActionPing
 	resp, err := client.Do(ctx, socket, req)
 	if err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("no answer within %s", pingTimeout)
+			err = fmt.Errorf("no answer within %s", timeout)
 			d.Message = err.Error()
 			d.Next = connectionHint(socket, context.DeadlineExceeded)
 			return d

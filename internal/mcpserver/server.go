@@ -33,9 +33,8 @@ const DefaultMaxText = 100 << 10
 // is zero.
 const DefaultProgressEvery = 5 * time.Second
 
-// pingTimeout bounds a ping: a daemon that accepts a connection but does
-// not answer within it is reported as not answering.
-const pingTimeout = 10 * time.Second
+// DefaultPingTimeout is Config.PingTimeout when it is zero.
+const DefaultPingTimeout = 10 * time.Second
 
 // Config says which daemons a server talks to and how it renders results.
 // The zero value talks to nothing; set Socket at least.
@@ -51,6 +50,10 @@ type Config struct {
 	// ProgressEvery is the interval of progress notifications while a call
 	// waits; DefaultProgressEvery if zero.
 	ProgressEvery time.Duration
+	// PingTimeout bounds a ping: a daemon that accepts the connection but
+	// does not answer within it is reported as not answering;
+	// DefaultPingTimeout if zero.
+	PingTimeout time.Duration
 }
 
 var hostName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -107,6 +110,9 @@ func New(cfg Config) *mcp.Server {
 	}
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = DefaultProgressEvery
+	}
+	if cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = DefaultPingTimeout
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "rootgate", Title: "rootgate", Version: version.String()},
 		&mcp.ServerOptions{Instructions: Instructions})
