@@ -440,8 +440,9 @@ stderr: empty
 		var r mcpserver.PingResult
 		structured(t, c.tools["ping"], res, &r)
 		sock := e.dir + "/nothing-here"
+		noApprover := "No approver is attached: requests the policy does not allow will be denied. Ask the user to run `sudo rootgate approve` in a terminal before such a request."
 		want := []mcpserver.DaemonStatus{
-			{Host: "local", Socket: e.sock, Reachable: true, Version: "dev", Approver: "unknown"},
+			{Host: "local", Socket: e.sock, Reachable: true, Version: "dev", Approver: "no", Next: noApprover},
 			{Host: "gone", Socket: sock, Approver: "unknown",
 				Message: "cannot connect to " + sock + ": dial unix " + sock + ": connect: no such file or directory",
 				Next:    "No rootgated socket at " + sock + ". Ask the user to start rootgated (`sudo systemctl start rootgate.socket`, or `sudo rootgated --tty` in a terminal), then try again."},
@@ -451,7 +452,7 @@ stderr: empty
 		if string(gb) != string(wb) {
 			t.Errorf("ping:\n%s\nwant\n%s", gb, wb)
 		}
-		wantText := "local: rootgated dev answers on " + e.sock + "; approver attached: unknown\n" +
+		wantText := "local: rootgated dev answers on " + e.sock + "; approver attached: no\nnext: " + noApprover + "\n" +
 			"gone: not reachable on " + sock + ": " + want[1].Message + "\nnext: " + want[1].Next + "\n"
 		if got := res.Content[0].(*mcp.TextContent).Text; got != wantText || !res.IsError {
 			t.Errorf("ping text (isError %v):\n%s\nwant\n%s", res.IsError, got, wantText)
@@ -460,7 +461,7 @@ stderr: empty
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := res.Content[0].(*mcp.TextContent).Text; res.IsError || got != "local: rootgated dev answers on "+e.sock+"; approver attached: unknown\n" {
+		if got := res.Content[0].(*mcp.TextContent).Text; res.IsError || got != "local: rootgated dev answers on "+e.sock+"; approver attached: no\nnext: "+noApprover+"\n" {
 			t.Errorf("ping local (isError %v): %s", res.IsError, got)
 		}
 	})
@@ -567,6 +568,15 @@ func TestMCPWaitAndCancel(t *testing.T) {
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0, "--progress-interval", "100ms")
 	a := attachApprover(t, e.asock)
+
+	// ping tells the model that a person can be asked now.
+	res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; res.IsError || got != "local: rootgated dev answers on "+e.sock+"; approver attached: yes\n" {
+		t.Errorf("ping with an approver (isError %v): %s", res.IsError, got)
+	}
 
 	pidFile := e.dir + "/pid"
 	ctx, cancel := context.WithCancel(context.Background())

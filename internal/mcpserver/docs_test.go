@@ -55,7 +55,7 @@ func docExamples(t *testing.T) map[string]string {
 		t.Fatal("example input error: accepted")
 	}
 	ping := &PingResult{Daemons: []DaemonStatus{
-		{Host: "local", Socket: cfg.Socket, Reachable: true, Version: "1.0.0", Approver: "unknown"},
+		{Host: "local", Socket: cfg.Socket, Reachable: true, Version: "1.0.0", Approver: "yes"},
 		{Host: "web1", Socket: cfg.Hosts["web1"], Approver: "unknown",
 			Message: "cannot connect to " + cfg.Hosts["web1"] + ": dial unix " + cfg.Hosts["web1"] + ": connect: connection refused",
 			Next:    connectionHint(cfg.Hosts["web1"], &client.ConnectError{Err: syscall.ECONNREFUSED})},

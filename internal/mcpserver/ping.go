@@ -24,7 +24,7 @@ type DaemonStatus struct {
 	Socket    string `json:"socket" jsonschema:"the request socket asked"`
 	Reachable bool   `json:"reachable" jsonschema:"rootgated answered the ping"`
 	Version   string `json:"version,omitempty" jsonschema:"rootgated's version, when it answered"`
-	Approver  string `json:"approver" jsonschema:"whether an approver is attached: always unknown, since rootgated does not tell its clients"`
+	Approver  string `json:"approver" jsonschema:"yes: a person can be asked about this server's requests now; no: no approver is attached, so anything the policy does not allow is denied; unknown: the daemon does not say (older rootgated, or not reachable)"`
 	Message   string `json:"message,omitempty" jsonschema:"why it is not reachable"`
 	Next      string `json:"next,omitempty" jsonschema:"what to do about it"`
 }
@@ -42,7 +42,7 @@ func pingTool(cfg *Config) *mcp.Tool {
 		Name:  "ping",
 		Title: "Check that rootgated answers",
 		Description: "Check whether rootgated is reachable (on one host, or on every configured host when host is left out) and which version it runs. " +
-			"Nothing is shown to the operator and nothing runs. Whether an approver is attached cannot be told from here: it is reported as unknown.",
+			"Nothing is shown to the operator and nothing runs. It also tells whether an approver is attached who could be asked about your requests.",
 		InputSchema: &jsonschema.Schema{
 			Type: "object",
 			Properties: map[string]*jsonschema.Schema{
@@ -99,6 +99,9 @@ func (res *PingResult) text() (text string, failed bool) {
 	for _, d := range res.Daemons {
 		if d.Reachable {
 			fmt.Fprintf(&sb, "%s: rootgated %s answers on %s; approver attached: %s\n", d.Host, d.Version, d.Socket, d.Approver)
+			if d.Next != "" {
+				fmt.Fprintf(&sb, "next: %s\n", d.Next)
+			}
 		} else {
 			failed = true
 			fmt.Fprintf(&sb, "%s: not reachable on %s: %s\nnext: %s\n", d.Host, d.Socket, d.Message, d.Next)
@@ -132,5 +135,13 @@ func pingOne(ctx context.Context, host, socket string, timeout time.Duration) Da
 	}
 	d.Reachable = true
 	d.Version = resp.Version
+	switch {
+	case resp.Approver == nil:
+	case *resp.Approver:
+		d.Approver = "yes"
+	default:
+		d.Approver = "no"
+		d.Next = "No approver is attached: requests the policy does not allow will be denied. Ask the user to run `sudo rootgate approve` in a terminal before such a request."
+	}
 	return d
 }

@@ -101,7 +101,7 @@ Use the execute tool instead of your own shell when a command needs root (instal
 
 A person reads every request: give an honest, specific reason saying what the command does and why you need it. A denial is final for that request: never send the same request again unchanged. Explain what you wanted to the user and ask how to proceed. If no approver is attached, ask the user to run "sudo rootgate approve" in a terminal.
 
-Use the ping tool to check that rootgated is reachable before your first request, or when execute reports a connection error.`
+Use the ping tool to check that rootgated is reachable and an approver is attached before your first request, or when execute reports a connection error.`
 
 // New returns an MCP server offering execute and ping with cfg.
 func New(cfg Config) *mcp.Server {
