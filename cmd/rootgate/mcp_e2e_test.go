@@ -620,6 +620,10 @@ func TestMCPWaitAndCancel(t *testing.T) {
 		t.Fatalf("the call ended while the prompt was pending: %v", err)
 	default:
 	}
+	// Calls are served concurrently: the model may ping while it waits.
+	if res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ping", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Errorf("ping while execute waits: %v %v", err, res)
+	}
 
 	// Approved, the run starts; cancelling the call kills it.
 	yes := true
