@@ -638,9 +638,10 @@ func TestMCPWaitAndCancel(t *testing.T) {
 		return err == nil
 	})
 	procDir := fmt.Sprintf("/proc/%d", pid)
-	if cmdline, _ := os.ReadFile(procDir + "/cmdline"); !strings.HasPrefix(string(cmdline), "sleep\x00300") {
-		t.Fatalf("pid %d runs %q, want sleep 300", pid, cmdline)
-	}
+	waitFor(t, "the run to exec sleep 300", func() bool { // the shell wrote its pid just before exec
+		cmdline, _ := os.ReadFile(procDir + "/cmdline")
+		return strings.HasPrefix(string(cmdline), "sleep\x00300")
+	})
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("a cancelled call returned no error")
