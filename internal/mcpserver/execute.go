@@ -103,6 +103,7 @@ func executeTool(cfg *Config) *mcp.Tool {
 	if err != nil {
 		panic("mcpserver: result schema: " + err.Error()) // a fixed type: cannot fail at run time
 	}
+	out.Properties["status"].Enum = []any{wire.StatusOK, wire.StatusDenied, wire.StatusTimeout, wire.StatusError}
 	return &mcp.Tool{
 		Name:         "execute",
 		Title:        "Run a command with approval",

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -127,6 +128,9 @@ func TestToolsList(t *testing.T) {
 		Properties map[string]any
 	}
 	remarshal(t, tools["execute"].OutputSchema, &out)
+	if st, _ := out.Properties["status"].(map[string]any); fmt.Sprint(st["enum"]) != "[ok denied timeout error]" {
+		t.Errorf("status in the output schema: %v", st)
+	}
 	for _, f := range []string{"status", "host", "id", "message", "next", "time_limit_hit", "exit_code", "stages", "stdout"} {
 		if out.Properties[f] == nil {
 			t.Errorf("execute output schema lacks %s", f)
