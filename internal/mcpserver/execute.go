@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -194,9 +195,13 @@ func (h *handler) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 
 // buildRequest turns the arguments into a wire request.
 func (h *handler) buildRequest(req *mcp.CallToolRequest, in *ExecuteInput) *wire.Outgoing {
+	// The session names the agent to the approver: the client's own name,
+	// when the daemon would accept it as a session.
 	session := "mcp"
 	if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
-		session = "mcp: " + p.ClientInfo.Name
+		if s := "mcp: " + p.ClientInfo.Name; utf8.RuneCountInString(s) <= wire.MaxSessionLen && wire.Displayable(s, false) {
+			session = s
+		}
 	}
 	out := client.NewRequest(session)
 	if in.Argv != nil {
