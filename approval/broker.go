@@ -76,6 +76,13 @@ func (b *Broker) eligible(p *Prompt) []*Member {
 	return ms
 }
 
+// CanAsk reports whether a member eligible for requester's requests is
+// attached, so that a request the policy does not decide could be put to
+// a person now.
+func (b *Broker) CanAsk(requester int) bool {
+	return len(b.eligible(&Prompt{Requester: Requester{UID: requester}})) > 0
+}
+
 // OffersAgent reports whether an approver eligible for requester offers an
 // SSH agent.
 func (b *Broker) OffersAgent(requester int) bool {

@@ -167,8 +167,14 @@ func TestDefaults(t *testing.T) {
 func TestPing(t *testing.T) {
 	d := startDaemon(t, opts{policy: "deny any\n"})
 	r := wantOK(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}))
-	if r.Message != "pong" || r.ID != "ping-1" || r.Stages != nil {
+	if r.Message != "pong" || r.ID != "ping-1" || r.Stages != nil || r.Approver == nil || *r.Approver {
 		t.Fatalf("ping answered %s", r.raw)
+	}
+	// With an approver attached, the answer says so.
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	if r := wantOK(t, d.send(map[string]any{"action": "ping", "pipeline": nil})); r.Approver == nil || !*r.Approver {
+		t.Fatalf("ping with an approver attached answered %s", r.raw)
 	}
 	// The same gates apply: a stale ping is refused, a replayed one too.
 	wantError(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}), `duplicate request id "ping-1"`)

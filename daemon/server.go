@@ -323,7 +323,12 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	}
 	if req.Action == wire.ActionPing {
 		log.Info("ping")
-		return &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
+		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
+		if s.cfg.Broker != nil {
+			can := s.cfg.Broker.CanAsk(peer.UID)
+			resp.Approver = &can
+		}
+		return resp
 	}
 
 	plan, err := s.plan(req, peer)

@@ -315,6 +315,8 @@ func TestWriteResponse(t *testing.T) {
 			`{"id":"i","status":"ok","stages":[{"exit_code":0,"stderr":""},{"exit_code":137,"signal":"SIGKILL","stderr":"/w==","stderr_truncated":true}],"stdout":"AA==","stdout_truncated":true,"version":"v"}`},
 		{"denied", Response{ID: "i", Status: StatusDenied, Message: "denied by operator root on pts/3", Version: "v"},
 			`{"id":"i","status":"denied","message":"denied by operator root on pts/3","version":"v"}`},
+		{"pong", Response{ID: "i", Status: StatusOK, Message: "pong", Approver: new(bool), Version: "v"},
+			`{"id":"i","status":"ok","message":"pong","approver":false,"version":"v"}`},
 		{"unread", Response{Status: StatusError, Message: "request missing trailing newline", Version: "v"},
 			`{"id":"","status":"error","message":"request missing trailing newline","version":"v"}`},
 	} {

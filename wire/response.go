@@ -25,7 +25,11 @@ type Response struct {
 	Stdout          []byte        `json:"stdout,omitempty"`
 	StdoutTruncated bool          `json:"stdout_truncated,omitempty"`
 	Message         string        `json:"message,omitempty"`
-	Version         string        `json:"version"`
+	// Approver, in a ping's answer only: whether an approver who may
+	// decide the requester's requests is attached. Absent when the daemon
+	// cannot tell.
+	Approver *bool  `json:"approver,omitempty"`
+	Version  string `json:"version"`
 }
 
 // StageResult is one stage's outcome.
@@ -78,6 +82,10 @@ func WriteResponse(w io.Writer, r *Response) error {
 	if r.Message != "" {
 		e.raw(`,"message":`)
 		e.str(r.Message)
+	}
+	if r.Approver != nil {
+		e.raw(`,"approver":`)
+		e.json(*r.Approver)
 	}
 	e.raw(`,"version":`)
 	e.str(r.Version)

@@ -8,11 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/rootgate/rootgate/internal/client"
-	"github.com/rootgate/rootgate/internal/version"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -46,16 +43,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 }
 
 // newRequest fills the fields every client request has.
-func newRequest(session string) *wire.Outgoing {
-	host, _ := os.Hostname()
-	return &wire.Outgoing{
-		ID:      uuid.NewString(),
-		Host:    host,
-		Session: session,
-		Time:    time.Now().UTC().Format(time.RFC3339Nano),
-		Version: version.String(),
-	}
-}
+func newRequest(session string) *wire.Outgoing { return client.NewRequest(session) }
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("run", stderr)

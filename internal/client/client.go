@@ -13,7 +13,10 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/internal/version"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -94,6 +97,20 @@ func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) 
 		return nil, fmt.Errorf("read answer: %w", err)
 	}
 	return resp, nil
+}
+
+// NewRequest returns a request with the fields every client request has:
+// a fresh id, this machine's host name, session, the current time and this
+// client's version.
+func NewRequest(session string) *wire.Outgoing {
+	host, _ := os.Hostname()
+	return &wire.Outgoing{
+		ID:      uuid.NewString(),
+		Host:    host,
+		Session: session,
+		Time:    time.Now().UTC().Format(time.RFC3339Nano),
+		Version: version.String(),
+	}
 }
 
 // Do sends req and decodes the answer.

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/mcpserver"
+)
+
+// cmdMCP serves the MCP tools execute and ping on stdin and stdout until
+// the client closes stdin.
+func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("mcp", stderr)
+	socket := fs.String("socket", "", "request `path` of the local daemon (host \"local\")")
+	maxText := fs.Int("max-text", mcpserver.DefaultMaxText, "show at most this many `bytes` of each output stream (head and tail)")
+	every := fs.Duration("progress-interval", mcpserver.DefaultProgressEvery, "time between progress notifications while a call waits")
+	var hosts multiFlag
+	fs.Var(&hosts, "host", "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES]\n\nServes the MCP tools execute and ping over stdin and stdout.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *every <= 0 {
+		fmt.Fprint(stderr, "rootgate: error: --progress-interval must be positive\n")
+		return exitUsage
+	}
+	if *maxText < 1024 {
+		fmt.Fprint(stderr, "rootgate: error: --max-text must be at least 1024\n")
+		return exitUsage
+	}
+	cfg := mcpserver.Config{Socket: client.Socket(*socket), MaxText: *maxText, ProgressEvery: *every, Hosts: map[string]string{}}
+	for _, h := range hosts {
+		name, sock, err := mcpserver.ParseHost(h)
+		if err == nil {
+			if _, dup := cfg.Hosts[name]; dup {
+				err = fmt.Errorf("--host %q: %s is given twice", h, name)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rootgate: error: %v\n", err)
+			return exitUsage
+		}
+		cfg.Hosts[name] = sock
+	}
+	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	err := mcpserver.New(cfg).Run(ctx, t)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		return fail(stderr, fmt.Errorf("mcp: %w", err))
+	}
+	return exitOK
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,136 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/wire"
+)
+
+const exampleID = "6f1c0d5e-2b7a-4c1e-9a53-0c8f4e2d7b11"
+
+// docExamples are the blocks of docs/mcp.md that the code generates, by
+// the name of the marker before each block.
+func docExamples(t *testing.T) map[string]string {
+	t.Helper()
+	cfg := &Config{Socket: client.DefaultSocket, Hosts: map[string]string{"web1": "/run/user/1000/rootgate-web1.sock"}}
+	indent := func(v any) string {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b) + "\n"
+	}
+	result := func(pipeline [][]string, resp *wire.Response) *Result {
+		resp.ID = exampleID
+		return render(LocalHost, cfg.Socket, pipeline, resp, DefaultMaxText)
+	}
+	pipe := [][]string{{"ls", "/var/log"}, {"wc", "-l"}}
+	ok := result(pipe, &wire.Response{Status: wire.StatusOK, Stages: []wire.StageResult{{}, {}}, Stdout: []byte("23\n")})
+	failed := result([][]string{{"systemctl", "restart", "nginx"}}, &wire.Response{Status: wire.StatusOK,
+		Stages: []wire.StageResult{{ExitCode: 1, Stderr: []byte("Job for nginx.service failed because the control process exited with error code.\n")}}})
+	latin1 := result([][]string{{"cat", "/etc/motd.latin1"}}, &wire.Response{Status: wire.StatusOK,
+		Stages: []wire.StageResult{{}}, Stdout: []byte("Bienvenue \xe0 bord\n")})
+	binary := result([][]string{{"cat", "/var/lib/app/logo.png"}}, &wire.Response{Status: wire.StatusOK,
+		Stages: []wire.StageResult{{}}, Stdout: []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10")})
+	denied := result([][]string{{"rm", "-rf", "/var/lib/app"}}, &wire.Response{Status: wire.StatusDenied, Message: "denied by operator root on pts/3"})
+	noApprover := result([][]string{{"apt-get", "install", "-y", "nginx"}}, &wire.Response{Status: wire.StatusDenied, Message: `no approver attached: run "sudo rootgate approve" in a terminal`})
+	slow := result([][]string{{"apt-get", "upgrade", "-y"}}, &wire.Response{Status: wire.StatusTimeout, Message: "run exceeded its time limit of 1m0s",
+		Stages: []wire.StageResult{{ExitCode: 143, Signal: "SIGTERM"}}, Stdout: []byte("Reading package lists...\n")})
+	connErr := connectionResult(LocalHost, cfg.Socket, &client.ConnectError{Socket: cfg.Socket,
+		Err: fmt.Errorf("dial unix %s: connect: %w", cfg.Socket, syscall.ENOENT)})
+	if !strings.HasPrefix(connErr.Next, "No rootgated socket") {
+		t.Fatalf("example connection error: %+v", connErr)
+	}
+	_, inErr := parseExecute(json.RawMessage(`{"argv":["ls"],"pipeline":[["ls"]],"reason":"r"}`), mustResolve(executeTool(cfg)))
+	if inErr == nil {
+		t.Fatal("example input error: accepted")
+	}
+	ping := &PingResult{Daemons: []DaemonStatus{
+		{Host: "local", Socket: cfg.Socket, Reachable: true, Version: "1.0.0", Approver: "yes"},
+		{Host: "web1", Socket: cfg.Hosts["web1"], Approver: "unknown",
+			Message: "cannot connect to " + cfg.Hosts["web1"] + ": dial unix " + cfg.Hosts["web1"] + ": connect: connection refused",
+			Next:    connectionHint(cfg.Hosts["web1"], &client.ConnectError{Err: syscall.ECONNREFUSED})},
+	}}
+	pingText, _ := ping.text()
+	return map[string]string{
+		"execute-input-schema": indent(executeSchema(cfg)),
+		"ping-input-schema":    indent(pingTool(cfg).InputSchema),
+		"instructions":         Instructions + "\n",
+		"result-ok":            ok.text(),
+		"result-ok-json":       indent(ok),
+		"result-failed":        failed.text(),
+		"result-latin1":        latin1.text(),
+		"result-binary":        binary.text(),
+		"result-denied":        denied.text(),
+		"result-no-approver":   noApprover.text(),
+		"result-time-limit":    slow.text(),
+		"result-no-daemon":     connErr.text(),
+		"result-input-error":   inputResult(inErr).text(),
+		"ping":                 pingText,
+		"ping-json":            indent(ping),
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the generated blocks of docs/mcp.md")
+
+var marker = regexp.MustCompile("(?s)<!-- generated: ([a-z0-9-]+) -->\n(```[a-z]*\n)(.*?)```\n")
+
+// TestDocs holds docs/mcp.md to the code: every block marked as generated
+// is what the code makes today, and every field of the results is
+// described.
+func TestDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/mcp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	want := docExamples(t)
+	if *update {
+		doc = marker.ReplaceAllStringFunc(doc, func(block string) string {
+			m := marker.FindStringSubmatch(block)
+			if w, ok := want[m[1]]; ok {
+				return "<!-- generated: " + m[1] + " -->\n" + m[2] + w + "```\n"
+			}
+			return block
+		})
+		if err := os.WriteFile("../../docs/mcp.md", []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, m := range marker.FindAllStringSubmatch(doc, -1) {
+		name, got := m[1], m[3]
+		seen[name] = true
+		w, ok := want[name]
+		if !ok {
+			t.Errorf("docs/mcp.md: unknown generated block %q", name)
+			continue
+		}
+		if got != w {
+			t.Errorf("docs/mcp.md: block %q is out of date; it should read:\n%s", name, w)
+		}
+	}
+	for name, w := range want {
+		if !seen[name] {
+			t.Errorf("docs/mcp.md lacks the generated block %q:\n<!-- generated: %s -->\n%s", name, name, w)
+		}
+	}
+	for _, v := range []any{Result{}, Stage{}, Stream{}, DaemonStatus{}} {
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			if !strings.Contains(doc, "| `"+name+"` |") {
+				t.Errorf("docs/mcp.md does not describe the result field %s of %s", name, rt.Name())
+			}
+		}
+	}
+}

@@ -1,0 +1,332 @@
+package mcpserver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// DaemonCap is how much of each stream rootgated keeps (docs/protocol.md).
+const DaemonCap = 16 << 20
+
+// Result is the execute tool's structured result.
+type Result struct {
+	Status       string     `json:"status" jsonschema:"ok: approved and run, whatever the exit codes; denied: a person or a policy rule said no (final for this request); timeout: no decision in time, or the run passed its time limit; error: anything else"`
+	Host         string     `json:"host,omitempty" jsonschema:"the host whose rootgated was asked (absent when the arguments were refused)"`
+	ID           string     `json:"id,omitempty" jsonschema:"the request's id, as the approver and the audit log show it"`
+	Message      string     `json:"message,omitempty" jsonschema:"why the request did not run to completion, in rootgated's words or this server's"`
+	Next         string     `json:"next,omitempty" jsonschema:"what to do next"`
+	TimeLimitHit bool       `json:"time_limit_hit,omitempty" jsonschema:"the run was killed at its time limit; stages and stdout hold what it wrote before"`
+	ExitCode     *int       `json:"exit_code,omitempty" jsonschema:"the last stage's exit code (128+N when killed by signal N)"`
+	Stages       []Stage    `json:"stages,omitempty" jsonschema:"one entry per command of the pipeline, in order, when it ran"`
+	Stdout       *Stream    `json:"stdout,omitempty" jsonschema:"the last stage's standard output, when it ran"`
+	Pipeline     [][]string `json:"pipeline,omitempty" jsonschema:"the commands as sent"`
+}
+
+// Stage is one command's outcome.
+type Stage struct {
+	ExitCode int    `json:"exit_code" jsonschema:"exit code; 128+N when killed by signal N"`
+	Signal   string `json:"signal,omitempty" jsonschema:"the signal that killed it, e.g. SIGKILL"`
+	Stderr   Stream `json:"stderr" jsonschema:"its standard error"`
+}
+
+// Stream is one captured output stream, decoded for reading.
+type Stream struct {
+	Bytes            int    `json:"bytes" jsonschema:"how many bytes rootgated captured"`
+	SHA256           string `json:"sha256" jsonschema:"SHA-256 of the captured bytes, hex"`
+	DaemonTruncated  bool   `json:"daemon_truncated,omitempty" jsonschema:"rootgated kept only the first 16 MiB; the rest was discarded"`
+	Binary           bool   `json:"binary,omitempty" jsonschema:"the stream is binary: text is empty, see bytes, sha256 and content_type"`
+	ContentType      string `json:"content_type,omitempty" jsonschema:"for binary output, its sniffed media type"`
+	Text             string `json:"text" jsonschema:"the output as UTF-8 text; invalid bytes appear as \\xNN"`
+	InvalidUTF8Bytes int    `json:"invalid_utf8_bytes,omitempty" jsonschema:"how many bytes were not valid UTF-8 and are shown as \\xNN"`
+	OmittedBytes     int    `json:"omitted_bytes,omitempty" jsonschema:"bytes cut from the middle of text to keep the result short; text holds the head and the tail with a marker line between"`
+}
+
+// resultOf wraps a result as a tool result: text for the model, the same
+// in structured form, isError as the issue defines it.
+func resultOf(r *Result) *mcp.CallToolResult {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		panic("mcpserver: result does not marshal: " + err.Error()) // plain fields only
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: r.text()}},
+		StructuredContent: json.RawMessage(raw),
+		IsError:           r.isError(),
+	}
+}
+
+func (r *Result) isError() bool {
+	if r.Status != wire.StatusOK {
+		return true
+	}
+	return r.ExitCode == nil || *r.ExitCode != 0
+}
+
+// inputResult reports arguments the tool cannot use.
+func inputResult(err error) *Result {
+	return &Result{Status: wire.StatusError, Message: err.Error(),
+		Next: "Nothing was sent to rootgated. Fix the arguments as the message says and call execute again."}
+}
+
+// render turns the daemon's answer into a result.
+func render(host, socket string, pipeline [][]string, resp *wire.Response, maxText int) *Result {
+	r := &Result{Status: resp.Status, Host: host, ID: resp.ID, Message: resp.Message, Pipeline: pipeline}
+	switch resp.Status {
+	case wire.StatusOK, wire.StatusDenied, wire.StatusTimeout, wire.StatusError:
+	default:
+		r.Status = wire.StatusError
+		r.Message = fmt.Sprintf("rootgated answered an unknown status %q", resp.Status)
+		r.Next = fmt.Sprintf("rootgated on %s speaks another version of the protocol (it says it is %q). Ask the user to install the same release of rootgate and rootgated.", socket, resp.Version)
+		return r
+	}
+	if resp.HasRun() {
+		for _, st := range resp.Stages {
+			r.Stages = append(r.Stages, Stage{ExitCode: st.ExitCode, Signal: st.Signal, Stderr: decodeStream(st.Stderr, st.StderrTruncated, maxText)})
+		}
+		out := decodeStream(resp.Stdout, resp.StdoutTruncated, maxText)
+		r.Stdout = &out
+		if n := len(r.Stages); n > 0 {
+			r.ExitCode = ptr(r.Stages[n-1].ExitCode)
+		}
+	}
+	switch resp.Status {
+	case wire.StatusOK:
+		if len(r.Stages) == 0 {
+			r.Status = wire.StatusError
+			r.Message = "rootgated answered ok without a result"
+			r.Next = "This is a bug in rootgated; tell the user."
+		}
+	case wire.StatusDenied:
+		if strings.HasPrefix(resp.Message, "no approver attached") || strings.HasPrefix(resp.Message, "every approver left") {
+			r.Next = "No one is there to approve. Ask the user to run `sudo rootgate approve` in a terminal, then send the request again."
+		} else {
+			r.Next = "This denial is final for this request: do not send it again unchanged. Tell the user what you wanted to do and why, and ask how to proceed."
+		}
+	case wire.StatusTimeout:
+		if resp.HasRun() {
+			r.TimeLimitHit = true
+			r.Next = "The run was killed at its time limit; the output is what it wrote before. Ask again with a larger timeout only if the command really needs longer (rootgated's own limit still applies)."
+		} else {
+			r.Next = "No one decided in time. Ask the user whether they saw the request before sending it again."
+		}
+	case wire.StatusError:
+		r.Next = errorHint(socket, resp.Message)
+	}
+	return r
+}
+
+var unknownField = regexp.MustCompile(`^unknown field "([^"]*)"$`)
+
+// errorHint says what to do about an error answer.
+func errorHint(socket, msg string) string {
+	switch {
+	case unknownField.MatchString(msg):
+		return fmt.Sprintf("rootgated on %s is older than this rootgate mcp and does not know the field %s: leave out that argument, or ask the user to upgrade rootgated.", socket, unknownField.FindStringSubmatch(msg)[1])
+	case strings.Contains(msg, "executable not found"):
+		return "Programs are looked up in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin, not in your PATH: check the name, give an absolute path, or check that the program is installed."
+	case strings.HasPrefix(msg, "env key"), strings.HasPrefix(msg, "SSH_AUTH_SOCK"):
+		return "Only allowlisted environment variables may be set (LANG, LC_*, TZ, TERM, DEBIAN_FRONTEND, proxies and a few more); leave that one out."
+	case msg == wire.ErrTooLarge.Error():
+		return "The request is over 1 MiB, most likely because of stdin: send less (about 700 KiB of stdin fit), or let the command read a file instead."
+	case msg == wire.ErrStopping.Error():
+		return "rootgated is shutting down. Wait until it is started again (check with ping), then send the request again."
+	case msg == wire.ErrServerBusy.Error():
+		return "rootgated has too many requests in flight. Wait a little, then try again."
+	case strings.HasPrefix(msg, "request too old"), strings.HasPrefix(msg, "request time is in the future"):
+		return "This machine's clock and rootgated's differ by more than rootgated allows. Ask the user to check the clocks (timedatectl)."
+	case strings.HasPrefix(msg, "no SSH agent to forward"):
+		return "forward_agent needs an approver who offers an SSH agent: ask the user to start `rootgate approve --forward-agent`, or do without forward_agent."
+	}
+	return "rootgated refused the request before anything ran. Correct it as the message says and try again."
+}
+
+// decodeStream makes a captured stream readable: binary output is only
+// summarised, text is decoded with invalid bytes escaped, and text over
+// maxText bytes keeps its head and tail around a marker.
+func decodeStream(b []byte, daemonTruncated bool, maxText int) Stream {
+	sum := sha256.Sum256(b)
+	s := Stream{Bytes: len(b), SHA256: hex.EncodeToString(sum[:]), DaemonTruncated: daemonTruncated}
+	if len(b) == 0 {
+		return s
+	}
+	if ct, binary := sniff(b); binary {
+		s.Binary = true
+		s.ContentType = ct
+		return s
+	}
+	if len(b) <= maxText {
+		s.Text, s.InvalidUTF8Bytes = escapeInvalid(b)
+		return s
+	}
+	head := runeStartBefore(b, maxText/2)
+	tail := runeStartAfter(b, len(b)-(maxText-head))
+	s.OmittedBytes = tail - head
+	h, n1 := escapeInvalid(b[:head])
+	t, n2 := escapeInvalid(b[tail:])
+	s.InvalidUTF8Bytes = n1 + n2
+	s.Text = h + fmt.Sprintf("\n[... %d bytes cut here by rootgate mcp (bytes %d to %d of %d); the first %d and the last %d bytes are shown ...]\n",
+		s.OmittedBytes, head+1, tail, len(b), head, len(b)-tail) + t
+	return s
+}
+
+// sniff tells binary output from text: what the WHATWG sniffing algorithm
+// calls binary (control bytes, or a known binary signature), or output
+// more than a quarter of which is not UTF-8.
+func sniff(b []byte) (contentType string, binary bool) {
+	ct := http.DetectContentType(b)
+	if !strings.HasPrefix(ct, "text/") {
+		return ct, true
+	}
+	if _, bad := escapeInvalid(b); bad*4 > len(b) {
+		return "application/octet-stream", true
+	}
+	return ct, false
+}
+
+// escapeInvalid decodes b as UTF-8, writing each byte that is not part of
+// a valid sequence as \xNN, and counts them.
+func escapeInvalid(b []byte) (string, int) {
+	if utf8.Valid(b) {
+		return string(b), 0
+	}
+	var sb strings.Builder
+	bad := 0
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&sb, `\x%02x`, b[0])
+			bad++
+		} else {
+			sb.Write(b[:size])
+		}
+		b = b[size:]
+	}
+	return sb.String(), bad
+}
+
+// runeStartBefore moves i back (at most 3 bytes) to the start of a rune.
+func runeStartBefore(b []byte, i int) int {
+	for j := i; j > i-utf8.UTFMax && j > 0; j-- {
+		if utf8.RuneStart(b[j]) {
+			return j
+		}
+	}
+	return i
+}
+
+// runeStartAfter moves i forward (at most 3 bytes) to the start of a rune.
+func runeStartAfter(b []byte, i int) int {
+	for j := i; j < i+utf8.UTFMax && j < len(b); j++ {
+		if utf8.RuneStart(b[j]) {
+			return j
+		}
+	}
+	return i
+}
+
+// text renders r for a model to read.
+func (r *Result) text() string {
+	var sb strings.Builder
+	switch r.Status {
+	case wire.StatusOK:
+		if *r.ExitCode == 0 {
+			fmt.Fprintf(&sb, "status: ok: approved and run; exit code 0\n")
+		} else {
+			fmt.Fprintf(&sb, "status: ok: approved and run, but the last command exited with code %d\n", *r.ExitCode)
+		}
+	default:
+		fmt.Fprintf(&sb, "status: %s: %s\n", r.Status, r.Message)
+	}
+	switch {
+	case r.ID != "":
+		fmt.Fprintf(&sb, "host: %s, request id: %s\n", r.Host, r.ID)
+	case r.Host != "":
+		fmt.Fprintf(&sb, "host: %s\n", r.Host)
+	}
+	if r.TimeLimitHit {
+		sb.WriteString("the run hit its time limit and was killed; below is what it wrote before\n")
+	}
+	for i, st := range r.Stages {
+		cmd := ""
+		if i < len(r.Pipeline) {
+			cmd = " " + shellQuote(r.Pipeline[i])
+		}
+		fmt.Fprintf(&sb, "stage %d%s: exit code %d", i+1, cmd, st.ExitCode)
+		if st.Signal != "" {
+			fmt.Fprintf(&sb, " (killed by %s)", st.Signal)
+		}
+		sb.WriteString("\n")
+	}
+	if r.Stdout != nil {
+		writeStream(&sb, "stdout", r.Stdout)
+	}
+	for i := range r.Stages {
+		name := "stderr"
+		if len(r.Stages) > 1 {
+			name = fmt.Sprintf("stderr of stage %d", i+1)
+		}
+		writeStream(&sb, name, &r.Stages[i].Stderr)
+	}
+	if r.Next != "" {
+		fmt.Fprintf(&sb, "next: %s\n", r.Next)
+	}
+	return sb.String()
+}
+
+func writeStream(sb *strings.Builder, name string, s *Stream) {
+	switch {
+	case s.Bytes == 0:
+		fmt.Fprintf(sb, "%s: empty\n", name)
+	case s.Binary:
+		fmt.Fprintf(sb, "%s: binary output (%s), %d bytes, sha256 %s; not shown\n", name, s.ContentType, s.Bytes, s.SHA256)
+	default:
+		fmt.Fprintf(sb, "--- %s: %d bytes", name, s.Bytes)
+		if s.InvalidUTF8Bytes > 0 {
+			fmt.Fprintf(sb, "; %s not UTF-8, shown as \\xNN", plural(s.InvalidUTF8Bytes, "byte"))
+		}
+		if s.OmittedBytes > 0 {
+			fmt.Fprintf(sb, "; %s cut from the middle, see the marker", plural(s.OmittedBytes, "byte"))
+		}
+		sb.WriteString(" ---\n")
+		sb.WriteString(s.Text)
+		if !strings.HasSuffix(s.Text, "\n") {
+			sb.WriteString("\n[no newline at the end]\n")
+		}
+		fmt.Fprintf(sb, "--- end of %s ---\n", name)
+	}
+	if s.DaemonTruncated {
+		fmt.Fprintf(sb, "%s was cut by rootgated at 16 MiB: only the first %d bytes were captured, the rest was discarded\n", name, DaemonCap)
+	}
+}
+
+// plural writes n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// shellQuote shows argv as a shell would need it typed.
+func shellQuote(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if plainWord.MatchString(a) {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}
