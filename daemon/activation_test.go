@@ -98,9 +98,10 @@ func TestSocketActivation(t *testing.T) {
 		if string(r.Stdout) != "handed-over\n" {
 			t.Fatalf("%s", r.raw)
 		}
-		if !strings.Contains(d.stderr.String(), "activated=true") {
-			t.Errorf("daemon did not log that it was socket-activated:\n%s", d.stderr)
-		}
+		// The start-up line may be written after the first answer.
+		waitFor(t, "the daemon to log that it was socket-activated", 10*time.Second, func() bool {
+			return strings.Contains(d.stderr.String(), "activated=true")
+		})
 	})
 	t.Run("approver socket", func(t *testing.T) {
 		t.Parallel()
@@ -119,9 +120,9 @@ func TestSocketActivation(t *testing.T) {
 		t.Parallel()
 		d := startActivated(t, "allow any\n", []string{"requests"})
 		d.alive()
-		if !strings.Contains(d.stderr.String(), "approvers=false") {
-			t.Errorf("daemon should serve no approver socket:\n%s", d.stderr)
-		}
+		waitFor(t, "the daemon to log that it serves no approver socket", 10*time.Second, func() bool {
+			return strings.Contains(d.stderr.String(), "approvers=false")
+		})
 	})
 }
 
