@@ -498,22 +498,52 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 	return res
 }
 
-// drain reads f to its end into c, keeping the first limit bytes. When f's
-// deadline passes it takes what is left in the pipe and returns.
+// drain reads f to its end into c, keeping the first limit bytes. While
+// under the limit it reads straight into c.Data, so kept output is copied
+// once, from the kernel; past the limit it reads into a scratch buffer and
+// drops what it read. When f's deadline passes it takes what is left in the
+// pipe and returns.
 func drain(f *os.File, c *Capture, limit int) {
-	buf := make([]byte, 32<<10)
+	var scratch []byte // allocated only once the limit is reached
 	for {
+		var buf []byte
+		if len(c.Data) < limit {
+			c.grow(len(c.Data)+1, limit)
+			buf = c.Data[len(c.Data):cap(c.Data)]
+		} else {
+			if scratch == nil {
+				scratch = make([]byte, discardBuf)
+			}
+			buf = scratch
+		}
 		n, err := f.Read(buf)
-		c.write(buf[:n], limit)
+		if len(c.Data) < limit {
+			c.Data = c.Data[:len(c.Data)+n]
+		}
+		c.count(n, limit)
 		if err == nil {
 			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			drainBuffered(f, c, limit, buf)
+			if scratch == nil {
+				scratch = make([]byte, discardBuf)
+			}
+			drainBuffered(f, c, limit, scratch)
 		}
 		return
 	}
 }
+
+// Capture buffer sizes: the first allocation, the growth factor, and the
+// scratch buffer output past the cap is read into. A quiet stream costs
+// captureStart bytes; a stream that reaches the cap has allocated about
+// 4/3 of it in all, and holds at most 5/4 of it while growing the last
+// time, which bounds a capturing run's memory (docs/performance.md).
+const (
+	captureStart = 4 << 10
+	captureGrow  = 4
+	discardBuf   = 64 << 10
+)
 
 // drainBuffered reads what f's pipe holds without waiting for more: Read
 // returns nothing once the deadline has passed, even when data is there.
@@ -543,18 +573,31 @@ func drainBuffered(f *os.File, c *Capture, limit int, buf []byte) {
 }
 
 // write records p as written to the stream, keeping the first limit bytes.
-// It grows Data as needed, never beyond limit.
 func (c *Capture) write(p []byte, limit int) {
-	c.Total += int64(len(p))
 	if keep := min(len(p), limit-len(c.Data)); keep > 0 {
-		if need := len(c.Data) + keep; need > cap(c.Data) {
-			grown := make([]byte, len(c.Data), min(max(need, 2*cap(c.Data)), limit))
-			copy(grown, c.Data)
-			c.Data = grown
-		}
+		c.grow(len(c.Data)+keep, limit)
 		c.Data = append(c.Data, p[:keep]...)
 	}
+	c.count(len(p), limit)
+}
+
+// count records n more bytes written to the stream.
+func (c *Capture) count(n, limit int) {
+	c.Total += int64(n)
 	if c.Total > int64(limit) {
 		c.Truncated = true
 	}
+}
+
+// grow makes Data's capacity at least need bytes (need is at most limit):
+// captureGrow times the current capacity, at least captureStart, never
+// beyond limit.
+func (c *Capture) grow(need, limit int) {
+	if need <= cap(c.Data) {
+		return
+	}
+	size := min(max(captureGrow*cap(c.Data), captureStart, need), limit)
+	grown := make([]byte, len(c.Data), size)
+	copy(grown, c.Data)
+	c.Data = grown
 }
