@@ -472,22 +472,16 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 
 	// Every group has been killed; output still pending can only come from
 	// a process that left its group. Stop waiting for it after drainWait.
-	ioDone := make(chan struct{})
-	go func() {
-		streams.Wait()
-		close(ioDone)
-	}()
-	t := time.NewTimer(drainWait)
-	defer t.Stop()
-	select {
-	case <-ioDone:
-	case <-t.C:
+	// The streams are waited for here, not in another goroutine: one
+	// wake-up less on every run's path to its result.
+	late := time.AfterFunc(drainWait, func() {
 		now := time.Now()
 		for _, f := range r.parentEnds() {
-			_ = f.SetDeadline(now)
+			_ = f.SetDeadline(now) // a file closed meanwhile just says so
 		}
-		<-ioDone
-	}
+	})
+	streams.Wait()
+	late.Stop()
 	closeAll([]*os.File{r.stdout})
 	closeAll(r.stderr)
 
