@@ -267,6 +267,36 @@ func timed(f func() error) (time.Duration, error) {
 	return time.Since(t), err
 }
 
+// contender is one side of a comparison.
+type contender struct {
+	name string
+	f    func() error
+}
+
+// inTurns runs each contender once per round, for warm+n rounds, each
+// round starting with the next contender so that none always goes first
+// (or always follows the same one). It returns the times of the last n
+// rounds, one sample per contender, in contender order.
+func inTurns(ctx context.Context, n, warm int, cs ...contender) ([]sample, error) {
+	out := make([]sample, len(cs))
+	for i := range warm + n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for j := range cs {
+			k := (i + j) % len(cs)
+			t, err := timed(cs[k].f)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", cs[k].name, err)
+			}
+			if i >= warm {
+				out[k] = append(out[k], t)
+			}
+		}
+	}
+	return out, nil
+}
+
 // sample is a set of measurements of one figure.
 type sample []time.Duration
 
@@ -354,33 +384,15 @@ func (b *bench) overhead(ctx context.Context) error {
 		return err
 	}
 	b.progress("figure 1: %d rounds of daemon / direct spawn / sudo / ping", b.cfg.n)
-	var sd, sg, ss, sp sample
-	for i := range b.cfg.n + 20 { // the first 20 rounds warm up
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		td, err := timed(viaDaemon)
-		if err != nil {
-			return fmt.Errorf("daemon round trip: %w", err)
-		}
-		tg, err := timed(direct)
-		if err != nil {
-			return fmt.Errorf("direct spawn: %w", err)
-		}
-		tp, err := timed(ping)
-		if err != nil {
-			return fmt.Errorf("ping: %w", err)
-		}
-		var ts time.Duration
-		if sudoErr == nil {
-			if ts, err = timed(viaSudo); err != nil {
-				return err
-			}
-		}
-		if i >= 20 {
-			sd, sg, ss, sp = append(sd, td), append(sg, tg), append(ss, ts), append(sp, tp)
-		}
+	cs := []contender{{"daemon round trip", viaDaemon}, {"direct spawn", direct}, {"ping", ping}}
+	if sudoErr == nil {
+		cs = append(cs, contender{"sudo", viaSudo})
 	}
+	got, err := inTurns(ctx, b.cfg.n, 20, cs...)
+	if err != nil {
+		return err
+	}
+	sd, sg, sp := got[0], got[1], got[2]
 	// The daemon's own CPU time and run-queue wait per request, from the
 	// scheduler's per-thread accounting: what the request costs it, apart
 	// from waiting for a CPU on a busy machine.
@@ -408,6 +420,7 @@ func (b *bench) overhead(ctx context.Context) error {
 			fmt.Sprintf("%.2f× direct spawn", over), "≤ 1.5× direct", yes(over <= 1.5)},
 		row{"1. rootgated's CPU time per [\"true\"] (mean)", ms(cpu), "", n, fmt.Sprintf("+ %s waiting for a CPU", ms(queued)), "", ""})
 	if sudoErr == nil {
+		ss := got[3]
 		faster := pairedRatio(ss, sd)
 		b.rows = append(b.rows,
 			row{"1. sudo -n true", ms(ss.median()), ss.spread(), n,
@@ -517,18 +530,11 @@ func (b *bench) pipeline(ctx context.Context) error {
 		return err
 	}
 	b.progress("figure 2: %d runs of %s bytes through 4 stages, daemon / sh -c", b.cfg.runs, size)
-	var sd, ss sample
-	for range b.cfg.runs {
-		td, err := timed(viaDaemon)
-		if err != nil {
-			return fmt.Errorf("pipeline via daemon: %w", err)
-		}
-		ts, err := timed(viaSh)
-		if err != nil {
-			return fmt.Errorf("pipeline via sh -c: %w", err)
-		}
-		sd, ss = append(sd, td), append(ss, ts)
+	got, err := inTurns(ctx, b.cfg.runs, 0, contender{"pipeline via daemon", viaDaemon}, contender{"pipeline via sh -c", viaSh})
+	if err != nil {
+		return err
 	}
+	sd, ss := got[0], got[1]
 	rate := func(t time.Duration) string {
 		return fmt.Sprintf("%.2f GiB/s", float64(b.cfg.size)/float64(1<<30)/t.Seconds())
 	}
@@ -646,20 +652,13 @@ func (b *bench) prompt(ctx context.Context) error {
 	defer stop()
 	tru := [][]string{{"true"}}
 	b.progress("figure 4: %d rounds, allowed by policy / approved by an approver client", b.cfg.n)
-	var sa, sp sample
-	for i := range b.cfg.n + 20 {
-		ta, err := timed(func() error { _, err := request(ctx, allow.sock, tru); return err })
-		if err != nil {
-			return fmt.Errorf("allowed request: %w", err)
-		}
-		tp, err := timed(func() error { _, err := request(ctx, ask.sock, tru); return err })
-		if err != nil {
-			return fmt.Errorf("approved request: %w", err)
-		}
-		if i >= 20 {
-			sa, sp = append(sa, ta), append(sp, tp)
-		}
+	got, err := inTurns(ctx, b.cfg.n, 20,
+		contender{"allowed request", func() error { _, err := request(ctx, allow.sock, tru); return err }},
+		contender{"approved request", func() error { _, err := request(ctx, ask.sock, tru); return err }})
+	if err != nil {
+		return err
 	}
+	sa, sp := got[0], got[1]
 	n := strconv.Itoa(b.cfg.n)
 	b.rows = append(b.rows,
 		row{"4. [\"true\"] allowed by policy", ms(sa.median()), sa.spread(), n, "", "", ""},
