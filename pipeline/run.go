@@ -494,17 +494,30 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 
 // drain reads f to its end into c, keeping the first limit bytes. While
 // under the limit it reads straight into c.Data, so kept output is copied
-// once, from the kernel; past the limit it reads into a scratch buffer and
-// drops what it read. When f's deadline passes it takes what is left in the
-// pipe and returns.
+// once, from the kernel. Past the limit it drops the rest without copying
+// it: splice(2) moves it from the pipe to /dev/null (or, where that fails,
+// it is read into a scratch buffer). When f's deadline passes it takes
+// what is left in the pipe and returns.
 func drain(f *os.File, c *Capture, limit int) {
-	var scratch []byte // allocated only once the limit is reached
+	var scratch []byte // allocated only if splice cannot be used
+	spliceOK := true
 	for {
 		var buf []byte
-		if len(c.Data) < limit {
+		switch {
+		case len(c.Data) < limit:
 			c.grow(len(c.Data)+1, limit)
 			buf = c.Data[len(c.Data):cap(c.Data)]
-		} else {
+		case spliceOK:
+			err := c.discard(f, limit)
+			if errors.Is(err, errNoSplice) {
+				spliceOK = false
+				continue
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				drainBuffered(f, c, limit, make([]byte, discardBuf))
+			}
+			return
+		default:
 			if scratch == nil {
 				scratch = make([]byte, discardBuf)
 			}
@@ -525,6 +538,50 @@ func drain(f *os.File, c *Capture, limit int) {
 			drainBuffered(f, c, limit, scratch)
 		}
 		return
+	}
+}
+
+// errNoSplice: discard could not splice, and read nothing.
+var errNoSplice = errors.New("splice to /dev/null not possible")
+
+// discard moves what is written to the pipe f to /dev/null with
+// splice(2), counting it, until the writers close it (nil) or f's read
+// deadline passes (os.ErrDeadlineExceeded). The bytes never reach this
+// process. It returns errNoSplice, having read nothing, when splice cannot
+// be used here.
+func (c *Capture) discard(f *os.File, limit int) error {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return errNoSplice
+	}
+	defer null.Close()
+	nfd := int(null.Fd())
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return errNoSplice
+	}
+	spliced := false
+	for {
+		var n int64
+		var serr error
+		err := rc.Read(func(fd uintptr) bool {
+			n, serr = unix.Splice(int(fd), nil, nfd, nil, 1<<20, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			return serr != unix.EAGAIN
+		})
+		switch {
+		case err != nil:
+			return err
+		case serr == unix.EINTR:
+			continue
+		case serr != nil && !spliced:
+			return errNoSplice
+		case serr != nil:
+			return serr
+		case n == 0:
+			return nil // end of file
+		}
+		spliced = true
+		c.count(int(n), limit)
 	}
 }
 
