@@ -174,7 +174,7 @@ type daemon struct {
 	cmd      *exec.Cmd
 	sock     string
 	approver string // approver socket, or ""
-	stderr   bytes.Buffer
+	log      string // its stderr, a file: a pipe would make the bench copy it
 	done     chan struct{}
 }
 
@@ -197,7 +197,13 @@ func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool) 
 	}
 	d.cmd = exec.Command(b.bin, "--socket", d.sock, "--approver-socket", aflag,
 		"--runtime-dir", filepath.Join(dir, "run"), "--policy", pol)
-	d.cmd.Stderr = &d.stderr
+	d.log = filepath.Join(dir, "log")
+	logf, err := os.Create(d.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the daemon has its own descriptor once started
+	d.cmd.Stderr = logf
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		return nil, err
@@ -212,7 +218,8 @@ func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool) 
 		}
 		select {
 		case <-d.done:
-			return nil, fmt.Errorf("rootgated exited at start: %s", d.stderr.String())
+			out, _ := os.ReadFile(d.log)
+			return nil, fmt.Errorf("rootgated exited at start: %s", out)
 		default:
 		}
 		if time.Now().After(deadline) {
