@@ -72,17 +72,22 @@ type config struct {
 	figures  string
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg config
+// flags defines the bench's flags on cfg (docs/performance.md lists them).
+func flags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(out)
 	fs.IntVar(&cfg.n, "n", 300, "rounds of each small-request comparison")
 	fs.IntVar(&cfg.runs, "runs", 9, "runs of each 1 GiB figure")
 	fs.Int64Var(&cfg.size, "size", 1<<30, "bytes through the pipeline and on each captured stream")
 	fs.IntVar(&cfg.startups, "startups", 30, "socket activations to time")
 	fs.IntVar(&cfg.conc, "clients", 16, "concurrent clients")
 	fs.StringVar(&cfg.figures, "figures", "1,2,3,4,5", "which figures to measure, comma-separated")
-	if err := fs.Parse(args); err != nil {
+	return fs
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config
+	if err := flags(&cfg, stderr).Parse(args); err != nil {
 		return err
 	}
 	if cfg.n < 10 || cfg.runs < 1 || cfg.size < 1 || cfg.startups < 1 || cfg.conc < 1 {
