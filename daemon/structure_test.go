@@ -288,7 +288,7 @@ func TestNoGoroutineLeftPerRequest(t *testing.T) {
 func cancelled(t *testing.T, sock string) {
 	t.Helper()
 	marker := "rg-cancel-" + uuid.NewString()[:8]
-	line := request(map[string]any{"pipeline": [][]string{{"sh", "-c", "exec sleep 60", marker}}})
+	line := request(map[string]any{"pipeline": [][]string{{"sh", "-c", "sleep 60; :", marker}}})
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -296,16 +296,9 @@ func cancelled(t *testing.T, sock string) {
 	if _, err := c.Write([]byte(line)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the run to start", 10*time.Second, func() bool {
-		for _, k := range childrenOf(os.Getpid()) {
-			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k)); strings.Contains(string(b), "sleep\x0060") {
-				return true
-			}
-		}
-		return false
-	})
+	waitFor(t, "the run to start", 10*time.Second, func() bool { return len(procsWith(marker)) > 0 })
 	c.Close()
-	waitFor(t, "the run to be killed", 10*time.Second, func() bool { return len(childrenOf(os.Getpid())) == 0 })
+	noSurvivors(t, marker)
 }
 
 // requestAllocBudget bounds the allocations of one ["true"] request served
