@@ -48,7 +48,7 @@ func (r *Response) HasRun() bool { return r.Stages != nil }
 // bytes themselves plus a small buffer. Stages and stdout are written
 // whenever Stages is non-nil (ok, or a run that timed out).
 func WriteResponse(w io.Writer, r *Response) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := bufio.NewWriterSize(w, bufferSize(r))
 	e := &lineEncoder{w: bw}
 	e.raw(`{"id":`)
 	e.str(r.ID)
@@ -94,6 +94,20 @@ func WriteResponse(w io.Writer, r *Response) error {
 		return e.err
 	}
 	return bw.Flush()
+}
+
+// bufferSize is WriteResponse's buffer for r: the whole line when it is
+// short, so a small answer costs one small allocation and one write;
+// 64 KiB, for few large writes, when it is long.
+func bufferSize(r *Response) int {
+	n := len(r.ID) + len(r.Message) + len(r.Version) + 256
+	if r.HasRun() {
+		n += base64.StdEncoding.EncodedLen(len(r.Stdout))
+		for _, s := range r.Stages {
+			n += base64.StdEncoding.EncodedLen(len(s.Stderr)) + len(s.Signal) + 64
+		}
+	}
+	return min(n, 64<<10)
 }
 
 // lineEncoder keeps the first write error so WriteResponse reads straight.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,10 +69,24 @@ type options struct {
 // Main runs rootgated with args (without the program name) until SIGINT or
 // SIGTERM, and returns the exit code.
 func Main(args []string) int {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, args, os.Stderr)
 }
+
+// memoryLimit is the Go runtime's soft memory limit for the daemon, unless
+// GOMEMLIMIT sets another. Nearly all the daemon's memory is runs' captured
+// output: byte buffers without pointers, which a collection frees without
+// scanning. The default pacing (GOGC=100) lets the heap reach twice what is
+// live before collecting, so a run capturing two full streams (2 × 16 MiB)
+// would peak near 64 MiB; with this limit the collector frees the buffers
+// outgrown by the captures as soon as the heap nears it. It is soft: a
+// daemon with more live output than this (several runs capturing at once)
+// grows past it and collects more often meanwhile (docs/performance.md).
+const memoryLimit = 48 << 20
 
 func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("rootgated", flag.ContinueOnError)

@@ -1,0 +1,918 @@
+// Command bench measures rootgate against the physical limit and against
+// what people use instead, and prints one table (docs/performance.md says
+// how to read it and holds the latest figures).
+//
+// It builds rootgated into a temporary directory, starts it as root on
+// private sockets under /tmp with an "allow any" policy, and measures, each
+// comparison side by side in the same run (interleaved, so that noise from
+// other work on the machine falls on both sides alike):
+//
+//  1. a ["true"] request round trip (connect to answer, client in-process)
+//     against spawning /bin/true from Go and against `sudo -n true`, and
+//     both under 16 concurrent clients;
+//  2. 1 GiB through `head -c 1073741824 /dev/zero | cat | cat | wc -c`
+//     through the daemon against the same pipeline under `sh -c`;
+//  3. a run writing 1 GiB to stdout and 1 GiB to stderr: time to the
+//     answer, the answer's size and the daemon's peak RSS (VmHWM);
+//  4. the same ["true"] request asked of an approver client that answers
+//     at once, against the policy allowing it;
+//  5. start-up under socket activation (systemd-socket-activate): connect
+//     to READY=1 and connect to first answer.
+//
+// Usage (as root, from the repository):
+//
+//	go run ./bench [-n 300] [-runs 9] [-size 1073741824] [-figures 1,2,3,4,5]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/wire"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: error:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the bench's flags.
+type config struct {
+	n        int   // rounds of the small-request comparisons
+	runs     int   // runs of each big-data figure
+	size     int64 // bytes pushed through the pipeline and each capture stream
+	startups int   // socket activations measured
+	conc     int   // concurrent clients
+	figures  string
+}
+
+// flags defines the bench's flags on cfg (docs/performance.md lists them).
+func flags(cfg *config, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.IntVar(&cfg.n, "n", 300, "rounds of each small-request comparison")
+	fs.IntVar(&cfg.runs, "runs", 9, "runs of each 1 GiB figure")
+	fs.Int64Var(&cfg.size, "size", 1<<30, "bytes through the pipeline and on each captured stream")
+	fs.IntVar(&cfg.startups, "startups", 30, "socket activations to time")
+	fs.IntVar(&cfg.conc, "clients", 16, "concurrent clients")
+	fs.StringVar(&cfg.figures, "figures", "1,2,3,4,5", "which figures to measure, comma-separated")
+	return fs
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config
+	if err := flags(&cfg, stderr).Parse(args); err != nil {
+		return err
+	}
+	if cfg.n < 10 || cfg.runs < 1 || cfg.size < 1 || cfg.startups < 1 || cfg.conc < 1 {
+		return errors.New("-n must be at least 10, and -runs, -size, -startups, -clients positive")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("must run as root (rootgated does)")
+	}
+	b := &bench{cfg: cfg, log: stderr}
+	defer b.cleanup()
+	if err := b.build(); err != nil {
+		return err
+	}
+	load0 := loadavg()
+	start := time.Now()
+	steps := []struct {
+		figure string
+		f      func(context.Context) error
+	}{{"1", b.overhead}, {"1", b.concurrent}, {"2", b.pipeline}, {"3", b.capture}, {"4", b.prompt}, {"5", b.startup}}
+	want := strings.Split(cfg.figures, ",")
+	for _, st := range steps {
+		if !slices.Contains(want, st.figure) {
+			continue
+		}
+		if err := st.f(ctx); err != nil {
+			return err
+		}
+	}
+	b.print(stdout, start, load0)
+	return nil
+}
+
+// bench holds what the steps share and the rows they produce.
+type bench struct {
+	cfg     config
+	log     io.Writer
+	bin     string   // rootgated
+	dirs    []string // to remove at the end
+	daemons []*daemon
+	rows    []row
+	notes   []string
+}
+
+// row is one line of the table.
+type row struct {
+	figure, median, spread, n, compare, target, met string
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.log, "bench: "+format+"\n", args...)
+}
+
+func (b *bench) tempDir() (string, error) {
+	// Short: socket paths must fit in sun_path (108 bytes).
+	d, err := os.MkdirTemp("/tmp", "rgb")
+	if err == nil {
+		b.dirs = append(b.dirs, d)
+	}
+	return d, err
+}
+
+func (b *bench) cleanup() {
+	for _, d := range b.daemons {
+		d.stop()
+	}
+	for _, d := range b.dirs {
+		os.RemoveAll(d)
+	}
+}
+
+// build compiles rootgated as it ships (no race detector).
+func (b *bench) build() error {
+	d, err := b.tempDir()
+	if err != nil {
+		return err
+	}
+	b.bin = filepath.Join(d, "rootgated")
+	b.progress("building rootgated")
+	cmd := exec.Command("go", "build", "-o", b.bin, "github.com/rootgate/rootgate/cmd/rootgated")
+	cmd.Stdout, cmd.Stderr = b.log, b.log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build rootgated: %w", err)
+	}
+	return nil
+}
+
+// daemon is a rootgated started by the bench.
+type daemon struct {
+	cmd      *exec.Cmd
+	sock     string
+	approver string // approver socket, or ""
+	log      string // its stderr, a file: a pipe would make the bench copy it
+	done     chan struct{}
+}
+
+// startDaemon starts rootgated with the policy text and waits until it
+// answers a ping.
+func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool) (*daemon, error) {
+	dir, err := b.tempDir()
+	if err != nil {
+		return nil, err
+	}
+	pol := filepath.Join(dir, "policy")
+	if err := os.WriteFile(pol, []byte(policy), 0o600); err != nil {
+		return nil, err
+	}
+	d := &daemon{sock: filepath.Join(dir, "s"), done: make(chan struct{})}
+	aflag := ""
+	if approvers {
+		d.approver = filepath.Join(dir, "a")
+		aflag = d.approver
+	}
+	d.cmd = exec.Command(b.bin, "--socket", d.sock, "--approver-socket", aflag,
+		"--runtime-dir", filepath.Join(dir, "run"), "--policy", pol)
+	d.log = filepath.Join(dir, "log")
+	logf, err := os.Create(d.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the daemon has its own descriptor once started
+	d.cmd.Stderr = logf
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	b.daemons = append(b.daemons, d)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := client.Do(ctx, d.sock, &wire.Outgoing{ID: uuid.NewString(), Time: now(), Action: wire.ActionPing})
+		if err == nil && r.Status == wire.StatusOK {
+			return d, nil
+		}
+		select {
+		case <-d.done:
+			out, _ := os.ReadFile(d.log)
+			return nil, fmt.Errorf("rootgated exited at start: %s", out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("rootgated did not answer within 30s: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (d *daemon) stop() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+}
+
+// peakRSS is the daemon's VmHWM in bytes.
+func (d *daemon) peakRSS() (int64, error) {
+	return statusFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), "VmHWM:")
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+// request sends a pipeline and requires an ok answer whose last stage
+// exited 0; it returns the answer's stdout.
+func request(ctx context.Context, sock string, pipeline [][]string) ([]byte, error) {
+	r, err := client.Do(ctx, sock, &wire.Outgoing{ID: uuid.NewString(), Time: now(), Pipeline: pipeline})
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != wire.StatusOK {
+		return nil, fmt.Errorf("%s: %s", r.Status, r.Message)
+	}
+	if c := r.Stages[len(r.Stages)-1].ExitCode; c != 0 {
+		return nil, fmt.Errorf("last stage exited %d: %s", c, r.Stages[len(r.Stages)-1].Stderr)
+	}
+	return r.Stdout, nil
+}
+
+// timed runs f and returns how long it took.
+func timed(f func() error) (time.Duration, error) {
+	t := time.Now()
+	err := f()
+	return time.Since(t), err
+}
+
+// contender is one side of a comparison.
+type contender struct {
+	name string
+	f    func() error
+}
+
+// inTurns runs each contender once per round, for warm+n rounds, each
+// round starting with the next contender so that none always goes first
+// (or always follows the same one). It returns the times of the last n
+// rounds, one sample per contender, in contender order.
+func inTurns(ctx context.Context, n, warm int, cs ...contender) ([]sample, error) {
+	out := make([]sample, len(cs))
+	for i := range warm + n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for j := range cs {
+			k := (i + j) % len(cs)
+			t, err := timed(cs[k].f)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", cs[k].name, err)
+			}
+			if i >= warm {
+				out[k] = append(out[k], t)
+			}
+		}
+	}
+	return out, nil
+}
+
+// sample is a set of measurements of one figure.
+type sample []time.Duration
+
+func (s sample) q(p float64) time.Duration {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	i := int(p*float64(len(c)-1) + 0.5)
+	return c[i]
+}
+
+func (s sample) median() time.Duration { return s.q(0.5) }
+
+// spread is the interquartile range, as "p25–p75".
+func (s sample) spread() string {
+	return fmt.Sprintf("%s–%s", ms(s.q(0.25)), ms(s.q(0.75)))
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+// pairedRatio is the median of a[i]/b[i]: a and b were measured in turns,
+// so each pair shares the machine's load of its moment, which a ratio of
+// the two medians would not.
+func pairedRatio(a, b sample) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = ratio(a[i], b[i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
+// pairedDiff is the median of a[i]-b[i].
+func pairedDiff(a, b sample) time.Duration {
+	d := make(sample, len(a))
+	for i := range a {
+		d[i] = a[i] - b[i]
+	}
+	return d.median()
+}
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+// overhead is figure 1: a ["true"] round trip against /bin/true spawned
+// from Go and against sudo -n true, interleaved round by round.
+func (b *bench) overhead(ctx context.Context) error {
+	d, err := b.startDaemon(ctx, "allow any\n", false)
+	if err != nil {
+		return err
+	}
+	sudo, sudoErr := exec.LookPath("sudo")
+	if sudoErr != nil {
+		b.notes = append(b.notes, "sudo is not installed (apt-get install sudo): the sudo comparison was skipped")
+	}
+	tru := [][]string{{"true"}}
+	viaDaemon := func() error { _, err := request(ctx, d.sock, tru); return err }
+	direct := func() error { return exec.Command("/bin/true").Run() }
+	viaSudo := func() error {
+		out, err := exec.Command(sudo, "-n", "true").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("sudo -n true: %v: %s", err, out)
+		}
+		return nil
+	}
+	ping := func() error {
+		r, err := client.Do(ctx, d.sock, &wire.Outgoing{ID: uuid.NewString(), Time: now(), Action: wire.ActionPing})
+		if err == nil && r.Status != wire.StatusOK {
+			err = fmt.Errorf("%s: %s", r.Status, r.Message)
+		}
+		return err
+	}
+	b.progress("figure 1: %d rounds of daemon / direct spawn / sudo / ping", b.cfg.n)
+	cs := []contender{{"daemon round trip", viaDaemon}, {"direct spawn", direct}, {"ping", ping}}
+	if sudoErr == nil {
+		cs = append(cs, contender{"sudo", viaSudo})
+	}
+	got, err := inTurns(ctx, b.cfg.n, 20, cs...)
+	if err != nil {
+		return err
+	}
+	sd, sg, sp := got[0], got[1], got[2]
+	// The daemon's own CPU time and run-queue wait per request, from the
+	// scheduler's per-thread accounting: what the request costs it, apart
+	// from waiting for a CPU on a busy machine.
+	run0, wait0, err := schedstat(d.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	for range b.cfg.n {
+		if err := viaDaemon(); err != nil {
+			return fmt.Errorf("daemon round trip: %w", err)
+		}
+	}
+	run1, wait1, err := schedstat(d.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	cpu, queued := (run1-run0)/time.Duration(b.cfg.n), (wait1-wait0)/time.Duration(b.cfg.n)
+
+	n := strconv.Itoa(b.cfg.n)
+	over := pairedRatio(sd, sg)
+	b.rows = append(b.rows,
+		row{"1. /bin/true spawned from Go (the limit)", ms(sg.median()), sg.spread(), n, "", "", ""},
+		row{"1. ping through rootgated (no run)", ms(sp.median()), sp.spread(), n, "the protocol's share", "", ""},
+		row{"1. [\"true\"] through rootgated", ms(sd.median()), sd.spread(), n,
+			fmt.Sprintf("%.2f× direct spawn", over), "≤ 1.5× direct", yes(over <= 1.5)},
+		row{"1. rootgated's CPU time per [\"true\"] (mean)", ms(cpu), "", n, fmt.Sprintf("+ %s waiting for a CPU", ms(queued)), "", ""})
+	if sudoErr == nil {
+		ss := got[3]
+		faster := pairedRatio(ss, sd)
+		b.rows = append(b.rows,
+			row{"1. sudo -n true", ms(ss.median()), ss.spread(), n,
+				fmt.Sprintf("rootgated %.2f× faster", faster), "≥ 3× faster", yes(faster >= 3)})
+	}
+	return nil
+}
+
+// schedstat sums the CPU time and the run-queue wait of pid's threads
+// (/proc/PID/task/*/schedstat).
+func schedstat(pid int) (run, wait time.Duration, err error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return 0, 0, fmt.Errorf("schedstat of %d: %q", pid, b)
+		}
+		r, err1 := strconv.ParseInt(f[0], 10, 64)
+		w, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("schedstat of %d: %q", pid, b)
+		}
+		run += time.Duration(r)
+		wait += time.Duration(w)
+	}
+	return run, wait, nil
+}
+
+// concurrent is figure 1's second half: p50/p99 under concurrent clients,
+// for the daemon and for direct spawns.
+func (b *bench) concurrent(ctx context.Context) error {
+	d, err := b.startDaemon(ctx, "allow any\n", false)
+	if err != nil {
+		return err
+	}
+	per := max(b.cfg.n/4, 10)
+	b.progress("figure 1: %d clients × %d requests", b.cfg.conc, per)
+	tru := [][]string{{"true"}}
+	measure := func(f func() error) (sample, time.Duration, error) {
+		var mu sync.Mutex
+		var s sample
+		var first error
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for range b.cfg.conc {
+			wg.Go(func() {
+				for range per {
+					t, err := timed(f)
+					mu.Lock()
+					s = append(s, t)
+					if err != nil && first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return s, time.Since(t0), first
+	}
+	sd, wd, err := measure(func() error { _, err := request(ctx, d.sock, tru); return err })
+	if err != nil {
+		return fmt.Errorf("concurrent daemon requests: %w", err)
+	}
+	sg, wg, err := measure(func() error { return exec.Command("/bin/true").Run() })
+	if err != nil {
+		return fmt.Errorf("concurrent direct spawns: %w", err)
+	}
+	n := fmt.Sprintf("%d×%d", b.cfg.conc, per)
+	b.rows = append(b.rows,
+		row{fmt.Sprintf("1. /bin/true from Go, %d at once", b.cfg.conc), ms(sg.median()), "p99 " + ms(sg.q(0.99)), n,
+			fmt.Sprintf("%.0f/s", float64(len(sg))/wg.Seconds()), "", ""},
+		row{fmt.Sprintf("1. [\"true\"] via rootgated, %d clients", b.cfg.conc), ms(sd.median()), "p99 " + ms(sd.q(0.99)), n,
+			fmt.Sprintf("%.0f/s; p50 %.2f× direct", float64(len(sd))/wd.Seconds(), ratio(sd.median(), sg.median())), "", ""})
+	return nil
+}
+
+// pipeline is figure 2: the same 4-stage pipeline through the daemon and
+// under sh -c.
+func (b *bench) pipeline(ctx context.Context) error {
+	d, err := b.startDaemon(ctx, "allow any\n", false)
+	if err != nil {
+		return err
+	}
+	size := strconv.FormatInt(b.cfg.size, 10)
+	want := size + "\n"
+	stages := [][]string{{"head", "-c", size, "/dev/zero"}, {"cat"}, {"cat"}, {"wc", "-c"}}
+	viaDaemon := func() error {
+		out, err := request(ctx, d.sock, stages)
+		if err == nil && string(out) != want {
+			err = fmt.Errorf("wc -c printed %q", out)
+		}
+		return err
+	}
+	shell := func(line string) func() error {
+		return func() error {
+			out, err := exec.Command("/bin/sh", "-c", line).Output()
+			if err == nil && string(out) != want {
+				err = fmt.Errorf("wc -c printed %q", out)
+			}
+			return err
+		}
+	}
+	viaSh := shell("head -c " + size + " /dev/zero | cat | cat | wc -c")
+	// rootgated starts each stage in its own session; where the kernel
+	// groups tasks by session for scheduling (autogroup), that alone can
+	// change a pipeline's share of a busy machine. This side shows it.
+	viaShSessions := shell("setsid -w head -c " + size + " /dev/zero | setsid -w cat | setsid -w cat | setsid -w wc -c")
+	b.progress("figure 2: %d runs of %s bytes through 4 stages, daemon / sh -c / sh -c with a session per stage", b.cfg.runs, size)
+	got, err := inTurns(ctx, b.cfg.runs, 0, contender{"pipeline via daemon", viaDaemon}, contender{"pipeline via sh -c", viaSh},
+		contender{"pipeline via sh -c, setsid stages", viaShSessions})
+	if err != nil {
+		return err
+	}
+	sd, ss, sss := got[0], got[1], got[2]
+	rate := func(t time.Duration) string {
+		return fmt.Sprintf("%.2f GiB/s", float64(b.cfg.size)/float64(1<<30)/t.Seconds())
+	}
+	th := pairedRatio(ss, sd) // throughput ratio = inverse time ratio
+	n := strconv.Itoa(b.cfg.runs)
+	b.rows = append(b.rows,
+		row{"2. head|cat|cat|wc -c under sh -c", ms(ss.median()), ss.spread(), n, rate(ss.median()), "", ""},
+		row{"2. the same, each stage setsid (as rootgated)", ms(sss.median()), sss.spread(), n,
+			fmt.Sprintf("%s = %.3f× sh -c", rate(sss.median()), pairedRatio(ss, sss)), "", ""},
+		row{"2. the same through rootgated", ms(sd.median()), sd.spread(), n,
+			fmt.Sprintf("%s = %.3f× sh -c", rate(sd.median()), th), "≥ 0.95× sh -c", yes(th >= 0.95)})
+	return nil
+}
+
+// capture is figure 3: a run writing size bytes to stdout and as many to
+// stderr, against a fresh daemon so its VmHWM is this figure's.
+func (b *bench) capture(ctx context.Context) error {
+	d, err := b.startDaemon(ctx, "allow any\n", false)
+	if err != nil {
+		return err
+	}
+	if _, err := request(ctx, d.sock, [][]string{{"true"}}); err != nil {
+		return err
+	}
+	idle, err := d.peakRSS()
+	if err != nil {
+		return err
+	}
+	size := strconv.FormatInt(b.cfg.size, 10)
+	script := "head -c " + size + " /dev/zero >&2 & head -c " + size + " /dev/zero; wait"
+	b.progress("figure 3: %d runs writing %s bytes to stdout and to stderr", b.cfg.runs, size)
+	var st sample
+	var respSize int64
+	for range b.cfg.runs {
+		var n int64
+		t, err := timed(func() error {
+			var err error
+			n, err = streamRequest(ctx, d.sock, [][]string{{"sh", "-c", script}})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("capture: %w", err)
+		}
+		st, respSize = append(st, t), n
+	}
+	peak, err := d.peakRSS()
+	if err != nil {
+		return err
+	}
+	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+	runs := strconv.Itoa(b.cfg.runs)
+	b.rows = append(b.rows,
+		row{"3. 1 GiB out + 1 GiB err: time to answer", ms(st.median()), st.spread(), runs, "answer " + mib(respSize), "", ""},
+		row{"3. daemon peak RSS (VmHWM) meanwhile", mib(peak), "idle " + mib(idle), runs, "caps 2 × 16 MiB", "≤ 64 MiB", yes(peak <= 64<<20)})
+	return nil
+}
+
+// streamRequest sends a request and reads its answer without keeping it,
+// checking it is an ok answer with both streams truncated. It returns the
+// answer's size.
+func streamRequest(ctx context.Context, sock string, pipeline [][]string) (int64, error) {
+	line, err := json.Marshal(&wire.Outgoing{ID: uuid.NewString(), Time: now(), Pipeline: pipeline})
+	if err != nil {
+		return 0, err
+	}
+	var dl net.Dialer
+	c, err := dl.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if _, err := c.Write(append(line, '\n')); err != nil {
+		return 0, err
+	}
+	w := &ends{}
+	n, err := io.Copy(w, c)
+	if err != nil {
+		return n, err
+	}
+	head, tail := string(w.head), string(w.tail)
+	switch {
+	case !strings.Contains(head, `"status":"ok"`):
+		return n, fmt.Errorf("answer is not ok: %.200s", head)
+	case !strings.Contains(tail, `"stdout_truncated":true`) || !strings.HasSuffix(tail, "}\n"):
+		return n, fmt.Errorf("answer does not end with a truncated stdout: %s", tail)
+	}
+	return n, nil
+}
+
+// ends keeps the first and last bytes written to it.
+type ends struct{ head, tail []byte }
+
+func (e *ends) Write(p []byte) (int, error) {
+	if len(e.head) < 256 {
+		e.head = append(e.head, p[:min(len(p), 256-len(e.head))]...)
+	}
+	e.tail = append(e.tail, p[max(0, len(p)-256):]...)
+	e.tail = e.tail[max(0, len(e.tail)-256):]
+	return len(p), nil
+}
+
+// prompt is figure 4: the ["true"] round trip when an attached approver
+// client answers at once, against the same request allowed by policy.
+func (b *bench) prompt(ctx context.Context) error {
+	allow, err := b.startDaemon(ctx, "allow any\n", false)
+	if err != nil {
+		return err
+	}
+	ask, err := b.startDaemon(ctx, "ask any\n", true)
+	if err != nil {
+		return err
+	}
+	stop, err := attachApprover(ctx, ask.approver)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	tru := [][]string{{"true"}}
+	b.progress("figure 4: %d rounds, allowed by policy / approved by an approver client", b.cfg.n)
+	got, err := inTurns(ctx, b.cfg.n, 20,
+		contender{"allowed request", func() error { _, err := request(ctx, allow.sock, tru); return err }},
+		contender{"approved request", func() error { _, err := request(ctx, ask.sock, tru); return err }})
+	if err != nil {
+		return err
+	}
+	sa, sp := got[0], got[1]
+	n := strconv.Itoa(b.cfg.n)
+	b.rows = append(b.rows,
+		row{"4. [\"true\"] allowed by policy", ms(sa.median()), sa.spread(), n, "", "", ""},
+		row{"4. [\"true\"] approved by an instant approver", ms(sp.median()), sp.spread(), n,
+			fmt.Sprintf("+%s (%.2f×)", ms(pairedDiff(sp, sa)), pairedRatio(sp, sa)), "", ""})
+	return nil
+}
+
+// attachApprover attaches an approver-protocol client that approves every
+// prompt as soon as it arrives. stop detaches it.
+func attachApprover(ctx context.Context, sock string) (stop func(), err error) {
+	var dl net.Dialer
+	c, err := dl.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	if err := approval.WriteMessage(c, &approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Name: "bench"}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+	if err != nil || m.Type != approval.MsgWelcome {
+		c.Close()
+		return nil, fmt.Errorf("approver not welcomed: %v %+v", err, m)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		yes := true
+		for {
+			m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+			if err != nil {
+				return
+			}
+			var reply *approval.Message
+			switch m.Type {
+			case approval.MsgPrompt:
+				reply = &approval.Message{Type: approval.MsgDecision, ID: m.ID, Hash: m.Hash, Approve: &yes}
+			case approval.MsgPing:
+				reply = &approval.Message{Type: approval.MsgPong}
+			default:
+				continue
+			}
+			if approval.WriteMessage(c, reply) != nil {
+				return
+			}
+		}
+	}()
+	return func() { c.Close(); <-done }, nil
+}
+
+// startup is figure 5: systemd-socket-activate holds the socket; the first
+// connection starts rootgated. Measured from that connect to READY=1 on
+// NOTIFY_SOCKET and to the first answer (a ["true"] run).
+func (b *bench) startup(ctx context.Context) error {
+	sa, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		b.notes = append(b.notes, "systemd-socket-activate is not installed (apt-get install systemd): start-up was skipped")
+		return nil
+	}
+	b.progress("figure 5: %d socket activations", b.cfg.startups)
+	var sr, sf sample
+	for range b.cfg.startups {
+		tr, tf, err := b.activateOnce(ctx, sa)
+		if err != nil {
+			return fmt.Errorf("socket activation: %w", err)
+		}
+		sr, sf = append(sr, tr), append(sf, tf)
+	}
+	n := strconv.Itoa(b.cfg.startups)
+	b.rows = append(b.rows,
+		row{"5. socket activation: connect to READY=1", ms(sr.median()), sr.spread(), n, "", "", ""},
+		row{"5. socket activation: connect to first answer", ms(sf.median()), sf.spread(), n, "", "≤ 50 ms", yes(sf.median() <= 50*time.Millisecond)})
+	return nil
+}
+
+func (b *bench) activateOnce(ctx context.Context, sa string) (ready, first time.Duration, err error) {
+	dir, err := b.tempDir()
+	if err != nil {
+		return 0, 0, err
+	}
+	pol := filepath.Join(dir, "policy")
+	if err := os.WriteFile(pol, []byte("allow any\n"), 0o600); err != nil {
+		return 0, 0, err
+	}
+	notifyPath := filepath.Join(dir, "n")
+	nl, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer nl.Close()
+	sock := filepath.Join(dir, "s")
+	cmd := exec.Command(sa, "-l", sock, "--fdname=requests", "-E", "NOTIFY_SOCKET="+notifyPath,
+		b.bin, "--runtime-dir", filepath.Join(dir, "run"), "--policy", pol)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	exited := make(chan struct{})
+	var log bytes.Buffer
+	listening := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		said := false
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if !said && strings.Contains(sc.Text(), "Listening on") {
+				said = true
+				close(listening)
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	select {
+	case <-listening:
+	case <-exited:
+		return 0, 0, fmt.Errorf("systemd-socket-activate exited: %s", log.String())
+	case <-time.After(30 * time.Second):
+		return 0, 0, errors.New("systemd-socket-activate did not listen within 30s")
+	}
+
+	readyC := make(chan time.Time, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := nl.Read(buf)
+			if err != nil {
+				return
+			}
+			if slices.Contains(strings.Split(string(buf[:n]), "\n"), "READY=1") {
+				readyC <- time.Now()
+				return
+			}
+		}
+	}()
+	t0 := time.Now()
+	if _, err := request(ctx, sock, [][]string{{"true"}}); err != nil {
+		return 0, 0, fmt.Errorf("%w\n%s", err, log.String())
+	}
+	first = time.Since(t0)
+	select {
+	case t := <-readyC:
+		ready = t.Sub(t0)
+	case <-time.After(10 * time.Second):
+		return 0, 0, errors.New("no READY=1 within 10s of the first answer")
+	}
+	return ready, first, nil
+}
+
+// print writes the table and the machine it ran on.
+func (b *bench) print(w io.Writer, start time.Time, load0 string) {
+	fmt.Fprintf(w, "rootgate bench, %s UTC, took %s\n", start.UTC().Format("2006-01-02 15:04"), time.Since(start).Round(time.Second))
+	fmt.Fprintf(w, "machine: %s, %d CPUs, %s, kernel %s, %s\n", cpuModel(), runtime.NumCPU(), memTotal(), kernel(), runtime.Version())
+	fmt.Fprintf(w, "load average: %s at start, %s at end\n\n", load0, loadavg())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tmedian\tspread (p25–p75)\truns\tcomparison (median of paired ratios)\ttarget\tmet")
+	for _, r := range b.rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.figure, r.median, r.spread, r.n, r.compare, r.target, r.met)
+	}
+	tw.Flush()
+	for _, n := range b.notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return "unknown CPU"
+}
+
+func memTotal() string {
+	n, err := statusFile("/proc/meminfo", "MemTotal:")
+	if err != nil {
+		return "unknown memory"
+	}
+	return fmt.Sprintf("%.1f GiB RAM", float64(n)/(1<<30))
+}
+
+func statusFile(path, key string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in %s", key, path)
+}
+
+func kernel() string {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return "unknown"
+	}
+	var sb strings.Builder
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}

@@ -1,0 +1,321 @@
+package daemon_test
+
+// Structural performance tests: no clock. They hold the properties that
+// make rootgate cheap (docs/performance.md): the kernel moves a pipeline's
+// data between stages without the daemon reading it, a request leaves no
+// goroutine behind, and a request costs a bounded number of allocations.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// procIO reads one counter ("rchar", "wchar", …) of /proc/PID/io.
+func procIO(t testing.TB, pid int, key string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, key+": "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/io", key, pid)
+	return 0
+}
+
+// childrenOf lists the pids whose parent is pid.
+func childrenOf(pid int) []int {
+	var kids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, p)
+		}
+	}
+	return kids
+}
+
+// fdTarget is what /proc/PID/fd/N points to, e.g. "pipe:[1234]".
+func fdTarget(pid, fd int) string {
+	s, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	return s
+}
+
+// fdTargets is the set of what pid's descriptors point to.
+func fdTargets(t testing.TB, pid int) []string {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if s, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// stageChain orders the stage leaders kids by following stdout to stdin:
+// the first reads /dev/null, each next one's stdin is the very pipe the one
+// before writes to. It returns nil until all n stages are there so chained.
+func stageChain(kids []int, n int) []int {
+	var chain []int
+	for _, k := range kids {
+		if fdTarget(k, 0) == "/dev/null" {
+			chain = append(chain, k)
+		}
+	}
+	if len(chain) != 1 {
+		return nil
+	}
+	for len(chain) < n {
+		out := fdTarget(chain[len(chain)-1], 1)
+		if !strings.HasPrefix(out, "pipe:") {
+			return nil
+		}
+		i := slices.IndexFunc(kids, func(k int) bool { return fdTarget(k, 0) == out })
+		if i < 0 {
+			return nil
+		}
+		chain = append(chain, kids[i])
+	}
+	return chain
+}
+
+// TestNoCopyBetweenStages pushes 64 MiB through `head | cat | cat | head`
+// run by the real daemon and checks, while every stage is still alive (so
+// none has been reaped and counted into the daemon's I/O), that each stage's
+// stdout is the next one's stdin, that the daemon holds no end of those
+// pipes, and that the daemon itself read next to nothing meanwhile: the
+// kernel moved the data, the daemon copied none of it.
+func TestNoCopyBetweenStages(t *testing.T) {
+	const size = 64 << 20
+	d := startDaemon(t, opts{})
+	pid := d.cmd.Process.Pid
+	n := strconv.Itoa(size)
+	line := request(map[string]any{"pipeline": [][]string{
+		{"sh", "-c", "head -c " + n + " /dev/zero; exec sleep 60"},
+		{"cat"},
+		{"cat"},
+		{"sh", "-c", "head -c " + n + " >/dev/null; exec sleep 60"},
+	}})
+	before := procIO(t, pid, "rchar")
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(line)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Until each stage has exec'd, its descriptors may still be the
+	// daemon's own: poll until the chain forms, and report what was seen.
+	var kids, chain []int
+	for deadline := time.Now().Add(15 * time.Second); chain == nil; time.Sleep(10 * time.Millisecond) {
+		kids = childrenOf(pid)
+		if len(kids) == 4 {
+			chain = stageChain(kids, 4)
+		}
+		if chain == nil && time.Now().After(deadline) {
+			var fds []string
+			for _, k := range kids {
+				fds = append(fds, fmt.Sprintf("pid %d: stdin %s, stdout %s", k, fdTarget(k, 0), fdTarget(k, 1)))
+			}
+			t.Fatalf("the stages are not chained stdout to stdin by one pipe each:\n%s", strings.Join(fds, "\n"))
+		}
+	}
+	waitFor(t, "the second cat to read all the data", 30*time.Second, func() bool {
+		return procIO(t, chain[2], "rchar") >= size
+	})
+	read := procIO(t, pid, "rchar") - before
+	if kids := childrenOf(pid); len(kids) != 4 {
+		t.Fatalf("the daemon has %d children, want the 4 stages still running", len(kids))
+	}
+	t.Logf("%d bytes through 3 pipes; the daemon read %d bytes meanwhile", size, read)
+	if read >= 1<<20 {
+		t.Errorf("the daemon read %d bytes while %d went through its pipeline: it copies between stages", read, size)
+	}
+	held := fdTargets(t, pid)
+	for i := range 3 {
+		p := fdTarget(chain[i], 1)
+		if slices.Contains(held, p) {
+			t.Errorf("the daemon holds %s, the pipe from stage %d to stage %d", p, i+1, i+2)
+		}
+	}
+
+	// Going away cancels the run; every stage must be gone after.
+	c.Close()
+	waitFor(t, "the stages to be killed", 30*time.Second, func() bool { return len(childrenOf(pid)) == 0 })
+	d.alive()
+}
+
+// inProcess serves policy on a socket from this test process and returns
+// the socket.
+func inProcess(t *testing.T, policy string) string {
+	t.Helper()
+	dir := shortDir(t)
+	pol, err := approval.ParsePolicy("policy", strings.NewReader(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := daemon.New(daemon.Config{RuntimeDir: filepath.Join(dir, "run"), Policy: pol, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s")
+	ln, err := daemon.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, daemon.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+		srv.Close()
+	})
+	return sock
+}
+
+// ask sends one request to sock and returns the answer.
+func ask(t testing.TB, sock string, req *wire.Outgoing) *wire.Response {
+	t.Helper()
+	if req.ID == "" {
+		req.ID = uuid.NewString()
+	}
+	if req.Time == "" {
+		req.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	r, err := client.Do(context.Background(), sock, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestNoGoroutineLeftPerRequest serves every kind of request many times,
+// one after another and 16 at once, from this process, and requires the
+// goroutine count to come back to what it was: nothing a request starts
+// outlives it.
+func TestNoGoroutineLeftPerRequest(t *testing.T) {
+	sock := inProcess(t, "allow any\n")
+	kinds := []func(){
+		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"true"}}}) },
+		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"echo", "hi"}, {"cat"}, {"wc", "-c"}}}) },
+		func() { ask(t, sock, &wire.Outgoing{Action: wire.ActionPing}) },
+		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"no-such-command"}}}) },
+		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"sleep", "10"}}, Timeout: 0.05}) },
+		func() {
+			raw, err := client.RoundTrip(context.Background(), sock, []byte("{not json\n"))
+			if err != nil || !strings.Contains(string(raw), `"status":"error"`) {
+				t.Fatalf("invalid JSON: %q, %v", raw, err)
+			}
+		},
+	}
+	for _, k := range kinds { // warm up: the runtime's own goroutines start once
+		k()
+	}
+	base := runtime.NumGoroutine()
+	for range 10 {
+		for _, k := range kinds {
+			k()
+		}
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range 5 {
+				kinds[i%3]()
+			}
+		})
+	}
+	wg.Wait()
+	cancelled(t, sock)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines after the requests, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// cancelled sends a long run and goes away once it runs: the daemon must
+// kill it, and drop everything it started for it.
+func cancelled(t *testing.T, sock string) {
+	t.Helper()
+	marker := "rg-cancel-" + uuid.NewString()[:8]
+	line := request(map[string]any{"pipeline": [][]string{{"sh", "-c", "sleep 60; :", marker}}})
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte(line)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run to start", 10*time.Second, func() bool { return len(procsWith(marker)) > 0 })
+	c.Close()
+	noSurvivors(t, marker)
+}
+
+// requestAllocBudget bounds the allocations of one ["true"] request served
+// in-process, client and daemon together: about twice today's count.
+const requestAllocBudget = 600
+
+func TestRequestAllocs(t *testing.T) {
+	sock := inProcess(t, "allow any\n")
+	tru := [][]string{{"true"}}
+	ask(t, sock, &wire.Outgoing{Pipeline: tru})
+	allocs := testing.AllocsPerRun(50, func() {
+		if r := ask(t, sock, &wire.Outgoing{Pipeline: tru}); r.Status != wire.StatusOK {
+			t.Fatalf("answer %+v", r)
+		}
+	})
+	t.Logf("%.0f allocations per [\"true\"] request, client and daemon", allocs)
+	if allocs > requestAllocBudget {
+		t.Errorf("a [\"true\"] request takes %.0f allocations; the budget is %d", allocs, requestAllocBudget)
+	}
+}

@@ -1,0 +1,58 @@
+package pipeline
+
+import (
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+// Structural performance tests (docs/performance.md): no clock, only the
+// properties that make a run cheap.
+
+// TestStagesShareKernelPipes: the stages of a run are joined by the pipes
+// themselves, handed to each child as its stdout and the next one's stdin.
+// os/exec starts no copying goroutine for an *os.File, and the runner keeps
+// no end of those pipes for itself, so it cannot read what goes through.
+func TestStagesShareKernelPipes(t *testing.T) {
+	c := &Cmd{Argv: [][]string{{"a"}, {"b"}, {"c"}}, Paths: []string{"/bin/true", "/bin/true", "/bin/true"}}
+	r, err := c.prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(r.childEnds)
+	defer closeAll(r.parentEnds())
+	for i := 1; i < len(r.stages); i++ {
+		in, ok := r.stages[i].cmd.Stdin.(*os.File)
+		if !ok {
+			t.Fatalf("stage %d: stdin is a %T, not a pipe handed to the child", i+1, r.stages[i].cmd.Stdin)
+		}
+		if _, ok := r.stages[i-1].cmd.Stdout.(*os.File); !ok {
+			t.Fatalf("stage %d: stdout is a %T, not a pipe handed to the child", i, r.stages[i-1].cmd.Stdout)
+		}
+		if !slices.Contains(r.childEnds, in) || slices.Contains(r.parentEnds(), in) {
+			t.Errorf("stage %d: its stdin pipe is not the children's alone", i+1)
+		}
+	}
+}
+
+// TestCaptureMemory: two streams of 64 MiB captured at a 16 MiB cap
+// allocate about 4/3 of the cap each (captureGrow), whatever the output
+// size: the capture reads in place and discards the rest into one small
+// buffer.
+func TestCaptureMemory(t *testing.T) {
+	const size, limit = 64 << 20, 16 << 20
+	c := helperCmd([]string{"write", "1", "67108864"}, []string{"pass-stderr", "67108864"})
+	c.Cap = limit
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res := run(t, c)
+	runtime.ReadMemStats(&after)
+	checkCapture(t, "stdout", res.Stdout, size, limit)
+	checkCapture(t, "stderr", res.Stages[1].Stderr, size, limit)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("captured 2 × %d bytes at a %d-byte cap with %d bytes allocated", size, limit, allocated)
+	if budget := uint64(2*limit*4/3 + 4<<20); allocated > budget {
+		t.Errorf("capturing 2 streams at a %d-byte cap allocated %d bytes; want at most %d", limit, allocated, budget)
+	}
+}

@@ -1,0 +1,98 @@
+package wire
+
+import (
+	"bytes"
+	"io"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// These tests hold the request path's cost in memory to its shape, not to
+// a clock: a fixed number of allocations per request line and per answer,
+// and an answer's memory independent of how much output it carries.
+
+// Allocation budgets, about twice what the code needs today: a change
+// that goes past one has added work to every request.
+const (
+	decodeAllocBudget   = 320 // Decode + CheckTime + EnvPolicy.Check of the protocol's example
+	responseAllocBudget = 40  // WriteResponse of a finished run, whatever its output size
+)
+
+func TestRequestAllocs(t *testing.T) {
+	line, err := readGolden("request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := time.Parse(time.RFC3339, exampleTime)
+	allocs := testing.AllocsPerRun(200, func() {
+		r, err := Decode(line)
+		if err == nil {
+			err = r.CheckTime(now, time.Minute)
+		}
+		if err == nil {
+			err = EnvPolicy(DefaultEnvAllow).Check(r.Env)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.0f allocations per request line", allocs)
+	if allocs > decodeAllocBudget {
+		t.Errorf("decoding and checking a request line takes %.0f allocations; the budget is %d", allocs, decodeAllocBudget)
+	}
+}
+
+// runResponse is the answer to a 3-stage run whose stdout and stderrs are
+// size bytes each.
+func runResponse(size int) *Response {
+	out := bytes.Repeat([]byte{'x'}, size)
+	return &Response{
+		ID: "550e8400-e29b-41d4-a716-446655440000", Status: StatusOK, Version: "1.0",
+		Stages: []StageResult{{Stderr: out}, {ExitCode: 1, Stderr: out, StderrTruncated: true}, {ExitCode: 137, Signal: "SIGKILL", Stderr: out}},
+		Stdout: out, StdoutTruncated: true,
+	}
+}
+
+func TestResponseAllocs(t *testing.T) {
+	for _, size := range []int{0, 100, 1 << 20} {
+		r := runResponse(size)
+		allocs := testing.AllocsPerRun(50, func() {
+			if err := WriteResponse(io.Discard, r); err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Logf("%d-byte streams: %.0f allocations per answer", size, allocs)
+		if allocs > responseAllocBudget {
+			t.Errorf("%d-byte streams: WriteResponse takes %.0f allocations; the budget is %d", size, allocs, responseAllocBudget)
+		}
+	}
+}
+
+// TestResponseStreams: an answer carrying 4 × 16 MiB of output is encoded
+// as it is written, in a buffer of at most 64 KiB, never as one string.
+func TestResponseStreams(t *testing.T) {
+	r := runResponse(16 << 20)
+	var n countWriter
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := WriteResponse(&n, r); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d-byte answer written with %d bytes allocated", n, allocated)
+	if n < 4*(16<<20)*4/3 {
+		t.Fatalf("answer is %d bytes, shorter than its base64 output", n)
+	}
+	if allocated > 128<<10 {
+		t.Errorf("writing a %d-byte answer allocated %d bytes; want at most 128 KiB (a streaming encoder's buffers)", n, allocated)
+	}
+}
+
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	*c += countWriter(len(p))
+	return len(p), nil
+}
