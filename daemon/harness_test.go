@@ -146,9 +146,13 @@ func (d *daemonProc) waitReady() {
 			d.t.Fatalf("rootgated exited early: %v\n%s", d.err, d.stderr)
 		default:
 		}
+		// A connection succeeds as soon as the socket is bound, before
+		// the daemon has set its mode; "serving" is logged after that.
 		if c, err := net.Dial("unix", d.sock); err == nil {
 			c.Close()
-			return
+			if strings.Contains(d.stderr.String(), "msg=serving") {
+				return
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
