@@ -51,6 +51,8 @@ type options struct {
 	maxSkew       time.Duration
 	maxRuns       int
 	maxConns      int
+	maxPending    int
+	promptRate    int
 	idleExit      time.Duration
 	version       bool
 
@@ -84,6 +86,8 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
 	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
+	fs.IntVar(&o.maxPending, "max-pending", daemon.DefaultMaxPending, "requests of one uid waiting for a person's decision at once; more are refused")
+	fs.IntVar(&o.promptRate, "prompt-rate", daemon.DefaultPromptRate, "requests of one uid put to a person per minute; more are refused")
 	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	return fs
@@ -121,8 +125,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rootgated: error: --idle-exit must not be negative")
 		return 2
 	}
-	if o.maxRuns < 1 || o.maxConns < 1 {
-		fmt.Fprintln(stderr, "rootgated: error: --max-runs and --max-conns must be at least 1")
+	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 {
+		fmt.Fprintln(stderr, "rootgated: error: --max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
 		return 2
 	}
 	if err := serve(ctx, &o, stderr); err != nil {
@@ -191,6 +195,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		MaxSkew:     o.maxSkew,
 		MaxRuns:     o.maxRuns,
 		MaxConns:    o.maxConns,
+		MaxPending:  o.maxPending,
+		PromptRate:  o.promptRate,
 		Log:         log,
 	})
 	if err != nil {

@@ -1,0 +1,242 @@
+package daemon_test
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// rawApprover is an approver client speaking the approver protocol by
+// hand, so tests can hold prompts open, decide them at a chosen moment, or
+// misbehave.
+type rawApprover struct {
+	t testing.TB
+	c *net.UnixConn
+	r *bufio.Reader
+}
+
+// attachRaw attaches a raw approver (as root) to d.
+func attachRaw(t testing.TB, d *daemonProc) *rawApprover {
+	t.Helper()
+	var c net.Conn
+	// The approver socket may come up just after the request socket.
+	waitFor(t, "the approver socket", 10*time.Second, func() bool {
+		var err error
+		c, err = net.Dial("unix", d.asock())
+		return err == nil
+	})
+	t.Cleanup(func() { c.Close() })
+	a := &rawApprover{t: t, c: c.(*net.UnixConn), r: bufio.NewReaderSize(c, 1<<20)}
+	a.send(&approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Name: "raw"})
+	if m := a.next(); m.Type != approval.MsgWelcome {
+		t.Fatalf("got %+v, want welcome", m)
+	}
+	return a
+}
+
+func (a *rawApprover) send(m *approval.Message) {
+	a.t.Helper()
+	if err := approval.WriteMessage(a.c, m); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// next reads the next message other than a ping, within 30 s.
+func (a *rawApprover) next() *approval.Message {
+	a.t.Helper()
+	for {
+		_ = a.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		m, err := approval.ReadMessage(a.r, approval.MaxDaemonLine)
+		if err != nil {
+			a.t.Fatalf("approver read: %v", err)
+		}
+		if m.Type != approval.MsgPing {
+			return m
+		}
+		a.send(&approval.Message{Type: approval.MsgPong})
+	}
+}
+
+// prompt waits for the next prompt.
+func (a *rawApprover) prompt() *approval.Message {
+	a.t.Helper()
+	m := a.next()
+	if m.Type != approval.MsgPrompt {
+		a.t.Fatalf("got %+v, want a prompt", m)
+	}
+	return m
+}
+
+// decide answers prompt p.
+func (a *rawApprover) decide(p *approval.Message, approve bool) {
+	a.t.Helper()
+	a.send(&approval.Message{Type: approval.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &approve})
+}
+
+// TestPromptLimits: one requester can keep at most --max-pending requests
+// waiting for a person and put at most --prompt-rate to people a minute;
+// past that its requests are refused with the protocol's messages.
+func TestPromptLimits(t *testing.T) {
+	d := approverDaemon(t, "--max-pending", "1", "--prompt-rate", "3")
+	a := attachRaw(t, d)
+	first := d.ask(nil)
+	p := a.prompt()
+	wantError(t, d.send(nil), "too many requests from uid 0 waiting for approval (max 1)")
+	d.alive() // a ping asks no one
+	a.decide(p, false)
+	if r := <-first; r.Status != wire.StatusDenied {
+		t.Fatalf("first request: %s", r.raw)
+	}
+	for range 2 { // the second and third prompt of the minute
+		ch := d.ask(nil)
+		a.decide(a.prompt(), false)
+		if r := <-ch; r.Status != wire.StatusDenied {
+			t.Fatalf("got %s, want denied", r.raw)
+		}
+	}
+	wantError(t, d.send(nil), "too many requests from uid 0: at most 3 a minute may ask for approval")
+}
+
+// TestApproverFlood: an approver that floods the daemon with decisions
+// that name no prompt is refused each time, then disconnected; requests
+// are served throughout.
+func TestApproverFlood(t *testing.T) {
+	d := approverDaemon(t)
+	a := attachRaw(t, d)
+	yes := true
+	for i := range 33 { // one more than the daemon takes
+		a.send(&approval.Message{Type: approval.MsgDecision, ID: "nope", Hash: "x", Approve: &yes})
+		if i%10 == 0 {
+			d.alive()
+		}
+	}
+	var last *approval.Message
+	for range 33 {
+		last = a.next()
+		if last.Type != approval.MsgError {
+			t.Fatalf("got %+v, want error", last)
+		}
+	}
+	if want := "too many refused decisions (more than 32 a minute); disconnected"; last.Message != want {
+		t.Errorf("last message %q, want %q", last.Message, want)
+	}
+	_ = a.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if m, err := approval.ReadMessage(a.r, approval.MaxDaemonLine); err == nil {
+		t.Errorf("still connected: got %+v", m)
+	}
+	d.alive()
+}
+
+// swapDir makes a directory nobody can read, holding an ELF binary (a copy
+// of /bin/true) and a script.
+func swapDir(t *testing.T) (elf, script string) {
+	dir := shortDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elf = filepath.Join(dir, "elf")
+	b, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(elf, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script = filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho shown\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return elf, script
+}
+
+// TestExecutableSwappedAfterApproval: the prompt names a resolved file;
+// replacing that file between the prompt and the run refuses the run, for
+// an ELF binary and a script. Left alone, both run.
+func TestExecutableSwappedAfterApproval(t *testing.T) {
+	d := approverDaemon(t)
+	a := attachRaw(t, d)
+	elf, script := swapDir(t)
+	for _, path := range []string{elf, script} {
+		for _, swap := range []bool{false, true} {
+			ch := d.ask(map[string]any{"pipeline": [][]string{{path}}})
+			p := a.prompt()
+			if got := p.Request.Stages[0].Path; got != path {
+				t.Fatalf("prompt shows %q, want %q", got, path)
+			}
+			if swap {
+				tmp := path + ".new"
+				if err := os.WriteFile(tmp, []byte("#!/bin/sh\necho evil\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(tmp, path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.decide(p, true)
+			r := <-ch
+			if swap {
+				wantError(t, r, `cannot start pipeline: run: stage 1: "`+path+`" changed since it was resolved`)
+				continue
+			}
+			wantOK(t, r)
+			if m := a.next(); m.Type != approval.MsgResult {
+				t.Fatalf("got %+v, want the result", m)
+			}
+			if strings.Contains(string(r.Stdout), "evil") {
+				t.Fatalf("the swapped file ran: %s", r.raw)
+			}
+		}
+	}
+}
+
+// TestSymlinkedCwd: a cwd reached through a symlink is shown, and entered,
+// as the directory it really is.
+func TestSymlinkedCwd(t *testing.T) {
+	d := approverDaemon(t)
+	a := attachRaw(t, d)
+	dir := shortDir(t)
+	real := filepath.Join(dir, "real")
+	link := filepath.Join(dir, "link")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	ch := d.ask(map[string]any{"cwd": link, "pipeline": [][]string{{"pwd"}}})
+	p := a.prompt()
+	if p.Request.Cwd != real {
+		t.Errorf("prompt shows cwd %q, want %q", p.Request.Cwd, real)
+	}
+	a.decide(p, true)
+	r := wantOK(t, <-ch)
+	a.next() // the result
+	if got := string(r.Stdout); got != real+"\n" {
+		t.Errorf("ran in %q, want %q", got, real)
+	}
+}
+
+// TestPeerExeShown: the prompt names the requester's executable, read
+// through a pidfd at accept.
+func TestPeerExeShown(t *testing.T) {
+	d := approverDaemon(t)
+	a := attachRaw(t, d)
+	self, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := d.ask(nil)
+	p := a.prompt()
+	if p.Request.Requester.Exe != self || p.Request.Requester.PID != os.Getpid() {
+		t.Errorf("requester %+v, want pid %d exe %q", p.Request.Requester, os.Getpid(), self)
+	}
+	a.decide(p, false)
+	<-ch
+}
