@@ -48,6 +48,8 @@ func TestDocsQuoteErrors(t *testing.T) {
 		`["x"]`,
 		`{} {}`,
 		`{"time":`,
+		`{"time":"x","pipeline":[["a"]],"env":{"KEY":"C","KEY":"C"}}`,
+		`{"time":"x","pipeline":[["a"]],"cwd":"/` + strings.Repeat("a", 4096) + `"}`,
 	} {
 		_, err := Decode([]byte(line))
 		if err == nil || !strings.Contains(doc, "`"+err.Error()+"`") {

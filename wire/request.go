@@ -233,7 +233,37 @@ func decodeEnv(r *Request, raw json.RawMessage) error {
 		}
 		r.Env[k] = *v
 	}
+	if k, ok := repeatedKey(raw); ok {
+		// The decoder keeps the last; another reader might keep the first.
+		return fmt.Errorf("duplicate env key %q", k)
+	}
 	return nil
+}
+
+// repeatedKey reports the first key that raw, a well-formed JSON object,
+// names twice.
+func repeatedKey(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 func decodeStdin(r *Request, raw json.RawMessage) error {
