@@ -310,7 +310,9 @@ func hostileCases() []hostileCase {
 	return cs
 }
 
-func isValidUTF8(s string) bool { return json.Valid([]byte(strconv.Quote(s))) && strings.ToValidUTF8(s, "\uFFFD") == s }
+func isValidUTF8(s string) bool {
+	return json.Valid([]byte(strconv.Quote(s))) && strings.ToValidUTF8(s, "\uFFFD") == s
+}
 
 // sendHostile sends raw on a fresh connection and reads the answer. Unlike
 // sendRaw, it keeps going when the daemon stops reading (an oversize line).

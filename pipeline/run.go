@@ -217,6 +217,7 @@ type runner struct {
 	exited  chan struct{} // a value per started stage once reaped
 
 	out Capture
+	tag string // the run's RunEnvKey value
 }
 
 // stage is one process of a run.
@@ -247,10 +248,10 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		}
 		return rd, wr, nil
 	}
-	env := c.Env
-	if env == nil {
-		env = []string{} // nil would make exec inherit our environment
-	}
+	r.tag = newRunTag()
+	// Never nil (that would make exec inherit our environment); the tag
+	// comes last so that it wins over any entry of the same name.
+	env := append(slices.Clip(c.Env), RunEnvKey+"="+r.tag)
 	dir := cmp.Or(c.Dir, "/")
 	var prevOut *os.File // read end of the previous stage's stdout
 	for i, argv := range c.Argv {
@@ -493,6 +494,8 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 	if kill != nil {
 		kill.Stop()
 	}
+	// Every stage's group is dead; what is left of the run left its group.
+	sweep(r.tag)
 
 	// Every group has been killed; output still pending can only come from
 	// a process that left its group. Stop waiting for it after drainWait.
