@@ -290,9 +290,23 @@ var errNoAgent = errors.New("no SSH agent to forward: start the approver with --
 
 func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	r.Version = s.cfg.Version
-	if err := wire.WriteResponse(c, r); err != nil {
+	if err := wire.WriteResponse(stallGuard{c}, r); err != nil {
 		s.cfg.Log.Info("cannot send response", "id", r.ID, "err", err)
 	}
+}
+
+// stallWithin is how long a client may leave its answer unread before it
+// is dropped: a client that never reads must not hold a connection slot,
+// a goroutine and up to 48 MiB of captured output for ever.
+const stallWithin = 10 * time.Second
+
+// stallGuard writes to a connection with a deadline renewed before every
+// write, so a slow reader is served and a stalled one is dropped.
+type stallGuard struct{ c *net.UnixConn }
+
+func (g stallGuard) Write(p []byte) (int, error) {
+	_ = g.c.SetWriteDeadline(time.Now().Add(stallWithin))
+	return g.c.Write(p)
 }
 
 func errorResponse(id string, err error) *wire.Response {
