@@ -5,7 +5,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,4 +241,38 @@ func TestPeerExeShown(t *testing.T) {
 	}
 	a.decide(p, false)
 	<-ch
+}
+
+// TestSignalDispositions: runs start with SIGHUP's default action even
+// when the daemon was started under nohup, and such a daemon survives a
+// hangup; without nohup, SIGHUP stops the daemon cleanly.
+func TestSignalDispositions(t *testing.T) {
+	// SigIgn is a hex mask; SIGHUP is its lowest bit.
+	script := [][]string{{"sh", "-c", "grep SigIgn /proc/self/status"}}
+	d := startDaemon(t, opts{prefix: []string{"nohup"}})
+	r := wantOK(t, d.send(map[string]any{"pipeline": script}))
+	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(r.Stdout), "SigIgn:")), 16, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", r.Stdout, err)
+	}
+	if mask&1 != 0 {
+		t.Errorf("a run of a nohup'd daemon ignores SIGHUP: %s", r.Stdout)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	d.alive()
+
+	d2 := startDaemon(t, opts{})
+	if err := d2.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d2.done:
+		if d2.err != nil {
+			t.Errorf("SIGHUP: daemon exited with %v\n%s", d2.err, d2.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("SIGHUP did not stop the daemon")
+	}
 }

@@ -61,8 +61,24 @@ type options struct {
 
 // Main runs rootgated with args (without the program name) until SIGINT or
 // SIGTERM, and returns the exit code.
+//
+// A daemon started with SIGHUP ignored (nohup) keeps ignoring it; otherwise
+// SIGHUP stops it like SIGTERM. Either way it has a handler, so runs start
+// with SIGHUP's default action rather than inheriting an ignore.
 func Main(args []string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	stopOn := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if signal.Ignored(syscall.SIGHUP) {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for range hup {
+			}
+		}()
+	} else {
+		stopOn = append(stopOn, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	return run(ctx, args, os.Stderr)
 }
