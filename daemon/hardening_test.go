@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -274,5 +275,60 @@ func TestSignalDispositions(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Error("SIGHUP did not stop the daemon")
+	}
+}
+
+// TestArgumentExtremes: 100k arguments run; an argument or environment
+// value past the kernel's per-string limit (MAX_ARG_STRLEN, 128 KiB with
+// its NUL) and a near-1 MiB argument get a clear error naming the file
+// as resolved; the daemon is unharmed.
+func TestArgumentExtremes(t *testing.T) {
+	d := startDaemon(t, opts{})
+	many := append([]string{"echo"}, strings.Split(strings.Repeat("a ", 100000), " ")[:100000]...)
+	r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{many}}))
+	if len(r.Stdout) != 200000 {
+		t.Errorf("100k arguments: %d bytes of output, want 200000", len(r.Stdout))
+	}
+	const maxArg = 128<<10 - 1 // bytes, without the NUL
+	r = wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"echo", strings.Repeat("b", maxArg)}}}))
+	if len(r.Stdout) != maxArg+1 {
+		t.Errorf("argument at the limit: %d bytes of output", len(r.Stdout))
+	}
+	tooLong := `cannot start pipeline: run: stage 1: fork/exec /usr/bin/echo: argument list too long`
+	wantError(t, d.send(map[string]any{"pipeline": [][]string{{"echo", strings.Repeat("b", maxArg+1)}}}), tooLong)
+	wantError(t, d.send(map[string]any{"pipeline": [][]string{{"echo", strings.Repeat("c", 1<<20-200)}}}), tooLong)
+	wantError(t, d.send(map[string]any{"pipeline": [][]string{{"echo"}}, "env": map[string]string{"LANG": strings.Repeat("d", maxArg)}}), tooLong)
+	env := map[string]string{}
+	for i := range 20000 {
+		env[fmt.Sprintf("LC_X%d", i)] = "v"
+	}
+	r = wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", "env | grep -c ^LC_X"}}, "env": env}))
+	if strings.TrimSpace(string(r.Stdout)) != "20000" {
+		t.Errorf("20000 env keys: the run saw %q", r.Stdout)
+	}
+	d.alive()
+}
+
+// TestRunDescriptors: a run, ELF or script, has descriptors 0, 1 and 2
+// and nothing else of the daemon's (its sockets, the pinned executables,
+// pidfds).
+func TestRunDescriptors(t *testing.T) {
+	d := startDaemon(t, opts{})
+	_, script := swapDir(t)
+	// The interpreter holds the script open (close-on-exec); what it got
+	// from the daemon passes on through exec.
+	text := "#!/bin/sh\nexec sh -c 'ls /proc/$$/fd'\n"
+	if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][][]string{
+		{{"sh", "-c", "ls /proc/$$/fd"}},
+		{{script}},
+		{{"true"}, {"sh", "-c", "ls /proc/$$/fd"}},
+	} {
+		r := wantOK(t, d.send(map[string]any{"pipeline": p, "stdin": "eA=="}))
+		if got := string(r.Stdout); got != "0\n1\n2\n" {
+			t.Errorf("%q: descriptors %q, want 0 1 2", p, got)
+		}
 	}
 }

@@ -223,6 +223,7 @@ type runner struct {
 // stage is one process of a run.
 type stage struct {
 	cmd      *exec.Cmd
+	shown    string // the resolved path, when cmd.Path is a descriptor's
 	startErr error
 	pid      int
 	begin    time.Time
@@ -270,6 +271,9 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		}
 		cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
 		s := &stage{cmd: cmd}
+		if path != c.Paths[i] {
+			s.shown = c.Paths[i]
+		}
 		r.stages = append(r.stages, s)
 
 		switch {
@@ -338,6 +342,10 @@ func (r *runner) start() error {
 	var err error
 	for i, s := range r.stages {
 		if s.startErr != nil {
+			// Name the file as resolved, not the descriptor it ran through.
+			if pe, ok := errors.AsType[*os.PathError](s.startErr); ok && s.shown != "" {
+				pe.Path = s.shown
+			}
 			err = fmt.Errorf("stage %d: %w", i+1, s.startErr)
 			break
 		}
