@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -331,4 +332,43 @@ func TestRunDescriptors(t *testing.T) {
 			t.Errorf("%q: descriptors %q, want 0 1 2", p, got)
 		}
 	}
+}
+
+// startRequester starts a separate client process (perl) that sends line
+// to d and waits for the answer, so a test can kill it mid-request.
+func startRequester(t *testing.T, d *daemonProc, line string) *exec.Cmd {
+	t.Helper()
+	// The line goes through stdin, so its contents are not in perl's
+	// command line for procsWith to find.
+	script := `use IO::Socket::UNIX; my $c = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!"; ` +
+		`my $l = <STDIN>; print $c $l; my $x = <$c>;`
+	cmd := exec.Command("perl", "-e", script, d.sock)
+	cmd.Stdin = strings.NewReader(line)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// TestRequesterDies: a requester killed while its request waits for a
+// person has the prompt withdrawn; one killed while its run goes on has
+// every process of the run killed.
+func TestRequesterDies(t *testing.T) {
+	d := approverDaemon(t, "--kill-grace", "1s")
+	a := attachRaw(t, d)
+	cl := startRequester(t, d, request(nil))
+	p := a.prompt()
+	cl.Process.Kill()
+	if m := a.next(); m.Type != approval.MsgWithdraw || m.ID != p.ID {
+		t.Fatalf("got %+v, want the prompt withdrawn", m)
+	}
+
+	m := runMarker()
+	cl = startRequester(t, d, request(map[string]any{"pipeline": [][]string{{"sh", "-c", "trap '' TERM; sleep " + m}}}))
+	a.decide(a.prompt(), true)
+	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(m)) > 0 })
+	cl.Process.Kill()
+	noSurvivors(t, m)
+	d.alive()
 }
