@@ -55,8 +55,10 @@ func (a *rawApprover) send(m *approval.Message) {
 // next reads the next message other than a ping, within 30 s.
 func (a *rawApprover) next() *approval.Message {
 	a.t.Helper()
+	// One deadline for the whole wait: the daemon's pings must not
+	// extend it.
+	_ = a.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
-		_ = a.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 		m, err := approval.ReadMessage(a.r, approval.MaxDaemonLine)
 		if err != nil {
 			a.t.Fatalf("approver read: %v", err)

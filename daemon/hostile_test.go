@@ -234,6 +234,7 @@ func hostileCases() []hostileCase {
 	add("17 stages", with("pipeline", stages(17)), "pipeline must have 1 to 16 stages")
 	add("1000 stages", with("pipeline", stages(1000)), "pipeline must have 1 to 16 stages")
 	add("0 stages exec", with("action", "")[:0]+line(map[string]string{"time": validFields()["time"], "pipeline": "[]"}), "pipeline must have 1 to 16 stages")
+	add("empty argv (PwnKit)", with("pipeline", `[[]]`), "pipeline[0] must not be empty")
 	add("empty argv", with("pipeline", `[["a"],[]]`), "pipeline[1] must not be empty")
 	add("empty argv0", with("pipeline", `[[""]]`), "pipeline[0][0] must not be empty")
 	add("argv0 only spaces", with("action", "")[:0]+line(map[string]string{"time": validFields()["time"], "id": strconv.Quote(uuid.NewString()), "pipeline": `[["   "]]`}), `stage 1: executable not found: "   "`)
