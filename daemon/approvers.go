@@ -26,6 +26,12 @@ const (
 	silentFor   = 45 * time.Second
 	helloWithin = 10 * time.Second
 	writeWithin = 10 * time.Second
+	// maxRefused is how many refused decisions an approver may send
+	// within refusedWithin before it is disconnected: a client gone wrong
+	// (or an attacker at an admitted uid) must not keep the daemon busy
+	// refusing a flood.
+	maxRefused    = 32
+	refusedWithin = time.Minute
 )
 
 // Admission says who may attach as an approver besides root.
@@ -275,6 +281,7 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 			}
 		}
 	}()
+	var refused []time.Time // when the decisions of the last refusedWithin were refused
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(silentFor))
 		m, err := approval.ReadMessage(br, approval.MaxApproverLine)
@@ -290,9 +297,20 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		switch m.Type {
 		case approval.MsgPong:
 		case approval.MsgDecision:
-			if msg := r.deliver(m); msg != "" {
-				log.Warn("decision refused", "id", m.ID, "why", msg)
-				_ = r.send(&approval.Message{Type: approval.MsgError, ID: m.ID, Message: msg})
+			msg := r.deliver(m)
+			if msg == "" {
+				continue
+			}
+			log.Warn("decision refused", "id", m.ID, "why", msg)
+			now := time.Now()
+			refused = append(slices.DeleteFunc(refused, func(t time.Time) bool { return now.Sub(t) >= refusedWithin }), now)
+			if len(refused) > maxRefused {
+				log.Warn("approver dropped: too many refused decisions")
+				refuse(c, fmt.Sprintf("too many refused decisions (more than %d a minute); disconnected", maxRefused))
+				return
+			}
+			if r.send(&approval.Message{Type: approval.MsgError, ID: m.ID, Message: msg}) != nil {
+				return // it does not read what it is told: drop it
 			}
 		default:
 			refuse(c, fmt.Sprintf("unknown message type %q", m.Type))

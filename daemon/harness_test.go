@@ -103,6 +103,7 @@ type opts struct {
 	noFile bool     // no policy file at all
 	args   []string // more flags
 	dir    string   // reuse this directory (runtime dir and socket)
+	prefix []string // run the daemon through this command (e.g. nohup)
 }
 
 // startDaemon starts rootgated on a private socket and waits until it
@@ -125,7 +126,11 @@ func startDaemon(t testing.TB, o opts) *daemonProc {
 		}
 	}
 	args := append([]string{"--socket", d.sock, "--approver-socket", filepath.Join(d.dir, "a"), "--runtime-dir", filepath.Join(d.dir, "run"), "--policy", policy, "--audit", auditPath(d.dir)}, o.args...)
-	d.cmd = exec.Command(rootgated, args...)
+	if len(o.prefix) > 0 {
+		d.cmd = exec.Command(o.prefix[0], append(append(o.prefix[1:], rootgated), args...)...)
+	} else {
+		d.cmd = exec.Command(rootgated, args...)
+	}
 	d.cmd.Stderr = d.stderr
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {

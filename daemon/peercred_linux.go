@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +21,11 @@ type Peer struct {
 	// group database's, so a process that dropped groups cannot regain
 	// them through rootgate.
 	Groups []uint32
-	Exe    string // /proc/PID/exe at accept; "" when unreadable
+	// Exe is /proc/PID/exe read at accept while a pidfd held the peer:
+	// the pidfd was still live after the read, so PID had not been
+	// recycled and Exe is the peer's own. "" when it could not be read
+	// that way (the peer exited, or its pid is not visible here).
+	Exe string
 }
 
 // peerOf reads the credentials of the process at the other end of c.
@@ -44,8 +50,81 @@ func peerOf(c *net.UnixConn) (Peer, error) {
 		return Peer{}, fmt.Errorf("peer credentials: getsockopt SO_PEERGROUPS: %w", groupsErr)
 	}
 	p := Peer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid), Groups: groups}
-	p.Exe, _ = os.Readlink("/proc/" + strconv.Itoa(p.PID) + "/exe")
+	p.Exe = pinnedExe(rc, p.PID)
 	return p, nil
+}
+
+// soPeerPidfd is SO_PEERPIDFD (Linux 6.5): a pidfd of the process that
+// connected, taken by the kernel at connect time. Not in x/sys/unix yet;
+// 77 on every architecture rootgate builds for (asm-generic).
+const soPeerPidfd = 77
+
+// pinnedExe reads the executable of the peer process pid so that a
+// recycled pid cannot lie: it holds a pidfd of the peer (SO_PEERPIDFD, or
+// pidfd_open when the kernel lacks it), reads /proc/PID/exe, and keeps the
+// answer only if the pidfd still names a live process afterwards. A pid
+// is only reused once its process is gone, so a live pidfd proves the
+// link was read from the peer itself. It returns "" when that cannot be
+// shown.
+func pinnedExe(rc syscall.RawConn, pid int) string {
+	if pid <= 0 {
+		return "" // the peer is in a pid namespace we cannot see into
+	}
+	pidfd := -1
+	_ = rc.Control(func(fd uintptr) {
+		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {
+			pidfd = v
+		}
+	})
+	if pidfd < 0 {
+		// Older kernel: pin whatever process has pid now; exeOf checks
+		// that it is the peer.
+		v, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			return ""
+		}
+		pidfd = v
+	}
+	defer unix.Close(pidfd)
+	return exeOf(pidfd, pid)
+}
+
+// exeOf reads /proc/PID/exe of the process pidfd refers to, which must
+// have pid, and returns it only if that process is still alive after the
+// read; else "".
+func exeOf(pidfd, pid int) string {
+	// pidfd_open pins the process that has pid now; if the peer already
+	// exited that may be a newcomer, and a dead peer's pidfd reads -1.
+	if pidOfPidfd(pidfd) != pid {
+		return ""
+	}
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return ""
+	}
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		return "" // the peer exited: the link may belong to a newcomer
+	}
+	return exe
+}
+
+// pidOfPidfd reads the pid a pidfd refers to (the "Pid:" line of its
+// fdinfo), or -1.
+func pidOfPidfd(pidfd int) int {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
 }
 
 // soPeerGroups is SO_PEERGROUPS (Linux 4.13), the same number on every

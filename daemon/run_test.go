@@ -202,9 +202,10 @@ func TestIdentity(t *testing.T) {
 	d := startDaemon(t, opts{})
 	openToAll(t, d)
 	const nobody = 65534
-	show := [][]string{{"sh", "-c", "id -u; id -g; id -G; env | sort"}}
+	// Each run's random tag (pipeline.RunEnvKey) shows as TAG.
+	show := [][]string{{"sh", "-c", `id -u; id -g; id -G; env | sed 's/^ROOTGATE_RUN=[0-9a-f]\{32\}$/ROOTGATE_RUN=TAG/' | sort`}}
 	want := func(uid, gids, home, user, shell string) string {
-		return uid + "\n" + gids + "\nHOME=" + home + "\nLOGNAME=" + user + "\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nPWD=/\nSHELL=" + shell + "\nUSER=" + user + "\n"
+		return uid + "\n" + gids + "\nHOME=" + home + "\nLOGNAME=" + user + "\nPATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\nPWD=/\nROOTGATE_RUN=TAG\nSHELL=" + shell + "\nUSER=" + user + "\n"
 	}
 	home, shell := passwd(t, "nobody")
 	gid := groupOf(t, "nobody")

@@ -44,6 +44,8 @@ const (
 	DefaultMaxSkew       = 60 * time.Second
 	DefaultMaxRuns       = 8
 	DefaultMaxConns      = 64
+	DefaultMaxPending    = 4
+	DefaultPromptRate    = 20
 	DefaultRuntimeDir    = "/run/rootgate"
 )
 
@@ -78,6 +80,12 @@ type Config struct {
 	MaxRuns int
 	// MaxConns caps the connections in flight; past it, "server busy".
 	MaxConns int
+	// MaxPending caps the requests of one uid waiting for a person's
+	// decision at once; past it, such a request is refused.
+	MaxPending int
+	// PromptRate caps the requests of one uid put to a person per minute
+	// (a sliding minute); past it, such a request is refused.
+	PromptRate int
 	// EnvAllow is the env allowlist; nil means wire.DefaultEnvAllow.
 	EnvAllow wire.EnvPolicy
 	// Log receives the daemon's log; nil discards it.
@@ -93,6 +101,7 @@ type Server struct {
 	runs   chan struct{} // a token per run in progress
 	conns  chan struct{} // a token per connection in flight
 	act    *activity     // what keeps the server from being idle
+	limit  *promptLimit  // per-uid prompt caps
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -119,6 +128,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.PromptRate <= 0 {
+		cfg.PromptRate = DefaultPromptRate
+	}
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = wire.DefaultEnvAllow
 	}
@@ -138,6 +153,7 @@ func New(cfg Config) (*Server, error) {
 		runs:   make(chan struct{}, cfg.MaxRuns),
 		conns:  make(chan struct{}, cfg.MaxConns),
 		act:    newActivity(cfg.Now()),
+		limit:  newPromptLimit(cfg.MaxPending, cfg.PromptRate),
 	}, nil
 }
 
@@ -275,9 +291,23 @@ var errNoAgent = errors.New("no SSH agent to forward: start the approver with --
 
 func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	r.Version = s.cfg.Version
-	if err := wire.WriteResponse(c, r); err != nil {
+	if err := wire.WriteResponse(stallGuard{c}, r); err != nil {
 		s.cfg.Log.Info("cannot send response", "id", r.ID, "err", err)
 	}
+}
+
+// stallWithin is how long a client may leave its answer unread before it
+// is dropped: a client that never reads must not hold a connection slot,
+// a goroutine and up to 48 MiB of captured output for ever.
+const stallWithin = 10 * time.Second
+
+// stallGuard writes to a connection with a deadline renewed before every
+// write, so a slow reader is served and a stalled one is dropped.
+type stallGuard struct{ c *net.UnixConn }
+
+func (g stallGuard) Write(p []byte) (int, error) {
+	_ = g.c.SetWriteDeadline(time.Now().Add(stallWithin))
+	return g.c.Write(p)
 }
 
 func errorResponse(id string, err error) *wire.Response {
@@ -335,8 +365,12 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	if err != nil {
 		return reject(err)
 	}
+	defer plan.close()
 
-	d := s.decide(ctx, plan, log)
+	d, err := s.decide(ctx, plan, log)
+	if err != nil {
+		return reject(err)
+	}
 	if s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
 		return errorResponse(req.ID, errAudit)
 	}
@@ -472,29 +506,55 @@ type runPlan struct {
 	peer    Peer
 	account pipeline.Account
 	stages  []approval.Stage
+	cwd     string             // req.Cwd with symlinks resolved
+	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
 	rule    *approval.Rule // the policy rule that decided, if one did
 }
 
+// close releases the pinned executables.
+func (p *runPlan) close() {
+	for _, f := range p.pinned {
+		f.Close()
+	}
+}
+
 // plan is check 9: resolve every executable, the cwd and the run-as user.
-func (s *Server) plan(req *wire.Request, peer Peer) (*runPlan, error) {
+// Each executable is pinned (held open) from here to the run, so the file
+// the approver is shown is the one that runs; the caller closes the plan.
+func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
 		return nil, errNoAgent
 	}
-	fi, err := os.Stat(req.Cwd)
-	if err != nil || !fi.IsDir() {
+	// A symlinked cwd is resolved: the prompt shows, and the run enters,
+	// the directory it really is.
+	cwd, err := filepath.EvalSymlinks(req.Cwd)
+	if err != nil {
 		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
 	}
-	p := &runPlan{req: req, peer: peer, stages: make([]approval.Stage, len(req.Pipeline))}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
+	}
+	p := &runPlan{req: req, peer: peer, cwd: cwd, stages: make([]approval.Stage, len(req.Pipeline))}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
 	paths := make([]string, len(req.Pipeline))
 	for i, argv := range req.Pipeline {
-		exe, err := pipeline.Resolve(argv[0], req.Cwd)
+		exe, err := pipeline.Resolve(argv[0], cwd)
 		if err != nil {
 			if errors.Is(err, pipeline.ErrNotFound) {
 				return nil, wire.NotFoundError(i+1, argv[0])
 			}
 			return nil, fmt.Errorf("stage %d: %w", i+1, err)
 		}
+		pin, err := pipeline.Pin(exe.Path)
+		if err != nil {
+			return nil, wire.NotFoundError(i+1, argv[0]) // gone since Resolve looked
+		}
+		p.pinned = append(p.pinned, pin)
 		paths[i] = exe.Path
 		p.stages[i] = approval.Stage{Argv: argv, Path: exe.Path, Target: exe.Target}
 	}
@@ -519,7 +579,8 @@ func (s *Server) plan(req *wire.Request, peer Peer) (*runPlan, error) {
 		Argv:      req.Pipeline,
 		Paths:     paths,
 		Env:       pipeline.Env(p.account, req.Env),
-		Dir:       req.Cwd,
+		Pinned:    p.pinned,
+		Dir:       cwd,
 		Stdin:     req.Stdin,
 		Account:   &p.account,
 		Timeout:   timeout,
@@ -529,7 +590,7 @@ func (s *Server) plan(req *wire.Request, peer Peer) (*runPlan, error) {
 }
 
 // decide is check 10: the policy first, then a person.
-func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) approval.Decision {
+func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
 	m := s.cfg.Policy.Evaluate(approval.Subject{
@@ -544,7 +605,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) appro
 	case approval.ActionDeny:
 		p.rule = m.Rule
 		log.Info("denied by policy", "line", m.Rule.Line)
-		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), By: fmt.Sprintf("policy line %d", m.Rule.Line)}
+		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	case approval.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:
@@ -554,8 +615,15 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) appro
 		}
 		log.Info("allowed by policy", "line", m.Rule.Line)
 		p.rule = m.Rule
-		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}
+		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	}
+	// One requester must not flood the people who approve.
+	end, err := s.limit.begin(p.peer.UID, s.cfg.Now())
+	if err != nil {
+		log.Warn("prompt refused", "err", err)
+		return approval.Decision{}, err
+	}
+	defer end()
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,
@@ -570,7 +638,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) appro
 		Stages:       p.stages,
 		Privileged:   req.Privileged,
 		RunAs:        p.account.Name,
-		Cwd:          req.Cwd,
+		Cwd:          p.cwd,
 		Env:          req.Env,
 		Stdin:        req.Stdin,
 		ForwardAgent: req.ForwardAgent,
@@ -579,7 +647,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) appro
 	log.Info("asking for approval")
 	d := s.cfg.Approver.Approve(ctx, prompt)
 	log.Info("decided", "verdict", d.Verdict.String(), "by", d.By)
-	return d
+	return d, nil
 }
 
 // userNameOf names uid, or gives its number when it has no passwd entry.

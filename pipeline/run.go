@@ -40,6 +40,12 @@ type Cmd struct {
 	// Paths holds the absolute path executed for each stage, as returned
 	// by [Resolve]; it must have the same length as Argv.
 	Paths []string
+	// Pinned, when set, holds one [Pinned] executable per stage, pinned
+	// when Paths were resolved: Run refuses to start when one is no
+	// longer the file at its path or was modified, and executes an ELF
+	// binary through its held descriptor. The caller closes them after
+	// Run.
+	Pinned []*Pinned
 	// Env is every stage's whole environment (see [Env]). Nil means an
 	// empty environment, never the daemon's.
 	Env []string
@@ -117,6 +123,12 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 	if err := closeOnExec(); err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
+	// Checked last before starting, to keep the window to the exec short.
+	for i, p := range c.Pinned {
+		if err := p.check(); err != nil {
+			return nil, fmt.Errorf("run: stage %d: %w", i+1, err)
+		}
+	}
 	r, err := c.prepare()
 	if err != nil {
 		return nil, fmt.Errorf("run: %w", err)
@@ -142,6 +154,14 @@ func (c *Cmd) check() error {
 		}
 		if !filepath.IsAbs(c.Paths[i]) {
 			return fmt.Errorf("stage %d: path %q is not absolute", i+1, c.Paths[i])
+		}
+	}
+	if c.Pinned != nil && len(c.Pinned) != len(c.Argv) {
+		return fmt.Errorf("%d pinned executables for %d stages", len(c.Pinned), len(c.Argv))
+	}
+	for i, p := range c.Pinned {
+		if p.Path != c.Paths[i] {
+			return fmt.Errorf("stage %d: pinned %q, not %q", i+1, p.Path, c.Paths[i])
 		}
 	}
 	if c.Dir != "" && !filepath.IsAbs(c.Dir) {
@@ -197,11 +217,13 @@ type runner struct {
 	exited  chan struct{} // a value per started stage once reaped
 
 	out Capture
+	tag string // the run's RunEnvKey value
 }
 
 // stage is one process of a run.
 type stage struct {
 	cmd      *exec.Cmd
+	shown    string // the resolved path, when cmd.Path is a descriptor's
 	startErr error
 	pid      int
 	begin    time.Time
@@ -227,10 +249,10 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		}
 		return rd, wr, nil
 	}
-	env := c.Env
-	if env == nil {
-		env = []string{} // nil would make exec inherit our environment
-	}
+	r.tag = newRunTag()
+	// Never nil (that would make exec inherit our environment); the tag
+	// comes last so that it wins over any entry of the same name.
+	env := append(slices.Clip(c.Env), RunEnvKey+"="+r.tag)
 	dir := cmp.Or(c.Dir, "/")
 	var prevOut *os.File // read end of the previous stage's stdout
 	for i, argv := range c.Argv {
@@ -243,8 +265,15 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		if a := c.Account; a != nil {
 			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
 		}
-		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
+		path := c.Paths[i]
+		if c.Pinned != nil {
+			path = c.Pinned[i].execPath()
+		}
+		cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
 		s := &stage{cmd: cmd}
+		if path != c.Paths[i] {
+			s.shown = c.Paths[i]
+		}
 		r.stages = append(r.stages, s)
 
 		switch {
@@ -313,6 +342,10 @@ func (r *runner) start() error {
 	var err error
 	for i, s := range r.stages {
 		if s.startErr != nil {
+			// Name the file as resolved, not the descriptor it ran through.
+			if pe, ok := errors.AsType[*os.PathError](s.startErr); ok && s.shown != "" {
+				pe.Path = s.shown
+			}
 			err = fmt.Errorf("stage %d: %w", i+1, s.startErr)
 			break
 		}
@@ -469,6 +502,8 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 	if kill != nil {
 		kill.Stop()
 	}
+	// Every stage's group is dead; what is left of the run left its group.
+	sweep(r.tag)
 
 	// Every group has been killed; output still pending can only come from
 	// a process that left its group. Stop waiting for it after drainWait.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -269,13 +270,19 @@ func TestRunEnv(t *testing.T) {
 		c.Env = env
 		res := run(t, c)
 		var got []string
+		tags := 0
 		for l := range strings.Lines(string(res.Stdout.Data)) {
 			if e, ok := strings.CutPrefix(l, "env "); ok {
-				got = append(got, strings.TrimSuffix(e, "\n"))
+				e = strings.TrimSuffix(e, "\n")
+				if v, ok := strings.CutPrefix(e, RunEnvKey+"="); ok && len(v) == 32 {
+					tags++
+					continue
+				}
+				got = append(got, e)
 			}
 		}
-		if len(got) != len(env) || !slices.Equal(got, env) {
-			t.Errorf("Env %q: child sees %q", env, got)
+		if len(got) != len(env) || !slices.Equal(got, env) || tags != 1 {
+			t.Errorf("Env %q: child sees %q and %d run tags", env, got, tags)
 		}
 	}
 }
@@ -339,7 +346,7 @@ func TestRunAccount(t *testing.T) {
 	for _, e := range env {
 		fmt.Fprintf(&want, "env %s\n", e)
 	}
-	if got := string(res.Stdout.Data); got != want.String() {
+	if got := untagged(res.Stdout.Data); got != want.String() {
 		t.Errorf("child reports\n%s\nwant\n%s", got, want.String())
 	}
 
@@ -349,7 +356,7 @@ func TestRunAccount(t *testing.T) {
 	c.Paths[0] = exe
 	c.Account = &acct
 	res = run(t, c)
-	if got, want := strings.SplitN(string(res.Stdout.Data), "\n", 2)[0], "uid=65534 gid=65534 groups=[]"; got != want {
+	if got, want := strings.SplitN(untagged(res.Stdout.Data), "\n", 2)[0], "uid=65534 gid=65534 groups=[]"; got != want {
 		t.Errorf("with no groups the child reports %q, want %q", got, want)
 	}
 }
@@ -513,14 +520,18 @@ func TestRunBackgroundKilled(t *testing.T) {
 
 func TestRunEscapee(t *testing.T) {
 	t.Parallel()
-	// The documented limit: a grandchild in a session of its own survives
-	// the run, but cannot keep Run from returning by holding stdout.
+	// A grandchild in a session of its own escapes the group kill, but
+	// keeps the run's tag in its environment and is killed by the sweep;
+	// it cannot keep Run from returning by holding stdout meanwhile.
 	m := marker(t)
 	killMarked(t, m)
 	res := run(t, helperCmd([]string{"spawn", "escape", m, "-"}))
 	checkStage(t, res, 0, 0, "")
 	if got := string(res.Stdout.Data); got != "hi\n" {
 		t.Errorf("stdout = %q", got)
+	}
+	if !waitFor(10*time.Second, func() bool { return len(markedProcesses(m)) == 0 }) {
+		t.Errorf("the escaped grandchild survived the run: %v", markedProcesses(m))
 	}
 }
 
@@ -643,4 +654,9 @@ func TestNoLeaks(t *testing.T) {
 		}
 	}
 	checkNoSurvivors(t, m)
+}
+
+// untagged is a helper's "id" report without the run tag's env line.
+func untagged(out []byte) string {
+	return regexp.MustCompile(`(?m)^env `+RunEnvKey+`=[0-9a-f]{32}\n`).ReplaceAllString(string(out), "")
 }

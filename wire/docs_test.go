@@ -25,6 +25,8 @@ func TestDocsQuoteErrors(t *testing.T) {
 		tooOld(75*time.Second, 60*time.Second),
 		tooNew(75*time.Second, 60*time.Second),
 		charError("pipeline[0][2]"),
+		TooManyPendingError(1000, 4),
+		PromptRateError(1000, 20),
 	} {
 		if !strings.Contains(doc, "`"+e.Error()+"`") {
 			t.Errorf("docs/protocol.md does not quote %q", e.Error())
@@ -46,6 +48,8 @@ func TestDocsQuoteErrors(t *testing.T) {
 		`["x"]`,
 		`{} {}`,
 		`{"time":`,
+		`{"time":"x","pipeline":[["a"]],"env":{"KEY":"C","KEY":"C"}}`,
+		`{"time":"x","pipeline":[["a"]],"cwd":"/` + strings.Repeat("a", 4096) + `"}`,
 	} {
 		_, err := Decode([]byte(line))
 		if err == nil || !strings.Contains(doc, "`"+err.Error()+"`") {

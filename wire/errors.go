@@ -68,3 +68,15 @@ func tooOld(age, max time.Duration) error {
 func tooNew(ahead, max time.Duration) error {
 	return fmt.Errorf("request time is in the future: %ds ahead (max %ds)", secondsUp(ahead), secondsUp(max))
 }
+
+// TooManyPendingError refuses a request when uid already has max requests
+// waiting for a person's decision.
+func TooManyPendingError(uid, max int) error {
+	return fmt.Errorf("too many requests from uid %d waiting for approval (max %d)", uid, max)
+}
+
+// PromptRateError refuses a request when uid has already put perMinute
+// requests to a person within the last minute.
+func PromptRateError(uid, perMinute int) error {
+	return fmt.Errorf("too many requests from uid %d: at most %d a minute may ask for approval", uid, perMinute)
+}

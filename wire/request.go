@@ -118,7 +118,7 @@ func Decode(line []byte) (*Request, error) {
 	}
 	r := &Request{Privileged: true, Action: ActionExec, Cwd: "/", Env: map[string]string{}}
 	r.LineSHA256 = sha256.Sum256(line)
-	if err := decodeObject(line, r); err != nil {
+	if err := syntaxFirst(line, decodeObject(line, r)); err != nil {
 		return nil, err
 	}
 	if !r.IDGiven {
@@ -174,10 +174,26 @@ func decodeObject(line []byte, r *Request) error {
 	if _, err := dec.Token(); err != nil { // the closing brace
 		return invalidJSON(err)
 	}
-	if _, err := dec.Token(); err == nil {
+	// Only whitespace may follow; the decoder would stop at the first
+	// byte it cannot read and leave the rest unexamined.
+	if len(bytes.TrimLeft(line[dec.InputOffset():], " \t\r\n")) > 0 {
 		return errors.New("invalid JSON: data after the request object")
 	}
 	return nil
+}
+
+// syntaxFirst makes a line that is not JSON at all fail as such, before a
+// field's type is checked: decodeObject checks each field as it comes, so
+// a type error early in a line would otherwise hide a syntax error later.
+func syntaxFirst(line []byte, err error) error {
+	if err == nil || strings.HasPrefix(err.Error(), "invalid JSON: ") || json.Valid(line) {
+		return err
+	}
+	var v json.RawMessage
+	if serr := json.Unmarshal(line, &v); serr != nil {
+		return invalidJSON(serr)
+	}
+	return err
 }
 
 func invalidJSON(err error) error {
@@ -233,7 +249,37 @@ func decodeEnv(r *Request, raw json.RawMessage) error {
 		}
 		r.Env[k] = *v
 	}
+	if k, ok := repeatedKey(raw); ok {
+		// The decoder keeps the last; another reader might keep the first.
+		return fmt.Errorf("duplicate env key %q", k)
+	}
 	return nil
+}
+
+// repeatedKey reports the first key that raw, a well-formed JSON object,
+// names twice.
+func repeatedKey(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 func decodeStdin(r *Request, raw json.RawMessage) error {
@@ -250,12 +296,13 @@ func decodeStdin(r *Request, raw json.RawMessage) error {
 }
 
 func decodeTimeout(r *Request, raw json.RawMessage) error {
+	if len(raw) == 0 || raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return errors.New(`field "timeout" must be a number of seconds`)
+	}
 	var f float64
 	if err := json.Unmarshal(raw, &f); err != nil {
-		if errors.As(err, new(*json.UnmarshalTypeError)) {
-			return errors.New(`field "timeout" must be a number of seconds`)
-		}
-		return errors.New(`field "timeout" must be a positive number of seconds`) // out of range
+		// A number, but out of float64's range.
+		return errors.New(`field "timeout" must be a positive number of seconds`)
 	}
 	// More than a year means nothing for a run limit.
 	if f <= 0 || math.IsInf(f, 0) || f > 365*24*3600 {

@@ -56,6 +56,8 @@ type options struct {
 	maxSkew       time.Duration
 	maxRuns       int
 	maxConns      int
+	maxPending    int
+	promptRate    int
 	idleExit      time.Duration
 	audit         string
 	auditMaxSize  byteSize
@@ -68,11 +70,27 @@ type options struct {
 
 // Main runs rootgated with args (without the program name) until SIGINT or
 // SIGTERM, and returns the exit code.
+//
+// A daemon started with SIGHUP ignored (nohup) keeps ignoring it; otherwise
+// SIGHUP stops it like SIGTERM. Either way it has a handler, so runs start
+// with SIGHUP's default action rather than inheriting an ignore.
 func Main(args []string) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	stopOn := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if signal.Ignored(syscall.SIGHUP) {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for range hup {
+			}
+		}()
+	} else {
+		stopOn = append(stopOn, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	return run(ctx, args, os.Stderr)
 }
@@ -107,6 +125,8 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
 	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
+	fs.IntVar(&o.maxPending, "max-pending", daemon.DefaultMaxPending, "requests of one uid waiting for a person's decision at once; more are refused")
+	fs.IntVar(&o.promptRate, "prompt-rate", daemon.DefaultPromptRate, "requests of one uid put to a person per minute; more are refused")
 	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
 	fs.StringVar(&o.audit, "audit", audit.DefaultPath, "audit log `file` (created 0600, its directory 0700); it cannot be turned off")
 	o.auditMaxSize = defaultAuditMaxSize
@@ -156,8 +176,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rootgated: error: --idle-exit must not be negative")
 		return 2
 	}
-	if o.maxRuns < 1 || o.maxConns < 1 {
-		fmt.Fprintln(stderr, "rootgated: error: --max-runs and --max-conns must be at least 1")
+	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 {
+		fmt.Fprintln(stderr, "rootgated: error: --max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
 		return 2
 	}
 	if o.audit == "" {
@@ -242,6 +262,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		MaxSkew:     o.maxSkew,
 		MaxRuns:     o.maxRuns,
 		MaxConns:    o.maxConns,
+		MaxPending:  o.maxPending,
+		PromptRate:  o.promptRate,
 		Log:         log,
 	})
 	if err != nil {

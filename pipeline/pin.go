@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pinned is an executable held open since it was resolved, so that a run
+// executes the file the approver was shown, not whatever has taken its
+// path since. Make one with [Pin] right after [Resolve], hand it to
+// [Cmd].Pinned, and Close it once the run is over.
+//
+// When the run starts, the path must still name the very same file
+// (device and inode), and that file must be unchanged: same owner, group,
+// mode, size, modification and change time (any write, chmod or chown
+// changes the change time). Otherwise the run is refused. An ELF binary is
+// then executed through the held descriptor (/proc/self/fd/N), so nothing
+// done to the path after the check can change what runs. A script (#!) or
+// any other format handed to an interpreter is executed by its path, since
+// the interpreter opens the file again by name: for those the check
+// narrows the window to the moment between it and the interpreter's open,
+// without closing it.
+type Pinned struct {
+	// Path is the path that was resolved and is shown to the approver.
+	Path string
+	f    *os.File // O_PATH descriptor of the file Path named at Pin
+	st   unix.Stat_t
+	elf  bool
+}
+
+// Pin opens the executable at path (following symlinks, as exec does) and
+// records what it is. The file must be a regular file with an execute bit.
+func Pin(path string) (*Pinned, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pin %s: %w", path, err)
+	}
+	p := &Pinned{Path: path, f: os.NewFile(uintptr(fd), path)}
+	if err := unix.Fstat(fd, &p.st); err != nil {
+		p.f.Close()
+		return nil, fmt.Errorf("pin %s: %w", path, err)
+	}
+	if p.st.Mode&unix.S_IFMT != unix.S_IFREG || p.st.Mode&0o111 == 0 {
+		p.f.Close()
+		return nil, fmt.Errorf("pin %s: not an executable regular file", path)
+	}
+	// Reopen the pinned file (not the path) to read its magic number; a
+	// regular file opens without side effects.
+	if r, err := os.Open(p.fdPath()); err == nil {
+		var magic [4]byte
+		_, err := io.ReadFull(r, magic[:])
+		p.elf = err == nil && string(magic[:]) == "\x7fELF"
+		r.Close()
+	}
+	return p, nil
+}
+
+// Close releases the held descriptor.
+func (p *Pinned) Close() error { return p.f.Close() }
+
+// ELF reports whether the pinned file is an ELF binary, which a run
+// executes through its descriptor.
+func (p *Pinned) ELF() bool { return p.elf }
+
+func (p *Pinned) fdPath() string { return "/proc/self/fd/" + strconv.Itoa(int(p.f.Fd())) }
+
+// ErrChanged is wrapped by the error a run returns when a pinned
+// executable is no longer the file at its path, or was modified.
+var ErrChanged = errors.New("changed since it was resolved")
+
+// check reports an error wrapping ErrChanged unless Path still names the
+// pinned file and the file is unchanged.
+func (p *Pinned) check() error {
+	var now, there unix.Stat_t
+	if err := unix.Fstat(int(p.f.Fd()), &now); err != nil {
+		return fmt.Errorf("%s: %w", p.Path, err)
+	}
+	if err := unix.Stat(p.Path, &there); err != nil || !sameFile(&there, &p.st) || !unchanged(&now, &p.st) {
+		return fmt.Errorf("%s %w", strconv.Quote(p.Path), ErrChanged)
+	}
+	return nil
+}
+
+// execPath is what a stage executes: the held descriptor for ELF, else
+// the path.
+func (p *Pinned) execPath() string {
+	if p.elf {
+		return p.fdPath()
+	}
+	return p.Path
+}
+
+func sameFile(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino }
+
+func unchanged(a, b *unix.Stat_t) bool {
+	return sameFile(a, b) && a.Uid == b.Uid && a.Gid == b.Gid && a.Mode == b.Mode && a.Size == b.Size &&
+		a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}

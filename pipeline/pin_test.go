@@ -1,0 +1,154 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// pinDir is a directory nobody can enter too, with a copy of the test
+// binary (an ELF helper) and a shell script.
+func pinDir(t *testing.T) (dir, elf, script string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rootgate-pin-") // t.TempDir's parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elf = filepath.Join(dir, "tool")
+	copyFile(t, testExe, elf, 0o755)
+	script = filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho script \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, elf, script
+}
+
+func pin(t *testing.T, path string) *Pinned {
+	t.Helper()
+	p, err := Pin(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestPinnedRuns: a pinned ELF binary and a pinned script both run, as
+// root and as nobody.
+func TestPinnedRuns(t *testing.T) {
+	_, elf, script := pinDir(t)
+	pe, ps := pin(t, elf), pin(t, script)
+	if !pe.ELF() || ps.ELF() {
+		t.Fatalf("ELF() = %v for the binary and %v for the script", pe.ELF(), ps.ELF())
+	}
+	nobody, err := LookupAccount(65534)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acct := range []*Account{nil, &nobody} {
+		for _, tc := range []struct {
+			argv []string
+			p    *Pinned
+			want string
+		}{
+			{helperArgv("echo", "pinned"), pe, "pinned\n"},
+			{[]string{"script", "a"}, ps, "script a\n"},
+		} {
+			c := &Cmd{
+				Argv:    [][]string{tc.argv},
+				Paths:   []string{tc.p.Path},
+				Pinned:  []*Pinned{tc.p},
+				Env:     []string{"PATH=" + SearchPath},
+				Account: acct,
+			}
+			res := run(t, c)
+			checkStage(t, res, 0, 0, "")
+			if got := string(res.Stdout.Data); got != tc.want {
+				t.Errorf("account %v: stdout %q, want %q", acct, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestPinnedSwapRefused: replacing the file at a resolved path, or
+// changing the file itself, between resolution and run refuses the run.
+func TestPinnedSwapRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target string // "elf" or "script"
+		change func(t *testing.T, path string)
+	}{
+		{"rename over elf", "elf", func(t *testing.T, p string) { replace(t, p, []byte("#!/bin/sh\necho evil\n")) }},
+		{"rename over script", "script", func(t *testing.T, p string) { replace(t, p, []byte("#!/bin/sh\necho evil\n")) }},
+		{"write into script", "script", func(t *testing.T, p string) {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString("echo evil\n")
+			f.Close()
+		}},
+		{"chmod script", "script", func(t *testing.T, p string) { os.Chmod(p, 0o4755) }},
+		{"delete elf", "elf", func(t *testing.T, p string) { os.Remove(p) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, elf, script := pinDir(t)
+			path := script
+			if tc.target == "elf" {
+				path = elf
+			}
+			p := pin(t, path)
+			tc.change(t, path)
+			c := &Cmd{Argv: [][]string{{"x"}}, Paths: []string{path}, Pinned: []*Pinned{p}}
+			_, err := c.Run(context.Background())
+			if !errors.Is(err, ErrChanged) {
+				t.Fatalf("Run after the change: %v, want %v", err, ErrChanged)
+			}
+			want := `run: stage 1: "` + path + `" changed since it was resolved`
+			if err.Error() != want {
+				t.Errorf("error %q, want %q", err, want)
+			}
+		})
+	}
+}
+
+// TestPinnedELFRunsTheHeldFile: past the check, replacing the path of a
+// pinned ELF binary cannot change what runs, since it is executed through
+// the held descriptor. (The window is too short to hit from a test, so
+// this starts the run without the check.)
+func TestPinnedELFRunsTheHeldFile(t *testing.T) {
+	_, elf, _ := pinDir(t)
+	p := pin(t, elf)
+	replace(t, elf, []byte("#!/bin/sh\necho evil\n"))
+	c := &Cmd{Argv: [][]string{helperArgv("echo", "the pinned one")}, Paths: []string{elf}, Pinned: []*Pinned{p}}
+	r, err := c.prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.start(); err != nil {
+		t.Fatal(err)
+	}
+	res := r.wait(context.Background(), 0, DefaultKillGrace)
+	if got := string(res.Stdout.Data); got != "the pinned one\n" {
+		t.Errorf("stdout %q: the file swapped in ran", got)
+	}
+}
+
+// replace puts a new executable file with content at path by rename, as
+// an attacker with write access to the directory would.
+func replace(t *testing.T, path string, content []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
