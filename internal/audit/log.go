@@ -134,9 +134,11 @@ func (l *Log) Append(r *Record) error {
 }
 
 // lock takes the file's flock, reopening the path first if another
-// process rotated the file away from under l.
+// process rotated the file away from under l. Each retry means another
+// writer made progress (it filled and rotated a whole file meanwhile), so
+// the bound only guards against a path that never settles.
 func (l *Log) lock() error {
-	for range 3 {
+	for range 1000 {
 		if err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX); err != nil {
 			return fmt.Errorf("audit: lock %s: %w", l.path, err)
 		}
