@@ -154,12 +154,14 @@ func TestSlowAndStuckPeers(t *testing.T) {
 	const loris = 16
 	lorisAnswers := make(chan string, loris)
 	for range loris {
+		// Connected here, before the storm below: the daemon accepts in
+		// order, so each holds a connection slot before the storm can
+		// fill them (a later dial could be told "server busy").
+		c, err := net.Dial("unix", d.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Go(func() {
-			c, err := net.Dial("unix", d.sock)
-			if err != nil {
-				lorisAnswers <- err.Error()
-				return
-			}
 			defer c.Close()
 			stop := time.Now().Add(15 * time.Second)
 			go func() {
