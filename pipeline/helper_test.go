@@ -66,6 +66,11 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	testExe = exe
+	// As rootgated does: escaped processes come back to be swept.
+	if err := Subreaper(); err != nil {
+		fmt.Fprintln(os.Stderr, "pipeline test:", err)
+		os.Exit(2)
+	}
 	code := m.Run()
 	if code == 0 && flag.Lookup("test.run").Value.String() == "" && flag.Lookup("test.skip").Value.String() == "" && !testing.Short() {
 		for name := range helpers {

@@ -86,15 +86,6 @@ func (p *Pinned) check() error {
 	return nil
 }
 
-// execPath is what a stage executes: the held descriptor for ELF, else
-// the path.
-func (p *Pinned) execPath() string {
-	if p.elf {
-		return p.fdPath()
-	}
-	return p.Path
-}
-
 func sameFile(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino }
 
 func unchanged(a, b *unix.Stat_t) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -150,5 +151,45 @@ func replace(t *testing.T, path string, content []byte) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPinnedDescriptorNotOverwritten(t *testing.T) {
+	// Not parallel: it arranges which descriptor numbers are free. Before
+	// it moves stdin, stdout and stderr into place, the child's side of
+	// exec dup3s its error pipe onto the number just above the highest of
+	// them when the pipe is numbered lower. Arrange exactly that: free
+	// numbers below the stage's files (the error pipe lands there) and
+	// the pinned file right above them. The pinned file must still be
+	// what runs.
+	open := func() *os.File {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	low := []*os.File{open(), open()}
+	stdin, stdout, stderr := open(), open(), open()
+	defer stdin.Close()
+	defer stdout.Close()
+	defer stderr.Close()
+	p, err := Pin("/usr/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.f.Fd() != stderr.Fd()+1 {
+		t.Fatalf("the pinned descriptor is %d, not right above the stage's files (%d)", p.f.Fd(), stderr.Fd())
+	}
+	for _, f := range low {
+		f.Close()
+	}
+	s := &stage{cmd: &exec.Cmd{Path: "/usr/bin/true", Args: []string{"true"}, Stdin: stdin, Stdout: stdout, Stderr: stderr}, pin: p, shown: "/usr/bin/true"}
+	if err := s.start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("the pinned file did not run: %v", err)
 	}
 }

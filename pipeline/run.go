@@ -223,7 +223,8 @@ type runner struct {
 // stage is one process of a run.
 type stage struct {
 	cmd      *exec.Cmd
-	shown    string // the resolved path, when cmd.Path is a descriptor's
+	shown    string  // the resolved path, when cmd.Path is a descriptor's
+	pin      *Pinned // the ELF file executed through its descriptor, if any
 	startErr error
 	pid      int
 	begin    time.Time
@@ -265,14 +266,14 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		if a := c.Account; a != nil {
 			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
 		}
-		path := c.Paths[i]
-		if c.Pinned != nil {
-			path = c.Pinned[i].execPath()
-		}
-		cmd := &exec.Cmd{Path: path, Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
+		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
 		s := &stage{cmd: cmd}
-		if path != c.Paths[i] {
-			s.shown = c.Paths[i]
+		if c.Pinned != nil {
+			if p := c.Pinned[i]; p.elf {
+				s.pin, s.shown = p, c.Paths[i]
+			} else {
+				cmd.Path = p.Path
+			}
 		}
 		r.stages = append(r.stages, s)
 
@@ -377,11 +378,16 @@ func (s *stage) run(started, exited chan<- struct{}) {
 	defer runtime.UnlockOSThread()
 
 	s.begin = time.Now()
-	if s.startErr = s.cmd.Start(); s.startErr != nil {
+	reaper.mu.Lock()
+	s.startErr = s.start()
+	if s.startErr != nil {
+		reaper.mu.Unlock()
 		started <- struct{}{}
 		return
 	}
 	s.pid = s.cmd.Process.Pid
+	reaper.stages[s.pid] = true
+	reaper.mu.Unlock()
 	started <- struct{}{}
 
 	// Wait for the leader to exit without reaping it: while it is a zombie
@@ -405,7 +411,49 @@ func (s *stage) run(started, exited chan<- struct{}) {
 	// A non-zero exit is an *exec.ExitError; the status is read from
 	// ProcessState below.
 	_ = s.cmd.Wait()
+	reaper.mu.Lock()
+	delete(reaper.stages, s.pid)
+	reaper.mu.Unlock()
 	exited <- struct{}{}
+}
+
+// start starts the stage's process. A pinned ELF file is executed
+// through a duplicate of its descriptor numbered above what the child's
+// side of exec may overwrite: before it moves the stage's stdin, stdout
+// and stderr into place, the child dup3s its own descriptors onto the
+// numbers just above the highest of them, which would replace a held
+// descriptor there with a pipe (exec then fails with EACCES).
+func (s *stage) start() error {
+	if s.pin == nil {
+		return s.cmd.Start()
+	}
+	if s.cmd.Stdin == nil {
+		// Opened here rather than by exec, so its number is known.
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return err
+		}
+		defer null.Close()
+		s.cmd.Stdin = null
+	}
+	high := 0
+	for _, v := range []any{s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr} {
+		f, ok := v.(*os.File)
+		if !ok {
+			return errors.New("a pinned stage needs files for stdin, stdout and stderr")
+		}
+		high = max(high, int(f.Fd()))
+	}
+	// The child moves at most its error pipe and three descriptors up.
+	fd, err := unix.FcntlInt(s.pin.f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
+	if err != nil {
+		return fmt.Errorf("duplicate %s: %w", s.shown, err)
+	}
+	defer unix.Close(fd)
+	s.cmd.Path = "/proc/self/fd/" + strconv.Itoa(fd)
+	err = s.cmd.Start()
+	runtime.KeepAlive(s.pin)
+	return err
 }
 
 // signal sends sig to the stage's process group, unless the stage did not

@@ -660,3 +660,23 @@ func TestNoLeaks(t *testing.T) {
 func untagged(out []byte) string {
 	return regexp.MustCompile(`(?m)^env `+RunEnvKey+`=[0-9a-f]{32}\n`).ReplaceAllString(string(out), "")
 }
+
+func TestRunReapsOrphans(t *testing.T) {
+	t.Parallel()
+	// A double fork into a session of its own, which ends by itself while
+	// the run goes on: it is handed to this process (a subreaper, as
+	// rootgated is), and the end of the run must reap it, not leave a
+	// zombie behind.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	script := `(setsid sh -c 'echo $$ > "$1"; exit 0' sh "$1" &); while [ ! -s "$1" ]; do sleep 0.01; done; sleep 0.2`
+	res := run(t, &Cmd{Argv: [][]string{{"sh", "-c", script, "sh", pidFile}}, Paths: []string{"/bin/sh"}})
+	checkStage(t, res, 0, 0, "")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	if st, err := os.ReadFile("/proc/" + pid + "/stat"); err == nil {
+		t.Errorf("the orphan %s is still there after the run: %s", pid, st)
+	}
+}

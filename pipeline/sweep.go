@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +19,34 @@ import (
 // double fork) as long as they kept the environment they inherited. A
 // process that replaces its environment (exec with a new one, or
 // overwriting its own) is not found.
+//
+// Escaped processes are looked for among the calling process's own
+// children, which is where they are once [Subreaper] was called: without
+// it an orphan goes to init and is not found.
 const RunEnvKey = "ROOTGATE_RUN"
+
+// Subreaper makes the calling process the reaper of its orphaned
+// descendants (PR_SET_CHILD_SUBREAPER): a process that leaves its stage's
+// process group and outlives its parent becomes the caller's child instead
+// of init's, and the end of its run finds it there by its tag, kills it and
+// reaps it. Call it once, before the first Run.
+//
+// From then on Run also reaps orphans that exited by themselves (zombies
+// in a session other than the caller's, not started by this package), so
+// the caller must not start children in sessions of their own other than
+// through this package.
+func Subreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// reaper knows which children this package is waiting for, so that a
+// sweep never reaps another run's stage. mu is held across a stage's start
+// and its registration, and by a sweep, so a sweep never sees a new stage
+// before it is registered.
+var reaper = struct {
+	mu     sync.Mutex
+	stages map[int]bool // pids of started stages not yet reaped by Run
+}{stages: map[int]bool{}}
 
 // newRunTag makes a run's tag.
 func newRunTag() string {
@@ -26,31 +55,37 @@ func newRunTag() string {
 	return hex.EncodeToString(b[:])
 }
 
-// sweepRounds bounds how often sweep rescans /proc: a process still
-// forking is killed in the first round or two, so this only stops a
-// pathological race from keeping the daemon here.
+// sweepRounds bounds how often sweep looks again: killing an escaped
+// process hands its own children to the reaper, found in the next round.
 const sweepRounds = 20
 
-// sweep kills every process whose environment holds RunEnvKey=tag, rescans
-// until a scan finds none (or sweepRounds), and returns how many it
+// sweep kills every child of this process whose environment holds
+// RunEnvKey=tag, reaps it and the orphans that exited meanwhile, looks
+// again until a round finds none (or sweepRounds), and returns how many it
 // killed.
 func sweep(tag string) int {
 	entry := []byte(RunEnvKey + "=" + tag)
+	ownSid, _ := unix.Getsid(0)
 	killed := 0
 	for range sweepRounds {
 		found := 0
-		for _, pid := range taggedPids(entry) {
-			// Pin the process, then check it again: the pid may have
-			// been reused between the scan and the pidfd.
-			pidfd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
+		reaper.mu.Lock()
+		for _, pid := range children() {
+			if reaper.stages[pid] {
 				continue
 			}
-			if hasEnv(pid, entry) && unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) == nil {
+			state, sid, ok := procStat(pid)
+			switch {
+			case !ok:
+			case state == 'Z':
+				if sid != ownSid { // an orphan that ended by itself
+					reap(pid)
+				}
+			case hasEnv(pid, entry) && killAndReap(pid, entry):
 				found++
 			}
-			unix.Close(pidfd)
 		}
+		reaper.mu.Unlock()
 		if found == 0 {
 			break
 		}
@@ -59,8 +94,55 @@ func sweep(tag string) int {
 	return killed
 }
 
-// taggedPids lists the processes whose environment holds entry.
-func taggedPids(entry []byte) []int {
+// killAndReap kills pid if it still holds entry, checked again through a
+// pidfd so a reused pid is never hit, waits for it to die and reaps it.
+func killAndReap(pid int, entry []byte) bool {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pidfd)
+	if !hasEnv(pid, entry) || unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) != nil {
+		return false
+	}
+	// The pidfd turns readable when the process has exited; by then its
+	// own children have been handed to this process.
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, 1000); err != unix.EINTR {
+			break
+		}
+	}
+	reap(pid)
+	return true
+}
+
+// reap collects a child that has exited, without blocking.
+func reap(pid int) {
+	var ws unix.WaitStatus
+	_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+}
+
+// children lists this process's children as the kernel hands orphans
+// over: to the first live thread of the reaper, its main thread, whose
+// children file this reads. Where the kernel has none
+// (CONFIG_PROC_CHILDREN), it lists every process instead.
+func children() []int {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children")
+	if err != nil {
+		return allPids()
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// allPids lists every process but this one.
+func allPids() []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -70,15 +152,31 @@ func taggedPids(entry []byte) []int {
 	self := os.Getpid()
 	var pids []int
 	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == self {
-			continue
-		}
-		if hasEnv(pid, entry) {
+		if pid, err := strconv.Atoi(name); err == nil && pid != self {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// procStat reads pid's state letter and session id from /proc/PID/stat.
+func procStat(pid int) (state byte, sid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// "pid (comm) state ppid pgrp session ...": comm may hold anything,
+	// so split after its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 4 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	sid, err = strconv.Atoi(f[3])
+	return f[0][0], sid, err == nil
 }
 
 // hasEnv reports whether process pid's environment holds entry exactly.

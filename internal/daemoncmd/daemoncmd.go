@@ -28,6 +28,7 @@ import (
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/slogjournal"
 	"github.com/rootgate/rootgate/internal/version"
+	"github.com/rootgate/rootgate/pipeline"
 )
 
 const usage = `usage: rootgated [flags]
@@ -194,6 +195,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root")
+	}
+	// Orphans of a run come to the daemon rather than to init, where the
+	// end of their run finds and kills them.
+	if err := pipeline.Subreaper(); err != nil {
+		return fmt.Errorf("cannot become a subreaper: %w", err)
 	}
 	// Take the handed-over sockets first: until they are taken, LISTEN_*
 	// stays in the environment, and nothing may start a child before that.
