@@ -200,8 +200,12 @@ func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool) 
 		d.approver = filepath.Join(dir, "a")
 		aflag = d.approver
 	}
+	// The audit log is written and synced as in production, in the
+	// bench's directory; the prompt limits would refuse the bench's
+	// hundreds of prompts a minute.
 	d.cmd = exec.Command(b.bin, "--socket", d.sock, "--approver-socket", aflag,
-		"--runtime-dir", filepath.Join(dir, "run"), "--policy", pol)
+		"--runtime-dir", filepath.Join(dir, "run"), "--policy", pol,
+		"--audit", filepath.Join(dir, "audit.jsonl"), "--prompt-rate", "1000000", "--max-pending", "64")
 	d.log = filepath.Join(dir, "log")
 	logf, err := os.Create(d.log)
 	if err != nil {
@@ -775,7 +779,7 @@ func (b *bench) activateOnce(ctx context.Context, sa string) (ready, first time.
 	defer nl.Close()
 	sock := filepath.Join(dir, "s")
 	cmd := exec.Command(sa, "-l", sock, "--fdname=requests", "-E", "NOTIFY_SOCKET="+notifyPath,
-		b.bin, "--runtime-dir", filepath.Join(dir, "run"), "--policy", pol)
+		b.bin, "--runtime-dir", filepath.Join(dir, "run"), "--policy", pol, "--audit", filepath.Join(dir, "audit.jsonl"))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return 0, 0, err
