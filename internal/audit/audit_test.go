@@ -375,3 +375,37 @@ func TestFileMovedAway(t *testing.T) {
 		t.Fatalf("%+v %v", sum, err)
 	}
 }
+
+// TestAppendLater: records appended for later are in the file at once, in
+// the chain, and stay there across a rotation and a durable append.
+func TestAppendLater(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := Open(path, Options{MaxSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 20 {
+		r := &Record{Kind: KindReceived, ID: fmt.Sprintf("later-%d", i)}
+		if err := l.AppendLater(r); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"id":"later-`+fmt.Sprint(i)+`"`) {
+			t.Fatalf("record %d is not in the file after AppendLater", i)
+		}
+	}
+	if err := l.Append(&Record{Kind: KindReceived, ID: "durable"}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := verifyPath(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Files < 2 || sum.LastSeq < 22 {
+		t.Fatalf("summary %+v: want the 21 records and the genesis across rotated files", sum)
+	}
+}

@@ -94,10 +94,18 @@ func (l *Log) use(f *os.File) {
 }
 
 // Append fills in r's Seq, Time, Prev and Hash, and writes r as one line,
-// synced to disk before it returns. It rotates the file first when r would
-// take it past Options.MaxSize. On error nothing of r stays in the file
-// (a partial line is cut off again) and the chain is as before.
-func (l *Log) Append(r *Record) error {
+// synced to disk (with every record before it) before it returns. It
+// rotates the file first when r would take it past Options.MaxSize. On
+// error nothing of r stays in the file (a partial line is cut off again)
+// and the chain is as before.
+func (l *Log) Append(r *Record) error { return l.append(r, true) }
+
+// AppendLater is Append without waiting for the disk: r is written to the
+// file, and is on disk once a later Append returns. For a record that is
+// always followed by one that must be durable before anything happens.
+func (l *Log) AppendLater(r *Record) error { return l.append(r, false) }
+
+func (l *Log) append(r *Record, durable bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -130,7 +138,21 @@ func (l *Log) Append(r *Record) error {
 			}
 		}
 	}
-	return l.write(r, l.prev)
+	size, seq, prev, n := l.size, l.seq, l.prev, l.n
+	if err := l.write(r, l.prev); err != nil {
+		return err
+	}
+	if durable {
+		if err := l.f.Sync(); err != nil {
+			// Not on disk: take r back out, as a failed write would.
+			if terr := l.f.Truncate(size); terr != nil {
+				size = -1 // re-read the file before the next append
+			}
+			l.size, l.seq, l.prev, l.n = size, seq, prev, n
+			return fmt.Errorf("audit: sync %s: %w", l.path, err)
+		}
+	}
+	return nil
 }
 
 // lock takes the file's flock, reopening the path first if another
@@ -208,8 +230,8 @@ func (l *Log) sync() error {
 	return nil
 }
 
-// write encodes r chained to prev, appends it and syncs; on failure it
-// cuts the file back to its last whole record.
+// write encodes r chained to prev and appends it; on failure it cuts the
+// file back to its last whole record. The caller syncs.
 func (l *Log) write(r *Record, prev string) error {
 	r.Seq, r.Time, r.Prev = l.seq+1, l.opt.Now().UTC(), prev
 	line, err := encode(r)
@@ -217,11 +239,7 @@ func (l *Log) write(r *Record, prev string) error {
 		return err
 	}
 	line = append(line, '\n')
-	_, err = l.f.Write(line)
-	if err == nil {
-		err = l.f.Sync()
-	}
-	if err != nil {
+	if _, err = l.f.Write(line); err != nil {
 		if terr := l.f.Truncate(l.size); terr != nil {
 			l.size = -1 // re-read the file before the next append
 		}
@@ -243,6 +261,11 @@ func (l *Log) rotate() error {
 		return err
 	}
 	old := fmt.Sprintf("%s.%020d", l.path, first)
+	// Records appended for later are made durable before the file is
+	// left behind: later syncs are of the new file.
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("audit: sync %s: %w", l.path, err)
+	}
 	if err := os.Rename(l.path, old); err != nil {
 		return fmt.Errorf("audit: rotate: %w", err)
 	}
