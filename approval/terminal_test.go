@@ -15,6 +15,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/creack/pty"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // waitLimit bounds every wait for the screen or for a decision.
@@ -518,22 +519,7 @@ func TestTerminalGone(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 func TestLogWriterHoldsLogsWhilePromptShown(t *testing.T) {
 	t.Parallel()

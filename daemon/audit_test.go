@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -382,7 +382,7 @@ func TestAuditJournal(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if m, err := parseJournal(buf[:n]); err == nil {
+			if m, err := testutil.ParseJournal(buf[:n]); err == nil {
 				entries <- m
 			} else {
 				t.Errorf("journal entry: %v", err)
@@ -452,35 +452,6 @@ func TestAuditJournal(t *testing.T) {
 			t.Errorf("%s entry: AUDIT_SEQ=%s AUDIT_HASH=%s, record %+v", e["EVENT"], e["AUDIT_SEQ"], e["AUDIT_HASH"], rec)
 		}
 	}
-}
-
-// parseJournal parses journald's native protocol (NAME=value lines, or
-// NAME, a 64-bit little-endian length, the value and a newline).
-func parseJournal(b []byte) (map[string]string, error) {
-	m := map[string]string{}
-	for len(b) > 0 {
-		nl := bytes.IndexByte(b, '\n')
-		if nl < 0 {
-			return nil, fmt.Errorf("no newline in %q", b)
-		}
-		line := b[:nl]
-		b = b[nl+1:]
-		if eq := bytes.IndexByte(line, '='); eq >= 0 {
-			m[string(line[:eq])] = string(line[eq+1:])
-			continue
-		}
-		if len(b) < 8 {
-			return nil, fmt.Errorf("%s: no length", line)
-		}
-		size := binary.LittleEndian.Uint64(b)
-		b = b[8:]
-		if uint64(len(b)) < size+1 {
-			return nil, fmt.Errorf("%s: short value", line)
-		}
-		m[string(line)] = string(b[:size])
-		b = b[size+1:]
-	}
-	return m, nil
 }
 
 // TestAuditTamper: a real daemon's log, tampered with in each way, fails

@@ -11,12 +11,12 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -68,23 +68,8 @@ func shortDir(t testing.TB) string {
 	return dir
 }
 
-// syncBuffer is a goroutine-safe buffer for a daemon's stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a goroutine-safe buffer for output read while written.
+type syncBuffer = testutil.SyncBuffer
 
 // daemonProc is a running rootgated.
 type daemonProc struct {

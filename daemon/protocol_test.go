@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -298,7 +299,7 @@ func TestStdinCwdTimeoutExtensions(t *testing.T) {
 // rootgate, 0660 root:rootgate with it. The group is made for the test
 // when the machine has none, and removed after.
 func TestSocketGroup(t *testing.T) {
-	lockGroup(t)
+	testutil.LockGroup(t)
 	if _, err := lookupGroup("rootgate"); err != nil {
 		d := startDaemon(t, opts{})
 		checkSocketMode(t, d.sock, 0o600, 0)
@@ -315,21 +316,6 @@ func TestSocketGroup(t *testing.T) {
 	gid, _ := strconv.Atoi(g.Gid)
 	d := startDaemon(t, opts{})
 	checkSocketMode(t, d.sock, 0o660, gid)
-}
-
-// lockGroup holds, until the test ends, the lock that serialises the tests
-// that create or delete group rootgate (this one and packaging's, which
-// installs the .deb); test packages run in parallel otherwise.
-func lockGroup(t *testing.T) {
-	t.Helper()
-	f, err := os.OpenFile("/run/lock/rootgate-group-test.lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
 }
 
 func checkSocketMode(t *testing.T, path string, mode os.FileMode, gid int) {

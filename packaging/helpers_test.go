@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -68,20 +67,4 @@ func manDir(t *testing.T) string {
 		}
 	}
 	return dir
-}
-
-// lockGroup holds, until the test ends, the lock that serialises the tests
-// that create or delete group rootgate (this package's and
-// daemon/protocol_test.go's TestSocketGroup), which run in parallel
-// otherwise.
-func lockGroup(t *testing.T) {
-	t.Helper()
-	f, err := os.OpenFile("/run/lock/rootgate-group-test.lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
 }

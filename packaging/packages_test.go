@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // testVersion is stamped into the packages the tests build.
@@ -174,7 +175,7 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "rootgate").Output(); err == nil && strings.Contains(string(out), "installed") {
 		t.Fatalf("package rootgate is already on this machine (%s); this test installs and purges it, so remove it first", out)
 	}
-	lockGroup(t)
+	testutil.LockGroup(t)
 	// A purge deletes these: what is there already (a daemon run by hand
 	// writes its audit log in /var/log/rootgate) is moved aside and put
 	// back at the end.

@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // nobodyID is the uid and gid the dialog child drops to in these tests.
@@ -76,22 +75,8 @@ func userBus(t *testing.T) (dir, addr string) {
 	return dir, "unix:path=" + sock
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a goroutine-safe buffer for output read while written.
+type syncBuffer = testutil.SyncBuffer
 
 // shown is one Notify call: the notification's id and the uid of the
 // process that sent it, as the bus knows it.

@@ -2,8 +2,6 @@ package slogjournal
 
 import (
 	"bytes"
-	"encoding/binary"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/journal"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 func TestFieldName(t *testing.T) {
@@ -176,38 +175,9 @@ func receive(t *testing.T, sock *net.UnixConn) (map[string]string, bool) {
 			t.Fatal(err)
 		}
 	}
-	fields, err := parseNative(data)
+	fields, err := testutil.ParseJournal(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return fields, oobn > 0
-}
-
-// parseNative parses journald's native protocol: NAME=value lines, or NAME
-// on its own line, a 64-bit little-endian length, the value and a newline.
-func parseNative(b []byte) (map[string]string, error) {
-	m := map[string]string{}
-	for len(b) > 0 {
-		nl := bytes.IndexByte(b, '\n')
-		if nl < 0 {
-			return nil, fmt.Errorf("no newline in %q", b)
-		}
-		line := b[:nl]
-		b = b[nl+1:]
-		if eq := bytes.IndexByte(line, '='); eq >= 0 {
-			m[string(line[:eq])] = string(line[eq+1:])
-			continue
-		}
-		if len(b) < 8 {
-			return nil, fmt.Errorf("%s: no length", line)
-		}
-		size := binary.LittleEndian.Uint64(b)
-		b = b[8:]
-		if uint64(len(b)) < size+1 || b[size] != '\n' {
-			return nil, fmt.Errorf("%s: bad binary field", line)
-		}
-		m[string(line)] = string(b[:size])
-		b = b[size+1:]
-	}
-	return m, nil
 }

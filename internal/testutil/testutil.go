@@ -1,0 +1,78 @@
+// Package testutil holds what the tests of several rootgate packages
+// share. Only tests import it.
+package testutil
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// SyncBuffer is a bytes.Buffer safe for concurrent use, for the output of
+// a process or a logger that tests read while it is still written.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// LockGroup holds, until t ends, the lock that serialises the tests that
+// create or delete group rootgate (daemon's TestSocketGroup, and
+// packaging's, which installs the .deb): test packages run in parallel.
+func LockGroup(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile("/run/lock/rootgate-group-test.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+}
+
+// ParseJournal parses one entry of journald's native protocol: NAME=value
+// lines, or NAME on its own line, a 64-bit little-endian length, the value
+// and a newline.
+func ParseJournal(b []byte) (map[string]string, error) {
+	m := map[string]string{}
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			return nil, fmt.Errorf("no newline in %q", b)
+		}
+		line := b[:nl]
+		b = b[nl+1:]
+		if eq := bytes.IndexByte(line, '='); eq >= 0 {
+			m[string(line[:eq])] = string(line[eq+1:])
+			continue
+		}
+		if len(b) < 8 {
+			return nil, fmt.Errorf("%s: no length", line)
+		}
+		size := binary.LittleEndian.Uint64(b)
+		b = b[8:]
+		if uint64(len(b)) < size+1 || b[size] != '\n' {
+			return nil, fmt.Errorf("%s: bad binary field", line)
+		}
+		m[string(line)] = string(b[:size])
+		b = b[size+1:]
+	}
+	return m, nil
+}
