@@ -64,6 +64,22 @@ func xdotool(t *testing.T, args ...string) string {
 
 const rootTitle = "rootgate: run this command as ROOT?"
 
+// noDialog waits until no dialog of an earlier case is on the display:
+// the X server drops a dead client's windows on its own time, and a search
+// for the next dialog must not find the last one going away.
+func noDialog(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, err := exec.Command("xdotool", "search", "--name", rootTitle).Output()
+		if err != nil && len(out) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dialog is still there: %q", out)
+		}
+	}
+}
+
 // press waits for the dialog, focuses it and types keys.
 func press(t *testing.T, keys ...string) {
 	t.Helper()
@@ -90,6 +106,7 @@ func TestDesktopZenity(t *testing.T) {
 		{"no answer", nil, 2 * time.Second, Expired, "no approval decision within 2s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			noDialog(t)
 			d := &Desktop{BusAddress: noBus, Operator: "alice", Timeout: tt.timeout, Zenity: zenity}
 			ch := desktopAsync(t.Context(), d, desktopPrompt())
 			if tt.keys != nil {
@@ -103,6 +120,7 @@ func TestDesktopZenity(t *testing.T) {
 	}
 
 	t.Run("withdrawn", func(t *testing.T) {
+		noDialog(t)
 		d := &Desktop{BusAddress: noBus, Operator: "alice", Timeout: time.Minute, Zenity: zenity}
 		ctx, cancel := context.WithCancel(t.Context())
 		ch := desktopAsync(ctx, d, desktopPrompt())
@@ -111,17 +129,8 @@ func TestDesktopZenity(t *testing.T) {
 		if got := decided(t, ch); got.Verdict != Withdrawn {
 			t.Errorf("decision %+v, want withdrawn", got)
 		}
-		// The dialog goes: zenity was killed. (The X server drops a dead
-		// client's windows on its own time, so poll.)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			out, err := exec.Command("xdotool", "search", "--name", rootTitle).Output()
-			if err != nil && len(out) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the dialog is still there: %q", out)
-			}
-		}
+		// The dialog goes: zenity was killed.
+		noDialog(t)
 	})
 
 	t.Run("no display", func(t *testing.T) {
