@@ -45,19 +45,8 @@ func TestApproveDesktop(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
 
-	daemon := selfAs("rootgated", env, "--socket", dir+"/s", "--approver-socket", dir+"/a",
+	startDaemon(t, env, "--socket", dir+"/s", "--approver-socket", dir+"/a",
 		"--runtime-dir", dir+"/run", "--policy", dir+"/no-policy", "--audit", dir+"/audit.jsonl")
-	var dlog syncBuffer
-	daemon.Stderr = &dlog
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = daemon.Process.Signal(syscall.SIGTERM)
-		if err := daemon.Wait(); err != nil {
-			t.Errorf("rootgated: %v\n%s", err, dlog.String())
-		}
-	})
 
 	// No terminal: approve --desktop must not need one.
 	approver := selfAs("rootgate", append(env, "DBUS_SESSION_BUS_ADDRESS="+bus), "approve", "--desktop", "--socket", dir+"/a")

@@ -60,8 +60,20 @@ func startMCPEnv(t *testing.T) *mcpEnv {
 		t.Fatal(err)
 	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
-	daemon := selfAs("rootgated", env, "--socket", e.sock, "--approver-socket", e.asock,
+	startDaemon(t, env, "--socket", e.sock, "--approver-socket", e.asock,
 		"--runtime-dir", dir+"/run", "--policy", dir+"/policy", "--kill-grace", "1s", "--prompt-timeout", "60s", "--audit", dir+"/audit.jsonl")
+	if err := os.Chmod(e.sock, 0o666); err != nil { // nobody is a requester too
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startDaemon starts this test binary as rootgated with env and args, waits
+// until it serves ("serving" is logged once its sockets have their final
+// modes), and at cleanup stops it with SIGTERM, requiring a clean exit.
+func startDaemon(t *testing.T, env []string, args ...string) {
+	t.Helper()
+	daemon := selfAs("rootgated", env, args...)
 	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var dlog syncBuffer
 	daemon.Stderr = &dlog
@@ -77,12 +89,7 @@ func startMCPEnv(t *testing.T) *mcpEnv {
 			t.Logf("rootgated said:\n%s", dlog.String())
 		}
 	})
-	// "serving" is logged once the sockets have their final modes.
 	waitFor(t, "rootgated to listen", func() bool { return strings.Contains(dlog.String(), "msg=serving") })
-	if err := os.Chmod(e.sock, 0o666); err != nil { // nobody is a requester too
-		t.Fatal(err)
-	}
-	return e
 }
 
 // progressLog collects the progress notifications a client receives.
