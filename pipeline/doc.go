@@ -52,10 +52,12 @@
 // A process that leaves its stage's session or process group (setsid,
 // setpgid, a daemon that double-forks that way) escapes the group kill. To
 // find those, every stage gets [RunEnvKey] set to a random tag of the run,
-// and once the stages' groups are dead every process whose environment
-// still holds the tag is killed (the scan repeats until it finds none).
-// The limit: a process that also replaces its environment escapes that
-// too. If it still holds one of the run's output pipes, Run stops reading
+// and once the stages' groups are dead every child of the calling process
+// whose environment still holds the tag is killed and reaped (the scan
+// repeats until it finds none). Escaped processes are the caller's
+// children once it called [Subreaper], as rootgated does; without it they
+// go to init and are not found. The limit: a process that also replaces
+// its environment escapes that too. If it still holds one of the run's output pipes, Run stops reading
 // it shortly after the stages have ended and closes it, so it cannot delay
 // the result; it may go on running. Run under a systemd unit or a cgroup
 // when that matters.
