@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -181,7 +182,11 @@ func (u *userDialog) Approve(ctx context.Context, p *approval.Prompt) approval.D
 	cmd.Stdin = bytes.NewReader(req)
 	out := &cappedBuffer{max: maxDialogAnswer}
 	cmd.Stdout = out
-	cmd.Stderr = u.stderr
+	// The child runs as the desktop's user: what it says is shown only
+	// once it ends, capped, a line at a time, escaped like every other
+	// line this command prints.
+	complaints := &cappedBuffer{max: maxDialogComplaints}
+	cmd.Stderr = complaints
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Groups empty, not nil: setgroups drops root's groups.
 		Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{}},
@@ -192,6 +197,7 @@ func (u *userDialog) Approve(ctx context.Context, p *approval.Prompt) approval.D
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = dialogWaitDelay
 	runErr := cmd.Run()
+	relayLines(u.stderr, complaints.Bytes())
 
 	if ctx.Err() != nil {
 		return withdrawn
@@ -225,6 +231,17 @@ func (u *userDialog) Approve(ctx context.Context, p *approval.Prompt) approval.D
 // expiredMessage words a timeout as the terminal prompt does.
 func (u *userDialog) expiredMessage() string {
 	return fmt.Sprintf("no approval decision within %ds", u.timeout.Round(time.Second)/time.Second)
+}
+
+// maxDialogComplaints bounds what of the dialog child's stderr is shown.
+const maxDialogComplaints = 16 << 10
+
+// relayLines writes each line of b to w through [approval.Sanitize], so no
+// control sequence of the child's reaches the operator's terminal.
+func relayLines(w io.Writer, b []byte) {
+	for line := range strings.Lines(string(b)) {
+		fmt.Fprintln(w, approval.Sanitize(strings.TrimSuffix(line, "\n")))
+	}
 }
 
 // cappedBuffer keeps the first max bytes written to it and discards the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -290,5 +291,20 @@ func TestUserDialogZenity(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Approve did not return")
+	}
+}
+
+func TestRelayLinesEscapes(t *testing.T) {
+	// The dialog child runs as the desktop's user; what it writes to
+	// stderr must reach the operator's terminal with no control sequence.
+	var out bytes.Buffer
+	relayLines(&out, []byte("zenity: plain\n\x1b[2J\x1b]0;title\x07cleared\r\nno newline at the end"))
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\x07\r") {
+		t.Fatalf("a control character reached the terminal: %q", got)
+	}
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 3 || lines[0] != "zenity: plain" || !strings.Contains(lines[1], "cleared") || lines[2] != "no newline at the end" {
+		t.Fatalf("relayed %q", got)
 	}
 }
