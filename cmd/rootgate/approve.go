@@ -46,12 +46,8 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprint(stderr, "usage: rootgate approve [--socket P] [--forward-agent] [--accessible | --desktop]\n\nAttach this terminal to rootgated as an approver: each request is shown\nhere in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.\nWith --desktop, each request is a desktop notification instead: Approve\napproves; Deny, or closing it, denies. It is weaker than the terminal: any\nprogram of yours on the desktop can press Approve (docs/security.md).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
 	}
 	if *desktop && *accessible {
 		fmt.Fprint(stderr, "rootgate: error: --accessible and --desktop cannot be combined\n")

@@ -99,11 +99,8 @@ func auditFiles(files fileList) ([]string, error) {
 func auditVerify(args []string, stdout, stderr io.Writer) int {
 	var files fileList
 	fs := auditFlags("verify", &files, stderr)
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		return badArg(stderr, fs.Arg(0))
 	}
 	names, err := auditFiles(files)
 	if err != nil {
@@ -134,11 +131,8 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	fs := auditFlags("show", &files, stderr)
 	fs.StringVar(&id, "id", "", "show only the records of request `ID`")
 	fs.StringVar(&since, "since", "", "show only records from `T` on")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		return badArg(stderr, fs.Arg(0))
 	}
 	var from time.Time
 	if since != "" {
@@ -174,11 +168,6 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 		return exitBroken
 	}
 	return exitOK
-}
-
-func badArg(stderr io.Writer, arg string) int {
-	fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", arg)
-	return exitUsage
 }
 
 // parseSince reads --since: an RFC 3339 time, a date (UTC midnight), or a

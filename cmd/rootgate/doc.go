@@ -80,12 +80,8 @@ The approver socket, root only unless rootgated admits others.`},
 
 func cmdMan(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("man", stderr)
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
 	}
 	p, err := page(ctx)
 	if err == nil {

@@ -157,12 +157,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func cmdVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("version", stderr)
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
 	}
 	fmt.Fprintln(stdout, "rootgate", version.String())
 	return exitOK

@@ -24,12 +24,8 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES]\n\nServes the MCP tools execute and ping over stdin and stdout.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
 	}
 	if *every <= 0 {
 		fmt.Fprint(stderr, "rootgate: error: --progress-interval must be positive\n")

@@ -42,8 +42,18 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	return 0, true
 }
 
-// newRequest fills the fields every client request has.
-func newRequest(session string) *wire.Outgoing { return client.NewRequest(session) }
+// parseNoArgs is parseFlags for a command that takes no arguments besides
+// its flags: one left over is a usage error.
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage, false
+	}
+	return 0, true
+}
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("run", stderr)
@@ -74,7 +84,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprint(stderr, "rootgate: error: --forward-agent needs --no-privilege\n")
 		return exitUsage
 	}
-	req := newRequest(*session)
+	req := client.NewRequest(*session)
 	req.Pipeline = pipeline
 	req.Reason = *reason
 	req.Cwd = *cwd
@@ -171,12 +181,8 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("send", stderr)
 	socket := fs.String("socket", "", "request socket `path`")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
 	}
 	// Sent as read, up to a byte past the limit, so the daemon itself
 	// judges size and framing.
@@ -198,10 +204,10 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("ping", stderr)
 	socket := fs.String("socket", "", "request socket `path`")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
 	}
-	req := newRequest("")
+	req := client.NewRequest("")
 	req.Action = wire.ActionPing
 	resp, err := client.Do(ctx, client.Socket(*socket), req)
 	if err != nil {
