@@ -21,8 +21,9 @@ packages:
 	rm -rf $(BUILD)
 	mkdir -p $(BUILD)/doc
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BUILD)/ ./cmd/rootgate ./cmd/rootgated
-	$(BUILD)/rootgate man | gzip -9n > $(BUILD)/rootgate.1.gz
-	$(BUILD)/rootgated --man | gzip -9n > $(BUILD)/rootgated.8.gz
+	$(BUILD)/rootgate man > $(BUILD)/rootgate.1
+	$(BUILD)/rootgated --man > $(BUILD)/rootgated.8
+	gzip -9n $(BUILD)/rootgate.1 $(BUILD)/rootgated.8
 	for sh in bash zsh fish; do \
 		$(BUILD)/rootgate completion $$sh > $(BUILD)/rootgate.$$sh && \
 		$(BUILD)/rootgated --completion $$sh > $(BUILD)/rootgated.$$sh || exit 1; \

@@ -21,7 +21,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var hosts multiFlag
 	fs.Var(&hosts, "host", "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES]\n\nServes the MCP tools execute and ping over stdin and stdout.\n\nFlags:\n")
+		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES] [--progress-interval D]\n\nServes the MCP tools execute and ping over stdin and stdout.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {

@@ -42,8 +42,13 @@ if [ -d /run/systemd/system ]; then
 		systemctl enable --now rootgate.socket rootgate-approve.socket
 	fi
 	# An upgrade does not restart a running daemon, which would kill the
-	# runs it has in progress: the new binary takes over once the old one
-	# exits when idle (--idle-exit).
+	# runs it has in progress. The new binary takes over once the old one
+	# exits when idle (--idle-exit), which it never does while an approver
+	# is attached: say so, or a fixed bug could stay running for good.
+	if [ -z "$first" ] && systemctl --quiet is-active rootgate.service; then
+		echo "rootgate: the running rootgated is the old version until it exits idle, which it does not while an approver is attached;" >&2
+		echo "rootgate:   run \"systemctl restart rootgate\" when no request is waiting or running" >&2
+	fi
 else
 	echo "rootgate: systemd is not running; once it is:" >&2
 	echo "rootgate:   systemctl enable --now rootgate.socket rootgate-approve.socket" >&2
