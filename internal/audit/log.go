@@ -412,6 +412,9 @@ func eachLine(r io.Reader, fn func(line []byte, complete bool) error) error {
 	}
 }
 
+// errLineTooLong: a line past maxLine, which no record is.
+var errLineTooLong = fmt.Errorf("line longer than %d bytes", maxLine)
+
 // lineReader reads lines of up to maxLine bytes.
 type lineReader struct{ br *bufio.Reader }
 
@@ -429,7 +432,7 @@ func (lr *lineReader) next() ([]byte, bool, error) {
 			return line[:len(line)-1], true, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			if len(line) > maxLine {
-				return nil, false, fmt.Errorf("line longer than %d bytes", maxLine)
+				return nil, false, errLineTooLong
 			}
 		case errors.Is(err, io.EOF):
 			if len(line) == 0 {

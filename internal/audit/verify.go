@@ -159,10 +159,14 @@ func (v *verifier) file(name string, r io.Reader) error {
 	})
 	if err != nil {
 		var p *Problem
-		if errors.As(err, &p) {
+		switch {
+		case errors.As(err, &p):
 			return p
+		case errors.Is(err, errLineTooLong):
+			return &Problem{File: name, Line: line + 1, What: err.Error()}
 		}
-		return &Problem{File: name, Line: line + 1, What: err.Error()}
+		// The file could not be read: that says nothing of the chain.
+		return fmt.Errorf("audit: read %s: %w", name, err)
 	}
 	// An empty file is what a crash right after rotation leaves; a file
 	// after it then fails the rotated record's prev_file check.
