@@ -378,16 +378,18 @@ func (s *stage) run(started, exited chan<- struct{}) {
 	defer runtime.UnlockOSThread()
 
 	s.begin = time.Now()
-	reaper.mu.Lock()
+	reaper.starting.RLock()
 	s.startErr = s.start()
 	if s.startErr != nil {
-		reaper.mu.Unlock()
+		reaper.starting.RUnlock()
 		started <- struct{}{}
 		return
 	}
 	s.pid = s.cmd.Process.Pid
+	reaper.mu.Lock()
 	reaper.stages[s.pid] = true
 	reaper.mu.Unlock()
+	reaper.starting.RUnlock()
 	started <- struct{}{}
 
 	// Wait for the leader to exit without reaping it: while it is a zombie

@@ -40,13 +40,21 @@ func Subreaper() error {
 }
 
 // reaper knows which children this package is waiting for, so that a
-// sweep never reaps another run's stage. mu is held across a stage's start
-// and its registration, and by a sweep, so a sweep never sees a new stage
-// before it is registered.
+// sweep never reaps another run's stage. A stage holds starting for reading
+// from before its start until it is registered, so a sweep, which holds it
+// for writing while it looks, never sees a new stage unregistered; stages
+// still start in parallel.
 var reaper = struct {
-	mu     sync.Mutex
-	stages map[int]bool // pids of started stages not yet reaped by Run
+	starting sync.RWMutex
+	mu       sync.Mutex   // guards stages
+	stages   map[int]bool // pids of started stages not yet reaped by Run
 }{stages: map[int]bool{}}
+
+func registered(pid int) bool {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	return reaper.stages[pid]
+}
 
 // newRunTag makes a run's tag.
 func newRunTag() string {
@@ -60,18 +68,19 @@ func newRunTag() string {
 const sweepRounds = 20
 
 // sweep kills every child of this process whose environment holds
-// RunEnvKey=tag, reaps it and the orphans that exited meanwhile, looks
-// again until a round finds none (or sweepRounds), and returns how many it
-// killed.
-func sweep(tag string) int {
+// RunEnvKey=tag, reaps it and the orphans that exited meanwhile, and looks
+// again until a round kills no new process (or sweepRounds). The kills and
+// the waits for them happen outside the lock: a process holding this run's
+// tag is no other run's stage.
+func sweep(tag string) {
 	entry := []byte(RunEnvKey + "=" + tag)
 	ownSid, _ := unix.Getsid(0)
-	killed := 0
+	killed := map[int]bool{}
 	for range sweepRounds {
-		found := 0
-		reaper.mu.Lock()
+		var tagged []int
+		reaper.starting.Lock()
 		for _, pid := range children() {
-			if reaper.stages[pid] {
+			if registered(pid) {
 				continue
 			}
 			state, sid, ok := procStat(pid)
@@ -81,17 +90,22 @@ func sweep(tag string) int {
 				if sid != ownSid { // an orphan that ended by itself
 					reap(pid)
 				}
-			case hasEnv(pid, entry) && killAndReap(pid, entry):
+			case hasEnv(pid, entry):
+				tagged = append(tagged, pid)
+			}
+		}
+		reaper.starting.Unlock()
+		found := 0
+		for _, pid := range tagged {
+			if killAndReap(pid, entry) && !killed[pid] {
+				killed[pid] = true
 				found++
 			}
 		}
-		reaper.mu.Unlock()
 		if found == 0 {
-			break
+			return
 		}
-		killed += found
 	}
-	return killed
 }
 
 // killAndReap kills pid if it still holds entry, checked again through a
