@@ -22,9 +22,12 @@ type Peer struct {
 	// them through rootgate.
 	Groups []uint32
 	// Exe is /proc/PID/exe read at accept while a pidfd held the peer:
-	// the pidfd was still live after the read, so PID had not been
-	// recycled and Exe is the peer's own. "" when it could not be read
-	// that way (the peer exited, or its pid is not visible here).
+	// the pidfd was still live after the read, so Exe is that process's.
+	// With SO_PEERPIDFD (Linux 6.5) the pidfd is the peer's own, handed
+	// over by the kernel; on older kernels it is pidfd_open(PID) right
+	// after accept, which would pin a newcomer had the peer already exited
+	// and its pid been reused in between. "" when it could not be read
+	// (the peer exited, or its pid is not visible here).
 	Exe string
 }
 
@@ -77,8 +80,9 @@ func pinnedExe(rc syscall.RawConn, pid int) string {
 		}
 	})
 	if pidfd < 0 {
-		// Older kernel: pin whatever process has pid now; exeOf checks
-		// that it is the peer.
+		// Older kernel: pin whatever process has pid now. That is the
+		// peer unless it exited and its pid was reused since accept,
+		// which nothing here can tell (see Peer.Exe).
 		v, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
 			return ""
@@ -93,8 +97,7 @@ func pinnedExe(rc syscall.RawConn, pid int) string {
 // have pid, and returns it only if that process is still alive after the
 // read; else "".
 func exeOf(pidfd, pid int) string {
-	// pidfd_open pins the process that has pid now; if the peer already
-	// exited that may be a newcomer, and a dead peer's pidfd reads -1.
+	// The pidfd must be of pid (a dead process's reads -1).
 	if pidOfPidfd(pidfd) != pid {
 		return ""
 	}

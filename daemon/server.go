@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -551,8 +552,11 @@ func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 			return nil, fmt.Errorf("stage %d: %w", i+1, err)
 		}
 		pin, err := pipeline.Pin(exe.Path)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return nil, wire.NotFoundError(i+1, argv[0]) // gone since Resolve looked
+		case err != nil:
+			return nil, fmt.Errorf("stage %d: %w", i+1, err)
 		}
 		p.pinned = append(p.pinned, pin)
 		paths[i] = exe.Path

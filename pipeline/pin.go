@@ -51,12 +51,21 @@ func Pin(path string) (*Pinned, error) {
 	}
 	// Reopen the pinned file (not the path) to read its magic number; a
 	// regular file opens without side effects.
-	if r, err := os.Open(p.fdPath()); err == nil {
-		var magic [4]byte
-		_, err := io.ReadFull(r, magic[:])
-		p.elf = err == nil && string(magic[:]) == "\x7fELF"
-		r.Close()
+	// A file too short to hold the magic number is not ELF; any other
+	// failure is an error, not a quiet fall back to running by path.
+	r, err := os.Open(p.fdPath())
+	if err != nil {
+		p.f.Close()
+		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
+	defer r.Close()
+	var magic [4]byte
+	_, err = io.ReadFull(r, magic[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		p.f.Close()
+		return nil, fmt.Errorf("pin %s: %w", path, err)
+	}
+	p.elf = err == nil && string(magic[:]) == "\x7fELF"
 	return p, nil
 }
 
