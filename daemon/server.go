@@ -508,15 +508,19 @@ type runPlan struct {
 	account pipeline.Account
 	stages  []approval.Stage
 	cwd     string             // req.Cwd with symlinks resolved
+	dir     *os.File           // the cwd, held open
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
 	rule    *approval.Rule // the policy rule that decided, if one did
 }
 
-// close releases the pinned executables.
+// close releases the pinned executables and the cwd.
 func (p *runPlan) close() {
 	for _, f := range p.pinned {
 		f.Close()
+	}
+	if p.dir != nil {
+		p.dir.Close()
 	}
 }
 
@@ -527,21 +531,25 @@ func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
 		return nil, errNoAgent
 	}
-	// A symlinked cwd is resolved: the prompt shows, and the run enters,
-	// the directory it really is.
-	cwd, err := filepath.EvalSymlinks(req.Cwd)
+	// The cwd is held open from here to the run, which enters the
+	// directory held, not whatever its path names by then; the prompt
+	// shows that directory's own path, symlinks resolved, as the kernel
+	// names the descriptor.
+	dir, err := pipeline.OpenDir(req.Cwd)
 	if err != nil {
 		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
-	}
-	p := &runPlan{req: req, peer: peer, cwd: cwd, stages: make([]approval.Stage, len(req.Pipeline))}
+	p := &runPlan{req: req, peer: peer, dir: dir, stages: make([]approval.Stage, len(req.Pipeline))}
 	defer func() {
 		if err != nil {
 			p.close()
 		}
 	}()
+	cwd, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(dir.Fd())))
+	if err != nil || !filepath.IsAbs(cwd) {
+		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
+	}
+	p.cwd = cwd
 	paths := make([]string, len(req.Pipeline))
 	for i, argv := range req.Pipeline {
 		exe, err := pipeline.Resolve(argv[0], cwd)
@@ -585,6 +593,7 @@ func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 		Env:       pipeline.Env(p.account, req.Env),
 		Pinned:    p.pinned,
 		Dir:       cwd,
+		DirFile:   dir,
 		Stdin:     req.Stdin,
 		Account:   &p.account,
 		Timeout:   timeout,

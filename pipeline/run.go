@@ -52,6 +52,10 @@ type Cmd struct {
 	// Dir is the working directory, an absolute path; "" means "/". The
 	// run-as user must be able to enter it.
 	Dir string
+	// DirFile, when set, is the working directory held open (see
+	// [OpenDir]): the stages start in the directory it refers to, whatever
+	// Dir names by then. Dir is still what error messages name.
+	DirFile *os.File
 	// Stdin is fed to the first stage through a pipe; nil means /dev/null.
 	Stdin []byte
 	// Account is the identity every stage runs as: its UID, GID and
@@ -223,8 +227,9 @@ type runner struct {
 // stage is one process of a run.
 type stage struct {
 	cmd      *exec.Cmd
-	shown    string  // the resolved path, when cmd.Path is a descriptor's
-	pin      *Pinned // the ELF file executed through its descriptor, if any
+	shown    string   // the resolved path, when cmd.Path is a descriptor's
+	pin      *Pinned  // the ELF file executed through its descriptor, if any
+	dir      *os.File // the working directory entered through its descriptor, if any
 	startErr error
 	pid      int
 	begin    time.Time
@@ -267,7 +272,7 @@ func (c *Cmd) prepare() (r *runner, err error) {
 			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
 		}
 		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
-		s := &stage{cmd: cmd}
+		s := &stage{cmd: cmd, dir: c.DirFile}
 		if c.Pinned != nil {
 			if p := c.Pinned[i]; p.elf {
 				s.pin, s.shown = p, c.Paths[i]
@@ -419,14 +424,15 @@ func (s *stage) run(started, exited chan<- struct{}) {
 	exited <- struct{}{}
 }
 
-// start starts the stage's process. A pinned ELF file is executed
-// through a duplicate of its descriptor numbered above what the child's
-// side of exec may overwrite: before it moves the stage's stdin, stdout
-// and stderr into place, the child dup3s its own descriptors onto the
-// numbers just above the highest of them, which would replace a held
-// descriptor there with a pipe (exec then fails with EACCES).
+// start starts the stage's process. A pinned ELF file is executed, and a
+// held working directory entered, through duplicates of their descriptors
+// numbered above what the child's side of exec may overwrite: before it
+// moves the stage's stdin, stdout and stderr into place, the child dup3s
+// its own descriptors onto the numbers just above the highest of them,
+// which would replace a held descriptor there with a pipe (exec then fails
+// with EACCES).
 func (s *stage) start() error {
-	if s.pin == nil {
+	if s.pin == nil && s.dir == nil {
 		return s.cmd.Start()
 	}
 	if s.cmd.Stdin == nil {
@@ -447,15 +453,44 @@ func (s *stage) start() error {
 		high = max(high, int(f.Fd()))
 	}
 	// The child moves at most its error pipe and three descriptors up.
-	fd, err := unix.FcntlInt(s.pin.f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
-	if err != nil {
-		return fmt.Errorf("duplicate %s: %w", s.shown, err)
+	above := func(f *os.File, what string) (string, func(), error) {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
+		if err != nil {
+			return "", nil, fmt.Errorf("duplicate %s: %w", what, err)
+		}
+		return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
 	}
-	defer unix.Close(fd)
-	s.cmd.Path = "/proc/self/fd/" + strconv.Itoa(fd)
-	err = s.cmd.Start()
+	if s.pin != nil {
+		path, done, err := above(s.pin.f, s.shown)
+		if err != nil {
+			return err
+		}
+		defer done()
+		s.cmd.Path = path
+	}
+	if s.dir != nil {
+		dir, done, err := above(s.dir, s.cmd.Dir)
+		if err != nil {
+			return err
+		}
+		defer done()
+		s.cmd.Dir = dir
+	}
+	err := s.cmd.Start()
 	runtime.KeepAlive(s.pin)
+	runtime.KeepAlive(s.dir)
 	return err
+}
+
+// OpenDir opens the directory at path (following symlinks) for
+// [Cmd].DirFile, so that a run enters the directory that path named then,
+// even if a component of path is replaced meanwhile.
+func OpenDir(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // signal sends sig to the stage's process group, unless the stage did not

@@ -680,3 +680,54 @@ func TestRunReapsOrphans(t *testing.T) {
 		t.Errorf("the orphan %s is still there after the run: %s", pid, st)
 	}
 }
+
+func TestRunEntersHeldDir(t *testing.T) {
+	t.Parallel()
+	// The directory is held open when the run is planned; replacing it at
+	// its path afterwards (here with a symlink to another directory) must
+	// not change where the run starts, as root or as nobody.
+	base, err := os.MkdirTemp("", "rootgate-dir-") // nobody must enter it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shown := filepath.Join(base, "work")
+	for _, d := range []string{shown, filepath.Join(base, "elsewhere")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "where"), []byte(filepath.Base(d)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, acct := range []*Account{nil, {UID: 65534, GID: 65534}} {
+		dir, err := OpenDir(shown)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := filepath.Join(base, "moved")
+		if err := os.Rename(shown, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(base, "elsewhere"), shown); err != nil {
+			t.Fatal(err)
+		}
+		c := &Cmd{Argv: [][]string{{"cat", "where"}}, Paths: []string{"/bin/cat"}, Dir: shown, DirFile: dir, Account: acct}
+		res := run(t, c)
+		dir.Close()
+		checkStage(t, res, 0, 0, "")
+		if got := string(res.Stdout.Data); got != "work\n" {
+			t.Errorf("run as %v read %q, want the held directory's file", acct, got)
+		}
+		// Put the directory back for the next account.
+		if err := os.Remove(shown); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(moved, shown); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
