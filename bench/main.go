@@ -107,7 +107,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		figure string
 		f      func(context.Context) error
 	}{{"1", b.overhead}, {"1", b.concurrent}, {"2", b.pipeline}, {"3", b.capture}, {"4", b.prompt}, {"5", b.startup}}
-	want := strings.Split(cfg.figures, ",")
+	var want []string
+	for f := range strings.SplitSeq(cfg.figures, ",") {
+		f = strings.TrimSpace(f)
+		if f < "1" || f > "5" || len(f) != 1 {
+			return fmt.Errorf("-figures: %q is not a figure (1 to 5)", f)
+		}
+		want = append(want, f)
+	}
 	for _, st := range steps {
 		if !slices.Contains(want, st.figure) {
 			continue
@@ -644,14 +651,29 @@ func streamRequest(ctx context.Context, sock string, pipeline [][]string) (int64
 		return n, fmt.Errorf("answer is not ok: %.200s", head)
 	case !strings.Contains(tail, `"stdout_truncated":true`) || !strings.HasSuffix(tail, "}\n"):
 		return n, fmt.Errorf("answer does not end with a truncated stdout: %s", tail)
+	case !w.stderrCut:
+		return n, errors.New("answer has no truncated stderr")
 	}
 	return n, nil
 }
 
 // ends keeps the first and last bytes written to it.
-type ends struct{ head, tail []byte }
+// ends keeps the first and last 256 bytes of an answer, and whether a
+// stage's stderr was cut (its flag follows that stage's 16 MiB of stderr,
+// in the middle of the answer).
+type ends struct {
+	head, tail []byte
+	stderrCut  bool
+}
+
+const stderrCutFlag = `"stderr_truncated":true`
 
 func (e *ends) Write(p []byte) (int, error) {
+	if !e.stderrCut {
+		// The flag may straddle two writes: look at the old tail too.
+		seam := append(e.tail[max(0, len(e.tail)-len(stderrCutFlag)):len(e.tail):len(e.tail)], p[:min(len(p), len(stderrCutFlag))]...)
+		e.stderrCut = strings.Contains(string(seam), stderrCutFlag) || strings.Contains(string(p), stderrCutFlag)
+	}
 	if len(e.head) < 256 {
 		e.head = append(e.head, p[:min(len(p), 256-len(e.head))]...)
 	}
