@@ -189,20 +189,7 @@ func request(q *wire.Request) *audit.Request {
 }
 
 func decision(d *approval.Decision, rule *approval.Rule) *audit.Decision {
-	verdict := d.Verdict.String()
-	switch d.Verdict {
-	case approval.Allow:
-		verdict = "allow"
-	case approval.Deny:
-		verdict = "deny"
-	case approval.Expired:
-		verdict = "timeout"
-	case approval.Withdrawn:
-		verdict = "withdrawn"
-	case approval.Unavailable:
-		verdict = "unavailable"
-	}
-	r := &audit.Decision{Verdict: verdict, By: d.By, Message: d.Message}
+	r := &audit.Decision{Verdict: d.Verdict.String(), By: d.By, Message: d.Message}
 	if rule != nil {
 		r.PolicyLine, r.PolicyRule = rule.Line, rule.Text
 	}

@@ -43,11 +43,6 @@ Exit codes: 0 intact (verify) or shown (show), 1 broken chain (verify) or
 unreadable records (show), 2 bad usage, 70 a file could not be read.
 `
 
-type fileList []string
-
-func (f *fileList) String() string     { return strings.Join(*f, ",") }
-func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
-
 // cmdAudit runs "rootgate audit" with no known subcommand after it ("audit
 // verify" and "audit show" are commands of their own): it prints the usage
 // or says what is wrong.
@@ -70,7 +65,7 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-func auditFlags(name string, files *fileList, stderr io.Writer) *flag.FlagSet {
+func auditFlags(name string, files *multiFlag, stderr io.Writer) *flag.FlagSet {
 	fs := newFlags("audit "+name, stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
 	fs.Var(files, "file", "audit log `file` (repeatable)")
@@ -78,7 +73,7 @@ func auditFlags(name string, files *fileList, stderr io.Writer) *flag.FlagSet {
 }
 
 // auditFiles expands --file as documented in auditUsage.
-func auditFiles(files fileList) ([]string, error) {
+func auditFiles(files multiFlag) ([]string, error) {
 	if len(files) > 1 {
 		return files, nil
 	}
@@ -97,7 +92,7 @@ func auditFiles(files fileList) ([]string, error) {
 }
 
 func auditVerify(args []string, stdout, stderr io.Writer) int {
-	var files fileList
+	var files multiFlag
 	fs := auditFlags("verify", &files, stderr)
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
@@ -126,7 +121,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 }
 
 func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) int {
-	var files fileList
+	var files multiFlag
 	var id, since string
 	fs := auditFlags("show", &files, stderr)
 	fs.StringVar(&id, "id", "", "show only the records of request `ID`")
