@@ -38,7 +38,7 @@ func TestRemoteDocs(t *testing.T) {
 	if got := <-out; got != host+"\ncode=0\n" {
 		t.Fatalf("doc command printed %q", got)
 	}
-	if strings.Contains(local.stderr.String(), "asking for approval") || strings.Contains(local.stderr.String(), "run started") {
+	if strings.Contains(local.stderr.String(), "asking for approval") || strings.Contains(local.stderr.String(), "audit: started") {
 		t.Fatal("the local daemon saw the request")
 	}
 	local.alive()

@@ -325,7 +325,6 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		if req != nil {
 			id = req.ID
 		}
-		log.Info("request rejected", "id", id, "err", err)
 		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err})
 		return errorResponse(id, err)
 	}
@@ -334,7 +333,6 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		return errorResponse(req.ID, errAudit)
 	}
 	reject := func(err error) *wire.Response {
-		log.Info("request rejected", "err", err)
 		s.event(Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err})
 		return errorResponse(req.ID, err)
 	}
@@ -353,7 +351,6 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		return reject(wire.DuplicateError(req.ID))
 	}
 	if req.Action == wire.ActionPing {
-		log.Info("ping")
 		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
 		if s.cfg.Broker != nil {
 			can := s.cfg.Broker.CanAsk(peer.UID)
@@ -414,7 +411,6 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	if err := s.event(Event{Kind: EventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
 		return errorResponse(req.ID, errAudit)
 	}
-	log.Info("run started", "run_as", plan.account.Name)
 	began := time.Now()
 	res, err := plan.cmd.Run(ctx)
 	if err != nil {
@@ -427,7 +423,6 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	if d.After != nil {
 		d.After.Outcome(req.ID, outcomeLine(res))
 	}
-	log.Info("run finished", "exit_codes", exitCodes(res), "timed_out", res.TimedOut, "cancelled", res.Canceled)
 	if res.Canceled {
 		return s.gone(ctx, req.ID)
 	}
@@ -470,14 +465,6 @@ func outcomeLine(res *pipeline.Result) string {
 		}
 	}
 	return what + ", exit codes " + codes
-}
-
-func exitCodes(res *pipeline.Result) []int {
-	codes := make([]int, len(res.Stages))
-	for i, st := range res.Stages {
-		codes[i] = st.ExitCode
-	}
-	return codes
 }
 
 func runResponse(id string, res *pipeline.Result) *wire.Response {
@@ -617,7 +604,6 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 	switch m.Action {
 	case approval.ActionDeny:
 		p.rule = m.Rule
-		log.Info("denied by policy", "line", m.Rule.Line)
 		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	case approval.ActionAllow:
 		if req.ForwardAgent {
@@ -626,7 +612,6 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
 			break
 		}
-		log.Info("allowed by policy", "line", m.Rule.Line)
 		p.rule = m.Rule
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	}
@@ -659,7 +644,6 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 	}
 	log.Info("asking for approval")
 	d := s.cfg.Approver.Approve(ctx, prompt)
-	log.Info("decided", "verdict", d.Verdict.String(), "by", d.By)
 	return d, nil
 }
 
