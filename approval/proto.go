@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // The approver protocol (docs/protocol.md, "Approver protocol"): one JSON
@@ -105,8 +107,10 @@ func ReadMessage(r *bufio.Reader, max int) (*Message, error) {
 		}
 		return nil, err
 	}
-	if err := uniqueKeys(line); err != nil {
-		return nil, fmt.Errorf("bad message: %w", err)
+	// {"approve":false,"approve":true} must not mean one thing to the
+	// daemon and another to a log reader.
+	if k, ok := wire.RepeatedKey(line); ok {
+		return nil, fmt.Errorf("bad message: duplicate field %q", k)
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -121,33 +125,6 @@ func ReadMessage(r *bufio.Reader, max int) (*Message, error) {
 		return nil, errors.New("bad message: no type")
 	}
 	return &m, nil
-}
-
-// uniqueKeys refuses a line whose top-level object names a field twice:
-// {"approve":false,"approve":true} must not mean one thing to the daemon
-// and another to a log reader. Anything else is left to the decoder.
-func uniqueKeys(line []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		name, _ := tok.(string)
-		if seen[name] {
-			return fmt.Errorf("duplicate field %q", name)
-		}
-		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
-		}
-	}
-	return nil
 }
 
 // WriteMessage writes m as one line.

@@ -249,16 +249,18 @@ func decodeEnv(r *Request, raw json.RawMessage) error {
 		}
 		r.Env[k] = *v
 	}
-	if k, ok := repeatedKey(raw); ok {
+	if k, ok := RepeatedKey(raw); ok {
 		// The decoder keeps the last; another reader might keep the first.
 		return fmt.Errorf("duplicate env key %q", k)
 	}
 	return nil
 }
 
-// repeatedKey reports the first key that raw, a well-formed JSON object,
-// names twice.
-func repeatedKey(raw json.RawMessage) (string, bool) {
+// RepeatedKey reports the first key that raw, a JSON object, names twice:
+// such an object means one thing to one decoder and another to the next
+// (Go's keeps the last value, others the first). Anything raw has wrong
+// besides is left to the decoder: ok is false then.
+func RepeatedKey(raw []byte) (key string, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil { // '{'
 		return "", false
