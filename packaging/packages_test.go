@@ -172,8 +172,8 @@ func TestPackages(t *testing.T) {
 // it and purges it, checking what each step keeps. The machine is left as
 // it was, even on failure.
 func installRemovePurge(t *testing.T, deb string, files map[string]string) {
-	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Status}", "rootgate").Output(); err == nil && strings.Contains(string(out), "installed") {
-		t.Fatalf("package rootgate is already on this machine (%s); this test installs and purges it, so remove it first", out)
+	if st := status(); strings.Contains(st, "installed") {
+		t.Fatalf("package rootgate is already on this machine (%s); this test installs and purges it, so remove it first", st)
 	}
 	testutil.LockGroup(t)
 	// A purge deletes these: what is there already (a daemon run by hand

@@ -50,8 +50,10 @@ type Log struct {
 }
 
 // Open opens (creating it 0600, and its directory 0700, if need be) the
-// audit file at path for appending. A file whose last record does not
-// check out is refused: run [Verify] on it and move it aside.
+// audit file at path for appending. The file's end is read at the first
+// append, which refuses a file whose last record does not check out (run
+// [Verify] on it and move it aside); rootgated appends its opened record
+// at once, so it does not start on such a file.
 func Open(path string, opt Options) (*Log, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
