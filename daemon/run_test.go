@@ -280,7 +280,7 @@ func TestDisconnectCancelsRun(t *testing.T) {
 	c.Close()
 	noSurvivors(t, marker)
 	waitFor(t, "the daemon to log the cancel", 10*time.Second, func() bool {
-		return strings.Contains(d.stderr.String(), "cancelled=true")
+		return strings.Contains(d.stderr.String(), `msg="audit: cancelled"`)
 	})
 	d.alive()
 }
