@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -70,10 +71,24 @@ type Rule struct {
 	scope ruleScope
 	// Qualifier globs; "" means the qualifier was not given.
 	user, session, host string
+	// env lists what the env= qualifiers of an allow rule admit. An allow
+	// rule matches only a request whose every env key one of them admits.
+	env []envAdmit
 	// words are the pattern's globs, without a trailing "..." (see rest).
 	words []string
 	// rest is set when the pattern ends with an unquoted "...".
 	rest bool
+}
+
+// envAdmit is one env=KEY or env=KEY=VALUE qualifier: a glob for the key
+// and, when value is set, one for its value.
+type envAdmit struct {
+	key, value string
+	hasValue   bool
+}
+
+func (e envAdmit) admits(k, v string) bool {
+	return globMatch(e.key, k) && (!e.hasValue || globMatch(e.value, v))
 }
 
 // DenyMessage returns the sentence a requester is told when r denies the
@@ -262,6 +277,9 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 	if err := r.parseScope(words[1].text); err != nil {
 		return Rule{}, false, err
 	}
+	if len(r.env) > 0 && r.Action != ActionAllow {
+		return Rule{}, false, fmt.Errorf("qualifier \"env\" is only for allow rules: %s rules match whatever the env", r.Action)
+	}
 	pats := words[2:]
 	for i, w := range pats {
 		if w.text == restWord && !w.quoted {
@@ -279,7 +297,7 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 	return r, true, nil
 }
 
-// parseScope parses SCOPE[,NAME=GLOB...] into r.
+// parseScope parses SCOPE[,NAME=GLOB...] into r; env=KEY[=VALUE] may repeat.
 func (r *Rule) parseScope(word string) error {
 	scope, quals, hasQuals := strings.Cut(word, ",")
 	switch scope {
@@ -306,7 +324,7 @@ func (r *Rule) parseScope(word string) error {
 		}
 		key, glob, found := strings.Cut(q, "=")
 		if !found {
-			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB or host=GLOB", q)
+			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB or env=KEY[=VALUE]", q)
 		}
 		var dst *string
 		switch key {
@@ -316,8 +334,13 @@ func (r *Rule) parseScope(word string) error {
 			dst = &r.session
 		case "host":
 			dst = &r.host
+		case "env":
+			if err := r.parseEnv(glob); err != nil {
+				return err
+			}
+			continue
 		default:
-			return fmt.Errorf("unknown qualifier %q: want user, session or host", key)
+			return fmt.Errorf("unknown qualifier %q: want user, session, host or env", key)
 		}
 		if glob == "" {
 			return fmt.Errorf("empty value for qualifier %q", key)
@@ -333,6 +356,34 @@ func (r *Rule) parseScope(word string) error {
 	return nil
 }
 
+// parseEnv adds the qualifier env=text: KEY or KEY=VALUE, each a glob.
+func (r *Rule) parseEnv(text string) error {
+	if text == "" {
+		return errors.New(`empty value for qualifier "env"`)
+	}
+	key, value, hasValue := strings.Cut(text, "=")
+	if key == "" {
+		return fmt.Errorf("empty key in qualifier \"env=%s\"", text)
+	}
+	for _, g := range []string{key, value} {
+		if err := checkGlob(g); err != nil {
+			return fmt.Errorf("bad glob %q for qualifier \"env\": %w", g, err)
+		}
+	}
+	r.env = append(r.env, envAdmit{key: key, value: value, hasValue: hasValue})
+	return nil
+}
+
+// admitsEnv reports whether r's env= qualifiers admit every pair of env.
+func (r *Rule) admitsEnv(env map[string]string) bool {
+	for k, v := range env {
+		if !slices.ContainsFunc(r.env, func(e envAdmit) bool { return e.admits(k, v) }) {
+			return false
+		}
+	}
+	return true
+}
+
 // checkGlob returns path.ErrBadPattern when glob is malformed. path.Match
 // checks the whole pattern even once the name has failed to match.
 func checkGlob(glob string) error {
@@ -346,6 +397,33 @@ func globMatch(glob, name string) bool {
 	return ok && err == nil
 }
 
+// wordMatch matches a pattern word against a command or argument. On top
+// of globMatch, a word that is not plain text (it holds *, ?, [ or \)
+// never matches a word that is not a clean path: one with a "." or ".."
+// component ("..", "./x", "/srv/pub/../etc") or an empty one ("a//b"). So
+// /srv/pub/* cannot reach /srv/pub/.. or climb out of /srv/pub; plain
+// text matches only itself.
+func wordMatch(glob, word string) bool {
+	if !globMatch(glob, word) {
+		return false
+	}
+	return !strings.ContainsAny(glob, `*?[\`) || cleanPath(word)
+}
+
+// cleanPath reports whether no "/"-separated component of w is "." or
+// "..", and no "/" follows another.
+func cleanPath(w string) bool {
+	if strings.Contains(w, "//") {
+		return false
+	}
+	for c := range strings.SplitSeq(w, "/") {
+		if c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // Subject is what rules are matched against: a request after its
 // executables were resolved.
 type Subject struct {
@@ -355,6 +433,9 @@ type Subject struct {
 	Host       string     // the request's host, "" if none
 	Stages     [][]string // argv per stage, as requested
 	Paths      []string   // resolved absolute executable per stage
+	// Env is the request's env. An allow rule matches only when its env=
+	// qualifiers admit every key (with its value).
+	Env map[string]string
 }
 
 // Match is a policy's verdict on a request.
@@ -439,6 +520,11 @@ func (r *Rule) matches(s *Subject, argv []string, resolved string) bool {
 		r.host != "" && !globMatch(r.host, s.Host) {
 		return false
 	}
+	// An allow rule covers only the env it names: a root program may read
+	// an env value as code or as a file to load.
+	if r.Action == ActionAllow && !r.admitsEnv(s.Env) {
+		return false
+	}
 	if len(r.words) == 0 {
 		// No pattern, or "..." alone: every stage.
 		return true
@@ -451,11 +537,11 @@ func (r *Rule) matches(s *Subject, argv []string, resolved string) bool {
 	// matched by what it resolved to, since a relative one leads wherever
 	// the requester's cwd says.
 	bare := !strings.Contains(argv[0], "/")
-	if !(bare && globMatch(r.words[0], argv[0])) && (resolved == "" || !globMatch(r.words[0], resolved)) {
+	if !(bare && wordMatch(r.words[0], argv[0])) && (resolved == "" || !wordMatch(r.words[0], resolved)) {
 		return false
 	}
 	for i := 1; i < len(r.words); i++ {
-		if !globMatch(r.words[i], argv[i]) {
+		if !wordMatch(r.words[i], argv[i]) {
 			return false
 		}
 	}

@@ -20,9 +20,9 @@ import (
 const examplePolicy = `deny   any            rm -rf /
 deny   any            mkfs* ...
 allow  unprivileged   ls ...
-allow  privileged     systemctl status ...
-allow  privileged     journalctl -u * -n [0-9]*
-allow  privileged     apt-get update
+allow  privileged     systemctl status [a-z0-9]*
+allow  privileged     journalctl -u [a-z0-9]* -n [0-9]*
+allow  privileged,env=LANG   apt-get update
 ask    any
 `
 
@@ -71,10 +71,16 @@ func TestParsePolicyErrors(t *testing.T) {
 		{name: "missing scope before qualifiers", text: "allow ,user=alice\n", want: `policy test:1: missing scope before qualifiers`},
 		{name: "trailing comma", text: "allow any,\n", want: `policy test:1: empty qualifier in "any,"`},
 		{name: "double comma", text: "allow any,,user=a\n", want: `policy test:1: empty qualifier in "any,,user=a"`},
-		{name: "qualifier without equals", text: "allow any,alice\n", want: `policy test:1: malformed qualifier "alice": want user=GLOB, session=GLOB or host=GLOB`},
-		{name: "two scopes", text: "allow any,privileged\n", want: `policy test:1: malformed qualifier "privileged": want user=GLOB, session=GLOB or host=GLOB`},
-		{name: "unknown qualifier", text: "allow any,group=wheel\n", want: `policy test:1: unknown qualifier "group": want user, session or host`},
-		{name: "empty qualifier name", text: "allow any,=x\n", want: `policy test:1: unknown qualifier "": want user, session or host`},
+		{name: "qualifier without equals", text: "allow any,alice\n", want: `policy test:1: malformed qualifier "alice": want user=GLOB, session=GLOB, host=GLOB or env=KEY[=VALUE]`},
+		{name: "two scopes", text: "allow any,privileged\n", want: `policy test:1: malformed qualifier "privileged": want user=GLOB, session=GLOB, host=GLOB or env=KEY[=VALUE]`},
+		{name: "unknown qualifier", text: "allow any,group=wheel\n", want: `policy test:1: unknown qualifier "group": want user, session, host or env`},
+		{name: "empty qualifier name", text: "allow any,=x\n", want: `policy test:1: unknown qualifier "": want user, session, host or env`},
+		{name: "empty env", text: "allow any,env=\n", want: `policy test:1: empty value for qualifier "env"`},
+		{name: "empty env key", text: "allow any,env==C\n", want: `policy test:1: empty key in qualifier "env==C"`},
+		{name: "bad env key glob", text: "allow any,env=[\n", want: `policy test:1: bad glob "[" for qualifier "env": syntax error in pattern`, badGlob: true},
+		{name: "bad env value glob", text: "allow any,env=LANG=[\n", want: `policy test:1: bad glob "[" for qualifier "env": syntax error in pattern`, badGlob: true},
+		{name: "env on a deny rule", text: "deny any,env=LANG rm\n", want: `policy test:1: qualifier "env" is only for allow rules: deny rules match whatever the env`},
+		{name: "env on an ask rule", text: "ask any,env=LANG\n", want: `policy test:1: qualifier "env" is only for allow rules: ask rules match whatever the env`},
 		{name: "empty user", text: "allow any,user=\n", want: `policy test:1: empty value for qualifier "user"`},
 		{name: "empty quoted session", text: `allow any,session="" ls`, want: `policy test:1: empty value for qualifier "session"`},
 		{name: "duplicate qualifier", text: "allow any,user=a,host=h,user=b\n", want: `policy test:1: duplicate qualifier "user"`},
@@ -237,6 +243,29 @@ func TestEvaluate(t *testing.T) {
 		{name: "star does not cross slash", policy: "allow any cat /var/log/*", s: Subject{Stages: stages("cat /var/log/nginx/access.log")}, want: ActionAsk},
 		{name: "star matches bare name", policy: "allow any * ...", s: Subject{Stages: stages("ls -l"), Paths: []string{"/usr/bin/ls"}}, want: ActionAllow, line: 1},
 		{name: "star misses written path", policy: "allow any * ...", s: Subject{Stages: stages("/usr/bin/ls -l"), Paths: []string{"/usr/bin/ls"}}, want: ActionAsk},
+		// Globs and "." or ".." components.
+		{name: "star misses dot-dot", policy: "allow any chown svc /srv/pub/*", s: Subject{Stages: stages("chown svc /srv/pub/..")}, want: ActionAsk},
+		{name: "star misses dot", policy: "allow any chown svc /srv/pub/*", s: Subject{Stages: stages("chown svc /srv/pub/.")}, want: ActionAsk},
+		{name: "star matches a clean path", policy: "allow any chown svc /srv/pub/*", s: Subject{Stages: stages("chown svc /srv/pub/file")}, want: ActionAllow, line: 1},
+		{name: "star matches a dotted name", policy: "allow any chown svc /srv/pub/*", s: Subject{Stages: stages("chown svc /srv/pub/.profile")}, want: ActionAllow, line: 1},
+		{name: "class misses a double slash", policy: "allow any chown svc /srv/pub/[^x]*", s: Subject{Stages: stages("chown svc /srv/pub//etc")}, want: ActionAsk},
+		{name: "middle star misses dot-dot", policy: "allow any cat /srv/*/log", s: Subject{Stages: stages("cat /srv/../log")}, want: ActionAsk},
+		{name: "bare star misses dot-dot", policy: "allow any chown svc *", s: Subject{Stages: stages("chown svc ..")}, want: ActionAsk},
+		{name: "glob misses relative climb", policy: "allow any cat *", s: Subject{Stages: stages("cat ../x")}, want: ActionAsk},
+		{name: "literal dot-dot matches itself", policy: "allow any ls ..", s: Subject{Stages: stages("ls ..")}, want: ActionAllow, line: 1},
+		{name: "rest admits dot-dot", policy: "allow any ls ...", s: Subject{Stages: stages("ls ..")}, want: ActionAllow, line: 1},
+		// Env.
+		{name: "allow without env= admits no env", policy: "allow any apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{"LANG": "C"}}, want: ActionAsk},
+		{name: "allow without env= and no env", policy: "allow any apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{}}, want: ActionAllow, line: 1},
+		{name: "env=KEY admits any value", policy: "allow any,env=LANG apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{"LANG": "de_DE.UTF-8"}}, want: ActionAllow, line: 1},
+		{name: "env=KEY needs every key", policy: "allow any,env=LANG apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{"LANG": "C", "TZ": "UTC"}}, want: ActionAsk},
+		{name: "env repeated", policy: "allow any,env=LANG,env=TZ apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{"LANG": "C", "TZ": "UTC"}}, want: ActionAllow, line: 1},
+		{name: "env key glob", policy: "allow any,env=LC_* ls", s: Subject{Stages: stages("ls"), Env: map[string]string{"LC_ALL": "C", "LC_TIME": "C"}}, want: ActionAllow, line: 1},
+		{name: "env value", policy: "allow any,env=DEBIAN_FRONTEND=noninteractive apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{"DEBIAN_FRONTEND": "noninteractive"}}, want: ActionAllow, line: 1},
+		{name: "env other value", policy: "allow any,env=DEBIAN_FRONTEND=noninteractive apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{"DEBIAN_FRONTEND": "readline"}}, want: ActionAsk},
+		{name: "env falls through to the next rule", policy: "allow any apt-get update\nallow any,env=* apt-get update", s: Subject{Stages: stages("apt-get update"), Env: map[string]string{"TZ": "UTC"}}, want: ActionAllow, line: 2},
+		{name: "deny whatever the env", policy: "deny any rm ...", s: Subject{Stages: stages("rm x"), Env: map[string]string{"LANG": "C"}}, want: ActionDeny, line: 1},
+		{name: "env checked for every stage", policy: "allow any,env=LANG ls\nallow any cat", s: Subject{Stages: stages("ls", "cat"), Env: map[string]string{"LANG": "C"}}, want: ActionAsk},
 		{name: "escaped star is literal", policy: `allow any echo \*`, s: Subject{Stages: stages("echo x")}, want: ActionAsk},
 		{name: "escaped star matches star", policy: `allow any echo \*`, s: Subject{Stages: stages("echo *")}, want: ActionAllow, line: 1},
 		{name: "quotes do not stop globbing", policy: `allow any echo "*"`, s: Subject{Stages: stages("echo x")}, want: ActionAllow, line: 1},
@@ -386,6 +415,7 @@ func TestExamplePolicy(t *testing.T) {
 		privileged bool
 		stages     [][]string
 		paths      []string
+		env        map[string]string
 		want       Action
 		line       int
 	}{
@@ -399,18 +429,27 @@ func TestExamplePolicy(t *testing.T) {
 		{name: "ls by resolved path asks", stages: stages("/usr/bin/ls"), paths: []string{"/usr/bin/ls"}, want: ActionAsk, line: 7},
 		{name: "systemctl status", privileged: true, stages: stages("systemctl status nginx"), want: ActionAllow, line: 4},
 		{name: "systemctl restart asks", privileged: true, stages: stages("systemctl restart nginx"), want: ActionAsk, line: 7},
+		{name: "systemctl status of a template unit", privileged: true, stages: stages("systemctl status getty@tty1.service"), want: ActionAllow, line: 4},
+		{name: "systemctl status alone asks", privileged: true, stages: stages("systemctl status"), want: ActionAsk, line: 7},
+		{name: "systemctl status -H asks", privileged: true, stages: stages("systemctl status -H root@elsewhere"), want: ActionAsk, line: 7},
+		{name: "systemctl status --host= asks", privileged: true, stages: stages("systemctl status --host=root@elsewhere"), want: ActionAsk, line: 7},
+		{name: "systemctl status -Hhost asks", privileged: true, stages: stages("systemctl status -Hroot@elsewhere"), want: ActionAsk, line: 7},
+		{name: "systemctl status two units asks", privileged: true, stages: stages("systemctl status nginx ssh"), want: ActionAsk, line: 7},
+		{name: "journalctl --file asks", privileged: true, stages: stages("journalctl -u --file=/x -n 5"), want: ActionAsk, line: 7},
 		{name: "journalctl", privileged: true, stages: stages("journalctl -u nginx -n 50"), want: ActionAllow, line: 5},
 		{name: "journalctl bad count asks", privileged: true, stages: stages("journalctl -u nginx -n x50"), want: ActionAsk, line: 7},
 		{name: "journalctl extra arg asks", privileged: true, stages: stages("journalctl -u nginx -n 50 -f"), want: ActionAsk, line: 7},
 		{name: "apt-get update", privileged: true, stages: stages("apt-get update"), want: ActionAllow, line: 6},
 		{name: "apt-get update -y asks", privileged: true, stages: stages("apt-get update -y"), want: ActionAsk, line: 7},
+		{name: "apt-get update with LANG", privileged: true, stages: stages("apt-get update"), env: map[string]string{"LANG": "C.UTF-8"}, want: ActionAllow, line: 6},
+		{name: "apt-get update with LANGUAGE asks", privileged: true, stages: stages("apt-get update"), env: map[string]string{"LANG": "C.UTF-8", "LANGUAGE": "de"}, want: ActionAsk, line: 7},
 		{name: "allowed pipeline", privileged: true, stages: stages("journalctl -u ssh -n 100", "systemctl status ssh"), want: ActionAllow, line: 5},
 		{name: "pipeline with a denied stage", privileged: true, stages: stages("systemctl status", "rm -rf /"), want: ActionDeny, line: 1},
 		{name: "pipeline with an asked stage", privileged: true, stages: stages("apt-get update", "ls"), want: ActionAsk, line: 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := p.Evaluate(Subject{Privileged: tt.privileged, User: "alice", Stages: tt.stages, Paths: tt.paths})
+			m := p.Evaluate(Subject{Privileged: tt.privileged, User: "alice", Stages: tt.stages, Paths: tt.paths, Env: tt.env})
 			if m.Action != tt.want || m.Rule == nil || m.Rule.Line != tt.line {
 				t.Errorf("Evaluate = %+v, want %v by line %d", m, tt.want, tt.line)
 			}
@@ -589,6 +628,12 @@ func formatRule(r *Rule) string {
 	for _, kv := range [][2]string{{"user", r.user}, {"session", r.session}, {"host", r.host}} {
 		if kv[1] != "" {
 			scope += "," + kv[0] + "=" + kv[1]
+		}
+	}
+	for _, e := range r.env {
+		scope += ",env=" + e.key
+		if e.hasValue {
+			scope += "=" + e.value
 		}
 	}
 	words := []string{r.Action.String(), q(scope)}

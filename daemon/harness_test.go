@@ -84,7 +84,7 @@ type daemonProc struct {
 
 // opts of a test daemon.
 type opts struct {
-	policy string   // policy file text; "" means "allow any"
+	policy string   // policy file text; "" means "allow any,env=*" (everything)
 	noFile bool     // no policy file at all
 	args   []string // more flags
 	dir    string   // reuse this directory (runtime dir and socket)
@@ -104,7 +104,7 @@ func startDaemon(t testing.TB, o opts) *daemonProc {
 	if !o.noFile {
 		text := o.policy
 		if text == "" {
-			text = "allow any\n"
+			text = "allow any,env=*\n"
 		}
 		if err := os.WriteFile(policy, []byte(text), 0o600); err != nil {
 			t.Fatal(err)

@@ -600,6 +600,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 		Host:       req.Host,
 		Stages:     req.Pipeline,
 		Paths:      p.cmd.Paths,
+		Env:        req.Env,
 	})
 	switch m.Action {
 	case approval.ActionDeny:

@@ -108,8 +108,9 @@ func parseLoginShell(r io.Reader, name, id string) (string, error) {
 // Env builds a run's environment from nothing: PATH=[SearchPath], then
 // HOME, USER, LOGNAME and SHELL from acct, then the pairs of extra in key
 // order. extra is expected to be checked by the caller already; a key in it
-// that names one of the first five replaces that entry in place. The result
-// is the same for the same arguments, ready for [Cmd].Env.
+// that names one of the first five, or [RunEnvKey], is dropped, so that no
+// allowlist can move the search path or the run's identity. The result is
+// the same for the same arguments, ready for [Cmd].Env.
 func Env(acct Account, extra map[string]string) []string {
 	env := []string{
 		"PATH=" + SearchPath,
@@ -118,15 +119,12 @@ func Env(acct Account, extra map[string]string) []string {
 		"LOGNAME=" + acct.Name,
 		"SHELL=" + acct.Shell,
 	}
-	fixed := len(env)
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		kv := k + "=" + extra[k]
-		i := slices.IndexFunc(env[:fixed], func(e string) bool { return strings.HasPrefix(e, k+"=") })
-		if i >= 0 {
-			env[i] = kv
-		} else {
-			env = append(env, kv)
+		switch k {
+		case "PATH", "HOME", "USER", "LOGNAME", "SHELL", RunEnvKey:
+			continue
 		}
+		env = append(env, k+"="+extra[k])
 	}
 	return env
 }

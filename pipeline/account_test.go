@@ -58,10 +58,10 @@ short:x:1003
 
 func TestEnv(t *testing.T) {
 	acct := Account{Name: "alice", UID: 1000, GID: 1000, Home: "/home/alice", Shell: "/bin/bash"}
-	got := Env(acct, map[string]string{"TERM": "xterm", "LANG": "C.UTF-8", "A_B": "x=y", "HOME": "/elsewhere"})
+	got := Env(acct, map[string]string{"TERM": "xterm", "LANG": "C.UTF-8", "A_B": "x=y", "HOME": "/elsewhere", "PATH": "/tmp", RunEnvKey: "x"})
 	want := []string{
 		"PATH=" + SearchPath,
-		"HOME=/elsewhere",
+		"HOME=/home/alice",
 		"USER=alice",
 		"LOGNAME=alice",
 		"SHELL=/bin/bash",

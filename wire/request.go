@@ -437,11 +437,11 @@ func (r *Request) CheckTime(now time.Time, maxSkew time.Duration) error {
 }
 
 // DefaultEnvAllow is the daemon's default env allowlist; a trailing '*'
-// matches any suffix.
+// matches any suffix. Each key has a rule for its values (env.go).
 var DefaultEnvAllow = []string{
 	"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLUMNS", "LINES", "NO_COLOR",
 	"DEBIAN_FRONTEND", "DEBCONF_NONINTERACTIVE_SEEN", "APT_LISTCHANGES_FRONTEND",
-	"SYSTEMD_PAGER", "SYSTEMD_COLORS", "PAGER", "http_proxy", "https_proxy",
+	"SYSTEMD_COLORS", "http_proxy", "https_proxy",
 	"no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
 }
 
@@ -460,8 +460,10 @@ func matchesAny(patterns []string, key string) bool {
 	return false
 }
 
-// Check is check 7: every key of env must be allowed. Keys are checked in
-// sorted order so the error names the same key every time.
+// Check is check 7: every key of env must be allowed, and its value of
+// the kind the key holds (see env.go). A key the package has no value rule
+// for is refused whatever p says. Keys are checked in sorted order so the
+// error names the same key every time.
 func (p EnvPolicy) Check(env map[string]string) error {
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -469,8 +471,12 @@ func (p EnvPolicy) Check(env map[string]string) error {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if matchesAny(neverAllowed, k) || !matchesAny(p, k) {
+		r := envValueRule(k)
+		if matchesAny(neverAllowed, k) || !matchesAny(p, k) || r == nil {
 			return envNotAllowed(k)
+		}
+		if err := checkEnvValue(r, k, env[k]); err != nil {
+			return err
 		}
 	}
 	return nil

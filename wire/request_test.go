@@ -230,7 +230,8 @@ func TestEnvPolicy(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{"LANG": "C", "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive", "http_proxy": "x"}, ""},
+		{map[string]string{"LANG": "C", "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive", "http_proxy": "http://proxy:3128"}, ""},
+		{map[string]string{"LANG": "C", "DEBIAN_FRONTEND": "web"}, `env "DEBIAN_FRONTEND" must be one of "noninteractive", "readline", "teletype", "text", "dialog", "editor"`},
 		{map[string]string{"FOO": "x"}, `env key "FOO" is not allowed`},
 		{map[string]string{"PATH": "/tmp"}, `env key "PATH" is not allowed`},
 		{map[string]string{"LD_PRELOAD": "/tmp/x.so"}, `env key "LD_PRELOAD" is not allowed`},
@@ -253,8 +254,12 @@ func TestEnvPolicy(t *testing.T) {
 			t.Errorf("allowlist * let %s through", k)
 		}
 	}
-	if err := wide.Check(map[string]string{"FOO": "x"}); err != nil {
-		t.Errorf("allowlist * refused FOO: %v", err)
+	// Nor a key the package has no value rule for.
+	if err := wide.Check(map[string]string{"FOO": "x"}); err == nil || err.Error() != `env key "FOO" is not allowed` {
+		t.Errorf("allowlist * let FOO through: %v", err)
+	}
+	if err := wide.Check(map[string]string{"LANG": "C"}); err != nil {
+		t.Errorf("allowlist * refused LANG: %v", err)
 	}
 }
 

@@ -32,7 +32,7 @@ type mcpEnv struct {
 
 const mcpPolicy = `deny  any  rm ...
 ask   any  env ASKME=1 ...
-allow any
+allow any,env=LANG
 `
 
 func startMCPEnv(t *testing.T) *mcpEnv {

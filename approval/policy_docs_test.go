@@ -1,0 +1,183 @@
+package approval
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// docPolicyExamples returns the policy examples of a file: its blocks
+// fenced as "policy" (Markdown), or, for packaging/policy, its commented
+// example lines ("#   allow …").
+func docPolicyExamples(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	if !strings.HasSuffix(file, ".md") {
+		var block strings.Builder
+		for line := range strings.Lines(string(b)) {
+			rule, ok := strings.CutPrefix(line, "#   ")
+			if ok && strings.Contains(" allow deny ask ", " "+strings.Fields(rule)[0]+" ") {
+				block.WriteString(rule)
+			}
+		}
+		return append(blocks, block.String())
+	}
+	for rest := string(b); ; {
+		_, after, ok := strings.Cut(rest, "```policy\n")
+		if !ok {
+			return blocks
+		}
+		block, after, ok := strings.Cut(after, "```\n")
+		if !ok {
+			t.Fatalf("%s: unterminated policy block", file)
+		}
+		blocks = append(blocks, block)
+		rest = after
+	}
+}
+
+// TestDocPolicyExamples: every policy example in README.md, docs/policy.md
+// and the shipped packaging/policy parses, and none that may run as root
+// admits options: no allow rule of scope privileged or any ends in "...",
+// and none has an argument glob that matches an option such as -H or
+// --host=… (which make systemctl run ssh as root). The only exceptions are
+// the rules the daemon itself warns about (allow every privileged
+// command), which docs/policy.md shows as what not to write.
+func TestDocPolicyExamples(t *testing.T) {
+	options := []string{"-H", "--host=root@elsewhere", "-Hroot@elsewhere", "--file=/etc/shadow"}
+	for _, file := range []string{"README.md", "docs/policy.md", "packaging/policy"} {
+		blocks := docPolicyExamples(t, file)
+		if len(blocks) == 0 || strings.TrimSpace(blocks[0]) == "" {
+			t.Errorf("%s has no policy example", file)
+		}
+		for i, block := range blocks {
+			p, err := ParsePolicy(file, strings.NewReader(block))
+			if err != nil {
+				t.Errorf("%s: example %d does not parse: %v\n%s", file, i+1, err, block)
+				continue
+			}
+			warned := map[*Rule]bool{}
+			for _, r := range p.AllowsAllPrivileged() {
+				warned[r] = true
+			}
+			for j := range p.Rules {
+				r := &p.Rules[j]
+				if r.Action != ActionAllow || r.scope == scopeUnprivileged || warned[r] {
+					continue
+				}
+				if r.rest {
+					t.Errorf("%s: example rule %q runs as root with any further arguments", file, r.Text)
+				}
+				for _, w := range r.words[min(1, len(r.words)):] {
+					for _, o := range options {
+						if wordMatch(w, o) {
+							t.Errorf("%s: example rule %q: %q admits the option %s", file, r.Text, w, o)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDocPolicyClaims checks what docs/policy.md says about its examples
+// of env= and of globs and path components, and its table of errors.
+func TestDocPolicyClaims(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	var envBlock string
+	for _, block := range docPolicyExamples(t, "docs/policy.md") {
+		if strings.HasPrefix(block, "allow privileged,env=LANG,env=LC_*") {
+			envBlock = block
+		}
+	}
+	if envBlock == "" {
+		t.Fatal("docs/policy.md: the Environment example is gone")
+	}
+	env := mustParse(t, envBlock)
+	for _, tc := range []struct {
+		cmd  string
+		env  map[string]string
+		want Action
+	}{
+		{"apt-get update", map[string]string{"LANG": "C.UTF-8", "LC_TIME": "de_DE.UTF-8"}, ActionAllow},
+		{"apt-get update", nil, ActionAllow},
+		{"apt-get install -y nginx", map[string]string{"DEBIAN_FRONTEND": "noninteractive"}, ActionAllow},
+		{"apt-get install -y nginx", nil, ActionAllow},
+		{"systemctl status nginx", nil, ActionAllow},
+		{"systemctl status nginx", map[string]string{"LANG": "C"}, ActionAsk},
+		{"apt-get update", map[string]string{"DEBIAN_FRONTEND": "noninteractive"}, ActionAsk},
+		{"apt-get install -y nginx", map[string]string{"DEBIAN_FRONTEND": "readline"}, ActionAsk},
+		{"apt-get install -y nginx", map[string]string{"LANG": "C"}, ActionAsk},
+	} {
+		if m := env.Evaluate(Subject{Privileged: true, Stages: stages(tc.cmd), Env: tc.env}); m.Action != tc.want {
+			t.Errorf("Environment example: %s with %v = %v, want %v", tc.cmd, tc.env, m.Action, tc.want)
+		}
+	}
+
+	// The Globs section's words about "." and "..".
+	globs := mustParse(t, "allow privileged chown svc /srv/pub/*\nallow privileged chown svc /srv/pub/*/*\nallow unprivileged ls ..\nallow unprivileged ls ...\n")
+	for _, tc := range []struct {
+		cmd  string
+		want Action
+	}{
+		{"chown svc /srv/pub/file", ActionAllow},
+		{"chown svc /srv/pub/..", ActionAsk},
+		{"chown svc /srv/pub/.", ActionAsk},
+		{"chown svc /srv/pub//x", ActionAsk},
+		{"chown svc /srv/pub/./x", ActionAsk},
+		{"chown svc /srv/pub/link/..", ActionAsk},
+		{"chown svc /srv/pub/../../etc/shadow", ActionAsk},
+	} {
+		if m := globs.Evaluate(Subject{Privileged: true, Stages: stages(tc.cmd)}); m.Action != tc.want {
+			t.Errorf("%s = %v, want %v", tc.cmd, m.Action, tc.want)
+		}
+	}
+	for _, cmd := range []string{"ls ..", "ls ../x"} {
+		if m := globs.Evaluate(Subject{Stages: stages(cmd)}); m.Action != ActionAllow {
+			t.Errorf("unprivileged %s = %v, want allow", cmd, m.Action)
+		}
+	}
+
+	// The order example: deny above allow.
+	order := mustParse(t, "deny  unprivileged  git push ...\nallow unprivileged  git ...\n")
+	if m := order.Evaluate(Subject{Stages: stages("git push origin")}); m.Action != ActionDeny {
+		t.Errorf("git push origin = %v, want deny", m.Action)
+	}
+	if m := order.Evaluate(Subject{Stages: stages("git status")}); m.Action != ActionAllow {
+		t.Errorf("git status = %v, want allow", m.Action)
+	}
+
+	// The table of errors: each example line gives its problem.
+	_, table, ok := strings.Cut(doc, "| Problem | Example line |\n|---------|--------------|\n")
+	if !ok {
+		t.Fatal("docs/policy.md: the table of errors is gone")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	rows := 0
+	for row := range strings.Lines(table) {
+		cells := strings.Split(strings.TrimSpace(row), " | ")
+		if len(cells) != 2 {
+			t.Errorf("docs/policy.md: error row %q", row)
+			continue
+		}
+		problem := strings.TrimSuffix(strings.TrimPrefix(cells[0], "| `"), "`")
+		line := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(cells[1], "`"), " |"), "`")
+		rows++
+		_, err := ParsePolicy("t", strings.NewReader(line))
+		if want := "policy t:1: " + problem; err == nil || err.Error() != want {
+			t.Errorf("docs/policy.md says %s gives %q; it gives %v", line, want, err)
+		}
+	}
+	if rows < 10 {
+		t.Errorf("docs/policy.md: %d error rows", rows)
+	}
+}
