@@ -1,15 +1,22 @@
 package daemon_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // testAccount creates the local account name for the test (retrying while
@@ -132,4 +139,125 @@ func TestReplayTmpSymlinkNotFollowed(t *testing.T) {
 	if err != nil || !fi.Mode().IsRegular() {
 		t.Fatalf("replay file: %v, %v", fi, err)
 	}
+}
+
+// holdConns is a requester that opens up to $ARGV[1] connections to the
+// socket $ARGV[0] and sends nothing; it prints how many it opened, then
+// each answer it gets (index and line) until it has $ARGV[2] of them or
+// 20 s pass, then "done", and holds every connection until stdin closes.
+const holdConns = `
+use IO::Socket::UNIX; use IO::Select;
+$| = 1;
+my ($path, $n, $want) = @ARGV;
+my @c;
+for (1..$n) { my $s = IO::Socket::UNIX->new(Peer => $path) or last; push @c, $s; }
+print "open ", scalar(@c), "\n";
+my $sel = IO::Select->new(@c);
+my ($got, $end) = (0, time + 20);
+while ($got < $want && time < $end) {
+	for my $s ($sel->can_read(0.5)) {
+		my $line = <$s>; $sel->remove($s);
+		next unless defined $line;
+		$got++; print "answer ", $line;
+	}
+}
+print "done\n";
+<STDIN>;
+`
+
+// TestConnectionShares: one requester (rgtfa) holding every connection it
+// can, idle, takes at most its share of --max-conns; the extra ones are
+// told so at once, and another user (rgtfb) and root are still served.
+func TestConnectionShares(t *testing.T) {
+	auid, agid := testAccount(t, "rgtfa")
+	buid, bgid := testAccount(t, "rgtfb")
+	// A long first-byte deadline: the held connections stay in flight for
+	// the whole test.
+	d := startDaemon(t, opts{args: []string{"--first-byte-timeout", "60s"}})
+	openToAll(t, d)
+	const conns, share = 64, 16 // the defaults: --max-conns 64, a quarter each
+	cmd := exec.Command("perl", "-e", holdConns, d.sock, strconv.Itoa(conns), strconv.Itoa(conns-share))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: auid, Gid: agid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	busy := fmt.Sprintf("server busy: too many connections from uid %d in flight (max %d)", auid, share)
+	answers := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "done" {
+			break
+		}
+		if msg, ok := strings.CutPrefix(line, "answer "); ok {
+			var r wire.Response
+			if err := json.Unmarshal([]byte(msg), &r); err != nil || r.Status != wire.StatusError || r.Message != busy {
+				t.Fatalf("an extra connection of rgtfa got %s, want error %q", msg, busy)
+			}
+			answers++
+		} else if line != "open "+strconv.Itoa(conns) {
+			t.Fatalf("holder: %s", line)
+		}
+	}
+	if answers != conns-share {
+		t.Fatalf("%d of rgtfa's %d connections were refused, want %d", answers, conns, conns-share)
+	}
+	// rgtfa still holds its 16; the others are served meanwhile.
+	r := sendAs(t, d.sock, buid, bgid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
+	if r.Status != wire.StatusOK || r.Message != "pong" {
+		t.Fatalf("rgtfb got %s while rgtfa held its connections", r.raw)
+	}
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}}))
+	// And rgtfa itself, once it lets go.
+	stdin.Close()
+	cmd.Wait()
+	waitFor(t, "rgtfa served again", 10*time.Second, func() bool {
+		r, err := trySendAs(d.sock, auid, agid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
+		return err == nil && r.Status == wire.StatusOK
+	})
+}
+
+// TestFirstByteDeadline: a connection that sends nothing is answered and
+// closed once --first-byte-timeout passes, long before the 10 s line
+// deadline; one that starts in time may take longer over the rest.
+func TestFirstByteDeadline(t *testing.T) {
+	d := startDaemon(t, opts{args: []string{"--first-byte-timeout", "300ms"}})
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	began := time.Now()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	wantError(t, readResponse(t, c), "request not started within 300ms")
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("the silent connection was answered after %s", took)
+	}
+	// A client that begins in time and finishes after the first-byte
+	// deadline is served.
+	c2, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(30 * time.Second))
+	line := request(map[string]any{"pipeline": [][]string{{"true"}}})
+	if _, err := c2.Write([]byte(line[:1])); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // slower than the first-byte deadline, on purpose
+	if _, err := c2.Write([]byte(line[1:])); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, readResponse(t, c2))
 }

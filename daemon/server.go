@@ -13,6 +13,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ const (
 	DefaultMaxSkew       = 60 * time.Second
 	DefaultMaxRuns       = 8
 	DefaultMaxConns      = 64
+	DefaultFirstByte     = 2 * time.Second
 	DefaultMaxPending    = 4
 	DefaultPromptRate    = 20
 	DefaultRuntimeDir    = "/run/rootgate"
@@ -81,6 +83,12 @@ type Config struct {
 	MaxRuns int
 	// MaxConns caps the connections in flight; past it, "server busy".
 	MaxConns int
+	// MaxConnsPerUID caps the connections of one uid other than root in
+	// flight; 0 means a quarter of MaxConns (at least 1).
+	MaxConnsPerUID int
+	// FirstByte is how long a connection may stay silent before it is
+	// answered with an error and closed; 0 means DefaultFirstByte.
+	FirstByte time.Duration
 	// MaxPending caps the requests of one uid waiting for a person's
 	// decision at once; past it, such a request is refused.
 	MaxPending int
@@ -101,6 +109,7 @@ type Server struct {
 	replay *replayWindow
 	runs   chan struct{} // a token per run in progress
 	conns  chan struct{} // a token per connection in flight
+	shares *connShares   // per-uid shares of conns
 	act    *activity     // what keeps the server from being idle
 	limit  *promptLimit  // per-uid prompt caps
 }
@@ -129,6 +138,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if cfg.MaxConnsPerUID <= 0 {
+		cfg.MaxConnsPerUID = max(1, cfg.MaxConns/4)
+	}
+	if cfg.FirstByte <= 0 {
+		cfg.FirstByte = DefaultFirstByte
+	}
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
@@ -153,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 		replay: rw,
 		runs:   make(chan struct{}, cfg.MaxRuns),
 		conns:  make(chan struct{}, cfg.MaxConns),
+		shares: newConnShares(cfg.MaxConnsPerUID),
 		act:    newActivity(cfg.Now()),
 		limit:  newPromptLimit(cfg.MaxPending, cfg.PromptRate),
 	}, nil
@@ -186,25 +202,40 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 		}
 		backoff = 0
 		end := s.act.begin(s.cfg.Now)
-		select {
-		case s.conns <- struct{}{}:
-		default:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer end()
-				s.busy(c)
-			}()
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer end()
-			defer func() { <-s.conns }()
-			s.serveConn(ctx, c)
+			s.admit(ctx, c)
 		}()
 	}
+}
+
+// admit reads the peer's identity, takes a slot of the global cap and one
+// of the peer's uid share, and serves the connection; past either, it
+// answers "server busy" without reading the request.
+func (s *Server) admit(ctx context.Context, c *net.UnixConn) {
+	peer, err := peerOf(c)
+	if err != nil {
+		defer c.Close()
+		s.cfg.Log.Error("cannot identify peer", "err", err)
+		s.respond(c, &wire.Response{Status: wire.StatusError, Message: "cannot read peer credentials"})
+		return
+	}
+	release, ok := s.shares.take(peer.UID)
+	if !ok {
+		s.busy(c, wire.TooManyConnsError(peer.UID, s.cfg.MaxConnsPerUID), "uid", peer.UID, "max_conns_per_uid", s.cfg.MaxConnsPerUID)
+		return
+	}
+	defer release()
+	select {
+	case s.conns <- struct{}{}:
+		defer func() { <-s.conns }()
+	default:
+		s.busy(c, wire.ErrServerBusy, "uid", peer.UID, "max_conns", s.cfg.MaxConns)
+		return
+	}
+	s.serveConn(ctx, c, peer)
 }
 
 // isTemporary reports accept errors worth retrying (out of descriptors or
@@ -221,16 +252,17 @@ func isTemporary(err error) bool {
 // Close releases the replay window's file.
 func (s *Server) Close() error { return s.replay.Close() }
 
-// busy answers a connection over the cap without reading its request.
-func (s *Server) busy(c *net.UnixConn) {
+// busy answers a connection over a cap with err without reading its
+// request.
+func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 	defer c.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = wire.WriteResponse(c, &wire.Response{Status: wire.StatusError, Message: wire.ErrServerBusy.Error(), Version: s.cfg.Version})
-	s.cfg.Log.Warn("connection refused: server busy", "max_conns", s.cfg.MaxConns)
+	_ = wire.WriteResponse(c, &wire.Response{Status: wire.StatusError, Message: err.Error(), Version: s.cfg.Version})
+	s.cfg.Log.Warn("connection refused: "+err.Error(), attrs...)
 }
 
 // serveConn handles one connection: one request, one answer.
-func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other
 	// request and run with it, down: answer this one with an error.
@@ -240,15 +272,8 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			s.respond(c, &wire.Response{Status: wire.StatusError, Message: "internal error"})
 		}
 	}()
-	peer, err := peerOf(c)
-	if err != nil {
-		s.cfg.Log.Error("cannot identify peer", "err", err)
-		s.respond(c, &wire.Response{Status: wire.StatusError, Message: "cannot read peer credentials"})
-		return
-	}
 	log := s.cfg.Log.With("uid", peer.UID, "pid", peer.PID)
-	_ = c.SetReadDeadline(time.Now().Add(wire.ReadTimeout))
-	line, err := wire.ReadLine(c)
+	line, err := s.readLine(c)
 	_ = c.SetReadDeadline(time.Time{})
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -283,6 +308,24 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	s.respond(c, resp)
+}
+
+// readLine reads the request line within wire.ReadTimeout of connecting,
+// and its first byte within Config.FirstByte: a connection that says
+// nothing gives its slot back soon.
+func (s *Server) readLine(c *net.UnixConn) ([]byte, error) {
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(min(s.cfg.FirstByte, wire.ReadTimeout)))
+	first := make([]byte, 1)
+	n, err := c.Read(first)
+	if n == 0 {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, wire.FirstByteError(s.cfg.FirstByte)
+		}
+		return nil, err // io.EOF: left without a word
+	}
+	_ = c.SetReadDeadline(start.Add(wire.ReadTimeout))
+	return wire.ReadLine(io.MultiReader(bytes.NewReader(first), c))
 }
 
 var errClientGone = errors.New("client went away")

@@ -58,6 +58,8 @@ type options struct {
 	maxRuns       int
 	maxConns      int
 	maxPending    int
+	maxConnsUID   int
+	firstByte     time.Duration
 	promptRate    int
 	idleExit      time.Duration
 	audit         string
@@ -126,6 +128,8 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
 	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
+	fs.IntVar(&o.maxConnsUID, "max-conns-per-uid", 0, "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns")
+	fs.DurationVar(&o.firstByte, "first-byte-timeout", daemon.DefaultFirstByte, "how long a connection may send nothing before it is answered with an error and closed")
 	fs.IntVar(&o.maxPending, "max-pending", daemon.DefaultMaxPending, "requests of one uid waiting for a person's decision at once; more are refused")
 	fs.IntVar(&o.promptRate, "prompt-rate", daemon.DefaultPromptRate, "requests of one uid put to a person per minute; more are refused")
 	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
@@ -167,11 +171,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}} {
+	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}} {
 		if d.v <= 0 {
 			fmt.Fprintf(stderr, "rootgated: error: --%s must be positive\n", d.name)
 			return 2
 		}
+	}
+	if o.maxConnsUID < 0 {
+		fmt.Fprintln(stderr, "rootgated: error: --max-conns-per-uid must not be negative")
+		return 2
 	}
 	if o.idleExit < 0 {
 		fmt.Fprintln(stderr, "rootgated: error: --idle-exit must not be negative")
@@ -256,21 +264,23 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 
 	srv, err := daemon.New(daemon.Config{
-		Version:     version.String(),
-		RuntimeDir:  o.runtimeDir,
-		Policy:      policy,
-		Approver:    broker,
-		Broker:      broker,
-		Admission:   admit,
-		Audit:       alog,
-		ExecTimeout: o.execTimeout,
-		KillGrace:   o.killGrace,
-		MaxSkew:     o.maxSkew,
-		MaxRuns:     o.maxRuns,
-		MaxConns:    o.maxConns,
-		MaxPending:  o.maxPending,
-		PromptRate:  o.promptRate,
-		Log:         log,
+		Version:        version.String(),
+		RuntimeDir:     o.runtimeDir,
+		Policy:         policy,
+		Approver:       broker,
+		Broker:         broker,
+		Admission:      admit,
+		Audit:          alog,
+		ExecTimeout:    o.execTimeout,
+		KillGrace:      o.killGrace,
+		MaxSkew:        o.maxSkew,
+		MaxRuns:        o.maxRuns,
+		MaxConns:       o.maxConns,
+		MaxConnsPerUID: o.maxConnsUID,
+		FirstByte:      o.firstByte,
+		MaxPending:     o.maxPending,
+		PromptRate:     o.promptRate,
+		Log:            log,
 	})
 	if err != nil {
 		return err
