@@ -95,6 +95,14 @@ type Config struct {
 	// PromptRate caps the requests of one uid put to a person per minute
 	// (a sliding minute); past it, such a request is refused.
 	PromptRate int
+	// AuditMinFree is the free-space guard: while the audit log's file
+	// system has fewer bytes left, requests are refused before they are
+	// received; 0 means no guard.
+	AuditMinFree int64
+	// RejectRate caps the rejected records of one uid other than root
+	// written per minute; past it they are counted, and one dropped record
+	// says how many (see docs/audit.md).
+	RejectRate int
 	// EnvAllow is the env allowlist; nil means wire.DefaultEnvAllow.
 	EnvAllow wire.EnvPolicy
 	// Log receives the daemon's log; nil discards it.
@@ -112,6 +120,7 @@ type Server struct {
 	shares *connShares   // per-uid shares of conns
 	act    *activity     // what keeps the server from being idle
 	limit  *promptLimit  // per-uid prompt caps
+	reject *rejectLimit  // per-uid caps of rejected records
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -150,6 +159,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PromptRate <= 0 {
 		cfg.PromptRate = DefaultPromptRate
 	}
+	if cfg.RejectRate <= 0 {
+		cfg.RejectRate = DefaultRejectRate
+	}
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = wire.DefaultEnvAllow
 	}
@@ -163,7 +175,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		cfg:    cfg,
 		replay: rw,
 		runs:   make(chan struct{}, cfg.MaxRuns),
@@ -171,7 +183,9 @@ func New(cfg Config) (*Server, error) {
 		shares: newConnShares(cfg.MaxConnsPerUID),
 		act:    newActivity(cfg.Now()),
 		limit:  newPromptLimit(cfg.MaxPending, cfg.PromptRate),
-	}, nil
+	}
+	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
+	return s, nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln, answers
@@ -249,8 +263,12 @@ func isTemporary(err error) bool {
 	return false
 }
 
-// Close releases the replay window's file.
-func (s *Server) Close() error { return s.replay.Close() }
+// Close writes the dropped records still due and releases the replay
+// window's file.
+func (s *Server) Close() error {
+	s.reject.close()
+	return s.replay.Close()
+}
 
 // busy answers a connection over a cap with err without reading its
 // request.
@@ -368,16 +386,33 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		if req != nil {
 			id = req.ID
 		}
-		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err})
+		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err, Line: line})
 		return errorResponse(id, err)
 	}
 	log = log.With("id", req.ID)
-	if s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}) != nil {
-		return errorResponse(req.ID, errAudit)
-	}
+	// A request refused before it is received (checks 4 to 9, and the
+	// prompt caps) leaves one compact rejected record, rate-limited per
+	// uid: its line's size and SHA-256, never the line (docs/audit.md).
+	received := false
 	reject := func(err error) *wire.Response {
-		s.event(Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err})
+		e := Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err}
+		if !received {
+			e.Line = line
+		}
+		s.event(e)
 		return errorResponse(req.ID, err)
+	}
+	// receive writes the received record, once the request is to be
+	// decided; nothing runs, and it is not decided, if it cannot be.
+	receive := func() error {
+		if err := s.checkFree(); err != nil {
+			return err
+		}
+		received = true
+		if err := s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}); err != nil {
+			return errAudit
+		}
+		return nil
 	}
 	if err := req.CheckTime(now, s.cfg.MaxSkew); err != nil {
 		return reject(err)
@@ -394,6 +429,9 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		return reject(wire.DuplicateError(req.ID))
 	}
 	if req.Action == wire.ActionPing {
+		if err := receive(); err != nil {
+			return errorResponse(req.ID, err)
+		}
 		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
 		if s.cfg.Broker != nil {
 			can := s.cfg.Broker.CanAsk(peer.UID)
@@ -408,8 +446,13 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	}
 	defer plan.close()
 
-	d, err := s.decide(ctx, plan, log)
-	if err != nil {
+	d, err := s.decide(ctx, plan, log, receive)
+	switch {
+	case errors.Is(err, errAudit):
+		return errorResponse(req.ID, errAudit)
+	case errors.Is(err, errAuditFull):
+		return reject(err)
+	case err != nil:
 		return reject(err)
 	}
 	if s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
@@ -633,7 +676,9 @@ func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 }
 
 // decide is check 10: the policy first, then a person.
-func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (approval.Decision, error) {
+// receive writes the received record: it is called once the request is
+// decided by the policy, or admitted to be put to a person.
+func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func() error) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
 	m := s.cfg.Policy.Evaluate(approval.Subject{
@@ -644,6 +689,11 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 		Stages:     req.Pipeline,
 		Paths:      p.cmd.Paths,
 	})
+	if m.Action == approval.ActionDeny || m.Action == approval.ActionAllow && !req.ForwardAgent {
+		if err := receive(); err != nil {
+			return approval.Decision{}, err
+		}
+	}
 	switch m.Action {
 	case approval.ActionDeny:
 		p.rule = m.Rule
@@ -665,6 +715,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 		return approval.Decision{}, err
 	}
 	defer end()
+	if err := receive(); err != nil {
+		return approval.Decision{}, err
+	}
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,

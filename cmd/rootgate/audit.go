@@ -114,7 +114,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	if sum.Genesis != "" {
 		fmt.Fprintf(stdout, "genesis %s\n", sum.Genesis)
 	} else {
-		fmt.Fprintln(stdout, "starts with a rotated record: earlier files not checked")
+		fmt.Fprintf(stdout, "starts with a rotated record after %s (pruned or not given): earlier records not checked\n", approval.Sanitize(sum.After))
 	}
 	fmt.Fprintf(stdout, "last hash %s\n", sum.LastHash)
 	return exitOK

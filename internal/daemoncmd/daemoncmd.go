@@ -64,6 +64,9 @@ type options struct {
 	idleExit      time.Duration
 	audit         string
 	auditMaxSize  byteSize
+	auditKeep     int
+	auditMinFree  byteSize
+	rejectRate    int
 	version       bool
 	man           bool
 	completion    string
@@ -136,6 +139,10 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.audit, "audit", audit.DefaultPath, "audit log `file` (created 0600, its directory 0700); it cannot be turned off")
 	o.auditMaxSize = defaultAuditMaxSize
 	fs.Var(&o.auditMaxSize, "audit-max-size", "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates")
+	fs.IntVar(&o.auditKeep, "audit-keep", defaultAuditKeep, "rotated audit files kept; older ones are removed after a rotation (0 keeps all)")
+	o.auditMinFree = defaultAuditMinFree
+	fs.Var(&o.auditMinFree, "audit-min-free", "refuse requests while the audit log's file system has less than this `size` free (bytes, or with K, M or G); 0 turns the guard off")
+	fs.IntVar(&o.rejectRate, "audit-reject-rate", daemon.DefaultRejectRate, "rejected requests of one uid (root excepted) recorded per minute; past it they are counted in one dropped record")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.man, "man", false, "print the rootgated(8) manual page in roff and exit")
 	fs.StringVar(&o.completion, "completion", "", "print a completion script for `shell` (bash, zsh or fish) and exit")
@@ -176,6 +183,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "rootgated: error: --%s must be positive\n", d.name)
 			return 2
 		}
+	}
+	if o.auditKeep < 0 || o.rejectRate < 1 {
+		fmt.Fprintln(stderr, "rootgated: error: --audit-keep must not be negative and --audit-reject-rate must be at least 1")
+		return 2
 	}
 	if o.maxConnsUID < 0 {
 		fmt.Fprintln(stderr, "rootgated: error: --max-conns-per-uid must not be negative")
@@ -252,7 +263,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
 	}
 
-	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize)})
+	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep})
 	if err != nil {
 		return err
 	}
@@ -280,6 +291,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		FirstByte:      o.firstByte,
 		MaxPending:     o.maxPending,
 		PromptRate:     o.promptRate,
+		RejectRate:     o.rejectRate,
+		AuditMinFree:   int64(o.auditMinFree),
 		Log:            log,
 	})
 	if err != nil {
@@ -458,6 +471,14 @@ func newLogger(out io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewMultiHandler(j, text))
 }
+
+// defaultAuditKeep and defaultAuditMinFree are --audit-keep's and
+// --audit-min-free's defaults: with --audit-max-size's, the log takes at
+// most about 700 MiB, and requests stop before the disk is full.
+const (
+	defaultAuditKeep    = 10
+	defaultAuditMinFree = 32 << 20
+)
 
 // defaultAuditMaxSize is --audit-max-size's default.
 const defaultAuditMaxSize = 64 << 20
