@@ -122,7 +122,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win")
 	fs.StringVar(&o.approverSock, "approver-socket", DefaultApproverSocket, "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then")
 	fs.Var(&o.approvers, "approver", "admit `USER` or @GROUP as an approver besides root (repeatable)")
-	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window)")
+	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root")
 	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
 	fs.BoolVar(&o.tty, "tty", false, "prompt for approval on the daemon's controlling terminal")
 	fs.DurationVar(&o.promptTimeout, "prompt-timeout", daemon.DefaultPromptTimeout, "how long an approval prompt waits for an answer")
