@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,6 +127,16 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 	}
 	if strings.Contains(string(raw), strings.Repeat("A", 300)) {
 		t.Error("the audit log holds the flood's lines")
+	}
+	// What `rootgate audit show` makes of them.
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("audit show: %v\n%s", err, out)
+	}
+	for _, want := range []string{`dropped: +` + strconv.Itoa(flood-rate) + ` rejected record\(s\) since `, `line: +100\d{4} bytes, sha256 [0-9a-f]{64}\n`} {
+		if !regexp.MustCompile(want).Match(out) {
+			t.Errorf("audit show lacks %s:\n%.3000s", want, out)
+		}
 	}
 }
 

@@ -225,8 +225,14 @@ func formatRecord(r *audit.Record) string {
 		}
 		line("line", "sha256 %s", q(rq.LineSHA256))
 	}
+	if l := r.Line; l != nil {
+		line("line", "%d bytes, sha256 %s", l.Bytes, q(l.SHA256))
+	}
 	if r.Error != "" {
 		line("error", "%s", q(r.Error))
+	}
+	if d := r.Dropped; d != nil {
+		line("dropped", "%d rejected record(s) since %s", d.Count, d.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if d := r.Decision; d != nil {
 		by := q(d.By)
