@@ -205,6 +205,8 @@ func TestAuditFreeSpaceGuard(t *testing.T) {
 		t.Fatal("the command ran under the free-space guard")
 	}
 	waitTrail(t, small, "guarded", "rejected")
+	wantError(t, d.send(map[string]any{"id": "guarded-ping", "action": "ping", "pipeline": nil}), "the audit log's file system is nearly full; not running")
+	waitTrail(t, small, "guarded-ping", "rejected")
 	if !strings.Contains(d.stderr.String(), "level=ERROR msg=\"audit log's file system nearly full; requests refused\"") {
 		t.Errorf("the guard logged no error:\n%s", d.stderr)
 	}

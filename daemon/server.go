@@ -429,7 +429,10 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		return reject(wire.DuplicateError(req.ID))
 	}
 	if req.Action == wire.ActionPing {
-		if err := receive(); err != nil {
+		switch err := receive(); {
+		case errors.Is(err, errAuditFull):
+			return reject(err)
+		case err != nil:
 			return errorResponse(req.ID, err)
 		}
 		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
