@@ -46,14 +46,17 @@ type Event struct {
 	Plan     *runPlan
 	Result   *pipeline.Result
 	Duration time.Duration // of the run, with Result
+	Line     []byte        // the raw line of a request rejected before it was received
 }
 
 // An AuditLog stores audit records: Append returns once the record (and
-// every one before it) is on disk, AppendLater once it is written. It must
-// be safe for concurrent use. *audit.Log implements it.
+// every one before it) is on disk, AppendLater once it is written; Free
+// says how many bytes its file system has left. It must be safe for
+// concurrent use. *audit.Log implements it.
 type AuditLog interface {
 	Append(*audit.Record) error
 	AppendLater(*audit.Record) error
+	Free() (int64, error)
 }
 
 var _ AuditLog = (*audit.Log)(nil)
@@ -61,11 +64,37 @@ var _ AuditLog = (*audit.Log)(nil)
 // errAudit answers a request whose audit record could not be written.
 var errAudit = errors.New("cannot write the audit record; not running")
 
+// errAuditFull answers a request while the audit log's file system has
+// less than Config.AuditMinFree left.
+var errAuditFull = errors.New("the audit log's file system is nearly full; not running")
+
+// checkFree is the free-space guard: a request is received (and may run)
+// only while the audit log's file system has AuditMinFree bytes left, so
+// that the records of what runs always fit.
+func (s *Server) checkFree() error {
+	if s.cfg.Audit == nil || s.cfg.AuditMinFree <= 0 {
+		return nil
+	}
+	free, err := s.cfg.Audit.Free()
+	if err != nil {
+		s.cfg.Log.Error("cannot check the audit log's free space; not running", "err", err)
+		return errAuditFull
+	}
+	if free < s.cfg.AuditMinFree {
+		s.cfg.Log.Error("audit log's file system nearly full; requests refused", "free_bytes", free, "min_free_bytes", s.cfg.AuditMinFree)
+		return errAuditFull
+	}
+	return nil
+}
+
 // event records e in the audit log, if any, and logs it (to the journal
 // when the daemon logs there) with the request id, the requester, the
 // decision and the outcome as fields. It returns the audit log's error;
 // see handle for what each kind does with it.
 func (s *Server) event(e Event) error {
+	if e.Kind == EventRejected && !s.reject.allow(e.Peer.UID, s.cfg.Now()) {
+		return nil // counted in the uid's next dropped record
+	}
 	r := record(e)
 	var err error
 	if s.cfg.Audit != nil {
@@ -108,6 +137,17 @@ func (s *Server) event(e Event) error {
 	return err
 }
 
+// dropped writes a dropped record (see rejectLimit) and logs it.
+func (s *Server) dropped(r *audit.Record) {
+	var err error
+	if s.cfg.Audit != nil {
+		if err = s.cfg.Audit.Append(r); err != nil {
+			s.cfg.Log.Error("cannot write audit record", "event", string(r.Kind), "err", err)
+		}
+	}
+	s.cfg.Log.Warn("audit: rejected records left out past the rate limit", "requester_uid", r.Peer.UID, "dropped", r.Dropped.Count, "since", r.Dropped.Since)
+}
+
 // durable reports whether e's record must be on disk before the request
 // goes on. Every record is, before the run it allows starts and before the
 // answer is sent: received and allowing decided records are always followed
@@ -143,6 +183,12 @@ func record(e Event) *audit.Record {
 	r := &audit.Record{Kind: audit.Kind(e.Kind), ID: e.ID}
 	if e.Err != nil {
 		r.Error = e.Err.Error()
+		if e.Kind == EventRejected {
+			r.Error = clip(r.Error, maxRecordedError)
+		}
+	}
+	if e.Line != nil {
+		r.Line = &audit.Line{Bytes: len(e.Line), SHA256: audit.SHA256(e.Line)}
 	}
 	if e.Decision != nil && e.Kind == EventDecided {
 		r.Decision = decision(e.Decision, e.Rule)

@@ -69,3 +69,37 @@ func (l *promptLimit) forgetLocked(uid int, u *uidPrompts) {
 		delete(l.uids, uid)
 	}
 }
+
+// connShares caps the connections one uid has in flight, so one requester
+// holding idle connections cannot take every slot of the global cap. Root
+// has no share: it is bound by the global cap alone.
+type connShares struct {
+	max int
+
+	mu   sync.Mutex // guards uids
+	uids map[int]int
+}
+
+func newConnShares(max int) *connShares { return &connShares{max: max, uids: map[int]int{}} }
+
+// take claims a slot for uid, or reports false when its share is used up.
+// On success the caller must call the returned function when the
+// connection is done.
+func (c *connShares) take(uid int) (release func(), ok bool) {
+	if uid == 0 {
+		return func() {}, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.uids[uid] >= c.max {
+		return nil, false
+	}
+	c.uids[uid]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.uids[uid]--; c.uids[uid] == 0 {
+			delete(c.uids, uid)
+		}
+	}, true
+}

@@ -50,7 +50,7 @@ func listen(path string, perm func() (os.FileMode, int)) (*net.UnixListener, err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	if err := checkDir(dir); err != nil {
+	if err := checkDir(dir, false); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	if err := removeStale(path); err != nil {
@@ -76,9 +76,17 @@ func listen(path string, perm func() (os.FileMode, int)) (*net.UnixListener, err
 	return ln, nil
 }
 
-// checkDir refuses a socket directory others could use to swap the socket.
-func checkDir(dir string) error {
-	fi, err := os.Stat(dir)
+// checkDir refuses a directory others could use to swap or plant what
+// the daemon keeps in it: one not owned by root, or writable by group or
+// others. A socket directory may be sticky and world-writable (as /tmp),
+// since the socket is never replaced while it answers; a strict one (the
+// runtime directory, whose files root rewrites) may not, nor be a symlink.
+func checkDir(dir string, strict bool) error {
+	stat := os.Stat
+	if strict {
+		stat = os.Lstat
+	}
+	fi, err := stat(dir)
 	if err != nil {
 		return err
 	}
@@ -86,7 +94,7 @@ func checkDir(dir string) error {
 		return fmt.Errorf("%s is not a directory", dir)
 	}
 	st := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+	if fi.Mode()&0o022 != 0 && (strict || fi.Mode()&fs.ModeSticky == 0) {
 		return fmt.Errorf("%s is writable by group or others: use a directory only root can write", dir)
 	}
 	if st.Uid != uint32(os.Geteuid()) && st.Uid != 0 {

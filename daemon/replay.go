@@ -3,12 +3,14 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -32,12 +34,16 @@ type replayWindow struct {
 }
 
 // openReplay loads the keys of dir's replay file that have not expired.
+// dir must be root's alone (checkDir): root rewrites files in it.
 func openReplay(dir string, window time.Duration, now time.Time) (*replayWindow, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replay window: %w", err)
 	}
+	if err := checkDir(dir, true); err != nil {
+		return nil, fmt.Errorf("runtime directory: %w", err)
+	}
 	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]time.Time{}}
-	data, err := os.ReadFile(w.path)
+	data, err := readNoFollow(w.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("replay window: %w", err)
 	}
@@ -98,13 +104,13 @@ func (w *replayWindow) rewriteLocked(now time.Time) error {
 		fmt.Fprintf(&b, "%d %s\n", exp.UnixNano(), strconv.Quote(k))
 	}
 	tmp := w.path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+	if err := writeNew(tmp, []byte(b.String())); err != nil {
 		return fmt.Errorf("replay window: %w", err)
 	}
 	if err := os.Rename(tmp, w.path); err != nil {
 		return fmt.Errorf("replay window: %w", err)
 	}
-	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("replay window: %w", err)
 	}
@@ -114,6 +120,38 @@ func (w *replayWindow) rewriteLocked(now time.Time) error {
 	w.f = f
 	w.nextPrune = now.Add(w.window)
 	return nil
+}
+
+// writeNew writes data to a file it creates at path (0600), never through
+// what is there already: whatever a crash (or anyone) left at path, a
+// symlink included, is removed first, and the file is made with O_EXCL and
+// O_NOFOLLOW, so root writes only a file it made.
+func writeNew(path string, data []byte) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// readNoFollow reads the file at path, refusing a symlink.
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // LastExpiry is when the newest key recorded (in this run or a previous

@@ -13,6 +13,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ const (
 	DefaultMaxSkew       = 60 * time.Second
 	DefaultMaxRuns       = 8
 	DefaultMaxConns      = 64
+	DefaultFirstByte     = 2 * time.Second
 	DefaultMaxPending    = 4
 	DefaultPromptRate    = 20
 	DefaultRuntimeDir    = "/run/rootgate"
@@ -81,12 +83,26 @@ type Config struct {
 	MaxRuns int
 	// MaxConns caps the connections in flight; past it, "server busy".
 	MaxConns int
+	// MaxConnsPerUID caps the connections of one uid other than root in
+	// flight; 0 means a quarter of MaxConns (at least 1).
+	MaxConnsPerUID int
+	// FirstByte is how long a connection may stay silent before it is
+	// answered with an error and closed; 0 means DefaultFirstByte.
+	FirstByte time.Duration
 	// MaxPending caps the requests of one uid waiting for a person's
 	// decision at once; past it, such a request is refused.
 	MaxPending int
 	// PromptRate caps the requests of one uid put to a person per minute
 	// (a sliding minute); past it, such a request is refused.
 	PromptRate int
+	// AuditMinFree is the free-space guard: while the audit log's file
+	// system has fewer bytes left, requests are refused before they are
+	// received; 0 means no guard.
+	AuditMinFree int64
+	// RejectRate caps the rejected records of one uid other than root
+	// written per minute; past it they are counted, and one dropped record
+	// says how many (see docs/audit.md).
+	RejectRate int
 	// EnvAllow is the env allowlist; nil means wire.DefaultEnvAllow.
 	EnvAllow wire.EnvPolicy
 	// Log receives the daemon's log; nil discards it.
@@ -101,8 +117,10 @@ type Server struct {
 	replay *replayWindow
 	runs   chan struct{} // a token per run in progress
 	conns  chan struct{} // a token per connection in flight
+	shares *connShares   // per-uid shares of conns
 	act    *activity     // what keeps the server from being idle
 	limit  *promptLimit  // per-uid prompt caps
+	reject *rejectLimit  // per-uid caps of rejected records
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -129,11 +147,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	if cfg.MaxConnsPerUID <= 0 {
+		cfg.MaxConnsPerUID = max(1, cfg.MaxConns/4)
+	}
+	if cfg.FirstByte <= 0 {
+		cfg.FirstByte = DefaultFirstByte
+	}
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
 	if cfg.PromptRate <= 0 {
 		cfg.PromptRate = DefaultPromptRate
+	}
+	if cfg.RejectRate <= 0 {
+		cfg.RejectRate = DefaultRejectRate
 	}
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = wire.DefaultEnvAllow
@@ -148,14 +175,17 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	s := &Server{
 		cfg:    cfg,
 		replay: rw,
 		runs:   make(chan struct{}, cfg.MaxRuns),
 		conns:  make(chan struct{}, cfg.MaxConns),
+		shares: newConnShares(cfg.MaxConnsPerUID),
 		act:    newActivity(cfg.Now()),
 		limit:  newPromptLimit(cfg.MaxPending, cfg.PromptRate),
-	}, nil
+	}
+	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
+	return s, nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln, answers
@@ -186,25 +216,40 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 		}
 		backoff = 0
 		end := s.act.begin(s.cfg.Now)
-		select {
-		case s.conns <- struct{}{}:
-		default:
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer end()
-				s.busy(c)
-			}()
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer end()
-			defer func() { <-s.conns }()
-			s.serveConn(ctx, c)
+			s.admit(ctx, c)
 		}()
 	}
+}
+
+// admit reads the peer's identity, takes a slot of the global cap and one
+// of the peer's uid share, and serves the connection; past either, it
+// answers "server busy" without reading the request.
+func (s *Server) admit(ctx context.Context, c *net.UnixConn) {
+	peer, err := peerOf(c)
+	if err != nil {
+		defer c.Close()
+		s.cfg.Log.Error("cannot identify peer", "err", err)
+		s.respond(c, &wire.Response{Status: wire.StatusError, Message: "cannot read peer credentials"})
+		return
+	}
+	release, ok := s.shares.take(peer.UID)
+	if !ok {
+		s.busy(c, wire.TooManyConnsError(peer.UID, s.cfg.MaxConnsPerUID), "uid", peer.UID, "max_conns_per_uid", s.cfg.MaxConnsPerUID)
+		return
+	}
+	defer release()
+	select {
+	case s.conns <- struct{}{}:
+		defer func() { <-s.conns }()
+	default:
+		s.busy(c, wire.ErrServerBusy, "uid", peer.UID, "max_conns", s.cfg.MaxConns)
+		return
+	}
+	s.serveConn(ctx, c, peer)
 }
 
 // isTemporary reports accept errors worth retrying (out of descriptors or
@@ -218,19 +263,24 @@ func isTemporary(err error) bool {
 	return false
 }
 
-// Close releases the replay window's file.
-func (s *Server) Close() error { return s.replay.Close() }
+// Close writes the dropped records still due and releases the replay
+// window's file.
+func (s *Server) Close() error {
+	s.reject.close()
+	return s.replay.Close()
+}
 
-// busy answers a connection over the cap without reading its request.
-func (s *Server) busy(c *net.UnixConn) {
+// busy answers a connection over a cap with err without reading its
+// request.
+func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 	defer c.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = wire.WriteResponse(c, &wire.Response{Status: wire.StatusError, Message: wire.ErrServerBusy.Error(), Version: s.cfg.Version})
-	s.cfg.Log.Warn("connection refused: server busy", "max_conns", s.cfg.MaxConns)
+	_ = wire.WriteResponse(c, &wire.Response{Status: wire.StatusError, Message: err.Error(), Version: s.cfg.Version})
+	s.cfg.Log.Warn("connection refused: "+err.Error(), attrs...)
 }
 
 // serveConn handles one connection: one request, one answer.
-func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other
 	// request and run with it, down: answer this one with an error.
@@ -240,15 +290,8 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			s.respond(c, &wire.Response{Status: wire.StatusError, Message: "internal error"})
 		}
 	}()
-	peer, err := peerOf(c)
-	if err != nil {
-		s.cfg.Log.Error("cannot identify peer", "err", err)
-		s.respond(c, &wire.Response{Status: wire.StatusError, Message: "cannot read peer credentials"})
-		return
-	}
 	log := s.cfg.Log.With("uid", peer.UID, "pid", peer.PID)
-	_ = c.SetReadDeadline(time.Now().Add(wire.ReadTimeout))
-	line, err := wire.ReadLine(c)
+	line, err := s.readLine(c)
 	_ = c.SetReadDeadline(time.Time{})
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -283,6 +326,24 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	s.respond(c, resp)
+}
+
+// readLine reads the request line within wire.ReadTimeout of connecting,
+// and its first byte within Config.FirstByte: a connection that says
+// nothing gives its slot back soon.
+func (s *Server) readLine(c *net.UnixConn) ([]byte, error) {
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(min(s.cfg.FirstByte, wire.ReadTimeout)))
+	first := make([]byte, 1)
+	n, err := c.Read(first)
+	if n == 0 {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, wire.FirstByteError(s.cfg.FirstByte)
+		}
+		return nil, err // io.EOF: left without a word
+	}
+	_ = c.SetReadDeadline(start.Add(wire.ReadTimeout))
+	return wire.ReadLine(io.MultiReader(bytes.NewReader(first), c))
 }
 
 var errClientGone = errors.New("client went away")
@@ -325,16 +386,33 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		if req != nil {
 			id = req.ID
 		}
-		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err})
+		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err, Line: line})
 		return errorResponse(id, err)
 	}
 	log = log.With("id", req.ID)
-	if s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}) != nil {
-		return errorResponse(req.ID, errAudit)
-	}
+	// A request refused before it is received (checks 4 to 9, and the
+	// prompt caps) leaves one compact rejected record, rate-limited per
+	// uid: its line's size and SHA-256, never the line (docs/audit.md).
+	received := false
 	reject := func(err error) *wire.Response {
-		s.event(Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err})
+		e := Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err}
+		if !received {
+			e.Line = line
+		}
+		s.event(e)
 		return errorResponse(req.ID, err)
+	}
+	// receive writes the received record, once the request is to be
+	// decided; nothing runs, and it is not decided, if it cannot be.
+	receive := func() error {
+		if err := s.checkFree(); err != nil {
+			return err
+		}
+		received = true
+		if err := s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}); err != nil {
+			return errAudit
+		}
+		return nil
 	}
 	if err := req.CheckTime(now, s.cfg.MaxSkew); err != nil {
 		return reject(err)
@@ -351,6 +429,12 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		return reject(wire.DuplicateError(req.ID))
 	}
 	if req.Action == wire.ActionPing {
+		switch err := receive(); {
+		case errors.Is(err, errAuditFull):
+			return reject(err)
+		case err != nil:
+			return errorResponse(req.ID, err)
+		}
 		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
 		if s.cfg.Broker != nil {
 			can := s.cfg.Broker.CanAsk(peer.UID)
@@ -365,8 +449,13 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	}
 	defer plan.close()
 
-	d, err := s.decide(ctx, plan, log)
-	if err != nil {
+	d, err := s.decide(ctx, plan, log, receive)
+	switch {
+	case errors.Is(err, errAudit):
+		return errorResponse(req.ID, errAudit)
+	case errors.Is(err, errAuditFull):
+		return reject(err)
+	case err != nil:
 		return reject(err)
 	}
 	if s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
@@ -590,7 +679,9 @@ func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 }
 
 // decide is check 10: the policy first, then a person.
-func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (approval.Decision, error) {
+// receive writes the received record: it is called once the request is
+// decided by the policy, or admitted to be put to a person.
+func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func() error) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
 	m := s.cfg.Policy.Evaluate(approval.Subject{
@@ -602,6 +693,11 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 		Paths:      p.cmd.Paths,
 		Env:        req.Env,
 	})
+	if m.Action == approval.ActionDeny || m.Action == approval.ActionAllow && !req.ForwardAgent {
+		if err := receive(); err != nil {
+			return approval.Decision{}, err
+		}
+	}
 	switch m.Action {
 	case approval.ActionDeny:
 		p.rule = m.Rule
@@ -623,6 +719,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger) (appr
 		return approval.Decision{}, err
 	}
 	defer end()
+	if err := receive(); err != nil {
+		return approval.Decision{}, err
+	}
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,

@@ -27,6 +27,8 @@ func TestDocsQuoteErrors(t *testing.T) {
 		charError("pipeline[0][2]"),
 		TooManyPendingError(1000, 4),
 		PromptRateError(1000, 20),
+		TooManyConnsError(1000, 16),
+		FirstByteError(2 * time.Second),
 	} {
 		if !strings.Contains(doc, "`"+e.Error()+"`") {
 			t.Errorf("docs/protocol.md does not quote %q", e.Error())

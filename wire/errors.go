@@ -75,6 +75,18 @@ func TooManyPendingError(uid, max int) error {
 	return fmt.Errorf("too many requests from uid %d waiting for approval (max %d)", uid, max)
 }
 
+// TooManyConnsError refuses a connection when uid already has max
+// connections in flight.
+func TooManyConnsError(uid, max int) error {
+	return fmt.Errorf("server busy: too many connections from uid %d in flight (max %d)", uid, max)
+}
+
+// FirstByteError answers a connection that sent nothing within d of
+// connecting.
+func FirstByteError(d time.Duration) error {
+	return fmt.Errorf("request not started within %s", d)
+}
+
 // PromptRateError refuses a request when uid has already put perMinute
 // requests to a person within the last minute.
 func PromptRateError(uid, perMinute int) error {

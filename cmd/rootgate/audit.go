@@ -114,7 +114,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	if sum.Genesis != "" {
 		fmt.Fprintf(stdout, "genesis %s\n", sum.Genesis)
 	} else {
-		fmt.Fprintln(stdout, "starts with a rotated record: earlier files not checked")
+		fmt.Fprintf(stdout, "starts with a rotated record after %s (pruned or not given): earlier records not checked\n", approval.Sanitize(sum.After))
 	}
 	fmt.Fprintf(stdout, "last hash %s\n", sum.LastHash)
 	return exitOK
@@ -225,8 +225,14 @@ func formatRecord(r *audit.Record) string {
 		}
 		line("line", "sha256 %s", q(rq.LineSHA256))
 	}
+	if l := r.Line; l != nil {
+		line("line", "%d bytes, sha256 %s", l.Bytes, q(l.SHA256))
+	}
 	if r.Error != "" {
 		line("error", "%s", q(r.Error))
+	}
+	if d := r.Dropped; d != nil {
+		line("dropped", "%d rejected record(s) since %s", d.Count, d.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if d := r.Decision; d != nil {
 		by := q(d.By)

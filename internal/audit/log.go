@@ -28,6 +28,10 @@ type Options struct {
 	// MaxSize rotates the file before a record would take it past this
 	// many bytes; 0 never rotates.
 	MaxSize int64
+	// Keep is how many rotated files are kept: after a rotation, the
+	// oldest beyond it are removed; 0 keeps them all. The chain still
+	// verifies from the oldest file left (see [Verify]).
+	Keep int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -283,7 +287,42 @@ func (l *Log) rotate() error {
 	l.use(f)
 	// The new file is empty (or another writer's rotated record is
 	// already in it): sync writes or reads the rotated record.
-	return l.sync()
+	if err := l.sync(); err != nil {
+		return err
+	}
+	l.prune()
+	return nil
+}
+
+// prune removes the oldest rotated files beyond Options.Keep. Called with
+// the flock held, after a rotation; a file that cannot be removed is left
+// for the next rotation.
+func (l *Log) prune() {
+	if l.opt.Keep <= 0 {
+		return
+	}
+	files, err := Files(l.path)
+	if err != nil {
+		return
+	}
+	if n := len(files); n > 0 && files[n-1] == l.path {
+		files = files[:n-1]
+	}
+	for len(files) > l.opt.Keep {
+		_ = os.Remove(files[0])
+		files = files[1:]
+	}
+	syncDir(filepath.Dir(l.path))
+}
+
+// Free is how many bytes the audit file's file system has available to
+// unprivileged writers (statfs(2) f_bavail).
+func (l *Log) Free() (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(l.path), &st); err != nil {
+		return 0, fmt.Errorf("audit: statfs %s: %w", filepath.Dir(l.path), err)
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 // Close closes the file; later appends fail.

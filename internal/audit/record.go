@@ -45,6 +45,7 @@ const (
 	KindCancelled Kind = "cancelled" // the requester went away and the run was killed; Result
 	KindKilled    Kind = "killed"    // the daemon stopped and killed the run; Result
 	KindFailed    Kind = "failed"    // the request ended in an error after it was decided (the run could not start, ...); Error
+	KindDropped   Kind = "dropped"   // rejected records of one uid left out past the rate limit; Peer (uid) and Dropped
 )
 
 // Record is one line of the audit log. Seq, Time, Prev and Hash are set by
@@ -64,6 +65,11 @@ type Record struct {
 	Decision *Decision `json:"decision,omitempty"`
 	Run      *Run      `json:"run,omitempty"`
 	Result   *Result   `json:"result,omitempty"`
+	// Line is the size and SHA-256 of the raw line of a request rejected
+	// before it was received: the line itself is never recorded.
+	Line *Line `json:"line,omitempty"`
+	// Dropped counts the rejected records left out, on dropped records.
+	Dropped *Dropped `json:"dropped,omitempty"`
 	// PrevFile names (base name) the file a rotated record chains to.
 	PrevFile string `json:"prev_file,omitempty"`
 	// Daemon is the version and pid of the daemon writing, on opened
@@ -104,6 +110,19 @@ type Request struct {
 	StdinSHA256 string            `json:"stdin_sha256,omitempty"` // absent when there is no stdin
 	Timeout     string            `json:"timeout,omitempty"`      // the run time limit asked for
 	Version     string            `json:"version,omitempty"`      // the client's
+}
+
+// Line describes a raw request line without holding it.
+type Line struct {
+	Bytes  int    `json:"bytes"`  // without the newline
+	SHA256 string `json:"sha256"` // of the line without its newline
+}
+
+// Dropped is how many rejected records of one uid were left out, and
+// since when.
+type Dropped struct {
+	Count int       `json:"count"`
+	Since time.Time `json:"since"`
 }
 
 // Decision is who or what decided, and what.

@@ -35,6 +35,10 @@ type Summary struct {
 	// the log; "" when it starts with a rotated record (earlier files
 	// were not given, or were removed).
 	Genesis string
+	// After names the file the first record chains to when the log
+	// starts with a rotated record: that file and the ones before it
+	// were pruned (Options.Keep) or not given.
+	After string
 	// LastHash is the hash of the last record: comparing it with a copy
 	// kept elsewhere (the journal) shows whether records were cut from
 	// the end, which the chain alone cannot.
@@ -131,7 +135,9 @@ func (v *verifier) file(name string, r io.Reader) error {
 			}
 			v.sum.Genesis = *h.Prev
 		case first && h.Kind == KindRotated:
-			// Earlier files not given: the chain is checked from here.
+			// Earlier files pruned or not given: the chain is checked
+			// from here.
+			v.sum.After = h.PrevFile
 		case first:
 			return bad(seq, "log starts with a %q record, not genesis or rotated", h.Kind)
 		case seq != v.sum.LastSeq+1:

@@ -58,10 +58,15 @@ type options struct {
 	maxRuns       int
 	maxConns      int
 	maxPending    int
+	maxConnsUID   int
+	firstByte     time.Duration
 	promptRate    int
 	idleExit      time.Duration
 	audit         string
 	auditMaxSize  byteSize
+	auditKeep     int
+	auditMinFree  byteSize
+	rejectRate    int
 	version       bool
 	man           bool
 	completion    string
@@ -117,7 +122,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win")
 	fs.StringVar(&o.approverSock, "approver-socket", DefaultApproverSocket, "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then")
 	fs.Var(&o.approvers, "approver", "admit `USER` or @GROUP as an approver besides root (repeatable)")
-	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window)")
+	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root")
 	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
 	fs.BoolVar(&o.tty, "tty", false, "prompt for approval on the daemon's controlling terminal")
 	fs.DurationVar(&o.promptTimeout, "prompt-timeout", daemon.DefaultPromptTimeout, "how long an approval prompt waits for an answer")
@@ -126,12 +131,18 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
 	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
+	fs.IntVar(&o.maxConnsUID, "max-conns-per-uid", 0, "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns")
+	fs.DurationVar(&o.firstByte, "first-byte-timeout", daemon.DefaultFirstByte, "how long a connection may send nothing before it is answered with an error and closed")
 	fs.IntVar(&o.maxPending, "max-pending", daemon.DefaultMaxPending, "requests of one uid waiting for a person's decision at once; more are refused")
 	fs.IntVar(&o.promptRate, "prompt-rate", daemon.DefaultPromptRate, "requests of one uid put to a person per minute; more are refused")
 	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
 	fs.StringVar(&o.audit, "audit", audit.DefaultPath, "audit log `file` (created 0600, its directory 0700); it cannot be turned off")
 	o.auditMaxSize = defaultAuditMaxSize
 	fs.Var(&o.auditMaxSize, "audit-max-size", "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates")
+	fs.IntVar(&o.auditKeep, "audit-keep", defaultAuditKeep, "rotated audit files kept; older ones are removed after a rotation (0 keeps all)")
+	o.auditMinFree = defaultAuditMinFree
+	fs.Var(&o.auditMinFree, "audit-min-free", "refuse requests while the audit log's file system has less than this `size` free (bytes, or with K, M or G); 0 turns the guard off")
+	fs.IntVar(&o.rejectRate, "audit-reject-rate", daemon.DefaultRejectRate, "rejected requests of one uid (root excepted) recorded per minute; past it they are counted in one dropped record")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.man, "man", false, "print the rootgated(8) manual page in roff and exit")
 	fs.StringVar(&o.completion, "completion", "", "print a completion script for `shell` (bash, zsh or fish) and exit")
@@ -167,11 +178,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}} {
+	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}} {
 		if d.v <= 0 {
 			fmt.Fprintf(stderr, "rootgated: error: --%s must be positive\n", d.name)
 			return 2
 		}
+	}
+	if o.auditKeep < 0 || o.rejectRate < 1 {
+		fmt.Fprintln(stderr, "rootgated: error: --audit-keep must not be negative and --audit-reject-rate must be at least 1")
+		return 2
+	}
+	if o.maxConnsUID < 0 {
+		fmt.Fprintln(stderr, "rootgated: error: --max-conns-per-uid must not be negative")
+		return 2
 	}
 	if o.idleExit < 0 {
 		fmt.Fprintln(stderr, "rootgated: error: --idle-exit must not be negative")
@@ -244,7 +263,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
 	}
 
-	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize)})
+	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep})
 	if err != nil {
 		return err
 	}
@@ -256,21 +275,25 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 
 	srv, err := daemon.New(daemon.Config{
-		Version:     version.String(),
-		RuntimeDir:  o.runtimeDir,
-		Policy:      policy,
-		Approver:    broker,
-		Broker:      broker,
-		Admission:   admit,
-		Audit:       alog,
-		ExecTimeout: o.execTimeout,
-		KillGrace:   o.killGrace,
-		MaxSkew:     o.maxSkew,
-		MaxRuns:     o.maxRuns,
-		MaxConns:    o.maxConns,
-		MaxPending:  o.maxPending,
-		PromptRate:  o.promptRate,
-		Log:         log,
+		Version:        version.String(),
+		RuntimeDir:     o.runtimeDir,
+		Policy:         policy,
+		Approver:       broker,
+		Broker:         broker,
+		Admission:      admit,
+		Audit:          alog,
+		ExecTimeout:    o.execTimeout,
+		KillGrace:      o.killGrace,
+		MaxSkew:        o.maxSkew,
+		MaxRuns:        o.maxRuns,
+		MaxConns:       o.maxConns,
+		MaxConnsPerUID: o.maxConnsUID,
+		FirstByte:      o.firstByte,
+		MaxPending:     o.maxPending,
+		PromptRate:     o.promptRate,
+		RejectRate:     o.rejectRate,
+		AuditMinFree:   int64(o.auditMinFree),
+		Log:            log,
 	})
 	if err != nil {
 		return err
@@ -448,6 +471,14 @@ func newLogger(out io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewMultiHandler(j, text))
 }
+
+// defaultAuditKeep and defaultAuditMinFree are --audit-keep's and
+// --audit-min-free's defaults: with --audit-max-size's, the log takes at
+// most about 700 MiB, and requests stop before the disk is full.
+const (
+	defaultAuditKeep    = 10
+	defaultAuditMinFree = 32 << 20
+)
 
 // defaultAuditMaxSize is --audit-max-size's default.
 const defaultAuditMaxSize = 64 << 20

@@ -1,0 +1,225 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// floodRejected is a requester that sends $ARGV[1] request lines of about
+// 1 MiB each to the socket $ARGV[0], each refused: every other one does not
+// decode (a 1 MB field name the error quotes), the others decode but are
+// stale and carry a 1 MB argument. It prints each answer's status and
+// message, then "done".
+const floodRejected = `
+use IO::Socket::UNIX;
+$| = 1;
+my ($path, $n) = @ARGV;
+my $big = "A" x 1000000;
+for my $i (1..$n) {
+	my $s = IO::Socket::UNIX->new(Peer => $path) or die "connect: $!";
+	my $line = $i % 2
+		? "{\"time\":\"2020-01-01T00:00:00Z\",\"pipeline\":[[\"true\"]],\"$big$i\":1}\n"
+		: "{\"id\":\"flood-$i\",\"time\":\"2020-01-01T00:00:00Z\",\"pipeline\":[[\"true\",\"$big\"]]}\n";
+	print $s $line;
+	shutdown($s, 1);
+	my $answer = <$s>;
+	print "answer ", ($answer =~ /"status":"error"/ ? "error" : "other: $answer"), "\n";
+	close $s;
+}
+print "done\n";
+`
+
+// TestRejectedFloodKeepsAuditSmall: a requester (rgtfa) sending 1 MiB
+// requests that are all refused leaves a few hundred bytes per record at
+// most, and at most --audit-reject-rate of them a minute, the rest counted
+// in one dropped record; another user (rgtfb) is served and audited
+// meanwhile.
+func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
+	auid, agid := testAccount(t, "rgtfa")
+	buid, bgid := testAccount(t, "rgtfb")
+	d := startDaemon(t, opts{args: []string{"--audit-reject-rate", "20"}})
+	openToAll(t, d)
+	const flood, rate = 60, 20
+	fi, err := os.Stat(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fi.Size()
+
+	cmd := exec.Command("perl", "-e", floodRejected, d.sock, strconv.Itoa(flood))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: auid, Gid: agid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// rgtfb asks while the flood is on.
+	r := sendAs(t, d.sock, buid, bgid, []uint32{}, request(map[string]any{"id": "rgtfb-1", "privileged": false, "pipeline": [][]string{{"id", "-u"}}}))
+	if r.Status != wire.StatusOK || string(r.Stdout) != strconv.Itoa(int(buid))+"\n" {
+		t.Fatalf("rgtfb during the flood: %s", r.raw)
+	}
+	sc := bufio.NewScanner(stdout)
+	answers := 0
+	for sc.Scan() {
+		if sc.Text() == "done" {
+			break
+		}
+		if sc.Text() != "answer error" {
+			t.Fatalf("flood: %s", sc.Text())
+		}
+		answers++
+	}
+	cmd.Wait()
+	if answers != flood {
+		t.Fatalf("%d of %d flood requests answered", answers, flood)
+	}
+	waitTrail(t, d.dir, "rgtfb-1", "received decided started finished")
+
+	// The dropped record is written when rgtfa's minute ends, or when the
+	// daemon stops.
+	d.terminate()
+	fi, err = os.Stat(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grown := fi.Size() - before; grown > 64<<10 {
+		t.Errorf("%d flood requests of 1 MiB grew the audit log by %d bytes", flood, grown)
+	}
+	raw, err := os.ReadFile(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, dropped := 0, 0
+	rs := records(t, d.dir)
+	for i, line := range bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n")) {
+		rec := rs[i]
+		if rec.Peer == nil || rec.Peer.UID != int(auid) {
+			continue
+		}
+		switch rec.Kind {
+		case audit.KindRejected:
+			written++
+			if len(line) > 1024 || rec.Line == nil || rec.Line.Bytes < 1000000 || rec.Request != nil {
+				t.Errorf("rgtfa's rejected record is %d bytes: %.300s", len(line), line)
+			}
+		case audit.KindDropped:
+			dropped += rec.Dropped.Count
+		default:
+			t.Errorf("rgtfa's flood left a %s record", rec.Kind)
+		}
+	}
+	if written != rate || dropped != flood-rate {
+		t.Errorf("rgtfa: %d rejected records written and %d counted as dropped, want %d and %d", written, dropped, rate, flood-rate)
+	}
+	if strings.Contains(string(raw), strings.Repeat("A", 300)) {
+		t.Error("the audit log holds the flood's lines")
+	}
+	// What `rootgate audit show` makes of them.
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("audit show: %v\n%s", err, out)
+	}
+	for _, want := range []string{`dropped: +` + strconv.Itoa(flood-rate) + ` rejected record\(s\) since `, `line: +100\d{4} bytes, sha256 [0-9a-f]{64}\n`} {
+		if !regexp.MustCompile(want).Match(out) {
+			t.Errorf("audit show lacks %s:\n%.3000s", want, out)
+		}
+	}
+}
+
+// TestAuditRetention: past --audit-keep rotated files, the oldest are
+// removed after a rotation, and `rootgate audit verify` still passes,
+// saying that the log starts after a pruned file.
+func TestAuditRetention(t *testing.T) {
+	d := startDaemon(t, opts{args: []string{"--audit-max-size", "2K", "--audit-keep", "2"}})
+	for i := range 12 {
+		wantOK(t, d.send(map[string]any{"id": "au-keep-" + strconv.Itoa(i)}))
+	}
+	files, err := audit.Files(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Fatalf("files %v: want the log and 2 rotated files", files)
+	}
+	first := records(t, d.dir)[0]
+	if first.Kind != audit.KindRotated || first.Seq < 10 {
+		t.Fatalf("the oldest file kept starts with %+v: nothing was pruned", first)
+	}
+	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(d.dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("verify after pruning: %v\n%s", err, out)
+	}
+	want := "starts with a rotated record after " + first.PrevFile + " (pruned or not given): earlier records not checked"
+	if !strings.Contains(string(out), want) {
+		t.Errorf("verify said:\n%s\nwant %q", out, want)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, first.PrevFile)); err == nil {
+		t.Errorf("%s was kept", first.PrevFile)
+	}
+}
+
+// TestAuditFreeSpaceGuard: while the audit log's file system has less than
+// --audit-min-free left, requests are refused before they are received (so
+// before anything runs) and the daemon logs it at error level; once there
+// is room, they run.
+func TestAuditFreeSpaceGuard(t *testing.T) {
+	dir := shortDir(t)
+	small := filepath.Join(dir, "small")
+	if err := os.Mkdir(small, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(small, 0); err != nil {
+			t.Errorf("unmount %s: %v", small, err)
+		}
+	})
+	d := startDaemon(t, opts{args: []string{"--audit", auditPath(small), "--audit-min-free", "2M"}})
+	marker := filepath.Join(dir, "ran")
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}}))
+
+	// Leave 1 MiB free: under the guard, with room for records still.
+	filler := filepath.Join(small, "filler")
+	if err := os.WriteFile(filler, make([]byte, 3<<20-64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := d.send(map[string]any{"id": "guarded", "pipeline": [][]string{{"touch", marker}}})
+	wantError(t, r, "the audit log's file system is nearly full; not running")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran under the free-space guard")
+	}
+	waitTrail(t, small, "guarded", "rejected")
+	wantError(t, d.send(map[string]any{"id": "guarded-ping", "action": "ping", "pipeline": nil}), "the audit log's file system is nearly full; not running")
+	waitTrail(t, small, "guarded-ping", "rejected")
+	if !strings.Contains(d.stderr.String(), "level=ERROR msg=\"audit log's file system nearly full; requests refused\"") {
+		t.Errorf("the guard logged no error:\n%s", d.stderr)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, d.send(map[string]any{"id": "room-again", "pipeline": [][]string{{"touch", marker}}}))
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the command did not run once there was room")
+	}
+	d.stop()
+	if out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(small)).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}

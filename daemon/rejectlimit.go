@@ -1,0 +1,127 @@
+package daemon
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rootgate/rootgate/internal/audit"
+)
+
+// DefaultRejectRate is Config.RejectRate's default.
+const DefaultRejectRate = 60
+
+// maxRecordedError bounds the error text of a rejected record: some
+// errors quote what the requester sent.
+const maxRecordedError = 256
+
+// rejectLimit keeps one uid's refused requests from filling the audit log
+// (and the journal): past rate rejected records a minute (a fixed minute
+// from its first), the uid's further ones are counted, not written, and
+// one dropped record says how many when that minute is over. Root is not
+// limited.
+type rejectLimit struct {
+	rate  int
+	flush func(*audit.Record) // writes a dropped record
+
+	mu     sync.Mutex // guards the fields that follow
+	uids   map[int]*uidRejects
+	closed bool
+}
+
+// uidRejects is one uid's minute of rejected records.
+type uidRejects struct {
+	start   time.Time
+	n       int         // records written this minute
+	dropped int         // records left out this minute
+	timer   *time.Timer // writes the dropped record when the minute ends
+}
+
+func newRejectLimit(rate int, flush func(*audit.Record)) *rejectLimit {
+	return &rejectLimit{rate: rate, flush: flush, uids: map[int]*uidRejects{}}
+}
+
+// allow reports whether uid's rejected record at now is to be written.
+func (l *rejectLimit) allow(uid int, now time.Time) bool {
+	if uid == 0 {
+		return true
+	}
+	l.mu.Lock()
+	u := l.uids[uid]
+	var done *audit.Record
+	if u == nil || now.Sub(u.start) >= time.Minute {
+		if u != nil {
+			done = l.endLocked(uid, u)
+		}
+		u = &uidRejects{start: now}
+		l.uids[uid] = u
+	}
+	ok := u.n < l.rate
+	if ok {
+		u.n++
+	} else {
+		u.dropped++
+		if u.timer == nil && !l.closed {
+			u.timer = time.AfterFunc(u.start.Add(time.Minute).Sub(now), func() { l.end(uid, u) })
+		}
+	}
+	l.mu.Unlock()
+	if done != nil {
+		l.flush(done)
+	}
+	return ok
+}
+
+// end closes u's minute if it is still uid's current one.
+func (l *rejectLimit) end(uid int, u *uidRejects) {
+	l.mu.Lock()
+	var done *audit.Record
+	if l.uids[uid] == u {
+		done = l.endLocked(uid, u)
+	}
+	l.mu.Unlock()
+	if done != nil {
+		l.flush(done)
+	}
+}
+
+// endLocked forgets u and returns its dropped record, if any.
+func (l *rejectLimit) endLocked(uid int, u *uidRejects) *audit.Record {
+	delete(l.uids, uid)
+	if u.timer != nil {
+		u.timer.Stop()
+	}
+	if u.dropped == 0 {
+		return nil
+	}
+	return &audit.Record{Kind: audit.KindDropped, Peer: &audit.Peer{UID: uid}, Dropped: &audit.Dropped{Count: u.dropped, Since: u.start.UTC()}}
+}
+
+// close writes the dropped records of every minute still open.
+func (l *rejectLimit) close() {
+	l.mu.Lock()
+	l.closed = true
+	var done []*audit.Record
+	for uid, u := range l.uids {
+		if r := l.endLocked(uid, u); r != nil {
+			done = append(done, r)
+		}
+	}
+	l.mu.Unlock()
+	for _, r := range done {
+		l.flush(r)
+	}
+}
+
+// clip shortens s to at most max bytes (on a rune boundary), saying how
+// long it was.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
