@@ -95,7 +95,7 @@ type Requester struct {
 type Stage struct {
 	Argv   []string `json:"argv"`   // as requested; Argv[0] as written
 	Path   string   `json:"path"`   // resolved absolute path that will be executed
-	Target string   `json:"target"` // where Path leads when it is a symlink, else ""
+	Target string   `json:"target"` // the real path of the file that runs, when it differs from Path, else ""
 }
 
 // Prompt is everything an approver is shown about a request. Every string

@@ -30,8 +30,8 @@ const stdinPreviewBytes = 200
 // client version, the reason (marked as the requester's words), what would
 // run (run-as user, loudly when root; working directory; environment; stdin
 // size, SHA-256 and a preview; SSH agent forwarding; time limit) and last,
-// every stage's full argv quoted shell-style with its resolved path and
-// symlink target.
+// every stage's full argv quoted shell-style with its resolved path and,
+// when that differs, the real path of the file that runs.
 //
 // The text is plain: no ANSI sequences, no control character other than the
 // '\n' that ends each line, no invisible rune. Nothing is truncated except
@@ -131,7 +131,7 @@ func Render(p *Prompt) string {
 			path = Quote(s.Path)
 		}
 		if s.Target != "" {
-			path += ", a symlink to " + Quote(s.Target)
+			path += ", which is the file " + Quote(s.Target)
 		}
 		fmt.Fprintf(&b, "      executable: %s\n", path)
 	}

@@ -130,7 +130,7 @@ Pipeline (2 stages; each stage's output is the next one's input):
   [1] journalctl -u nginx --since '1 hour ago'
       executable: /usr/bin/journalctl
   [2] awk $'/error/ {print $1}\n'
-      executable: /usr/bin/awk, a symlink to /etc/alternatives/awk
+      executable: /usr/bin/awk, which is the file /etc/alternatives/awk
 `
 	if got := Render(p); got != want {
 		t.Errorf("Render:\n%s\nwant:\n%s", got, want)
@@ -200,7 +200,7 @@ func TestRenderEscapesControlSequences(t *testing.T) {
 		`Environment: $'LANG\x1b'=$'\x1b[0m'`,
 		`all of it: $'\x1b[?1049h'`,
 		`[1] echo $'\x1b[31mred\x1b[0m' $'\x1b]0;title\x07' $'a\nb' $'c\td'`,
-		`executable: $'/tmp/e\x1b[1m', a symlink to $'/tmp/t\x07'`,
+		`executable: $'/tmp/e\x1b[1m', which is the file $'/tmp/t\x07'`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Render lacks %s; it is:\n%s", want, got)

@@ -314,26 +314,29 @@ func TestArgumentExtremes(t *testing.T) {
 	d.alive()
 }
 
-// TestRunDescriptors: a run, ELF or script, has descriptors 0, 1 and 2
-// and nothing else of the daemon's (its sockets, the pinned executables,
-// pidfds).
+// TestRunDescriptors: a run has descriptors 0, 1 and 2 and nothing else
+// of the daemon's (its sockets, the pinned executables, pidfds); a script
+// has one more, 3, which is the script itself, held for its interpreter.
 func TestRunDescriptors(t *testing.T) {
 	d := startDaemon(t, opts{})
 	_, script := swapDir(t)
 	// The interpreter holds the script open (close-on-exec); what it got
 	// from the daemon passes on through exec.
-	text := "#!/bin/sh\nexec sh -c 'ls /proc/$$/fd'\n"
+	text := "#!/bin/sh\nexec sh -c 'ls /proc/$$/fd; readlink /proc/$$/fd/3'\n"
 	if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range [][][]string{
-		{{"sh", "-c", "ls /proc/$$/fd"}},
-		{{script}},
-		{{"true"}, {"sh", "-c", "ls /proc/$$/fd"}},
+	for _, tc := range []struct {
+		p    [][]string
+		want string
+	}{
+		{[][]string{{"sh", "-c", "ls /proc/$$/fd"}}, "0\n1\n2\n"},
+		{[][]string{{script}}, "0\n1\n2\n3\n" + script + "\n"},
+		{[][]string{{"true"}, {"sh", "-c", "ls /proc/$$/fd"}}, "0\n1\n2\n"},
 	} {
-		r := wantOK(t, d.send(map[string]any{"pipeline": p, "stdin": "eA=="}))
-		if got := string(r.Stdout); got != "0\n1\n2\n" {
-			t.Errorf("%q: descriptors %q, want 0 1 2", p, got)
+		r := wantOK(t, d.send(map[string]any{"pipeline": tc.p, "stdin": "eA=="}))
+		if got := string(r.Stdout); got != tc.want {
+			t.Errorf("%q: descriptors %q, want %q", tc.p, got, tc.want)
 		}
 	}
 }

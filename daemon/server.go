@@ -583,7 +583,7 @@ type runPlan struct {
 	peer    Peer
 	account pipeline.Account
 	stages  []approval.Stage
-	cwd     string             // req.Cwd with symlinks resolved
+	cwd     string             // the held cwd's real path
 	dir     *os.File           // the cwd, held open
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
@@ -603,79 +603,108 @@ func (p *runPlan) close() {
 // plan is check 9: resolve every executable, the cwd and the run-as user.
 // Each executable is pinned (held open) from here to the run, so the file
 // the approver is shown is the one that runs; the caller closes the plan.
+// For a run that is not privileged, the cwd and the executables are
+// opened with the run-as user's file system identity, so such a run
+// reaches nothing its user could not.
 func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
 		return nil, errNoAgent
-	}
-	// The cwd is held open from here to the run, which enters the
-	// directory held, not whatever its path names by then; the prompt
-	// shows that directory's own path, symlinks resolved, as the kernel
-	// names the descriptor.
-	dir, err := pipeline.OpenDir(req.Cwd)
-	if err != nil {
-		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
-	}
-	p := &runPlan{req: req, peer: peer, dir: dir, stages: make([]approval.Stage, len(req.Pipeline))}
-	defer func() {
-		if err != nil {
-			p.close()
-		}
-	}()
-	cwd, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(dir.Fd())))
-	if err != nil || !filepath.IsAbs(cwd) {
-		return nil, fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
-	}
-	p.cwd = cwd
-	paths := make([]string, len(req.Pipeline))
-	for i, argv := range req.Pipeline {
-		exe, err := pipeline.Resolve(argv[0], cwd)
-		if err != nil {
-			if errors.Is(err, pipeline.ErrNotFound) {
-				return nil, wire.NotFoundError(i+1, argv[0])
-			}
-			return nil, fmt.Errorf("stage %d: %w", i+1, err)
-		}
-		pin, err := pipeline.Pin(exe.Path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil, wire.NotFoundError(i+1, argv[0]) // gone since Resolve looked
-		case err != nil:
-			return nil, fmt.Errorf("stage %d: %w", i+1, err)
-		}
-		p.pinned = append(p.pinned, pin)
-		paths[i] = exe.Path
-		p.stages[i] = approval.Stage{Argv: argv, Path: exe.Path, Target: exe.Target}
 	}
 	uid := uint32(0)
 	if !req.Privileged {
 		uid = uint32(peer.UID)
 	}
-	p.account, err = pipeline.LookupAccount(uid)
+	account, err := pipeline.LookupAccount(uid)
 	if err != nil {
 		return nil, fmt.Errorf("cannot run as uid %d: no such user", uid)
 	}
 	if !req.Privileged {
 		// The peer's own groups, as the kernel reported them at connect.
-		p.account.GID = uint32(peer.GID)
-		p.account.Groups = peer.Groups
+		account.GID = uint32(peer.GID)
+		account.Groups = peer.Groups
+	}
+	p := &runPlan{req: req, peer: peer, account: account, stages: make([]approval.Stage, len(req.Pipeline))}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	open := p.open
+	if !req.Privileged {
+		open = func() error { return pipeline.AsUser(&p.account, p.open) }
+	}
+	if err := open(); err != nil {
+		return nil, err
 	}
 	timeout := s.cfg.ExecTimeout
 	if req.Timeout > 0 && req.Timeout < timeout {
 		timeout = req.Timeout
+	}
+	paths := make([]string, len(p.stages))
+	for i, st := range p.stages {
+		paths[i] = st.Path
 	}
 	p.cmd = &pipeline.Cmd{
 		Argv:      req.Pipeline,
 		Paths:     paths,
 		Env:       pipeline.Env(p.account, req.Env),
 		Pinned:    p.pinned,
-		Dir:       cwd,
-		DirFile:   dir,
+		Dir:       p.cwd,
+		DirFile:   p.dir,
 		Stdin:     req.Stdin,
 		Account:   &p.account,
 		Timeout:   timeout,
 		KillGrace: s.cfg.KillGrace,
 	}
 	return p, nil
+}
+
+// open opens the cwd and resolves and pins every stage's executable, with
+// the calling thread's file system identity. The cwd is held open from
+// here to the run, which enters the directory held, not whatever its path
+// names by then; the prompt shows that directory's own path, symlinks
+// resolved, as the kernel names the descriptor. Likewise each stage shows
+// the real path of the file pinned, which is the one that runs.
+func (p *runPlan) open() error {
+	req := p.req
+	dir, err := pipeline.OpenDir(req.Cwd)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cwd %q: permission denied", req.Cwd)
+	case errors.Is(err, pipeline.ErrMagicLink):
+		return fmt.Errorf("cwd %q: %w", req.Cwd, pipeline.ErrMagicLink)
+	case err != nil:
+		return fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
+	}
+	p.dir = dir
+	cwd, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(dir.Fd())))
+	if err != nil || !filepath.IsAbs(cwd) {
+		return fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
+	}
+	p.cwd = cwd
+	for i, argv := range req.Pipeline {
+		exe, err := pipeline.Resolve(argv[0], cwd)
+		if err != nil {
+			if errors.Is(err, pipeline.ErrNotFound) {
+				return wire.NotFoundError(i+1, argv[0])
+			}
+			return fmt.Errorf("stage %d: %w", i+1, err)
+		}
+		pin, err := pipeline.Pin(exe.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return wire.NotFoundError(i+1, argv[0]) // gone since Resolve looked
+		case err != nil:
+			return fmt.Errorf("stage %d: %w", i+1, err)
+		}
+		p.pinned = append(p.pinned, pin)
+		st := approval.Stage{Argv: argv, Path: exe.Path}
+		if pin.Real != exe.Path {
+			st.Target = pin.Real
+		}
+		p.stages[i] = st
+	}
+	return nil
 }
 
 // decide is check 10: the policy first, then a person.

@@ -30,7 +30,8 @@
 // stage's stdout and every stage's stderr are read concurrently into buffers
 // that keep the first [Cmd].Cap bytes and read and discard the rest, so a
 // chatty child never blocks on a full pipe. Children get the environment
-// given and nothing else, no descriptor but 0, 1 and 2, and no controlling
+// given and nothing else, no descriptor but 0, 1 and 2 (a pinned script
+// also gets 3, its own file: see [Cmd].Pinned), and no controlling
 // terminal: each stage leads its own session and process group. Signals
 // start with their default action, except those the calling process
 // ignores: exec keeps SIG_IGN. (Go installs handlers rather than ignoring,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 
@@ -18,25 +19,35 @@ import (
 // When the run starts, the path must still name the very same file
 // (device and inode), and that file must be unchanged: same owner, group,
 // mode, size, modification and change time (any write, chmod or chown
-// changes the change time). Otherwise the run is refused. An ELF binary is
-// then executed through the held descriptor (/proc/self/fd/N), so nothing
-// done to the path after the check can change what runs. A script (#!) or
-// any other format handed to an interpreter is executed by its path, since
-// the interpreter opens the file again by name: for those the check
-// narrows the window to the moment between it and the interpreter's open,
-// without closing it.
+// changes the change time). Otherwise the run is refused. The file is then
+// executed through the held descriptor (/proc/self/fd/N), never by its
+// path, so nothing done to the path after the check can change what runs.
+// That holds for an ELF binary and for a script (#!) alike: the kernel
+// hands a script's interpreter the name /proc/self/fd/N, which the
+// interpreter opens to read the script, so it reads the held file too.
+// For that, an interpreted file's descriptor is the one descriptor besides
+// 0, 1 and 2 that a stage inherits (as descriptor 3; see [Cmd]).
 type Pinned struct {
 	// Path is the path that was resolved and is shown to the approver.
 	Path string
+	// Real is the real path of the held file when it was pinned, every
+	// symlink resolved: the file that runs.
+	Real string
 	f    *os.File // O_PATH descriptor of the file Path named at Pin
 	st   unix.Stat_t
-	elf  bool
+	// interpreted: the file is not ELF, so the kernel hands it to an
+	// interpreter (#!, binfmt_misc) that opens it by the name it is given.
+	interpreted bool
 }
 
-// Pin opens the executable at path (following symlinks, as exec does) and
-// records what it is. The file must be a regular file with an execute bit.
+// Pin opens the executable at path (following symlinks, as exec does, but
+// never through a /proc magic link: see [ErrMagicLink]) and records what
+// it is. The file must be a regular file with an execute bit. Path is
+// followed, and the file's first bytes read, with the calling thread's
+// file system identity (see [AsUser]); a file that identity may execute
+// but not read is taken for a binary, since no interpreter could read it.
 func Pin(path string) (*Pinned, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	fd, err := openPath(path, 0)
 	if err != nil {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
@@ -49,11 +60,18 @@ func Pin(path string) (*Pinned, error) {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: not an executable regular file", path)
 	}
+	if p.Real, err = realPath(fd); err != nil {
+		p.f.Close()
+		return nil, fmt.Errorf("pin %s: %w", path, err)
+	}
 	// Reopen the pinned file (not the path) to read its magic number; a
 	// regular file opens without side effects.
 	// A file too short to hold the magic number is not ELF; any other
-	// failure is an error, not a quiet fall back to running by path.
+	// failure is an error, not a quiet guess.
 	r, err := os.Open(p.fdPath())
+	if errors.Is(err, fs.ErrPermission) {
+		return p, nil // execute-only: a binary, or nothing that can run
+	}
 	if err != nil {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)
@@ -65,16 +83,17 @@ func Pin(path string) (*Pinned, error) {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
-	p.elf = err == nil && string(magic[:]) == "\x7fELF"
+	p.interpreted = err != nil || string(magic[:]) != "\x7fELF"
 	return p, nil
 }
 
 // Close releases the held descriptor.
 func (p *Pinned) Close() error { return p.f.Close() }
 
-// ELF reports whether the pinned file is an ELF binary, which a run
-// executes through its descriptor.
-func (p *Pinned) ELF() bool { return p.elf }
+// Interpreted reports whether the pinned file is not an ELF binary but a
+// file the kernel hands to an interpreter (a #! script, a binfmt_misc
+// format), whose descriptor a run passes on as descriptor 3.
+func (p *Pinned) Interpreted() bool { return p.interpreted }
 
 func (p *Pinned) fdPath() string { return "/proc/self/fd/" + strconv.Itoa(int(p.f.Fd())) }
 

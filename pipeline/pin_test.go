@@ -45,8 +45,8 @@ func pin(t *testing.T, path string) *Pinned {
 func TestPinnedRuns(t *testing.T) {
 	_, elf, script := pinDir(t)
 	pe, ps := pin(t, elf), pin(t, script)
-	if !pe.ELF() || ps.ELF() {
-		t.Fatalf("ELF() = %v for the binary and %v for the script", pe.ELF(), ps.ELF())
+	if pe.Interpreted() || !ps.Interpreted() {
+		t.Fatalf("Interpreted() = %v for the binary and %v for the script", pe.Interpreted(), ps.Interpreted())
 	}
 	nobody, err := LookupAccount(65534)
 	if err != nil {
@@ -119,25 +119,35 @@ func TestPinnedSwapRefused(t *testing.T) {
 	}
 }
 
-// TestPinnedELFRunsTheHeldFile: past the check, replacing the path of a
-// pinned ELF binary cannot change what runs, since it is executed through
-// the held descriptor. (The window is too short to hit from a test, so
-// this starts the run without the check.)
-func TestPinnedELFRunsTheHeldFile(t *testing.T) {
-	_, elf, _ := pinDir(t)
-	p := pin(t, elf)
-	replace(t, elf, []byte("#!/bin/sh\necho evil\n"))
-	c := &Cmd{Argv: [][]string{helperArgv("echo", "the pinned one")}, Paths: []string{elf}, Pinned: []*Pinned{p}}
-	r, err := c.prepare()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.start(); err != nil {
-		t.Fatal(err)
-	}
-	res := r.wait(context.Background(), 0, DefaultKillGrace)
-	if got := string(res.Stdout.Data); got != "the pinned one\n" {
-		t.Errorf("stdout %q: the file swapped in ran", got)
+// TestPinnedRunsTheHeldFile: past the check, replacing the path of a
+// pinned ELF binary or script cannot change what runs, since either is
+// executed through the held descriptor, and a script's interpreter reads
+// it through that descriptor too. (This starts the run without the check,
+// which would refuse it.)
+func TestPinnedRunsTheHeldFile(t *testing.T) {
+	_, elf, script := pinDir(t)
+	for _, tc := range []struct {
+		path string
+		argv []string
+		want string
+	}{
+		{elf, helperArgv("echo", "the pinned one"), "the pinned one\n"},
+		{script, []string{"script", "the pinned one"}, "script the pinned one\n"},
+	} {
+		p := pin(t, tc.path)
+		replace(t, tc.path, []byte("#!/bin/sh\necho evil\n"))
+		c := &Cmd{Argv: [][]string{tc.argv}, Paths: []string{tc.path}, Pinned: []*Pinned{p}}
+		r, err := c.prepare()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.start(); err != nil {
+			t.Fatal(err)
+		}
+		res := r.wait(context.Background(), 0, DefaultKillGrace)
+		if got := string(res.Stdout.Data); got != tc.want {
+			t.Errorf("%s: stdout %q: the file swapped in ran", tc.path, got)
+		}
 	}
 }
 
@@ -161,35 +171,37 @@ func TestPinnedDescriptorNotOverwritten(t *testing.T) {
 	// them when the pipe is numbered lower. Arrange exactly that: free
 	// numbers below the stage's files (the error pipe lands there) and
 	// the pinned file right above them. The pinned file must still be
-	// what runs.
-	open := func() *os.File {
-		f, err := os.Open(os.DevNull)
+	// what runs, an ELF binary or a script.
+	_, _, script := pinDir(t)
+	for _, path := range []string{"/usr/bin/true", script} {
+		open := func() *os.File {
+			f, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		low := []*os.File{open(), open()}
+		stdin, stdout, stderr := open(), open(), open()
+		p, err := Pin(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return f
-	}
-	low := []*os.File{open(), open()}
-	stdin, stdout, stderr := open(), open(), open()
-	defer stdin.Close()
-	defer stdout.Close()
-	defer stderr.Close()
-	p, err := Pin("/usr/bin/true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if p.f.Fd() != stderr.Fd()+1 {
-		t.Fatalf("the pinned descriptor is %d, not right above the stage's files (%d)", p.f.Fd(), stderr.Fd())
-	}
-	for _, f := range low {
-		f.Close()
-	}
-	s := &stage{cmd: &exec.Cmd{Path: "/usr/bin/true", Args: []string{"true"}, Stdin: stdin, Stdout: stdout, Stderr: stderr}, pin: p, shown: "/usr/bin/true"}
-	if err := s.start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	if err := s.cmd.Wait(); err != nil {
-		t.Fatalf("the pinned file did not run: %v", err)
+		if p.f.Fd() != stderr.Fd()+1 {
+			t.Fatalf("the pinned descriptor is %d, not right above the stage's files (%d)", p.f.Fd(), stderr.Fd())
+		}
+		for _, f := range low {
+			f.Close()
+		}
+		s := &stage{cmd: &exec.Cmd{Path: path, Args: []string{"x"}, Stdin: stdin, Stdout: stdout, Stderr: stderr}, pin: p, shown: path}
+		if err := s.start(); err != nil {
+			t.Fatalf("%s: start: %v", path, err)
+		}
+		if err := s.cmd.Wait(); err != nil {
+			t.Fatalf("%s: the pinned file did not run: %v", path, err)
+		}
+		for _, f := range []*os.File{stdin, stdout, stderr, p.f} {
+			f.Close()
+		}
 	}
 }

@@ -3,10 +3,14 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // SearchPath is the only path a bare executable name is looked up in. It is
@@ -18,10 +22,17 @@ const SearchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 // nothing that can be executed.
 var ErrNotFound = errors.New("executable not found")
 
+// ErrMagicLink is wrapped by the errors of [Resolve], [Pin] and [OpenDir]
+// when a path leads through a /proc magic link (/proc/PID/cwd, root, exe,
+// fd/N): those name a file as seen by the process that follows them, so
+// the daemon and the run it starts would see different files. The kernel
+// reports a symlink loop the same way, so the error names both.
+var ErrMagicLink = errors.New("a symlink loop, or a path through a /proc magic link, which is refused")
+
 // Executable is a resolved argv[0].
 type Executable struct {
 	Path   string // absolute path that will be executed
-	Target string // if Path is a symlink: its final target (filepath.EvalSymlinks), else ""
+	Target string // the real path of the file Path names, when it differs from Path, else ""
 }
 
 // Resolve resolves argv0 as the kernel will find it when run in directory
@@ -34,11 +45,16 @@ type Executable struct {
 //
 // The result must be a regular file (after following symlinks) with at
 // least one execute bit set. Whether the run-as user may execute it is
-// found out when the run starts.
+// found out when the run starts. Paths are followed with the calling
+// thread's file system identity (see [AsUser]) and never through a /proc
+// magic link.
 //
 // When nothing executable was found the error wraps [ErrNotFound]; its text
 // reads `executable not found: "NAME"`, followed by the reason when argv0
-// held a '/'. Any other error means argv0 could not be checked.
+// held a '/'. A path the caller may not follow (fs.ErrPermission) or one
+// through a magic link ([ErrMagicLink]) is an error of its own, reading
+// `resolve "NAME": REASON`. Any other error means argv0 could not be
+// checked.
 func Resolve(argv0, cwd string) (Executable, error) {
 	if !strings.Contains(argv0, "/") {
 		if argv0 != "" {
@@ -59,6 +75,9 @@ func Resolve(argv0, cwd string) (Executable, error) {
 		p = joinRelative(cwd, argv0)
 	}
 	if err := checkExecutable(p); err != nil {
+		if errors.Is(err, ErrMagicLink) || errors.Is(err, fs.ErrPermission) {
+			return Executable{}, fmt.Errorf("resolve %q: %w", argv0, err)
+		}
 		return Executable{}, fmt.Errorf("%w: %q: %v", ErrNotFound, argv0, err)
 	}
 	return executable(p)
@@ -75,37 +94,67 @@ func joinRelative(dir, rel string) string {
 	return filepath.Join(dir, rel)
 }
 
+// openPath opens p for [unix.O_PATH] (following symlinks, but never
+// through a /proc magic link), plus extra flags. The error is the errno,
+// or wraps [ErrMagicLink].
+func openPath(p string, extra uint64) (int, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | extra, Resolve: unix.RESOLVE_NO_MAGICLINKS}
+	for {
+		fd, err := unix.Openat2(unix.AT_FDCWD, p, &how)
+		switch err {
+		case nil:
+			return fd, nil
+		case unix.EINTR, unix.EAGAIN:
+			continue
+		case unix.ELOOP:
+			return -1, ErrMagicLink
+		}
+		return -1, err
+	}
+}
+
+// realPath is the path of the open file fd as the kernel names it: its
+// real path, every symlink resolved.
+func realPath(fd int) (string, error) {
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
 // checkExecutable reports why p is not a regular file with an execute bit.
 func checkExecutable(p string) error {
-	fi, err := os.Stat(p)
+	fd, err := openPath(p, 0)
 	if err != nil {
-		if pe, ok := errors.AsType[*os.PathError](err); ok {
-			return pe.Err
-		}
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
 	switch {
-	case fi.IsDir():
+	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
 		return errors.New("is a directory")
-	case !fi.Mode().IsRegular():
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return errors.New("not a regular file")
-	case fi.Mode().Perm()&0o111 == 0:
+	case st.Mode&0o111 == 0:
 		return errors.New("not executable")
 	}
 	return nil
 }
 
-// executable describes the checked path p, filling in its symlink target.
+// executable describes the checked path p, filling in its real path.
 func executable(p string) (Executable, error) {
-	fi, err := os.Lstat(p)
+	fd, err := openPath(p, 0)
+	if err != nil {
+		return Executable{}, fmt.Errorf("resolve %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	real, err := realPath(fd)
 	if err != nil {
 		return Executable{}, fmt.Errorf("resolve %s: %w", p, err)
 	}
 	e := Executable{Path: p}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		if e.Target, err = filepath.EvalSymlinks(p); err != nil {
-			return Executable{}, fmt.Errorf("resolve %s: %w", p, err)
-		}
+	if real != p {
+		e.Target = real
 	}
 	return e, nil
 }

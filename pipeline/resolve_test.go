@@ -159,3 +159,41 @@ func TestSearchPath(t *testing.T) {
 		t.Errorf("SearchPath = %q", got)
 	}
 }
+
+// TestResolveRefusesMagicLinks: a path through a /proc magic link, written
+// as such or reached through a symlink, names a file as the process that
+// follows it sees it (its cwd, its root, its descriptors), so Resolve, Pin
+// and OpenDir refuse it; a bare name never reaches one.
+func TestResolveRefusesMagicLinks(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink("/proc/self/root/usr/bin/true", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"/proc/self/cwd/usr/bin/true", "/proc/self/root/usr/bin/true", "/proc/self/exe", "./link"} {
+		_, err := Resolve(name, dir)
+		if !errors.Is(err, ErrMagicLink) || errors.Is(err, ErrNotFound) {
+			t.Errorf("Resolve(%q): %v, want ErrMagicLink", name, err)
+			continue
+		}
+		if want := `resolve "` + name + `": ` + ErrMagicLink.Error(); err.Error() != want {
+			t.Errorf("Resolve(%q): %q, want %q", name, err, want)
+		}
+	}
+	if p, err := Pin(filepath.Join(dir, "link")); !errors.Is(err, ErrMagicLink) {
+		if err == nil {
+			p.Close()
+		}
+		t.Errorf("Pin through a magic link: %v, want ErrMagicLink", err)
+	}
+	for _, d := range []string{"/proc/self/cwd", "/proc/self/root/tmp"} {
+		if f, err := OpenDir(d); !errors.Is(err, ErrMagicLink) {
+			if err == nil {
+				f.Close()
+			}
+			t.Errorf("OpenDir(%q): %v, want ErrMagicLink", d, err)
+		}
+	}
+	if e, err := Resolve("true", dir); err != nil || e.Path != "/usr/bin/true" {
+		t.Errorf("Resolve(true) = %+v, %v", e, err)
+	}
+}

@@ -42,9 +42,13 @@ type Cmd struct {
 	Paths []string
 	// Pinned, when set, holds one [Pinned] executable per stage, pinned
 	// when Paths were resolved: Run refuses to start when one is no
-	// longer the file at its path or was modified, and executes an ELF
-	// binary through its held descriptor. The caller closes them after
-	// Run.
+	// longer the file at its path or was modified, and executes each
+	// through its held descriptor, never by its path. A stage whose file
+	// is interpreted (a #! script) inherits that descriptor as its
+	// descriptor 3, so that its interpreter can open the script through
+	// it (/proc/self/fd/3, the name the kernel gives it); this is the one
+	// exception to "no descriptor but 0, 1 and 2". The caller closes them
+	// after Run.
 	Pinned []*Pinned
 	// Env is every stage's whole environment (see [Env]). Nil means an
 	// empty environment, never the daemon's.
@@ -228,7 +232,7 @@ type runner struct {
 type stage struct {
 	cmd      *exec.Cmd
 	shown    string   // the resolved path, when cmd.Path is a descriptor's
-	pin      *Pinned  // the ELF file executed through its descriptor, if any
+	pin      *Pinned  // the file executed through its descriptor, if any
 	dir      *os.File // the working directory entered through its descriptor, if any
 	startErr error
 	pid      int
@@ -274,11 +278,7 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
 		s := &stage{cmd: cmd, dir: c.DirFile}
 		if c.Pinned != nil {
-			if p := c.Pinned[i]; p.elf {
-				s.pin, s.shown = p, c.Paths[i]
-			} else {
-				cmd.Path = p.Path
-			}
+			s.pin, s.shown = c.Pinned[i], c.Paths[i]
 		}
 		r.stages = append(r.stages, s)
 
@@ -424,13 +424,20 @@ func (s *stage) run(started, exited chan<- struct{}) {
 	exited <- struct{}{}
 }
 
-// start starts the stage's process. A pinned ELF file is executed, and a
-// held working directory entered, through duplicates of their descriptors
-// numbered above what the child's side of exec may overwrite: before it
-// moves the stage's stdin, stdout and stderr into place, the child dup3s
+// start starts the stage's process. A pinned file is executed, and a held
+// working directory entered, through a descriptor (/proc/self/fd/N).
+//
+// An interpreted file's descriptor goes to the child as its descriptor 3
+// (ExtraFiles), which exec's child side puts in place with the stage's
+// stdin, stdout and stderr, and which the interpreter opens again by the
+// name the kernel gives it, /proc/self/fd/3.
+//
+// An ELF file's descriptor, and the directory's, stay close-on-exec: they
+// are duplicated onto numbers above what the child's side of exec may
+// overwrite. Before it moves the stage's files into place, the child dup3s
 // its own descriptors onto the numbers just above the highest of them,
-// which would replace a held descriptor there with a pipe (exec then fails
-// with EACCES).
+// which would replace a held descriptor there with a pipe (exec then
+// fails with EACCES).
 func (s *stage) start() error {
 	if s.pin == nil && s.dir == nil {
 		return s.cmd.Start()
@@ -444,6 +451,10 @@ func (s *stage) start() error {
 		defer null.Close()
 		s.cmd.Stdin = null
 	}
+	if s.pin != nil && s.pin.interpreted {
+		s.cmd.ExtraFiles = []*os.File{s.pin.f}
+		s.cmd.Path = "/proc/self/fd/3"
+	}
 	high := 0
 	for _, v := range []any{s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr} {
 		f, ok := v.(*os.File)
@@ -452,7 +463,10 @@ func (s *stage) start() error {
 		}
 		high = max(high, int(f.Fd()))
 	}
-	// The child moves at most its error pipe and three descriptors up.
+	for _, f := range s.cmd.ExtraFiles {
+		high = max(high, int(f.Fd()))
+	}
+	// The child moves at most its error pipe and four descriptors up.
 	above := func(f *os.File, what string) (string, func(), error) {
 		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
 		if err != nil {
@@ -460,7 +474,7 @@ func (s *stage) start() error {
 		}
 		return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
 	}
-	if s.pin != nil {
+	if s.pin != nil && !s.pin.interpreted {
 		path, done, err := above(s.pin.f, s.shown)
 		if err != nil {
 			return err
@@ -482,14 +496,27 @@ func (s *stage) start() error {
 	return err
 }
 
-// OpenDir opens the directory at path (following symlinks) for
-// [Cmd].DirFile, so that a run enters the directory that path named then,
-// even if a component of path is replaced meanwhile.
+// OpenDir opens the directory at path (following symlinks, but never
+// through a /proc magic link) for [Cmd].DirFile, so that a run enters the
+// directory that path named then, even if a component of path is replaced
+// meanwhile. Path is followed, and the directory's search permission
+// checked, with the calling thread's file system identity (see [AsUser]).
+// The error is an *os.PathError, wrapping
+// [ErrMagicLink] for a magic link.
 func OpenDir(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openPath(path, unix.O_DIRECTORY)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
+	// An O_PATH open needs no search permission on the directory itself,
+	// entering it does: looking up "." in it checks that.
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC}
+	dot, err := unix.Openat2(fd, ".", &how)
+	if err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	unix.Close(dot)
 	return os.NewFile(uintptr(fd), path), nil
 }
 

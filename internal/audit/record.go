@@ -153,8 +153,8 @@ type Run struct {
 	Agent     bool     `json:"forward_agent,omitempty"`
 }
 
-// Stage is one resolved executable: the path that runs and, when it is a
-// symlink, its target.
+// Stage is one resolved executable: the path resolved and, when it
+// differs, the real path of the file that runs (every symlink resolved).
 type Stage struct {
 	Path   string `json:"path"`
 	Target string `json:"target,omitempty"`

@@ -1,0 +1,431 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sys/unix"
+)
+
+// testUser is a throwaway account made for one test.
+type testUser struct {
+	name     string
+	uid, gid uint32
+}
+
+// addTestUser creates the account name (with a group of the same name and
+// a home) and removes it when the test ends.
+func addTestUser(t *testing.T, name string) testUser {
+	t.Helper()
+	_ = exec.Command("userdel", "-r", name).Run() // left by a killed run
+	var out []byte
+	var err error
+	for range 20 { // another test may hold /etc/passwd's lock
+		out, err = exec.Command("useradd", "-m", "-U", "-s", "/bin/sh", name).CombinedOutput()
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("useradd %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		for range 20 {
+			if exec.Command("userdel", "-r", name).Run() == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("userdel %s failed", name)
+	})
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return testUser{name: name, uid: uint32(uid), gid: uint32(gid)}
+}
+
+// askAs sends line as u (with the given supplementary groups) in the
+// background; a failure to send becomes an error answer.
+func askAs(d *daemonProc, u testUser, groups []uint32, line string) chan response {
+	ch := make(chan response, 1)
+	go func() {
+		r, err := trySendAs(d.sock, u.uid, u.gid, groups, line)
+		if err != nil {
+			r = response{Response: wire.Response{Status: wire.StatusError, Message: err.Error()}, raw: err.Error()}
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+// prompts reads a raw approver's messages in the background, without
+// failing the test from another goroutine: each prompt or result goes to
+// the channel, pings are answered. It ends when the connection does.
+func (a *rawApprover) prompts() chan *approval.Message {
+	ch := make(chan *approval.Message, 8)
+	go func() {
+		for {
+			m, err := approval.ReadMessage(a.r, approval.MaxDaemonLine)
+			if err != nil {
+				close(ch)
+				return
+			}
+			if m.Type == approval.MsgPing {
+				_ = approval.WriteMessage(a.c, &approval.Message{Type: approval.MsgPong})
+				continue
+			}
+			ch <- m
+		}
+	}()
+	return ch
+}
+
+// writeFile writes an executable file owned by owner (nil: root).
+func writeFile(t *testing.T, path, text string, owner *testUser) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if owner != nil {
+		if err := os.Chown(path, int(owner.uid), int(owner.gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startedStages returns the stages of the audit log's started record of
+// request id.
+func startedStages(t *testing.T, d *daemonProc, id string) []audit.Stage {
+	t.Helper()
+	f, err := os.Open(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec audit.Record
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Kind == audit.KindStarted && rec.ID == id && rec.Run != nil {
+			return rec.Run.Stages
+		}
+	}
+	t.Fatalf("no started record of %s in the audit log", id)
+	return nil
+}
+
+// TestProcSelfCwdLink: a requester's symlink to /proc/self/cwd/usr/bin/zgrep
+// named /usr/bin/zgrep when the daemon followed it (its cwd is /), but the
+// requester's own usr/bin/zgrep once the run, started in the requester's
+// directory, executed it by path. A path through a /proc magic link is
+// refused before anyone is asked, and nothing runs. A plain symlink to the
+// same system script is still shown with the file it leads to, recorded
+// so in the audit log, and runs it.
+func TestProcSelfCwdLink(t *testing.T) {
+	t.Chdir("/") // the daemon's cwd, as under systemd
+	d := approverDaemon(t)
+	openToAll(t, d)
+	a := attachRaw(t, d)
+	msgs := a.prompts()
+	agent := addTestUser(t, "rgtda")
+	dir := shortDir(t)
+	if err := os.Chown(dir, int(agent.uid), int(agent.gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "usr", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "pwned")
+	writeFile(t, filepath.Join(dir, "usr", "bin", "zgrep"), "#!/bin/sh\ntouch "+marker+"\necho pwned as $(id -u)\n", &agent)
+	if err := os.Symlink("/proc/self/cwd/usr/bin/zgrep", filepath.Join(dir, "zgrep")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/bin/zgrep", filepath.Join(dir, "plain")); err != nil {
+		t.Fatal(err)
+	}
+
+	ch := askAs(d, agent, []uint32{}, request(map[string]any{"cwd": dir, "pipeline": [][]string{{"./zgrep", "--version"}}}))
+	select {
+	case r := <-ch:
+		wantError(t, r, `stage 1: resolve "./zgrep": a symlink loop, or a path through a /proc magic link, which is refused`)
+	case m := <-msgs:
+		// Without the refusal: the operator approves what the prompt
+		// calls the system's zgrep.
+		st := m.Request.Stages[0]
+		a.decide(m, true)
+		r := <-ch
+		t.Fatalf("a path through /proc/self/cwd was put to the operator as %q (%q) and ran: %s", st.Path, st.Target, r.raw)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the requester's script ran")
+	}
+
+	id := "plain-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ch = askAs(d, agent, []uint32{}, request(map[string]any{"id": id, "cwd": dir, "pipeline": [][]string{{"./plain", "--version"}}}))
+	m := <-msgs
+	if m == nil || m.Type != approval.MsgPrompt {
+		t.Fatalf("got %+v, want a prompt", m)
+	}
+	want := approval.Stage{Argv: []string{"./plain", "--version"}, Path: filepath.Join(dir, "plain"), Target: "/usr/bin/zgrep"}
+	if st := m.Request.Stages[0]; st.Path != want.Path || st.Target != want.Target {
+		t.Errorf("prompt shows %+v, want %+v", st, want)
+	}
+	if text := approval.Render(m.Request); !strings.Contains(text, "executable: "+want.Path+", which is the file /usr/bin/zgrep") {
+		t.Errorf("the prompt does not name the real file:\n%s", text)
+	}
+	a.decide(m, true)
+	r := wantOK(t, <-ch)
+	if !strings.HasPrefix(string(r.Stdout), "zgrep (gzip)") {
+		t.Errorf("the system's zgrep did not run: %s", r.raw)
+	}
+	if got := startedStages(t, d, id); len(got) != 1 || got[0] != (audit.Stage{Path: want.Path, Target: want.Target}) {
+		t.Errorf("audit records stages %v, want path %q target %q", got, want.Path, want.Target)
+	}
+}
+
+// fanotifyResponse is struct fanotify_response.
+type fanotifyResponse struct {
+	Fd       int32
+	Response uint32
+}
+
+// onExec marks the file at path with fanotify and calls fn once, while the
+// first exec of that file waits in the kernel (FAN_OPEN_EXEC_PERM) before
+// it goes on; later execs are let through. The returned channel is closed
+// once fn has run.
+func onExec(t *testing.T, path string, fn func()) chan struct{} {
+	t.Helper()
+	fan, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		t.Fatalf("fanotify_init: %v", err)
+	}
+	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD, unix.FAN_OPEN_EXEC_PERM, unix.AT_FDCWD, path); err != nil {
+		unix.Close(fan)
+		t.Fatalf("fanotify_mark: %v", err)
+	}
+	ran, stop, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		// Closing the descriptor lets any exec still waiting go on.
+		defer close(stopped)
+		defer unix.Close(fan)
+		buf := make([]byte, 4096)
+		first := true
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}}
+			if _, err := unix.Poll(fds, 50); err != nil && err != unix.EINTR {
+				return
+			}
+			n, err := unix.Read(fan, buf)
+			if err == unix.EAGAIN || err == unix.EINTR {
+				continue
+			}
+			if err != nil || n <= 0 {
+				return
+			}
+			for off := 0; off+int(unsafe.Sizeof(unix.FanotifyEventMetadata{})) <= n; {
+				ev := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&buf[off]))
+				if first {
+					first = false
+					fn()
+					close(ran)
+				}
+				resp := fanotifyResponse{Fd: ev.Fd, Response: unix.FAN_ALLOW}
+				unix.Write(fan, (*[8]byte)(unsafe.Pointer(&resp))[:])
+				unix.Close(int(ev.Fd))
+				off += int(ev.Event_len)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-stopped })
+	return ran
+}
+
+// TestScriptSwappedAtExec: a root-owned #! script in a directory the
+// requester owns is approved; while the run's exec of it waits in the
+// kernel, the requester renames its own script over it. The script that
+// was shown runs, with its arguments, never the one swapped in. (Executed
+// by its path, the interpreter opened the swapped file every time.)
+func TestScriptSwappedAtExec(t *testing.T) {
+	d := approverDaemon(t)
+	openToAll(t, d)
+	a := attachRaw(t, d)
+	agent := addTestUser(t, "rgtda")
+	dir := shortDir(t)
+	if err := os.Chown(dir, int(agent.uid), int(agent.gid)); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "tool")
+	writeFile(t, script, "#!/bin/sh\necho shown \"$@\"\n", nil)
+	evil := filepath.Join(dir, "evil")
+	writeFile(t, evil, "#!/bin/sh\necho swapped in, as $(id -u)\n", &agent)
+
+	ch := askAs(d, agent, []uint32{}, request(map[string]any{"pipeline": [][]string{{script, "a b"}}}))
+	p := a.prompt()
+	if st := p.Request.Stages[0]; st.Path != script || st.Target != "" {
+		t.Fatalf("prompt shows %+v", st)
+	}
+	swapped := onExec(t, script, func() {
+		mv := exec.Command("mv", "-f", evil, script)
+		mv.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agent.uid, Gid: agent.gid, Groups: []uint32{}}}
+		if out, err := mv.CombinedOutput(); err != nil {
+			t.Errorf("the requester's rename: %v: %s", err, out)
+		}
+	})
+	a.decide(p, true)
+	r := wantOK(t, <-ch)
+	select {
+	case <-swapped:
+	default:
+		t.Fatal("the run's exec of the script was never seen, so nothing was swapped")
+	}
+	if got := string(r.Stdout); got != "shown a b\n" {
+		t.Errorf("stdout %q, want the approved script's \"shown a b\"", got)
+	}
+	if b, _ := os.ReadFile(script); !strings.Contains(string(b), "swapped in") {
+		t.Errorf("the swap did not happen: %s holds %q", script, b)
+	}
+}
+
+// TestScriptArguments: a #! script run through its held descriptor gets
+// the argument of its #! line, then its own name (/proc/self/fd/3, the
+// one descriptor it inherits besides 0, 1 and 2, which is the script),
+// then the request's arguments whole and in order.
+func TestScriptArguments(t *testing.T) {
+	d := startDaemon(t, opts{})
+	dir := shortDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "args")
+	writeFile(t, script, "#!/bin/sh -u\ncase $- in *u*) echo nounset;; esac\necho \"$0\" \"$(readlink /proc/$$/fd/3)\"\nprintf '<%s>' \"$@\"\necho\nls /proc/$$/fd\n", nil)
+	for _, priv := range []bool{true, false} {
+		r := wantOK(t, d.send(map[string]any{"privileged": priv, "pipeline": [][]string{{script, "a b", "", "-x", "$HOME", "*"}}}))
+		want := "nounset\n/proc/self/fd/3 " + script + "\n<a b><><-x><$HOME><*>\n"
+		if got := string(r.Stdout); !strings.HasPrefix(got, want) {
+			t.Fatalf("privileged %v: stdout %q, want it to start with %q", priv, got, want)
+		}
+		// The shell's own descriptor of the script (it opened it) is 10
+		// or so; what it inherited is 0, 1, 2 and 3.
+		fds := strings.Fields(strings.TrimPrefix(string(r.Stdout), want))
+		for _, fd := range fds {
+			if n, _ := strconv.Atoi(fd); n > 3 && n < 10 {
+				t.Errorf("privileged %v: the script has descriptors %v", priv, fds)
+			}
+		}
+	}
+}
+
+// TestUnprivilegedRunReachesOnlyItsUser: a run that is not privileged
+// opens its cwd and executables as its user, not as root. A 0700 directory
+// of rgtdx is neither entered nor listed by a run of rgtdy, even in a
+// subdirectory anyone may read, and a binary under a 0700 root directory
+// is not run; each is refused with a clear error and nothing runs. What
+// rgtdy may reach, in its own 0700 home or through a group the kernel
+// reports for it, still runs.
+func TestUnprivilegedRunReachesOnlyItsUser(t *testing.T) {
+	d := startDaemon(t, opts{})
+	openToAll(t, d)
+	x := addTestUser(t, "rgtdx")
+	y := addTestUser(t, "rgtdy")
+	base := shortDir(t)
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mkdir := func(path string, mode os.FileMode, owner testUser, gid uint32) {
+		t.Helper()
+		if err := os.Mkdir(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, int(owner.uid), int(gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	private := filepath.Join(base, "x")
+	mkdir(private, 0o700, x, x.gid)
+	open := filepath.Join(private, "open")
+	mkdir(open, 0o755, x, x.gid)
+	if err := os.WriteFile(filepath.Join(open, "secret"), []byte("x's secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rootOnly := shortDir(t) // 0700 root
+	tool := filepath.Join(rootOnly, "tool")
+	b, err := os.ReadFile("/bin/echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tool, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	asY := func(groups []uint32, cwd string, argv ...string) response {
+		return sendAs(t, d.sock, y.uid, y.gid, groups, request(map[string]any{"privileged": false, "cwd": cwd, "pipeline": [][]string{argv}}))
+	}
+	wantError(t, asY([]uint32{}, open, "ls"), fmt.Sprintf("cwd %q: permission denied", open))
+	wantError(t, asY([]uint32{}, open, "cat", "secret"), fmt.Sprintf("cwd %q: permission denied", open))
+	wantError(t, asY([]uint32{}, "/", tool, "ran"), fmt.Sprintf("stage 1: resolve %q: permission denied", tool))
+	// rgtdx's group opens nothing of a 0700 directory either.
+	wantError(t, asY([]uint32{x.gid}, open, "ls"), fmt.Sprintf("cwd %q: permission denied", open))
+
+	// Legitimate: rgtdy's own private directory, and x's directory
+	// shared with x's group when rgtdy's process holds that group.
+	home := filepath.Join(base, "y")
+	mkdir(home, 0o700, y, y.gid)
+	if err := os.WriteFile(filepath.Join(home, "mine"), []byte("y's own\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(home, "mine"), int(y.uid), int(y.gid)); err != nil {
+		t.Fatal(err)
+	}
+	ytool := filepath.Join(home, "tool")
+	writeFile(t, ytool, string(b), &y)
+	if err := os.Chmod(ytool, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := wantOK(t, asY([]uint32{}, home, "cat", "mine"))
+	if string(r.Stdout) != "y's own\n" {
+		t.Errorf("cat in rgtdy's home: %s", r.raw)
+	}
+	r = wantOK(t, asY([]uint32{}, home, "./tool", "ran"))
+	if string(r.Stdout) != "ran\n" {
+		t.Errorf("rgtdy's own binary: %s", r.raw)
+	}
+	shared := filepath.Join(base, "shared")
+	mkdir(shared, 0o750, x, x.gid)
+	if err := os.WriteFile(filepath.Join(shared, "note"), []byte("for the group\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(shared, "note"), int(x.uid), int(x.gid)); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, asY([]uint32{}, shared, "cat", "note"), fmt.Sprintf("cwd %q: permission denied", shared))
+	r = wantOK(t, asY([]uint32{x.gid}, shared, "cat", "note"))
+	if string(r.Stdout) != "for the group\n" {
+		t.Errorf("cat in the group's directory: %s", r.raw)
+	}
+}
