@@ -1,12 +1,16 @@
 package wire
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestCheckTimeExtremes: freshness holds for every time RFC 3339 can
@@ -144,4 +148,141 @@ func TestCheckKeysShape(t *testing.T) {
 	if err := CheckKeys([]byte(`{"haſh":1}`), s); !errors.As(err, &ke) || ke.Key != "haſh" || ke.Repeated {
 		t.Errorf("haſh: %v", err)
 	}
+}
+
+// rfc3339Grammar is RFC 3339's date-time written as a regular expression,
+// an oracle for FuzzParseTime independent of ParseTime's code.
+var rfc3339Grammar = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
+
+// FuzzParseTime: ParseTime accepts exactly what RFC 3339's grammar
+// allows (for days that exist), and then means the instant time.Parse
+// reads from the same text in its upper-case form.
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{
+		exampleTime, "0001-01-01T00:00:00Z", "0000-01-01T00:00:00+23:59", "9999-12-31T23:59:59.999999999-23:59",
+		"2026-02-13t14:30:00.5z", "2026-02-13T14:30:00,5Z", "2026-02-13T4:30:00Z", "2026-02-13T14:30:00+24:00",
+		"2026-02-29T00:00:00Z", "2024-02-29T00:00:00Z", "2026-02-13T14:30:60Z", "2026-02-13T14:30:00.1234567891Z",
+		"2318-02-13T14:30:00Z", "2026-02-13T14:30:00.Z", "2026-02-13 14:30:00Z",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseTime(s)
+		grammar := rfc3339Grammar.MatchString(s)
+		if err == nil && !grammar {
+			t.Fatalf("accepted %q, which is not RFC 3339", s)
+		}
+		if !grammar {
+			return
+		}
+		// The grammar allows day 31 in any month; a real day must exist.
+		y, _ := strconv.Atoi(s[0:4])
+		mo, _ := strconv.Atoi(s[5:7])
+		d, _ := strconv.Atoi(s[8:10])
+		exists := d <= time.Date(y, time.Month(mo)+1, 0, 0, 0, 0, 0, time.UTC).Day()
+		if (err == nil) != exists {
+			t.Fatalf("ParseTime(%q): %v, but the day exists: %v", s, err, exists)
+		}
+		if err != nil || s[17:19] == "60" {
+			return
+		}
+		want, perr := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
+		if perr != nil {
+			return // time.Parse has its own limits (e.g. on offsets)
+		}
+		if !got.Equal(want) {
+			t.Fatalf("ParseTime(%q) = %v, time.Parse says %v", s, got, want)
+		}
+	})
+}
+
+// checkShape is a message-like shape for FuzzCheckKeys.
+var checkShape = &Shape{Fields: map[string]*Shape{
+	"approve": {}, "hash": {}, "id": {},
+	"env":     {Map: true, Elem: &Shape{}},
+	"stages":  {Elem: &Shape{Fields: map[string]*Shape{"argv": {Elem: &Shape{}}}}},
+}}
+
+// FuzzCheckKeys: what CheckKeys lets through has, at every level the
+// shape names fields, only keys that are exactly those names, each once,
+// and no string that a decoder reads as U+FFFD unless it was sent as such.
+func FuzzCheckKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"approve":false,"Approve":true}`, `{"APPROVE":true}`, `{"haſh":"x"}`, `{"ıd":"x"}`, `{"id":"x","id":"y"}`,
+		`{"stages":[{"argv":["a","\ud800"]},{"ARGV":[]}]}`, `{"env":{"\u212a":"\udc00"}}`, `{"hash":"\ud83d\ude00"}`,
+		`{"stages":[{"argv":["a"],"argv":["b"]}]}`, `{"env":{"A":"1","A":"2"}}`, `{"id":"\\ud800"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if CheckKeys(b, checkShape) != nil || !json.Valid(b) {
+			return
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return
+		}
+		raw := !bytes.ContainsRune(b, utf8.RuneError) && !bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`))
+		var walk func(v any, s *Shape)
+		walk = func(v any, s *Shape) {
+			switch v := v.(type) {
+			case string:
+				if raw && strings.ContainsRune(v, utf8.RuneError) {
+					t.Fatalf("let through %s, which decodes to U+FFFD", b)
+				}
+			case []any:
+				for _, e := range v {
+					if s != nil && !s.Map {
+						walk(e, s.Elem)
+					} else {
+						walk(e, nil)
+					}
+				}
+			case map[string]any:
+				for k, e := range v {
+					if raw && strings.ContainsRune(k, utf8.RuneError) {
+						t.Fatalf("let through %s, a key of which decodes to U+FFFD", b)
+					}
+					switch {
+					case s != nil && s.Fields != nil:
+						sub, ok := s.Fields[k]
+						if !ok {
+							t.Fatalf("let through key %q of %s", k, b)
+						}
+						walk(e, sub)
+					case s != nil && s.Map:
+						walk(e, s.Elem)
+					default:
+						walk(e, nil)
+					}
+				}
+			}
+		}
+		walk(v, checkShape)
+		// No key given twice at the top, where the shape has fields: the
+		// decoder keeps one of each, so the counts differ when one was.
+		if m, ok := v.(map[string]any); ok && countTopKeys(t, b) != len(m) {
+			t.Fatalf("let through a repeated key: %s", b)
+		}
+	})
+}
+
+// countTopKeys counts the keys of b's top-level object as written.
+func countTopKeys(t *testing.T, b []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for dec.More() {
+		if _, err := dec.Token(); err != nil {
+			t.Fatal(err)
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
 }
