@@ -199,8 +199,8 @@ func FuzzParseTime(f *testing.F) {
 // checkShape is a message-like shape for FuzzCheckKeys.
 var checkShape = &Shape{Fields: map[string]*Shape{
 	"approve": {}, "hash": {}, "id": {},
-	"env":     {Map: true, Elem: &Shape{}},
-	"stages":  {Elem: &Shape{Fields: map[string]*Shape{"argv": {Elem: &Shape{}}}}},
+	"env":    {Map: true, Elem: &Shape{}},
+	"stages": {Elem: &Shape{Fields: map[string]*Shape{"argv": {Elem: &Shape{}}}}},
 }}
 
 // FuzzCheckKeys: what CheckKeys lets through has, at every level the
