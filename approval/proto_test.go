@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -168,4 +170,29 @@ func zeroJSON(v json.RawMessage) bool {
 		return len(x) == 0
 	}
 	return false
+}
+
+// TestReadMessageEveryFieldExact: every message field, and every field of
+// a prompt's request, including any added later, is refused under other
+// cases and Unicode folds of its name.
+func TestReadMessageEveryFieldExact(t *testing.T) {
+	check := func(typ reflect.Type, wrap func(key string) string) {
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			for _, alike := range []string{strings.ToUpper(name), strings.ToUpper(name[:1]) + name[1:],
+				strings.Replace(name, "s", "ſ", 1), strings.Replace(name, "k", "\u212a", 1)} {
+				if alike == name {
+					continue
+				}
+				line := wrap(strconv.Quote(alike) + `:1`)
+				if _, err := readOne(line+"\n", 4096); err == nil || !strings.HasPrefix(err.Error(), "bad message: unknown field "+strconv.Quote(alike)) {
+					t.Errorf("%s: %v", line, err)
+				}
+			}
+		}
+	}
+	check(reflect.TypeFor[Message](), func(k string) string { return `{"type":"pong",` + k + `}` })
+	check(reflect.TypeFor[Prompt](), func(k string) string { return `{"type":"prompt","request":{` + k + `}}` })
+	check(reflect.TypeFor[Stage](), func(k string) string { return `{"type":"prompt","request":{"stages":[{` + k + `}]}}` })
+	check(reflect.TypeFor[Requester](), func(k string) string { return `{"type":"prompt","request":{"requester":{` + k + `}}}` })
 }

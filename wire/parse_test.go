@@ -286,3 +286,32 @@ func countTopKeys(t *testing.T, b []byte) int {
 	}
 	return n
 }
+
+// lookAlikes are spellings of name that Go's JSON decoder would take for
+// it: other cases, and the Unicode folds it knows (ſ for s, the Kelvin
+// sign for k), plus a dotless ı for i.
+func lookAlikes(name string) []string {
+	out := []string{strings.ToUpper(name), strings.ToUpper(name[:1]) + name[1:], name[:len(name)-1] + strings.ToUpper(name[len(name)-1:])}
+	for _, r := range []struct{ from, to string }{{"s", "ſ"}, {"k", "\u212a"}, {"i", "ı"}} {
+		if strings.Contains(name, r.from) {
+			out = append(out, strings.Replace(name, r.from, r.to, 1))
+		}
+	}
+	return out
+}
+
+// TestDecodeEveryFieldExact: every request field, including any added to
+// the fields table later, is refused under each look-alike name.
+func TestDecodeEveryFieldExact(t *testing.T) {
+	for name := range fields {
+		for _, alike := range lookAlikes(name) {
+			if alike == name {
+				continue
+			}
+			line := `{"time":"` + exampleTime + `","pipeline":[["a"]],` + strconv.Quote(alike) + `:true}`
+			if _, err := Decode([]byte(line)); err == nil || err.Error() != "unknown field "+strconv.Quote(alike) {
+				t.Errorf("%s: got %v, want unknown field", line, err)
+			}
+		}
+	}
+}
