@@ -3,8 +3,9 @@
 // sockets, processes or people.
 //
 // A daemon reads a line with [ReadLine], turns it into a [Request] with
-// [Decode] (JSON, unknown fields, types, field rules, the forward_agent
-// rule: checks 3 to 5 of the protocol's order), then applies
+// [Decode] (JSON, keys exactly the field names and no escaped lone
+// surrogates as [CheckKeys] checks them, types, field rules, the
+// forward_agent rule: checks 3 to 5 of the protocol's order), then applies
 // [Request.CheckTime] (6) and [EnvPolicy.Check] (7). Answers are written
 // with [WriteResponse], which streams captured output as base64 without
 // building the whole line in memory.
