@@ -315,3 +315,13 @@ func TestDecodeEveryFieldExact(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeNotObjectFirst: a line that is no object is refused as such,
+// whatever its strings hold.
+func TestDecodeNotObjectFirst(t *testing.T) {
+	for _, line := range []string{`"\ud800"`, ` ["\ud800"]`} {
+		if _, err := Decode([]byte(line)); err == nil || err.Error() != "invalid JSON: request must be a JSON object" {
+			t.Errorf("%s: %v", line, err)
+		}
+	}
+}

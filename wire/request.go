@@ -154,6 +154,9 @@ var requestShape = func() *Shape {
 // exactly a field name, a repeated key, and a string with an escaped lone
 // surrogate.
 func checkRequestKeys(line []byte) error {
+	if !bytes.HasPrefix(bytes.TrimLeft(line, " \t\r\n"), []byte("{")) {
+		return nil // not an object: decodeObject says so
+	}
 	err := CheckKeys(line, requestShape)
 	if ke, ok := err.(*KeyError); ok {
 		switch {
