@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/rootgate/rootgate/wire"
@@ -82,12 +83,18 @@ func RequestHash(p *Prompt) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// messageShape is the keys a message may have: exactly the json names of
+// Message's fields, and within a prompt's request those of Prompt.
+var messageShape = wire.ShapeOf(reflect.TypeFor[Message]())
+
 // ErrLineTooLong is returned by ReadMessage for a line over its cap.
 var ErrLineTooLong = errors.New("message line too long")
 
 // ReadMessage reads one message line of at most max bytes from r.
 // Unknown fields are refused, so a peer speaking another version is told
-// rather than misread.
+// rather than misread; a key must be exactly a field's name (not another
+// case or a Unicode fold of it) and given once, and no string may hold an
+// escaped lone surrogate ([wire.CheckKeys]).
 func ReadMessage(r *bufio.Reader, max int) (*Message, error) {
 	var line []byte
 	for {
@@ -107,10 +114,11 @@ func ReadMessage(r *bufio.Reader, max int) (*Message, error) {
 		}
 		return nil, err
 	}
-	// {"approve":false,"approve":true} must not mean one thing to the
-	// daemon and another to a log reader.
-	if k, ok := wire.RepeatedKey(line); ok {
-		return nil, fmt.Errorf("bad message: duplicate field %q", k)
+	// {"approve":false,"approve":true} or {"approve":false,"Approve":true}
+	// must not mean one thing to the daemon (whose decoder keeps the last
+	// key and ignores case) and another to a person or a log reader.
+	if err := wire.CheckKeys(line, messageShape); err != nil {
+		return nil, fmt.Errorf("bad message: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()

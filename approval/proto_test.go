@@ -3,10 +3,14 @@ package approval
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func readOne(s string, max int) (*Message, error) {
@@ -18,7 +22,7 @@ func TestReadMessageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, line, want string
 	}{
-		{"unknown field", `{"type":"pong","evil":1}` + "\n", `bad message: json: unknown field "evil"`},
+		{"unknown field", `{"type":"pong","evil":1}` + "\n", `bad message: unknown field "evil"`},
 		{"duplicate field", `{"type":"decision","id":"a","hash":"h","approve":false,"approve":true}` + "\n", `bad message: duplicate field "approve"`},
 		{"trailing data", `{"type":"pong"} {"type":"decision"}` + "\n", "bad message: data after the message"},
 		{"no type", `{}` + "\n", "bad message: no type"},
@@ -42,6 +46,35 @@ func TestReadMessageErrors(t *testing.T) {
 	}
 }
 
+// TestReadMessageExactNames: a key must be exactly a field's name, at
+// every level, or Go's decoder would take "Approve" for "approve" while a
+// person, a log reader or another decoder reads the line otherwise.
+func TestReadMessageExactNames(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`{"type":"decision","id":"a","hash":"h","approve":false,"Approve":true}`, `bad message: unknown field "Approve"`},
+		{`{"type":"decision","id":"a","hash":"h","APPROVE":true}`, `bad message: unknown field "APPROVE"`},
+		{`{"type":"decision","id":"a","haſh":"h","approve":true}`, `bad message: unknown field "haſh"`},
+		{`{"type":"decision","ıd":"a","hash":"h","approve":true}`, `bad message: unknown field "ıd"`},
+		{`{"Type":"pong"}`, `bad message: unknown field "Type"`},
+		{`{"type":"hello","version":1,"agent_socKet":"/a"}`, "bad message: unknown field \"agent_soc\u212aet\""},
+		{`{"type":"prompt","request":{"id":"x","Host":"h"}}`, `bad message: unknown field "Host" in request`},
+		{`{"type":"prompt","request":{"requester":{"uıd":0}}}`, `bad message: unknown field "uıd" in request.requester`},
+		{`{"type":"prompt","request":{"stages":[{"argv":["a"],"Path":"/a"}]}}`, `bad message: unknown field "Path" in request.stages[0]`},
+		{`{"type":"decision","id":"\ud800","hash":"h","approve":true}`, `bad message: id contains an escaped lone surrogate (\ud800-\udfff without its pair)`},
+		{`{"type":"prompt","request":{"stages":[{"argv":["a","\udfff"]}]}}`, `bad message: request.stages[0].argv[1] contains an escaped lone surrogate (\ud800-\udfff without its pair)`},
+	} {
+		m, err := readOne(tc.line+"\n", 4096)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got %+v, %v; want error %q", tc.line, m, err, tc.want)
+		}
+	}
+	// Escapes that spell a field name exactly are that name.
+	m, err := readOne(`{"type":"decision","id":"a","hash":"h","\u0061pprove":true}`+"\n", 4096)
+	if err != nil || m.Approve == nil || !*m.Approve {
+		t.Errorf("escaped exact name: %+v, %v", m, err)
+	}
+}
+
 // FuzzReadMessage: whatever an approver (or a daemon) sends, ReadMessage
 // does not panic, honours its cap, returns only typed messages, and what
 // it accepts survives a round trip through WriteMessage unchanged.
@@ -52,6 +85,12 @@ func FuzzReadMessage(f *testing.F) {
 		`{"type":"pong"}`,
 		`{"type":"prompt","id":"x","hash":"00","deadline":"2026-02-13T14:30:00Z","request":{"id":"x","stages":[{"argv":["a"],"path":"/a","target":""}],"stdin":"aGk="}}`,
 		`{"type":"decision","approve":false,"approve":true}`,
+		`{"type":"decision","id":"x","hash":"00","approve":false,"Approve":true}`,
+		`{"type":"decision","id":"x","haſh":"00","APPROVE":true}`,
+		`{"type":"decision","ıd":"x","hash":"00","approve":true}`,
+		`{"type":"hello","version":1,"name":"pts/3","agent_socKet":"/a","capabilities":["forward-agent"]}`,
+		`{"type":"prompt","id":"x","hash":"00","request":{"Host":"h","requester":{"uid":0},"stages":[{"argv":["\ud800"]}]}}`,
+		`{"type":"decision","id":"\ud83d\ude00","hash":"00","approve":true}`,
 	} {
 		f.Add([]byte(s+"\n"), 4096)
 	}
@@ -72,6 +111,14 @@ func FuzzReadMessage(f *testing.F) {
 		if err := WriteMessage(&b1, m); err != nil {
 			t.Fatalf("accepted message does not encode: %v", err)
 		}
+		// What was read is what is written, key for key: a key of the
+		// input that is not exactly a field's name would be missing
+		// from the output (where it holds more than a zero value).
+		sameKeys(t, first, b1.Bytes())
+		if !bytes.ContainsRune(first, utf8.RuneError) && !bytes.Contains(bytes.ToLower(first), []byte(`\ufffd`)) &&
+			bytes.ContainsRune(b1.Bytes(), utf8.RuneError) {
+			t.Fatalf("accepted %q, which reads as U+FFFD: %s", first, b1.Bytes())
+		}
 		m2, err := ReadMessage(bufio.NewReader(bytes.NewReader(b1.Bytes())), b1.Len())
 		if err != nil {
 			t.Fatalf("re-reading %q: %v", b1.Bytes(), err)
@@ -82,4 +129,70 @@ func FuzzReadMessage(f *testing.F) {
 			t.Fatalf("round trip changed the message:\n%s\n%s", b1.Bytes(), b2.Bytes())
 		}
 	})
+}
+
+// sameKeys fails when an object key of in (at the top level, and in a
+// prompt's request) with a non-zero value is not a key of out.
+func sameKeys(t *testing.T, in, out []byte) {
+	t.Helper()
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal(in, &a) != nil || json.Unmarshal(out, &b) != nil {
+		t.Fatalf("not objects: %s / %s", in, out)
+	}
+	for k, v := range a {
+		if _, ok := b[k]; ok || zeroJSON(v) {
+			continue
+		}
+		t.Fatalf("key %q of %s is not in what was read back: %s", k, in, out)
+	}
+	if ra, ok := a["request"]; ok && !zeroJSON(ra) {
+		sameKeys(t, ra, b["request"])
+	}
+}
+
+func zeroJSON(v json.RawMessage) bool {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return false
+	}
+	switch x := x.(type) {
+	case nil:
+		return true
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	case string:
+		return x == ""
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// TestReadMessageEveryFieldExact: every message field, and every field of
+// a prompt's request, including any added later, is refused under other
+// cases and Unicode folds of its name.
+func TestReadMessageEveryFieldExact(t *testing.T) {
+	check := func(typ reflect.Type, wrap func(key string) string) {
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			for _, alike := range []string{strings.ToUpper(name), strings.ToUpper(name[:1]) + name[1:],
+				strings.Replace(name, "s", "ſ", 1), strings.Replace(name, "k", "\u212a", 1)} {
+				if alike == name {
+					continue
+				}
+				line := wrap(strconv.Quote(alike) + `:1`)
+				if _, err := readOne(line+"\n", 4096); err == nil || !strings.HasPrefix(err.Error(), "bad message: unknown field "+strconv.Quote(alike)) {
+					t.Errorf("%s: %v", line, err)
+				}
+			}
+		}
+	}
+	check(reflect.TypeFor[Message](), func(k string) string { return `{"type":"pong",` + k + `}` })
+	check(reflect.TypeFor[Prompt](), func(k string) string { return `{"type":"prompt","request":{` + k + `}}` })
+	check(reflect.TypeFor[Stage](), func(k string) string { return `{"type":"prompt","request":{"stages":[{` + k + `}]}}` })
+	check(reflect.TypeFor[Requester](), func(k string) string { return `{"type":"prompt","request":{"requester":{` + k + `}}}` })
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/wire"
@@ -225,7 +226,7 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	case hello.Version != approval.ProtoVersion:
 		refuse(c, fmt.Sprintf("approver protocol version %d is not supported (this daemon speaks %d)", hello.Version, approval.ProtoVersion))
 		return
-	case len(hello.Name) > 64 || !wire.Displayable(hello.Name, false):
+	case utf8.RuneCountInString(hello.Name) > 64 || !wire.Displayable(hello.Name, false):
 		refuse(c, "hello: name must be at most 64 displayable characters")
 		return
 	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):

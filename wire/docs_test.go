@@ -22,8 +22,8 @@ func TestDocsQuoteErrors(t *testing.T) {
 		NotFoundError(2, "foo"),
 		envNotAllowed("FOO"),
 		envNotAllowed("SSH_AUTH_SOCK"),
-		tooOld(75*time.Second, 60*time.Second),
-		tooNew(75*time.Second, 60*time.Second),
+		tooOld(75, 60*time.Second),
+		tooNew(75, 60*time.Second),
 		charError("pipeline[0][2]"),
 		TooManyPendingError(1000, 4),
 		PromptRateError(1000, 20),
@@ -51,6 +51,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 		`{} {}`,
 		`{"time":`,
 		`{"time":"x","pipeline":[["a"]],"env":{"KEY":"C","KEY":"C"}}`,
+		`{"time":"x","pipeline":[["a","\ud800"]]}`,
 		`{"time":"x","pipeline":[["a"]],"cwd":"/` + strings.Repeat("a", 4096) + `"}`,
 	} {
 		_, err := Decode([]byte(line))

@@ -56,17 +56,32 @@ func NotFoundError(stage int, name string) error {
 	return fmt.Errorf("stage %d: executable not found: %q", stage, name)
 }
 
-// secondsUp renders d as whole seconds, rounded up.
-func secondsUp(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
+// secondsUp is how many seconds lie from a to b (a before b), rounded up.
+// Unlike b.Sub(a), it cannot overflow: every time.Time's Unix seconds fit
+// an int64 with room to spare.
+func secondsUp(a, b time.Time) int64 {
+	s := b.Unix() - a.Unix()
+	if b.Nanosecond() > a.Nanosecond() {
+		s++
+	}
+	return s
 }
 
-func tooOld(age, max time.Duration) error {
-	return fmt.Errorf("request too old: %ds (max %ds)", secondsUp(age), secondsUp(max))
+func tooOld(ageSec int64, max time.Duration) error {
+	return fmt.Errorf("request too old: %ds (max %ds)", ageSec, maxSeconds(max))
 }
 
-func tooNew(ahead, max time.Duration) error {
-	return fmt.Errorf("request time is in the future: %ds ahead (max %ds)", secondsUp(ahead), secondsUp(max))
+func tooNew(aheadSec int64, max time.Duration) error {
+	return fmt.Errorf("request time is in the future: %ds ahead (max %ds)", aheadSec, maxSeconds(max))
+}
+
+// maxSeconds renders the allowed skew as whole seconds, rounded up.
+func maxSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
 }
 
 // TooManyPendingError refuses a request when uid already has max requests

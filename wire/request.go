@@ -3,8 +3,9 @@
 // sockets, processes or people.
 //
 // A daemon reads a line with [ReadLine], turns it into a [Request] with
-// [Decode] (JSON, unknown fields, types, field rules, the forward_agent
-// rule: checks 3 to 5 of the protocol's order), then applies
+// [Decode] (JSON, keys exactly the field names and no escaped lone
+// surrogates as [CheckKeys] checks them, types, field rules, the
+// forward_agent rule: checks 3 to 5 of the protocol's order), then applies
 // [Request.CheckTime] (6) and [EnvPolicy.Check] (7). Answers are written
 // with [WriteResponse], which streams captured output as base64 without
 // building the whole line in memory.
@@ -118,7 +119,11 @@ func Decode(line []byte) (*Request, error) {
 	}
 	r := &Request{Privileged: true, Action: ActionExec, Cwd: "/", Env: map[string]string{}}
 	r.LineSHA256 = sha256.Sum256(line)
-	if err := syntaxFirst(line, decodeObject(line, r)); err != nil {
+	err := checkRequestKeys(line)
+	if err == nil {
+		err = decodeObject(line, r)
+	}
+	if err := syntaxFirst(line, err); err != nil {
 		return nil, err
 	}
 	if !r.IDGiven {
@@ -131,6 +136,40 @@ func Decode(line []byte) (*Request, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// requestShape is what CheckKeys allows in a request: the names of the
+// fields table, each once; env is an object of any keys.
+var requestShape = func() *Shape {
+	s := &Shape{Fields: make(map[string]*Shape, len(fields))}
+	for name := range fields {
+		s.Fields[name] = &Shape{}
+	}
+	s.Fields["pipeline"] = &Shape{Elem: &Shape{Elem: &Shape{}}}
+	s.Fields["env"] = &Shape{Map: true, Elem: &Shape{}}
+	return s
+}()
+
+// checkRequestKeys refuses, in the protocol's words, a key that is not
+// exactly a field name, a repeated key, and a string with an escaped lone
+// surrogate.
+func checkRequestKeys(line []byte) error {
+	if !bytes.HasPrefix(bytes.TrimLeft(line, " \t\r\n"), []byte("{")) {
+		return nil // not an object: decodeObject says so
+	}
+	err := CheckKeys(line, requestShape)
+	if ke, ok := err.(*KeyError); ok {
+		switch {
+		case ke.Path == "" && ke.Repeated:
+			return fmt.Errorf("duplicate field %q", ke.Key)
+		case ke.Path == "":
+			return fmt.Errorf("unknown field %q", ke.Key)
+		case ke.Path == "env" && ke.Repeated:
+			// The decoder keeps the last; another reader might keep the first.
+			return fmt.Errorf("duplicate env key %q", ke.Key)
+		}
+	}
+	return err
 }
 
 // decodeObject walks the top-level object so that unknown and repeated keys
@@ -249,37 +288,17 @@ func decodeEnv(r *Request, raw json.RawMessage) error {
 		}
 		r.Env[k] = *v
 	}
-	if k, ok := RepeatedKey(raw); ok {
-		// The decoder keeps the last; another reader might keep the first.
-		return fmt.Errorf("duplicate env key %q", k)
-	}
-	return nil
+	return nil // repeated keys: checkRequestKeys
 }
 
-// RepeatedKey reports the first key that raw, a JSON object, names twice:
-// such an object means one thing to one decoder and another to the next
-// (Go's keeps the last value, others the first). Anything raw has wrong
-// besides is left to the decoder: ok is false then.
+// RepeatedKey reports the first key that raw, a JSON object, names twice at
+// its top level: such an object means one thing to one decoder and another
+// to the next (Go's keeps the last value, others the first). Anything raw
+// has wrong besides is left to the decoder: ok is false then. [CheckKeys]
+// checks this and more.
 func RepeatedKey(raw []byte) (key string, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // '{'
-		return "", false
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		k, _ := tok.(string)
-		if seen[k] {
-			return k, true
-		}
-		seen[k] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
-		}
+	if ke, isKey := CheckKeys(raw, &Shape{Map: true}).(*KeyError); isKey && ke.Repeated {
+		return ke.Key, true
 	}
 	return "", false
 }
@@ -417,23 +436,94 @@ func forbidden(c rune) bool {
 	return false
 }
 
-// CheckTime is check 6: the request's time must lie within maxSkew of now.
+// CheckTime is check 6: the request's time must be an RFC 3339 date-time
+// (see [ParseTime]) within maxSkew of now, either way. Times are compared
+// as times, so no time, however far off, overflows the check.
 func (r *Request) CheckTime(now time.Time, maxSkew time.Duration) error {
 	if r.TimeText == "" {
 		return ErrTimeMissing
 	}
-	t, err := time.Parse(time.RFC3339Nano, r.TimeText)
+	t, err := ParseTime(r.TimeText)
 	if err != nil {
 		return fmt.Errorf("field \"time\" must be an RFC 3339 date-time with a zone, got %q", r.TimeText)
 	}
 	r.Time = t
-	switch d := now.Sub(t); {
-	case d > maxSkew:
-		return tooOld(d, maxSkew)
-	case -d > maxSkew:
-		return tooNew(-d, maxSkew)
+	switch {
+	case t.Before(now.Add(-maxSkew)):
+		return tooOld(secondsUp(t, now), maxSkew)
+	case t.After(now.Add(maxSkew)):
+		return tooNew(secondsUp(now, t), maxSkew)
 	}
 	return nil
+}
+
+var errNotRFC3339 = errors.New("not an RFC 3339 date-time")
+
+// ParseTime parses exactly an RFC 3339 date-time (section 5.6):
+// full-date "T" full-time, such as 2026-02-13T14:30:00Z or
+// 2026-02-13t16:30:00.25+02:00, with "T" and "Z" in either case, any
+// number of fraction digits after a '.', and a zone of Z or ±hh:mm. Go's
+// time.Parse also takes forms RFC 3339 does not have (a ',' before the
+// fraction, a one-digit hour). Fraction digits beyond nanoseconds are
+// dropped; a leap second (:60) is the first instant of the next minute.
+func ParseTime(s string) (time.Time, error) {
+	// num reads the n digits at s[i:], or -1.
+	num := func(i, n int) int {
+		if i+n > len(s) {
+			return -1
+		}
+		v := 0
+		for _, c := range []byte(s[i : i+n]) {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' && s[10] != 't' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, errNotRFC3339
+	}
+	year, month, day, hour, minute, sec := num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2)
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 60 {
+		return time.Time{}, errNotRFC3339
+	}
+	if day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return time.Time{}, errNotRFC3339
+	}
+	rest, nsec := s[19:], 0
+	if rest[0] == '.' {
+		i := 1
+		for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9'; i++ {
+			if i <= 9 {
+				nsec = nsec*10 + int(rest[i]-'0')
+			}
+		}
+		if i == 1 {
+			return time.Time{}, errNotRFC3339
+		}
+		for d := i; d <= 9; d++ {
+			nsec *= 10
+		}
+		rest = rest[i:]
+	}
+	loc := time.UTC
+	switch {
+	case rest == "Z" || rest == "z":
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
+		oh, om := num(len(s)-5, 2), num(len(s)-2, 2)
+		if oh < 0 || oh > 23 || om < 0 || om > 59 {
+			return time.Time{}, errNotRFC3339
+		}
+		off := (oh*60 + om) * 60
+		if rest[0] == '-' {
+			off = -off
+		}
+		loc = time.FixedZone("", off)
+	default:
+		return time.Time{}, errNotRFC3339
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc), nil
 }
 
 // DefaultEnvAllow is the daemon's default env allowlist; a trailing '*'

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+	"unicode/utf8"
 )
 
 const exampleTime = "2026-02-13T14:30:00Z"
@@ -369,6 +371,21 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"time":"2026-02-13T14:30:00Z","pipeline":[["a","b"],["c"]],"env":{"LANG":"C"},"privileged":false,"forward_agent":true}`))
 	f.Add([]byte(`{"action":"ping","time":"x"}`))
+	// Look-alike names, lone surrogates and extreme times.
+	for _, s := range []string{
+		`{"time":"2026-02-13T14:30:00Z","pipeline":[["a"]],"privilegeD":false}`,
+		`{"time":"2026-02-13T14:30:00Z","pipeline":[["a"]],"Privileged":false,"privileged":true}`,
+		`{"ıd":"a","time":"2026-02-13T14:30:00Z","pipeline":[["a"]]}`,
+		`{"time":"2026-02-13T14:30:00Z","pipeline":[["a"]],"forward_agent":false,"forward_agent":true}`,
+		`{"time":"2026-02-13T14:30:00Z","pipeline":[["a","\ud800"]],"env":{"\u212a":"\udc00"}}`,
+		`{"time":"2026-02-13T14:30:00Z","pipeline":[["a","\ud83d\ude00"]],"reason":"\\ud800"}`,
+		`{"time":"0001-01-01T00:00:00Z","pipeline":[["a"]]}`,
+		`{"time":"9999-12-31T23:59:59.999999999-23:59","pipeline":[["a"]]}`,
+		`{"time":"2026-02-13T14:30:00,5Z","pipeline":[["a"]]}`,
+		`{"time":"2026-02-13t4:30:00z","pipeline":[["a"]]}`,
+	} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
 		if err != nil {
@@ -396,6 +413,23 @@ func FuzzDecode(f *testing.F) {
 		}
 		if r.ForwardAgent && r.Privileged {
 			t.Fatal("accepted forward_agent with privileged")
+		}
+		// No string reads as U+FFFD unless it was sent as one (a lone
+		// surrogate escape would).
+		if !bytes.ContainsRune(b, utf8.RuneError) && !bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`)) {
+			all := append([]string{r.ID, r.Host, r.Session, r.Reason, r.Cwd, r.Version, r.TimeText}, slices.Concat(r.Pipeline...)...)
+			for k, v := range r.Env {
+				all = append(all, k, v)
+			}
+			for _, s := range all {
+				if strings.ContainsRune(s, utf8.RuneError) {
+					t.Fatalf("accepted %q, which reads as U+FFFD", b)
+				}
+			}
+		}
+		// A time CheckTime takes is RFC 3339 to an independent oracle.
+		if _, err := ParseTime(r.TimeText); err == nil && !rfc3339Grammar.MatchString(r.TimeText) {
+			t.Fatalf("accepted time %q", r.TimeText)
 		}
 		// Encoding what was decoded and decoding it again gives the same.
 		out := Outgoing{ID: r.ID, Host: r.Host, Session: r.Session, Time: r.TimeText, Action: r.Action,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +32,10 @@ type ExecuteInput struct {
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
 	Host         string            `json:"host,omitempty"`
 }
+
+// executeShape is the keys the execute tool's arguments may have: the json
+// names of ExecuteInput's fields.
+var executeShape = wire.ShapeOf(reflect.TypeFor[ExecuteInput]())
 
 func ptr[T any](v T) *T { return &v }
 
@@ -153,6 +158,11 @@ func parseExecute(raw json.RawMessage, resolved *jsonschema.Resolved) (*ExecuteI
 	}
 	if err := resolved.Validate(v); err != nil {
 		return nil, &inputError{"invalid arguments: " + strings.TrimPrefix(err.Error(), "validating root: ") + " (see the input schema's descriptions)"}
+	}
+	// The schema saw the arguments as a generic value: a repeated key, or
+	// an escaped lone surrogate (which decodes to U+FFFD), it cannot see.
+	if err := wire.CheckKeys(raw, executeShape); err != nil {
+		return nil, &inputError{"invalid arguments: " + err.Error()}
 	}
 	var in ExecuteInput
 	dec := json.NewDecoder(bytes.NewReader(raw))
