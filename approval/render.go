@@ -46,6 +46,9 @@ func Render(p *Prompt) string {
 	}
 
 	b.WriteString("rootgate approval request\n")
+	if p.SelfApproval {
+		b.WriteString(SelfApprovalBanner)
+	}
 	field("ID:", noneIfEmpty(Sanitize(p.ID)))
 	t := "(none)"
 	if !p.Time.IsZero() {
@@ -333,3 +336,7 @@ func writeEscaped(b *strings.Builder, s string, quote bool) {
 		}
 	}
 }
+
+// SelfApprovalBanner heads a prompt with [Prompt.SelfApproval] set.
+const SelfApprovalBanner = "!! UNSAFE SELF-APPROVAL: the requester's uid can control this terminal or\n" +
+	"!! session and could have typed the answer itself (rootgated --unsafe-self-approval).\n"
