@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -394,5 +395,93 @@ func TestUnsafeSelfApproval(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no decided record with unsafe_self_approval for own-uid:\n%s", b)
+	}
+}
+
+// readmeSecureSetup returns the lines of the README's "Secure setup"
+// code blocks.
+func readmeSecureSetup(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n## Secure setup\n")
+	if !ok {
+		t.Fatal("README.md has no Secure setup section")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	var lines []string
+	in := false
+	for line := range strings.SplitSeq(sec, "\n") {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			in = !in
+		case in:
+			line, _, _ = strings.Cut(line, "#")
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	return lines
+}
+
+// TestReadmeSecureSetup follows the README's secure set-up end to end: the
+// agent account made with its useradd flags, the operator (its own
+// account) approving with `sudo rootgate approve` in their own tmux, and a
+// request from the agent account with `rootgate run`, approved with y. A
+// request from the operator's own uid is refused, as the README says.
+func TestReadmeSecureSetup(t *testing.T) {
+	lines := readmeSecureSetup(t)
+	var useradd []string
+	approve := false
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) > 2 && f[0] == "sudo" && f[1] == "useradd" && f[len(f)-1] == "agent" {
+			// --groups rootgate is left out: a rootgate group would change
+			// the socket of every test daemon on this machine; the test
+			// daemon's socket is opened to all instead.
+			for i := 2; i < len(f)-1; i++ {
+				if f[i] == "--groups" {
+					i++
+					continue
+				}
+				useradd = append(useradd, f[i])
+			}
+		}
+		approve = approve || l == "sudo rootgate approve"
+	}
+	if useradd == nil || !approve {
+		t.Fatalf("README's Secure setup lacks the useradd line for agent or `sudo rootgate approve`: %q", lines)
+	}
+	agent := addAccount(t, "rgtaag", useradd...)
+	op := addAccount(t, "rgtaop", "--create-home")
+	allowSudo(t, op.name, rootgateBin)
+	d := approverDaemon(t)
+	openToAll(t, d)
+	s := startTmux(t, op.name, shellQuote("sudo", "-n", rootgateBin, "approve", "--socket", d.asock()))
+	s.see("attached to rootgated")
+
+	runAs := func(a testAccount) *exec.Cmd {
+		cmd := exec.Command("runuser", "-u", a.name, "--", rootgateBin, "run", "--reason", "readme secure setup", "--", "id", "-un")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.sock}
+		return cmd
+	}
+	out := make(chan string, 1)
+	go func() {
+		b, err := runAs(agent).CombinedOutput()
+		out <- fmt.Sprintf("%s(err %v)", b, err)
+	}()
+	s.see("readme secure setup")
+	s.see("Deny")
+	s.sendKeys("y")
+	if got := <-out; got != "root\n(err <nil>)" {
+		t.Fatalf("the agent's request printed %q", got)
+	}
+
+	b, err := runAs(op).CombinedOutput()
+	want := "rootgate: denied: " + approval.NoEligibleMessage(int(op.uid), op.name)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 77 || strings.TrimSpace(string(b)) != want {
+		t.Fatalf("the operator's own uid got %q (%v), want exit 77 and %q", b, err, want)
 	}
 }
