@@ -33,6 +33,8 @@ const stdinPreviewBytes = 200
 // every stage's full argv quoted shell-style with its resolved path and,
 // when that differs, the real path of the file that runs.
 //
+// A prompt with SelfApproval set starts with [SelfApprovalBanner].
+//
 // The text is plain: no ANSI sequences, no control character other than the
 // '\n' that ends each line, no invisible rune. Nothing is truncated except
 // the stdin preview, which says how many bytes it leaves out.
