@@ -72,6 +72,7 @@ func controllersPinned(pidfd, pid int) ([]int, error) {
 	set := map[int]bool{}
 	ttys := &ttyOwners{}
 	cur, curfd := pid, pidfd
+	top := false // reached pid 1 (or the top of our pid namespace)
 	for range maxAncestry {
 		ppid, err := readProcess(cur, cur == pid, set, ttys)
 		if err != nil {
@@ -81,7 +82,8 @@ func controllersPinned(pidfd, pid int) ([]int, error) {
 			return nil, fmt.Errorf("controllers of pid %d: pid %d exited while being read", pid, cur)
 		}
 		if ppid <= 0 {
-			break // pid 1, or a parent outside our pid namespace
+			top = true // pid 1, or a parent outside our pid namespace
+			break
 		}
 		pfd, err := unix.PidfdOpen(ppid, 0)
 		if err != nil {
@@ -102,6 +104,9 @@ func controllersPinned(pidfd, pid int) ([]int, error) {
 	}
 	if curfd != pidfd {
 		unix.Close(curfd)
+	}
+	if !top {
+		return nil, fmt.Errorf("controllers of pid %d: more than %d ancestors", pid, maxAncestry)
 	}
 	uids := make([]int, 0, len(set))
 	for u := range set {
