@@ -19,8 +19,9 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// testAccount is a throw-away local account made with useradd.
-type testAccount struct {
+// userAccount is a throw-away local account made with useradd (addAccount;
+// testAccount in dos_test.go makes one with fixed flags and returns ids).
+type userAccount struct {
 	name     string
 	uid, gid uint32
 }
@@ -28,7 +29,7 @@ type testAccount struct {
 // addAccount creates the account name (removed again at cleanup), with
 // more useradd flags; concurrent useradds may hold /etc/passwd's lock for
 // a moment, so it retries.
-func addAccount(t *testing.T, name string, flags ...string) testAccount {
+func addAccount(t *testing.T, name string, flags ...string) userAccount {
 	t.Helper()
 	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
 	var out []byte
@@ -57,7 +58,7 @@ func addAccount(t *testing.T, name string, flags ...string) testAccount {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	return testAccount{name: name, uid: uint32(uid), gid: uint32(gid)}
+	return userAccount{name: name, uid: uint32(uid), gid: uint32(gid)}
 }
 
 // allowSudo lets account run cmds as root through sudo without a password
@@ -164,7 +165,7 @@ func shellQuote(args ...string) string {
 }
 
 // pingAs sends a ping as uid and returns its approver field.
-func pingAs(t *testing.T, sock string, a testAccount) bool {
+func pingAs(t *testing.T, sock string, a userAccount) bool {
 	t.Helper()
 	r := sendAs(t, sock, a.uid, a.gid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
 	if r.Status != wire.StatusOK || r.Approver == nil {
@@ -176,7 +177,7 @@ func pingAs(t *testing.T, sock string, a testAccount) bool {
 // attack sends a request as the agent account and, the moment the
 // operator's pane shows it, types y into that pane as the agent's uid
 // would (tmux send-keys). It returns the answer.
-func attack(t *testing.T, sock string, agent testAccount, s *tmuxSession, id string) response {
+func attack(t *testing.T, sock string, agent userAccount, s *tmuxSession, id string) response {
 	t.Helper()
 	line := request(map[string]any{"id": id, "pipeline": [][]string{{"id", "-u"}}, "reason": "self-approval attempt"})
 	ch := make(chan response, 1)
@@ -216,7 +217,7 @@ func promptShown(screen, id string) bool {
 
 // wantSelfApprovalRefused asserts the answer to an agent's request that
 // only approvers it controls could have seen.
-func wantSelfApprovalRefused(t *testing.T, r response, agent testAccount, s *tmuxSession, id string) {
+func wantSelfApprovalRefused(t *testing.T, r response, agent userAccount, s *tmuxSession, id string) {
 	t.Helper()
 	if want := approval.NoEligibleMessage(int(agent.uid), agent.name); r.Status != wire.StatusDenied || r.Message != want {
 		t.Fatalf("the agent's own request: got %s, want denied with %q\nthe pane shows:\n%s", strings.TrimSpace(r.raw), want, s.screen())
@@ -461,7 +462,7 @@ func TestReadmeSecureSetup(t *testing.T) {
 	s := startTmux(t, op.name, shellQuote("sudo", "-n", rootgateBin, "approve", "--socket", d.asock()))
 	s.see("attached to rootgated")
 
-	runAs := func(a testAccount) *exec.Cmd {
+	runAs := func(a userAccount) *exec.Cmd {
 		cmd := exec.Command("runuser", "-u", a.name, "--", rootgateBin, "run", "--reason", "readme secure setup", "--", "id", "-un")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.sock}
 		return cmd
