@@ -67,6 +67,9 @@ type Decision struct {
 	// Member, on an Allow or Deny from a [Broker], is the member who gave
 	// it (its uid and where it asks), for the audit trail.
 	Member *Member `json:"-"`
+	// SelfApproval is set when Member was only asked because the broker's
+	// UnsafeSelfApproval is on: the requester could have typed the answer.
+	SelfApproval bool `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the
@@ -117,6 +120,10 @@ type Prompt struct {
 	Stdin        []byte            `json:"stdin"`
 	ForwardAgent bool              `json:"forward_agent"`
 	RunTimeout   time.Duration     `json:"run_timeout"` // the run's time limit, in nanoseconds
+	// SelfApproval marks a prompt put to an approver the requester can
+	// control, under the daemon's --unsafe-self-approval: the requester
+	// could have typed the answer itself.
+	SelfApproval bool `json:"self_approval,omitempty"`
 }
 
 // An Approver decides about one request. Approve blocks until there is a

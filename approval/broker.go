@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -15,16 +18,28 @@ type Member struct {
 	Name     string // for messages, e.g. "root on pts/3"
 	Approver Approver
 	Agent    string // the SSH agent socket this approver offers, or ""
+	// Controllers are the uids that could drive or write this approver's
+	// terminal or session (its process ancestry, login uid, SUDO_UID and
+	// the owners of its terminals), sorted; see daemon.Controllers. A
+	// request from one of them is not put to it.
+	Controllers []int
 }
 
 // Broker asks every eligible member about a request at once; the first
 // answer wins and the others are withdrawn with who decided. A member is
-// eligible unless its uid is the requester's (an agent could drive its own
-// user's processes); root members are always eligible. The zero value has
-// no members and a 60 s timeout.
+// eligible unless the requester's uid is among its Controllers (an agent
+// could type the answer into a terminal its uid controls); a request from
+// root may be put to anyone. The zero value has no members and a 60 s
+// timeout.
 type Broker struct {
 	// Timeout bounds how long a request waits for an answer; 0 means 60s.
 	Timeout time.Duration
+	// UnsafeSelfApproval keeps members eligible whose Controllers include
+	// the requester. Their prompts carry [Prompt.SelfApproval] (a banner
+	// saying the requester could have typed the answer) and a decision
+	// from one of them says so ([Decision.SelfApproval]). It guards
+	// against mistakes only, never against a hostile requester.
+	UnsafeSelfApproval bool
 
 	mu      sync.Mutex // guards the fields that follow
 	members map[*Member]struct{}
@@ -55,38 +70,87 @@ func (b *Broker) Len() int {
 	return len(b.members)
 }
 
-// Eligible reports whether an approver with uid may decide about a request
-// from requester.
-func Eligible(approver, requester int) bool {
-	return approver == 0 || approver != requester
+// Eligible reports whether an approver whose terminal or session the uids
+// controllers can drive may decide about a request from requester: never
+// when requester is among them, except that root's requests may be put to
+// anyone (root gains nothing by approving itself).
+func Eligible(controllers []int, requester int) bool {
+	return requester == 0 || !slices.Contains(controllers, requester)
 }
 
-// eligible lists the members that may decide about p: those of another
-// uid (or root), and for a forward_agent request only those offering an
-// agent, since the approver's agent is what the run gets.
-func (b *Broker) eligible(p *Prompt) []*Member {
+// asked is a member chosen for a request; unsafe when only
+// UnsafeSelfApproval made it eligible.
+type asked struct {
+	m      *Member
+	unsafe bool
+}
+
+// eligible lists the members that may decide about p: those the requester
+// cannot control (see [Eligible]), and for a forward_agent request only
+// those offering an agent, since the approver's agent is what the run
+// gets. controlled reports whether some member was left out only because
+// the requester controls it.
+func (b *Broker) eligible(p *Prompt) (ms []asked, controlled bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var ms []*Member
 	for m := range b.members {
-		if Eligible(m.UID, p.Requester.UID) && (!p.ForwardAgent || m.Agent != "") {
-			ms = append(ms, m)
+		if p.ForwardAgent && m.Agent == "" {
+			continue
 		}
+		if Eligible(m.Controllers, p.Requester.UID) {
+			ms = append(ms, asked{m: m})
+			continue
+		}
+		if b.UnsafeSelfApproval {
+			ms = append(ms, asked{m: m, unsafe: true})
+			continue
+		}
+		controlled = true
 	}
-	return ms
+	return ms, controlled
 }
 
 // CanAsk reports whether a member eligible for requester's requests is
 // attached, so that a request the policy does not decide could be put to
 // a person now.
 func (b *Broker) CanAsk(requester int) bool {
-	return len(b.eligible(&Prompt{Requester: Requester{UID: requester}})) > 0
+	ms, _ := b.eligible(&Prompt{Requester: Requester{UID: requester}})
+	return len(ms) > 0
 }
 
 // OffersAgent reports whether an approver eligible for requester offers an
 // SSH agent.
 func (b *Broker) OffersAgent(requester int) bool {
-	return len(b.eligible(&Prompt{ForwardAgent: true, Requester: Requester{UID: requester}})) > 0
+	ms, _ := b.eligible(&Prompt{ForwardAgent: true, Requester: Requester{UID: requester}})
+	return len(ms) > 0
+}
+
+// NoEligibleMessage is the protocol's text for a request whose requester,
+// uid with user name user, controls every attached approver.
+func NoEligibleMessage(uid int, user string) string {
+	who := "uid " + strconv.Itoa(uid)
+	if user != "" && user != strconv.Itoa(uid) {
+		who += " (" + Sanitize(user) + ")"
+	}
+	return "no eligible approver: the attached approvers can be controlled by " + who +
+		`, who sent this request; run the agent under its own account (README: "Secure setup")`
+}
+
+// Uninvolved lists controllers without root, for telling an approver whose
+// requests it will not be asked about ("uid 1000 (alice)"); "" when none.
+func Uninvolved(controllers []int, name func(int) string) string {
+	var parts []string
+	for _, u := range controllers {
+		if u == 0 {
+			continue
+		}
+		s := "uid " + strconv.Itoa(u)
+		if n := name(u); n != "" && n != strconv.Itoa(u) {
+			s += " (" + n + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (b *Broker) timeout() time.Duration {
@@ -105,8 +169,11 @@ var errExpired = errors.New("timed out")
 // with "every approver left before deciding" when all that were asked
 // went away or could not ask.
 func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
-	ms := b.eligible(p)
+	ms, controlled := b.eligible(p)
 	if len(ms) == 0 {
+		if controlled {
+			return Decision{Verdict: Deny, Message: NoEligibleMessage(p.Requester.UID, p.Requester.User), By: "no eligible approver"}
+		}
 		return Nobody{}.Approve(ctx, p)
 	}
 	timeout := b.timeout()
@@ -116,12 +183,18 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	defer timer.Stop()
 
 	type answer struct {
-		m *Member
+		a asked
 		d Decision
 	}
 	answers := make(chan answer, len(ms))
-	for _, m := range ms {
-		go func() { answers <- answer{m, m.Approver.Approve(askCtx, p)} }()
+	for _, a := range ms {
+		pa := p
+		if a.unsafe {
+			c := *p
+			c.SelfApproval = true
+			pa = &c
+		}
+		go func() { answers <- answer{a, a.m.Approver.Approve(askCtx, pa)} }()
 	}
 	var winner *Decision
 	var lastFailure string
@@ -132,13 +205,14 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 		case Allow, Deny:
 			if winner == nil {
 				d := a.d
-				d.Member = a.m
+				d.Member = a.a.m
+				d.SelfApproval = a.a.unsafe
 				winner = &d
 				verb := "approved"
 				if d.Verdict == Deny {
 					verb = "denied"
 				}
-				cancel(fmt.Errorf("%s by %s", verb, a.m.Name))
+				cancel(fmt.Errorf("%s by %s", verb, a.a.m.Name))
 			}
 		case Unavailable:
 			lastFailure = a.d.Message

@@ -2,6 +2,8 @@ package approval
 
 import (
 	"context"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,25 +59,81 @@ func TestBrokerEligibility(t *testing.T) {
 	var b Broker
 	alice := newScripted(Allow)
 	root := newScripted(Deny)
-	detachAlice := b.Attach(&Member{UID: 1000, Name: "alice", Approver: alice})
-	detach := b.Attach(&Member{UID: 0, Name: "root", Approver: root})
+	// alice's own approver, and a root approver that alice's uid can
+	// control (say, sudo rootgate approve in her tmux).
+	detachAlice := b.Attach(&Member{UID: 1000, Name: "alice", Approver: alice, Controllers: []int{1000}})
+	detachSudo := b.Attach(&Member{UID: 0, Name: "root via alice", Approver: root, Controllers: []int{0, 1000}})
 	close(alice.release)
 	close(root.release)
-	// alice never sees her own request; root decides it.
-	if d := b.Approve(context.Background(), prompt(1000)); d.Verdict != Deny || alice.asked {
-		t.Fatalf("got %+v, alice asked %v", d, alice.asked)
+	// Neither is shown alice's request, and she is told why.
+	d := b.Approve(context.Background(), prompt(1000))
+	if want := NoEligibleMessage(1000, ""); d.Verdict != Deny || d.Message != want || alice.asked || root.asked {
+		t.Fatalf("got %+v, want %q; alice asked %v, root asked %v", d, want, alice.asked, root.asked)
 	}
-	// Without root, nobody eligible is left for alice's request.
-	detach()
-	if d := b.Approve(context.Background(), prompt(1000)); d.Verdict != Deny || d.Message != NoApproverMessage {
+	if b.CanAsk(1000) {
+		t.Error("CanAsk(1000) with only approvers uid 1000 controls")
+	}
+	// Another user's request goes to both; root's too (root gains nothing
+	// by approving itself).
+	if !b.CanAsk(1001) || !b.CanAsk(0) {
+		t.Error("CanAsk false for a requester that controls no approver")
+	}
+	if d := b.Approve(context.Background(), prompt(1001)); d.Verdict != Allow && d.Verdict != Deny {
 		t.Fatalf("got %+v", d)
 	}
-	// Root approvers may approve root's requests (alice, who may too, is
-	// detached so that root's answer is the only one).
+	// An approver alice cannot control decides her requests.
 	detachAlice()
-	b.Attach(&Member{UID: 0, Name: "root", Approver: root})
-	if d := b.Approve(context.Background(), prompt(0)); d.Verdict != Deny || d.Message != "deny" {
+	detachSudo()
+	other := newScripted(Deny)
+	close(other.release)
+	b.Attach(&Member{UID: 0, Name: "root", Approver: other, Controllers: []int{0}})
+	if d := b.Approve(context.Background(), prompt(1000)); d.Verdict != Deny || d.Message != "deny" || !other.asked {
 		t.Fatalf("got %+v", d)
+	}
+}
+
+func TestBrokerUnsafeSelfApproval(t *testing.T) {
+	b := Broker{UnsafeSelfApproval: true}
+	var seen *Prompt
+	b.Attach(&Member{UID: 0, Name: "root via alice", Controllers: []int{0, 1000}, Approver: ApproverFunc(func(_ context.Context, p *Prompt) Decision {
+		seen = p
+		return Decision{Verdict: Allow}
+	})})
+	if !b.CanAsk(1000) {
+		t.Fatal("CanAsk(1000) false under UnsafeSelfApproval")
+	}
+	p := prompt(1000)
+	d := b.Approve(context.Background(), p)
+	if d.Verdict != Allow || !d.SelfApproval || seen == nil || !seen.SelfApproval {
+		t.Fatalf("got %+v, prompt %+v", d, seen)
+	}
+	if p.SelfApproval {
+		t.Error("the caller's prompt was marked")
+	}
+	if !strings.HasPrefix(Render(seen), "rootgate approval request\n"+SelfApprovalBanner) {
+		t.Errorf("no banner:\n%s", Render(seen))
+	}
+	// Another user's request is asked without the mark.
+	d = b.Approve(context.Background(), prompt(1001))
+	if d.SelfApproval || seen.SelfApproval || strings.Contains(Render(seen), "UNSAFE") {
+		t.Fatalf("marked a request of a uid that does not control the approver: %+v", d)
+	}
+}
+
+func TestNoEligibleMessage(t *testing.T) {
+	if got, want := NoEligibleMessage(1000, "alice"), `no eligible approver: the attached approvers can be controlled by uid 1000 (alice), who sent this request; run the agent under its own account (README: "Secure setup")`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	// The requester's user name is shown escaped.
+	if got := NoEligibleMessage(1000, "a\x1b[2Jb"); strings.ContainsRune(got, 0x1b) {
+		t.Errorf("unescaped: %q", got)
+	}
+	b, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := NoEligibleMessage(1000, "alice"); !strings.Contains(string(b), "`"+m+"`") {
+		t.Errorf("docs/protocol.md does not quote %q", m)
 	}
 }
 

@@ -58,6 +58,11 @@ type Message struct {
 	// welcome
 	Daemon        string  `json:"daemon,omitempty"`         // daemon's version
 	PromptTimeout float64 `json:"prompt_timeout,omitempty"` // seconds
+	// NotAsked are the uids whose requests this approver is never shown:
+	// they can control its terminal or session. SelfApproval says the
+	// daemon shows them anyway (--unsafe-self-approval), with a banner.
+	NotAsked     []int `json:"not_asked,omitempty"`
+	SelfApproval bool  `json:"self_approval,omitempty"`
 
 	// prompt, withdraw, decision, result
 	ID       string     `json:"id,omitempty"`

@@ -33,6 +33,8 @@ const stdinPreviewBytes = 200
 // every stage's full argv quoted shell-style with its resolved path and,
 // when that differs, the real path of the file that runs.
 //
+// A prompt with SelfApproval set starts with [SelfApprovalBanner].
+//
 // The text is plain: no ANSI sequences, no control character other than the
 // '\n' that ends each line, no invisible rune. Nothing is truncated except
 // the stdin preview, which says how many bytes it leaves out.
@@ -46,6 +48,9 @@ func Render(p *Prompt) string {
 	}
 
 	b.WriteString("rootgate approval request\n")
+	if p.SelfApproval {
+		b.WriteString(SelfApprovalBanner)
+	}
 	field("ID:", noneIfEmpty(Sanitize(p.ID)))
 	t := "(none)"
 	if !p.Time.IsZero() {
@@ -333,3 +338,7 @@ func writeEscaped(b *strings.Builder, s string, quote bool) {
 		}
 	}
 }
+
+// SelfApprovalBanner heads a prompt with [Prompt.SelfApproval] set.
+const SelfApprovalBanner = "!! UNSAFE SELF-APPROVAL: the requester's uid can control this terminal or\n" +
+	"!! session and could have typed the answer itself (rootgated --unsafe-self-approval).\n"

@@ -271,11 +271,11 @@ func TestApproverAdmission(t *testing.T) {
 		a.see("attached to rootgated")
 		a.see("as nobody")
 		// nobody's own request: not shown, so no one is left to ask.
-		r := sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"id": "own"}))
-		if r.Status != wire.StatusDenied || r.Message != `no approver attached: run "sudo rootgate approve" in a terminal` {
+		r := sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"id": "nobodys-own"}))
+		if r.Status != wire.StatusDenied || r.Message != `no eligible approver: the attached approvers can be controlled by uid 65534 (nobody), who sent this request; run the agent under its own account (README: "Secure setup")` {
 			t.Fatalf("%s", r.raw)
 		}
-		if strings.Contains(a.scr.text(), "own") {
+		if strings.Contains(a.scr.text(), "nobodys-own") {
 			t.Fatal("the approver was shown its own user's request")
 		}
 		// root's request is shown to nobody, who approves it.

@@ -212,6 +212,12 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		refuse(c, fmt.Sprintf("uid %d (%s) may not approve: rootgated admits root and the users and groups named by --approver", peer.UID, user))
 		return
 	}
+	controllers, err := peerControllers(c, peer.PID)
+	if err != nil {
+		log.Warn("approver refused: controller set unknown", "err", err)
+		refuse(c, "cannot tell who controls this approver's terminal and session ("+err.Error()+"), so it cannot be shown any request")
+		return
+	}
 	br := bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(helloWithin))
 	hello, err := approval.ReadMessage(br, approval.MaxApproverLine)
@@ -246,15 +252,16 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	// at once, as tests and scripts do). Holding the write lock meanwhile
 	// keeps a prompt for such a request from going out before the welcome.
 	r.wmu.Lock()
-	detach := s.cfg.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Approver: r, Agent: r.agent})
+	detach := s.cfg.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Approver: r, Agent: r.agent, Controllers: controllers})
 	_ = r.c.SetWriteDeadline(time.Now().Add(writeWithin))
-	err = approval.WriteMessage(r.c, &approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: s.cfg.Version, PromptTimeout: s.cfg.Broker.Timeout.Seconds()})
+	err = approval.WriteMessage(r.c, &approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: s.cfg.Version,
+		PromptTimeout: s.cfg.Broker.Timeout.Seconds(), NotAsked: notAsked(controllers), SelfApproval: s.cfg.Broker.UnsafeSelfApproval})
 	r.wmu.Unlock()
 	if err != nil {
 		detach()
 		return
 	}
-	log.Info("approver attached", "name", r.name, "agent", r.agent != "")
+	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", controllers)
 	defer func() {
 		detach()
 		r.mu.Lock()
@@ -340,4 +347,16 @@ func (r *remote) deliver(m *approval.Message) string {
 	}
 	pp.answer <- *m.Approve
 	return ""
+}
+
+// notAsked lists the uids (without root, whose requests anyone may
+// approve) an approver with these controllers is not asked about.
+func notAsked(controllers []int) []int {
+	var out []int
+	for _, u := range controllers {
+		if u != 0 {
+			out = append(out, u)
+		}
+	}
+	return out
 }

@@ -242,6 +242,7 @@ func decision(d *approval.Decision, rule *approval.Rule) *audit.Decision {
 	if m := d.Member; m != nil {
 		uid := m.UID
 		r.ApproverUID, r.Approver = &uid, m.Name
+		r.UnsafeSelfApproval = d.SelfApproval
 	}
 	return r
 }

@@ -73,24 +73,30 @@ func pinnedExe(rc syscall.RawConn, pid int) string {
 	if pid <= 0 {
 		return "" // the peer is in a pid namespace we cannot see into
 	}
+	pidfd, err := peerPidfd(rc, pid)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(pidfd)
+	return exeOf(pidfd, pid)
+}
+
+// peerPidfd returns a pidfd of the socket's peer process pid: the
+// kernel's (SO_PEERPIDFD), or on older kernels pidfd_open(pid).
+func peerPidfd(rc syscall.RawConn, pid int) (int, error) {
 	pidfd := -1
 	_ = rc.Control(func(fd uintptr) {
 		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {
 			pidfd = v
 		}
 	})
-	if pidfd < 0 {
-		// Older kernel: pin whatever process has pid now. That is the
-		// peer unless it exited and its pid was reused since accept,
-		// which nothing here can tell (see Peer.Exe).
-		v, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			return ""
-		}
-		pidfd = v
+	if pidfd >= 0 {
+		return pidfd, nil
 	}
-	defer unix.Close(pidfd)
-	return exeOf(pidfd, pid)
+	// Older kernel: pin whatever process has pid now. That is the peer
+	// unless it exited and its pid was reused since accept, which nothing
+	// here can tell (see Peer.Exe).
+	return unix.PidfdOpen(pid, 0)
 }
 
 // exeOf reads /proc/PID/exe of the process pidfd refers to, which must

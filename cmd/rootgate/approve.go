@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -205,6 +206,18 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 	}
 	a.scr.println(fmt.Sprintf("rootgate: attached to rootgated %s at %s as %s on %s; waiting for requests (prompts time out after %ds)",
 		welcome.Daemon, a.sock, a.operator, a.name, int(welcome.PromptTimeout)))
+	notAsked := ""
+	if who := approval.Uninvolved(welcome.NotAsked, lookupUserName); who != "" {
+		if welcome.SelfApproval {
+			notAsked = "; UNSAFE: asked about " + who + " too, who can control this terminal (--unsafe-self-approval)"
+		} else {
+			notAsked = "; not asked about " + who + ": they can control this terminal"
+		}
+		a.scr.println("rootgate: requests from " + who + " are not shown here: that uid can control this terminal or session and could answer for you")
+		if welcome.SelfApproval {
+			a.scr.println("rootgate: UNSAFE: rootgated runs with --unsafe-self-approval, so they are shown anyway, with a warning banner")
+		}
+	}
 
 	var mu sync.Mutex // guards queue and byID
 	queue := []*prompt{}
@@ -236,7 +249,7 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 			n := len(queue)
 			mu.Unlock()
 			if n == 0 {
-				a.scr.println("rootgate: idle, nothing queued; waiting for requests (last: " + strings.Join(a.last, ", ") + ")")
+				a.scr.println("rootgate: idle, nothing queued; waiting for requests (last: " + strings.Join(a.last, ", ") + ")" + notAsked)
 			}
 		}
 	}()
@@ -381,4 +394,12 @@ func operatorName() string {
 		return u.Username
 	}
 	return fmt.Sprint(os.Getuid())
+}
+
+// lookupUserName names uid, or "" when it has no passwd entry.
+func lookupUserName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return ""
 }

@@ -139,6 +139,10 @@ type Decision struct {
 	// decided, if one did.
 	ApproverUID *int   `json:"approver_uid,omitempty"`
 	Approver    string `json:"approver,omitempty"`
+	// UnsafeSelfApproval is set when that person was only asked because
+	// of rootgated --unsafe-self-approval: the requester's uid could
+	// control the approver's terminal or session and type the answer.
+	UnsafeSelfApproval bool `json:"unsafe_self_approval,omitempty"`
 }
 
 // Run is what is about to run.

@@ -13,8 +13,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +53,7 @@ type options struct {
 	runtimeDir    string
 	policy        string
 	tty           bool
+	unsafeSelf    bool
 	promptTimeout time.Duration
 	execTimeout   time.Duration
 	killGrace     time.Duration
@@ -125,6 +128,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root")
 	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
 	fs.BoolVar(&o.tty, "tty", false, "prompt for approval on the daemon's controlling terminal")
+	fs.BoolVar(&o.unsafeSelf, "unsafe-self-approval", false, "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent")
 	fs.DurationVar(&o.promptTimeout, "prompt-timeout", daemon.DefaultPromptTimeout, "how long an approval prompt waits for an answer")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", daemon.DefaultExecTimeout, "run time limit; a request may only lower it")
 	fs.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
@@ -235,7 +239,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 	}
 	logOut := stderr
-	broker := &approval.Broker{Timeout: o.promptTimeout}
+	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf}
 	var term *approval.Terminal
 	if o.tty {
 		var err error
@@ -245,8 +249,24 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		logOut = term.LogWriter(stderr)
 	}
 	log := newLogger(logOut)
+	if o.unsafeSelf {
+		log.Warn("UNSAFE: --unsafe-self-approval is on: a requester may be asked through an approver whose terminal or session its own uid controls, and could type the answer itself; this guards against mistakes only, not against a hostile agent")
+	}
 	if term != nil {
-		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Approver: term})
+		// Who could type into this terminal: the daemon's ancestry (sudo,
+		// a tmux server, sshd), login uid, SUDO_UID and terminals, not
+		// only the owner of sudo's inner pty.
+		controllers, err := daemon.Controllers(os.Getpid())
+		if err != nil {
+			return fmt.Errorf("--tty: cannot tell who controls this terminal: %w", err)
+		}
+		controllers = append(controllers, ttyOwner(term.In))
+		slices.Sort(controllers)
+		controllers = slices.Compact(controllers)
+		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Approver: term, Controllers: controllers})
+		if who := approval.Uninvolved(controllers, userName); who != "" {
+			fmt.Fprintf(logOut, "rootgated: this terminal is not asked about requests from %s: they can control it\n", who)
+		}
 	}
 	var admit daemon.Admission
 	for _, a := range o.approvers {
@@ -394,13 +414,21 @@ func explicit(fs *flag.FlagSet, name string) bool {
 }
 
 // ttyOwner is the uid owning the terminal f: its owner could type into it,
-// so it must not approve that user's own requests.
+// so it is one of the terminal's controllers.
 func ttyOwner(f *os.File) int {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0
 	}
 	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
+
+// userName names uid, or "" when it has no passwd entry.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return ""
 }
 
 // DefaultApproverSocket is where approver clients attach.

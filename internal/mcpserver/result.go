@@ -106,9 +106,12 @@ func render(host, socket string, pipeline [][]string, resp *wire.Response, maxTe
 			r.Next = "This is a bug in rootgated; tell the user."
 		}
 	case wire.StatusDenied:
-		if strings.HasPrefix(resp.Message, "no approver attached") || strings.HasPrefix(resp.Message, "every approver left") {
+		switch {
+		case strings.HasPrefix(resp.Message, "no approver attached") || strings.HasPrefix(resp.Message, "every approver left"):
 			r.Next = "No one is there to approve. Ask the user to run `sudo rootgate approve` in a terminal, then send the request again."
-		} else {
+		case strings.HasPrefix(resp.Message, "no eligible approver"):
+			r.Next = "Every attached approver is in a terminal or session your own account can control, so rootgate will not ask them (you could answer for the user). Do not retry: tell the user to run you under an account of your own (README \"Secure setup\")."
+		default:
 			r.Next = "This denial is final for this request: do not send it again unchanged. Tell the user what you wanted to do and why, and ask how to proceed."
 		}
 	case wire.StatusTimeout:
