@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -252,7 +253,13 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
-		m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+		m, err := readDaemonMessage(br)
+		if errors.Is(err, approval.ErrLineTooLong) {
+			// One message we cannot take must not cost the session:
+			// the others' prompts are still waiting here.
+			a.scr.println(fmt.Sprintf("rootgate: skipped a message from rootgated over %d bytes; if it was a prompt, it times out unanswered here", approval.MaxDaemonLine))
+			continue
+		}
 		if err != nil {
 			return true, err
 		}
@@ -292,6 +299,37 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 			a.scr.println(fmt.Sprintf("rootgate: ignored an unknown %q message", approval.Sanitize(m.Type)))
 		}
 	}
+}
+
+// readDaemonMessage reads one message line from the daemon. A line over
+// approval.MaxDaemonLine is read to its end and dropped: the error is then
+// approval.ErrLineTooLong and the next call reads the next line.
+func readDaemonMessage(br *bufio.Reader) (*approval.Message, error) {
+	var line []byte
+	n := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		n += len(chunk)
+		if n <= approval.MaxDaemonLine {
+			line = append(line, chunk...)
+		} else {
+			line = nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && (n == 0 || !errors.Is(err, io.EOF)) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, io.ErrUnexpectedEOF
+		}
+		break
+	}
+	if n > approval.MaxDaemonLine {
+		return nil, approval.ErrLineTooLong
+	}
+	return approval.ReadMessage(bufio.NewReader(bytes.NewReader(line)), approval.MaxDaemonLine)
 }
 
 // remember keeps the outcome of the last few prompts for the idle line.
