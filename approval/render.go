@@ -60,7 +60,7 @@ func render(p *Prompt, wholeStdin bool) string {
 		fmt.Fprintf(&b, "  %-13s%s\n", "", value)
 	}
 	says := func(label, value string) {
-		fmt.Fprintf(&b, "%s%-9s%s\n", RequesterMark, label, value)
+		fmt.Fprintf(&b, "%s%-8s %s\n", RequesterMark, label, value)
 	}
 
 	b.WriteString("rootgate approval request\n")

@@ -457,6 +457,7 @@ type promptModel struct {
 
 	width, height int
 	lines         []string // text wrapped to width
+	stages        []string // who asks and each stage, cut to width
 	top           int      // the first line of lines in the pager
 	armed         bool     // Dwell has passed: keys count
 	seenEnd       bool     // the pager has shown the last line
@@ -519,6 +520,10 @@ func (m *promptModel) layout(w, h int) {
 	}
 	m.top = 0
 	m.scroll(0)
+	m.stages = []string{fit("Asked by "+describeRequester(&m.p.Requester)+", per the kernel", w)}
+	for i, st := range m.p.Stages {
+		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, quoteArgv(st.Argv)), w))
+	}
 }
 
 // footer is what goes below the pager: who asks, every stage on its own
@@ -536,10 +541,7 @@ func (m *promptModel) footer() []string {
 		}
 		f = append(f, fit(status, m.width))
 	}
-	f = append(f, fit("Asked by "+describeRequester(&m.p.Requester)+", per the kernel", m.width))
-	for i, st := range m.p.Stages {
-		f = append(f, fit(fmt.Sprintf("  [%d] %s", i+1, quoteArgv(st.Argv)), m.width))
-	}
+	f = append(f, m.stages...)
 	f = append(f, strings.Split(strings.TrimRight(m.form.View(), "\n"), "\n")...)
 	left := max(time.Until(m.deadline).Round(time.Second), 0)
 	var keys string

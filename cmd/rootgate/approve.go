@@ -96,7 +96,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	a := &approver{sock: sock, name: ttyName(), kind: "terminal", operator: operatorName(), scr: &screen{out: tty}, agent: agentSock}
 	a.ask = func(deadline time.Time) approval.Approver {
 		return &approval.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.name, Operator: a.operator,
-			Accessible: *accessible}
+			Accessible: *accessible, AfterWithdrawn: a.afterWithdrawn}
 	}
 	return a.run(ctx, stderr)
 }
@@ -113,6 +113,9 @@ type approver struct {
 	// decided by deadline.
 	ask  func(deadline time.Time) approval.Approver
 	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
+	// afterWithdrawn: the last prompt shown here was withdrawn while on
+	// screen, so the next one says it is a different request; the worker's.
+	afterWithdrawn bool
 }
 
 // run attaches, and re-attaches quietly after the daemon goes away, until
@@ -357,6 +360,7 @@ func (a *approver) show(p *prompt, send func(*approval.Message) error, queued in
 		fmt.Fprintf(a.scr.out, "rootgate: %d more request(s) queued after this one\n", queued)
 	}
 	d := a.ask(*p.msg.Deadline).Approve(p.ctx, p.msg.Request)
+	a.afterWithdrawn = d.Verdict == approval.Withdrawn
 	switch d.Verdict {
 	case approval.Allow, approval.Deny:
 		ok := d.Verdict == approval.Allow

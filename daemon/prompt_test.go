@@ -1,0 +1,305 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// The prompt boundary: what an approver is shown, and when a key counts,
+// against a requester that shapes its request (or withdraws and replaces
+// it) to get a plain y for something the operator did not see. Each test
+// runs the real rootgated and the real `rootgate approve` on a pty.
+
+// promptDaemon is a daemon asking a person, with time to page.
+func promptDaemon(t *testing.T) *daemonProc {
+	return startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+}
+
+// pending fails if the request answered on ch has been answered.
+func pending(t *testing.T, ch chan response, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: the request was answered: %s", what, r.raw)
+	default:
+	}
+}
+
+// pageToEnd pages on with space, once keys count, until the pager shows
+// the request's last line and the approver says y counts. The last status
+// line on the screen must be the current prompt's (or none, when the
+// request fits).
+func (a *approverProc) pageToEnd() {
+	a.t.Helper()
+	last := func() []string {
+		m := statusLine.FindAllStringSubmatch(a.scr.text(), -1)
+		if len(m) == 0 {
+			return nil
+		}
+		return m[len(m)-1]
+	}
+	for st := last(); st != nil && st[2] != st[3]; {
+		a.key(" ")
+		waitFor(a.t, "the pager to move on", 30*time.Second, func() bool {
+			now := last()
+			if now[2] != st[2] {
+				st = now
+				return true
+			}
+			return false
+		})
+	}
+	a.see("y approve ·")
+}
+
+// statusLine is the pager's status line: first and last line shown, of how
+// many.
+var statusLine = regexp.MustCompile(`── lines (\d+)-(\d+) of (\d+)`)
+
+// waitLog waits until the daemon has logged a line holding all of words.
+func (d *daemonProc) waitLog(words ...string) {
+	d.t.Helper()
+	waitFor(d.t, fmt.Sprintf("the daemon to log %q", words), 30*time.Second, func() bool {
+		for line := range strings.SplitSeq(d.stderr.String(), "\n") {
+			all := true
+			for _, w := range words {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestPromptLongStageNeedsPaging(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	// Stage 1 is long enough to fill many screens; stage 2 is the point.
+	marker := filepath.Join(d.dir, "stage-two-ran")
+	pipeline := [][]string{{"echo", strings.Repeat("routine log rotation ", 1000)}, {"touch", marker}}
+	for len(pipeline) < wire.MaxStages {
+		pipeline = append(pipeline, []string{"cat"})
+	}
+	ch := d.ask(map[string]any{"id": "hidden-stage", "pipeline": pipeline, "reason": "rotate logs"})
+	a.see("hidden-stage")
+	// Every stage has its own line in the form.
+	a.see("  [2] touch " + marker)
+	a.see("  [16] cat")
+	a.see("page to the end of the request before y counts")
+	a.key("y")
+	a.see("y refused: page to the end first")
+	pending(t, ch, "y before the end of the request")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("stage 2 ran on a y typed before the request was all shown")
+	}
+
+	// The operator who pages through it may approve.
+	a.pageToEnd()
+	a.key("y")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved pipeline did not run: %v", err)
+	}
+}
+
+func TestPromptShowsAllOfStdin(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	marker := filepath.Join(d.dir, "tail-ran")
+	script := strings.Repeat("# just checking the disk\n", 12) + "df -h >/dev/null\ntouch " + marker + "\n"
+	if len(script) < 300 {
+		t.Fatalf("the script is %d bytes; its tail must be past byte 200", len(script))
+	}
+	ch := d.ask(map[string]any{"id": "stdin-tail", "pipeline": [][]string{{"sh", "-s"}},
+		"stdin": base64.StdEncoding.EncodeToString([]byte(script))})
+	a.see("stdin-tail")
+	a.see("all of it below: 14 lines")
+	a.see("┊ stdin 14: 'touch " + marker + "'")
+	a.pageToEnd()
+	a.key("y")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved script did not run: %v", err)
+	}
+}
+
+func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	// A y typed the moment the prompt is up (the operator's second y)
+	// does not count; after the dwell, the same key does.
+	chA := d.ask(map[string]any{"id": "dwell-a", "pipeline": [][]string{{"echo", "a"}}})
+	a.see("dwell-a")
+	a.see("keys are not accepted yet")
+	a.see("y approve ·")
+	marker := filepath.Join(d.dir, "queued-ran")
+	chB := d.ask(map[string]any{"id": "dwell-b", "pipeline": [][]string{{"touch", marker}}})
+	d.waitLog("asking for approval", "dwell-b")
+	a.key("y")
+	wantOK(t, <-chA)
+	a.see("dwell-b")
+	a.key("y") // the double tap, landing on the next prompt
+	a.see("keys are not accepted yet")
+	a.see("y approve ·")
+	pending(t, chB, "a y typed during the dwell")
+	a.key("n")
+	if r := <-chB; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+		t.Fatalf("%s", r.raw)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a y typed during the dwell approved the queued request")
+	}
+}
+
+func TestPromptWithdrawnThenReplaced(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": "swap-benign", "pipeline": [][]string{{"uptime"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	a.see("swap-benign")
+	a.see("y approve ·")
+	// Withdrawn under the operator's finger, and at once replaced.
+	c.Close()
+	a.see("request swap-benign withdrawn")
+	marker := filepath.Join(d.dir, "swap-ran")
+	ch := d.ask(map[string]any{"id": "swap-evil", "pipeline": [][]string{{"touch", marker}}})
+	a.see("swap-evil")
+	a.key("y")
+	a.see("The request shown before was withdrawn: this is a DIFFERENT request")
+	a.see("y approve ·")
+	pending(t, ch, "a y typed as the replacement appeared")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the replacement ran on a y typed as it appeared")
+	}
+	// Read, and approved on purpose: it runs.
+	a.key("y")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal(err)
+	}
+	// The banner belongs to the first prompt after a withdrawal only.
+	ch = d.ask(map[string]any{"id": "swap-next"})
+	a.see("swap-next")
+	a.see("y approve ·")
+	a.key("n")
+	<-ch
+	if txt := a.scr.text(); strings.Count(txt, "this is a DIFFERENT request") == 0 ||
+		strings.Contains(txt[strings.Index(txt, "swap-next"):], "DIFFERENT request") {
+		t.Errorf("the withdrawal banner is shown on the wrong prompts:\n%s", txt)
+	}
+}
+
+func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	b := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	b.see("attached to rootgated")
+
+	// Someone else's request waits at both approvers ...
+	other := d.ask(map[string]any{"id": "other-user", "session": "someone-else", "pipeline": [][]string{{"echo", "other"}}})
+	a.see("other-user")
+	b.see("other-user")
+	// ... when a request of a million '<' (six million bytes as
+	// encoding/json escapes them by default) is put to them too.
+	// The request line itself is under 1 MiB: '<' needs no escaping.
+	line := strings.Replace(request(map[string]any{"id": "huge", "pipeline": [][]string{{"echo", "LT"}}}), "LT", strings.Repeat("<", 1_000_000), 1)
+	if len(line) > wire.MaxLine {
+		t.Fatalf("the request is %d bytes, over the daemon's limit", len(line))
+	}
+	huge := make(chan response, 1)
+	go func() { huge <- d.sendRaw(line) }()
+	d.waitLog("asking for approval", "huge")
+	a.see("y approve ·")
+	a.key("y")
+	if r := wantOK(t, <-other); string(r.Stdout) != "other\n" {
+		t.Fatalf("%s", r.raw)
+	}
+	b.see("withdrawn (approved by root on pts/")
+	// Both still attached: the huge prompt reaches both, to be decided.
+	a.see("huge")
+	b.see("huge")
+	b.see("n or Esc deny")
+	b.key("n")
+	if r := <-huge; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+		t.Fatalf("%s", r.raw)
+	}
+	for _, ap := range []*approverProc{a, b} {
+		if txt := ap.scr.text(); strings.Contains(txt, "connection to rootgated lost") || strings.Contains(txt, "skipped a message") {
+			t.Errorf("an approver lost a message or its session:\n%s", txt)
+		}
+	}
+}
+
+func TestApproverSkipsOverlongLine(t *testing.T) {
+	// The daemon never sends a line over approval.MaxDaemonLine; a client
+	// that gets one anyway reads past it and keeps its session.
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "a")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a := startApprover(t, sock, 0)
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatalf("no hello: %v", err)
+	}
+	send := func(m any) {
+		t.Helper()
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(append(b, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: "fake", PromptTimeout: 60})
+	a.see("attached to rootgated fake")
+	send(map[string]string{"type": approval.MsgResult, "id": "x", "outcome": strings.Repeat("o", approval.MaxDaemonLine)})
+	send(approval.Message{Type: approval.MsgPing})
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(line, `"pong"`) {
+		t.Fatalf("after an overlong line, the approver answered %q, %v; want a pong", line, err)
+	}
+	a.see("skipped a message from rootgated over")
+	if strings.Contains(a.scr.text(), "connection to rootgated lost") {
+		t.Errorf("the approver dropped its session:\n%s", a.scr.text())
+	}
+}
