@@ -117,12 +117,12 @@ func TestTerminalApproval(t *testing.T) {
 	t.Run("y approves and the prompt shows the request", func(t *testing.T) {
 		ch := td.ask(map[string]any{"id": "tty-y", "pipeline": [][]string{{"echo", "approved-run"}, {"tr", "a-z", "A-Z"}}, "reason": "say hello", "session": "sess-1"})
 		pos = td.waitScreen(t, pos, "tty-y")
+		pos = td.waitScreen(t, pos, "n or Esc deny")
 		for _, want := range []string{"echo approved-run", "/usr/bin/echo", "tr a-z A-Z", "say hello", "sess-1", "root"} {
 			if !strings.Contains(td.scr.text()[pos-200:], want) && !strings.Contains(td.scr.text(), want) {
 				t.Errorf("prompt does not show %q", want)
 			}
 		}
-		pos = td.waitScreen(t, pos, "n or Esc deny")
 		td.key(t, "y")
 		r := wantOK(t, <-ch)
 		if string(r.Stdout) != "APPROVED-RUN\n" {
