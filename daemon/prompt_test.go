@@ -386,3 +386,27 @@ func TestPromptRequesterWordsStayMarked(t *testing.T) {
 		t.Fatalf("%s", r.raw)
 	}
 }
+
+func TestPromptAccessibleShowsAllOfStdin(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApproverArgs(t, d.asock(), 0, "--accessible")
+	a.see("attached to rootgated")
+
+	marker := filepath.Join(d.dir, "accessible-tail-ran")
+	script := strings.Repeat("# read aloud, line by line\n", 10) + "touch " + marker + "\n"
+	ch := d.ask(map[string]any{"id": "acc-tail", "pipeline": [][]string{{"sh", "-s"}},
+		"stdin": base64.StdEncoding.EncodeToString([]byte(script))})
+	a.see("acc-tail")
+	// The tail past byte 200 is written before the question, and a y
+	// typed before the question is not an answer.
+	a.see("┊ stdin 11: 'touch " + marker + "'")
+	a.key("y\r")
+	a.see("That is the whole request.")
+	a.see("[y/N]")
+	pending(t, ch, "a y typed before the question")
+	a.key("y\r")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved script did not run: %v", err)
+	}
+}
