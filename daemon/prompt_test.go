@@ -39,6 +39,28 @@ func pending(t *testing.T, ch chan response, what string) {
 	}
 }
 
+// notAnswered waits until the approver accepts keys for the prompt on
+// screen, and fails if the request on ch was answered first: a key typed
+// before then must not have answered it.
+func (a *approverProc) notAnswered(ch chan response, what string) {
+	a.t.Helper()
+	var got *response
+	waitFor(a.t, "the prompt to accept keys", 30*time.Second, func() bool {
+		select {
+		case r := <-ch:
+			got = &r
+			return true
+		default:
+		}
+		txt := a.scr.text()
+		return strings.Contains(txt[min(a.pos, len(txt)):], "y approve ·")
+	})
+	if got != nil {
+		a.t.Fatalf("%s answered the request: %s", what, got.raw)
+	}
+	a.see("y approve ·")
+}
+
 // pageToEnd pages on with space, once keys count, until the pager shows
 // the request's last line and the approver says y counts. The last status
 // line on the screen must be the current prompt's (or none, when the
@@ -152,7 +174,6 @@ func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
 	// does not count; after the dwell, the same key does.
 	chA := d.ask(map[string]any{"id": "dwell-a", "pipeline": [][]string{{"echo", "a"}}})
 	a.see("dwell-a")
-	a.see("keys are not accepted yet")
 	a.see("y approve ·")
 	marker := filepath.Join(d.dir, "queued-ran")
 	chB := d.ask(map[string]any{"id": "dwell-b", "pipeline": [][]string{{"touch", marker}}})
@@ -160,10 +181,13 @@ func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
 	a.key("y")
 	wantOK(t, <-chA)
 	a.see("dwell-b")
+	a.see("> Deny")
 	a.key("y") // the double tap, landing on the next prompt
-	a.see("keys are not accepted yet")
-	a.see("y approve ·")
-	pending(t, chB, "a y typed during the dwell")
+	at := a.pos
+	a.notAnswered(chB, "a y typed as the prompt appeared")
+	if !strings.Contains(a.scr.text()[at:], "keys are not accepted yet") {
+		t.Error("the form never said keys were not accepted yet")
+	}
 	a.key("n")
 	if r := <-chB; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
 		t.Fatalf("%s", r.raw)
@@ -194,10 +218,13 @@ func TestPromptWithdrawnThenReplaced(t *testing.T) {
 	marker := filepath.Join(d.dir, "swap-ran")
 	ch := d.ask(map[string]any{"id": "swap-evil", "pipeline": [][]string{{"touch", marker}}})
 	a.see("swap-evil")
+	at := a.pos
+	a.see("> Deny")
 	a.key("y")
-	a.see("The request shown before was withdrawn: this is a DIFFERENT request")
-	a.see("y approve ·")
-	pending(t, ch, "a y typed as the replacement appeared")
+	a.notAnswered(ch, "a y typed as the replacement appeared")
+	if !strings.Contains(a.scr.text()[at:], "The request shown before was withdrawn: this is a DIFFERENT request") {
+		t.Errorf("the replacement has no banner saying so:\n%s", a.scr.text()[at:])
+	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the replacement ran on a y typed as it appeared")
 	}
