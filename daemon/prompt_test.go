@@ -39,6 +39,22 @@ func pending(t *testing.T, ch chan response, what string) {
 	}
 }
 
+// tapY taps y every 50 ms for half of approval.Dwell from now, as an
+// operator's finger still on the key would (the prompt's dwell began
+// before it was on the screen, so every tap lands inside it), and fails if
+// the request on ch is answered meanwhile.
+func (a *approverProc) tapY(ch chan response, what string) {
+	a.t.Helper()
+	for start := time.Now(); time.Since(start) < approval.Dwell/2; {
+		a.key("y")
+		select {
+		case r := <-ch:
+			a.t.Fatalf("%s answered the request: %s", what, r.raw)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // notAnswered waits until the approver accepts keys for the prompt on
 // screen, and fails if the request on ch was answered first: a key typed
 // before then must not have answered it.
@@ -182,8 +198,8 @@ func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
 	wantOK(t, <-chA)
 	a.see("dwell-b")
 	a.see("> Deny")
-	a.key("y") // the double tap, landing on the next prompt
 	at := a.pos
+	a.tapY(chB, "a y typed as the prompt appeared") // the double tap, landing on the next prompt
 	a.notAnswered(chB, "a y typed as the prompt appeared")
 	if !strings.Contains(a.scr.text()[at:], "keys are not accepted yet") {
 		t.Error("the form never said keys were not accepted yet")
@@ -220,7 +236,7 @@ func TestPromptWithdrawnThenReplaced(t *testing.T) {
 	a.see("swap-evil")
 	at := a.pos
 	a.see("> Deny")
-	a.key("y")
+	a.tapY(ch, "a y typed as the replacement appeared")
 	a.notAnswered(ch, "a y typed as the replacement appeared")
 	if !strings.Contains(a.scr.text()[at:], "The request shown before was withdrawn: this is a DIFFERENT request") {
 		t.Errorf("the replacement has no banner saying so:\n%s", a.scr.text()[at:])
