@@ -39,13 +39,16 @@ func pending(t *testing.T, ch chan response, what string) {
 	}
 }
 
-// tapY taps y every 50 ms for half of approval.Dwell from now, as an
+// tapFor is half of approval.Dwell (1 s).
+const tapFor = 500 * time.Millisecond
+
+// tapY taps y every 50 ms for tapFor from now, as an
 // operator's finger still on the key would (the prompt's dwell began
 // before it was on the screen, so every tap lands inside it), and fails if
 // the request on ch is answered meanwhile.
 func (a *approverProc) tapY(ch chan response, what string) {
 	a.t.Helper()
-	for start := time.Now(); time.Since(start) < approval.Dwell/2; {
+	for start := time.Now(); time.Since(start) < tapFor; {
 		a.key("y")
 		select {
 		case r := <-ch:
