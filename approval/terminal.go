@@ -49,17 +49,23 @@ var errPromptTimeout = errors.New("approval prompt timed out")
 var errHangup = errors.New("terminal closed or hung up")
 
 // Terminal is an [Approver] that asks the person at a terminal. For each
-// request it prints the whole of [Render] to the terminal, discards any keys
-// typed before that, then shows a huh Confirm ("Approve" / "Deny", Deny
-// focused) with a one-line summary of the command and a countdown:
+// request it discards any keys typed before, then shows the whole of
+// [RenderWhole] in a pager fitted to the window, below it who asks and
+// every stage on a line of its own, a huh Confirm ("Approve" / "Deny", Deny
+// focused), the keys that count and a countdown (see [promptModel]):
 //
-//   - y approves; n, Esc or ctrl+c denies; Enter takes the highlighted
-//     answer, which is Deny unless the arrow keys (or h, l) moved it;
+//   - no key counts for [Dwell] after the prompt appears;
+//   - y approves, once the pager has shown the request's last line; n, Esc
+//     or ctrl+c denies; Enter takes the highlighted answer, which is Deny
+//     unless the arrow keys (or h, l) moved it;
 //   - no answer within Timeout: [Expired];
 //   - the request's context ends first: the form is removed and the answer
 //     is [Withdrawn].
 //
-// After each prompt it prints one line saying how it ended. Requests are
+// A prompt that follows one withdrawn while on screen opens with a banner
+// saying it is a different request. With Accessible, the request is
+// written whole as plain lines instead, and the question asked after
+// [Dwell]. After each prompt it prints one line saying how it ended. Requests are
 // shown one at a time, first come first served; a request waiting its turn
 // is bounded only by its own context, and one whose context ends while it
 // waits is never shown. Timeout counts from the moment a prompt is shown.
