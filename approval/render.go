@@ -175,16 +175,6 @@ func describePath(s Stage) string {
 	return path
 }
 
-// commandSummary returns the request's pipeline on one line, each argv quoted with
-// [Quote] and stages joined by " | ", as a shell would show it.
-func commandSummary(p *Prompt) string {
-	parts := make([]string, len(p.Stages))
-	for i, s := range p.Stages {
-		parts[i] = quoteArgv(s.Argv)
-	}
-	return strings.Join(parts, " | ")
-}
-
 func quoteArgv(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {

@@ -282,7 +282,7 @@ func FuzzRender(f *testing.F) {
 			Stdin: stdin,
 		}
 		checkDisplaySafe(t, "Render", Render(p), true)
-		checkDisplaySafe(t, "commandSummary", commandSummary(p), false)
+		checkDisplaySafe(t, "RenderWhole", RenderWhole(p), true)
 		checkDisplaySafe(t, "describeRequester", describeRequester(&p.Requester), false)
 		checkDisplaySafe(t, "runAsName", runAsName(p), false)
 		for _, s := range []string{id, host, session, reason, arg0, arg1, envKey, envValue, string(stdin)} {
