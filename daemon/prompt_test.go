@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -286,6 +287,13 @@ func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
 	huge := make(chan response, 1)
 	go func() { huge <- d.sendRaw(line) }()
 	d.waitLog("asking for approval", "huge")
+	// Both approvers have read the huge prompt's line (or, as rootgate
+	// did, 4 MiB of it before giving up their session).
+	for _, ap := range []*approverProc{a, b} {
+		waitFor(t, "the approver to read the huge prompt", 30*time.Second, func() bool {
+			return readBytes(t, ap.cmd.Process.Pid) >= 1_000_000
+		})
+	}
 	a.see("y approve ·")
 	a.key("y")
 	if r := wantOK(t, <-other); string(r.Stdout) != "other\n" {
@@ -305,6 +313,22 @@ func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
 			t.Errorf("an approver lost a message or its session:\n%s", txt)
 		}
 	}
+}
+
+// readBytes is how many bytes process pid has read so far (rchar).
+func readBytes(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	return n
 }
 
 func TestApproverSkipsOverlongLine(t *testing.T) {
