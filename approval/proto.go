@@ -140,12 +140,43 @@ func ReadMessage(r *bufio.Reader, max int) (*Message, error) {
 	return &m, nil
 }
 
+// EncodeMessage returns m as one line, its newline included. It does not
+// escape <, > and & as encoding/json does by default: an argument of a
+// million '<' must not become a six-megabyte prompt.
+func EncodeMessage(m *Message) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
 // WriteMessage writes m as one line.
 func WriteMessage(w io.Writer, m *Message) error {
-	b, err := json.Marshal(m)
+	b, err := EncodeMessage(m)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(b, '\n'))
+	_, err = w.Write(b)
 	return err
+}
+
+// PromptLine returns the prompt message for p, as one line, and an error
+// when the line is longer than an approver client reads ([MaxDaemonLine]).
+// A request the daemon accepts (at most 1 MiB of valid UTF-8, at most 16
+// stages) gives well under 4 MiB: a request string escapes to at most
+// twice its size (U+2028 and U+2029 become \u2028), stdin stays base64, and
+// the resolved paths and the requester's executable add at most 33 ×
+// PATH_MAX bytes, six each when they are not UTF-8 (\ufffd).
+func PromptLine(p *Prompt, deadline time.Time) ([]byte, error) {
+	b, err := EncodeMessage(&Message{Type: MsgPrompt, ID: p.ID, Hash: RequestHash(p), Deadline: &deadline, Request: p})
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxDaemonLine {
+		return nil, fmt.Errorf("the request is too large to show to an approver: its prompt would be %d bytes, over the %d-byte limit", len(b), MaxDaemonLine)
+	}
+	return b, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -195,4 +196,36 @@ func TestReadMessageEveryFieldExact(t *testing.T) {
 	check(reflect.TypeFor[Prompt](), func(k string) string { return `{"type":"prompt","request":{` + k + `}}` })
 	check(reflect.TypeFor[Stage](), func(k string) string { return `{"type":"prompt","request":{"stages":[{` + k + `}]}}` })
 	check(reflect.TypeFor[Requester](), func(k string) string { return `{"type":"prompt","request":{"requester":{` + k + `}}}` })
+}
+
+func TestPromptLineBound(t *testing.T) {
+	// The worst a 1 MiB request line can do: an argument of U+2028 (3
+	// bytes each, written back as the 6 of \u2028), 16 stages whose
+	// resolved paths are PATH_MAX bytes of invalid UTF-8 (6 bytes each as
+	// \ufffd), and '<' that must not become \u003c.
+	bad := strings.Repeat("\xff", 4096)
+	p := &Prompt{ID: "big", Requester: Requester{Exe: bad}}
+	for i := range 16 {
+		arg := "<"
+		if i == 0 {
+			arg = strings.Repeat("\u2028", (1<<20)/3)
+		}
+		p.Stages = append(p.Stages, Stage{Argv: []string{"cat", arg}, Path: bad, Target: bad})
+	}
+	line, err := PromptLine(p, time.Now())
+	if err != nil || len(line) > MaxDaemonLine {
+		t.Fatalf("a prompt for a 1 MiB request: %d bytes, %v; want at most %d", len(line), err, MaxDaemonLine)
+	}
+	if _, err := ReadMessage(bufio.NewReader(bytes.NewReader(line)), MaxDaemonLine); err != nil {
+		t.Fatalf("the client cannot read the prompt back: %v", err)
+	}
+
+	p = &Prompt{Stages: []Stage{{Argv: []string{"echo", strings.Repeat("<", 3<<20)}}}}
+	if line, err := PromptLine(p, time.Now()); err != nil || !bytes.Contains(line, []byte(`"<<<`)) {
+		t.Fatalf("'<' is escaped or refused: %.40q, %v", line, err)
+	}
+	p.Stages[0].Argv[1] += strings.Repeat("<", 1<<20)
+	if _, err := PromptLine(p, time.Now()); err == nil || !strings.HasPrefix(err.Error(), "the request is too large to show to an approver: its prompt would be ") {
+		t.Fatalf("an over-long prompt: %v, want it refused", err)
+	}
 }

@@ -25,10 +25,18 @@ import (
 // stdinPreviewBytes is how much of the request's stdin Render shows.
 const stdinPreviewBytes = 200
 
+// RequesterMark starts every line of the requester's own words (the id,
+// time, host, session, client version and reason it sent, and the lines of
+// its stdin) in a rendered request. No line of the daemon's own starts with
+// it, so a requester's text cannot pass for the daemon's.
+const RequesterMark = "  ┊ "
+
 // Render returns the full description of a request that an approver is
-// shown: who asks (user, uid, gid, pid, executable), host, session, time, id,
-// client version, the reason (marked as the requester's words), what would
-// run (run-as user, loudly when root; working directory; environment; stdin
+// shown: first the daemon's own facts about who asks (user, uid, gid, pid,
+// executable, per the kernel); then, each line marked with [RequesterMark],
+// what the requester says about itself (id, time, host, session, client
+// version, reason), none of which the daemon checked; then what would run
+// (run-as user, loudly when root; working directory; environment; stdin
 // size, SHA-256 and a preview; SSH agent forwarding; time limit) and last,
 // every stage's full argv quoted shell-style with its resolved path and,
 // when that differs, the real path of the file that runs.
@@ -38,7 +46,14 @@ const stdinPreviewBytes = 200
 // The text is plain: no ANSI sequences, no control character other than the
 // '\n' that ends each line, no invisible rune. Nothing is truncated except
 // the stdin preview, which says how many bytes it leaves out.
-func Render(p *Prompt) string {
+func Render(p *Prompt) string { return render(p, false) }
+
+// RenderWhole is [Render] with the whole of stdin, one numbered line of the
+// input per line (each quoted), instead of a preview: what a terminal
+// approver pages through.
+func RenderWhole(p *Prompt) string { return render(p, true) }
+
+func render(p *Prompt, wholeStdin bool) string {
 	var b strings.Builder
 	field := func(label, value string) {
 		fmt.Fprintf(&b, "  %-13s%s\n", label, value)
@@ -46,30 +61,32 @@ func Render(p *Prompt) string {
 	more := func(value string) {
 		fmt.Fprintf(&b, "  %-13s%s\n", "", value)
 	}
+	says := func(label, value string) {
+		fmt.Fprintf(&b, "%s%-8s %s\n", RequesterMark, label, value)
+	}
 
 	b.WriteString("rootgate approval request\n")
 	if p.SelfApproval {
 		b.WriteString(SelfApprovalBanner)
 	}
-	field("ID:", noneIfEmpty(Sanitize(p.ID)))
+	field("Requester:", describeRequester(&p.Requester)+", per the kernel")
+	b.WriteString("The requester says (its own words, not checked by rootgated):\n")
+	says("id:", noneIfEmpty(Sanitize(p.ID)))
 	t := "(none)"
 	if !p.Time.IsZero() {
 		t = p.Time.Format(time.RFC3339Nano)
 	}
-	field("Time:", t)
-	field("Requester:", describeRequester(&p.Requester))
-	field("Host:", noneIfEmpty(Sanitize(p.Host)))
-	field("Session:", noneIfEmpty(Sanitize(p.Session)))
-	field("Client:", noneIfEmpty(Sanitize(p.Version)))
-
+	says("time:", t)
+	says("host:", noneIfEmpty(Sanitize(p.Host)))
+	says("session:", noneIfEmpty(Sanitize(p.Session)))
+	says("client:", noneIfEmpty(Sanitize(p.Version)))
 	if p.Reason == "" {
-		b.WriteString("Reason: (none given)\n")
+		says("reason:", "(none given)")
 	} else {
-		b.WriteString("Reason (the requester's words, unverified):\n")
+		label := "reason:"
 		for line := range strings.SplitSeq(p.Reason, "\n") {
-			b.WriteString("  | ")
-			b.WriteString(Sanitize(line))
-			b.WriteByte('\n')
+			says(label, Sanitize(line))
+			label = ""
 		}
 	}
 
@@ -97,9 +114,24 @@ func Render(p *Prompt) string {
 			}
 		}
 	}
-	if len(p.Stdin) == 0 {
+	switch {
+	case len(p.Stdin) == 0:
 		field("Stdin:", "none (/dev/null)")
-	} else {
+	case wholeStdin:
+		sum := sha256.Sum256(p.Stdin)
+		lines := strings.Split(string(p.Stdin), "\n")
+		end := "ends with a newline"
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		} else {
+			end = "no newline at the end"
+		}
+		field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(p.Stdin), hex.EncodeToString(sum[:])))
+		more(fmt.Sprintf("all of it below: %d lines, each quoted (%s)", len(lines), end))
+		for i, line := range lines {
+			says(fmt.Sprintf("stdin %d:", i+1), Quote(line))
+		}
+	default:
 		sum := sha256.Sum256(p.Stdin)
 		field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(p.Stdin), hex.EncodeToString(sum[:])))
 		n := stdinPreviewLen(p.Stdin)
@@ -131,26 +163,21 @@ func Render(p *Prompt) string {
 	}
 	for i, s := range p.Stages {
 		fmt.Fprintf(&b, "  [%d] %s\n", i+1, quoteArgv(s.Argv))
-		path := "(not resolved)"
-		if s.Path != "" {
-			path = Quote(s.Path)
-		}
-		if s.Target != "" {
-			path += ", which is the file " + Quote(s.Target)
-		}
-		fmt.Fprintf(&b, "      executable: %s\n", path)
+		fmt.Fprintf(&b, "      executable: %s\n", describePath(s))
 	}
 	return b.String()
 }
 
-// commandSummary returns the request's pipeline on one line, each argv quoted with
-// [Quote] and stages joined by " | ", as a shell would show it.
-func commandSummary(p *Prompt) string {
-	parts := make([]string, len(p.Stages))
-	for i, s := range p.Stages {
-		parts[i] = quoteArgv(s.Argv)
+// describePath is a stage's resolved executable for display.
+func describePath(s Stage) string {
+	path := "(not resolved)"
+	if s.Path != "" {
+		path = Quote(s.Path)
 	}
-	return strings.Join(parts, " | ")
+	if s.Target != "" {
+		path += ", which is the file " + Quote(s.Target)
+	}
+	return path
 }
 
 func quoteArgv(argv []string) string {

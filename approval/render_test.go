@@ -107,15 +107,15 @@ func TestRenderFull(t *testing.T) {
 		RunTimeout:   90 * time.Second,
 	}
 	want := `rootgate approval request
-  ID:          550e8400-e29b-41d4-a716-446655440000
-  Time:        2026-02-13T14:30:00+01:00
-  Requester:   alice (uid 1000, gid 1000, pid 4242, exe /usr/bin/node)
-  Host:        workstation.local
-  Session:     claude-code-project-alpha
-  Client:      rootgate/0.1.0
-Reason (the requester's words, unverified):
-  | Look for errors
-  | in\tthe journal
+  Requester:   alice (uid 1000, gid 1000, pid 4242, exe /usr/bin/node), per the kernel
+The requester says (its own words, not checked by rootgated):
+  ┊ id:      550e8400-e29b-41d4-a716-446655440000
+  ┊ time:    2026-02-13T14:30:00+01:00
+  ┊ host:    workstation.local
+  ┊ session: claude-code-project-alpha
+  ┊ client:  rootgate/0.1.0
+  ┊ reason:  Look for errors
+  ┊          in\tthe journal
 What would run:
   Run as:      alice (uid 1000, the requester's own user; not privileged)
   Directory:   '/home/alice/my project'
@@ -144,13 +144,14 @@ func TestRenderMinimal(t *testing.T) {
 		Privileged: true,
 	}
 	want := `rootgate approval request
-  ID:          (none)
-  Time:        (none)
-  Requester:   1000 (uid 1000, gid 100, pid 7, exe unknown)
-  Host:        (none)
-  Session:     (none)
-  Client:      (none)
-Reason: (none given)
+  Requester:   1000 (uid 1000, gid 100, pid 7, exe unknown), per the kernel
+The requester says (its own words, not checked by rootgated):
+  ┊ id:      (none)
+  ┊ time:    (none)
+  ┊ host:    (none)
+  ┊ session: (none)
+  ┊ client:  (none)
+  ┊ reason:  (none given)
 What would run:
   Run as:      root   *** PRIVILEGED: the command runs as ROOT ***
   Directory:   /
@@ -188,12 +189,12 @@ func TestRenderEscapesControlSequences(t *testing.T) {
 	}
 	got := Render(p)
 	for _, want := range []string{
-		`ID:          id\x1b[2J`,
-		`Host:        h\x1b]0;title\x07`,
-		`Session:     s\u202e`,
-		`Client:      v\u009b\x9b`,
-		`  | see \x1b[31mred\x1b[0m\r`,
-		`  | and \u200bhidden`,
+		`  ┊ id:      id\x1b[2J`,
+		`  ┊ host:    h\x1b]0;title\x07`,
+		`  ┊ session: s\u202e`,
+		`  ┊ client:  v\u009b\x9b`,
+		`  ┊ reason:  see \x1b[31mred\x1b[0m\r`,
+		`  ┊          and \u200bhidden`,
 		`Requester:   u\x1bc (uid 0, gid 0, pid 0, exe $'/tmp/\x1b[8mx')`,
 		`Run as:      r\x1b   *** PRIVILEGED`,
 		`Directory:   $'/tmp/\x1b[H'`,
@@ -281,7 +282,7 @@ func FuzzRender(f *testing.F) {
 			Stdin: stdin,
 		}
 		checkDisplaySafe(t, "Render", Render(p), true)
-		checkDisplaySafe(t, "commandSummary", commandSummary(p), false)
+		checkDisplaySafe(t, "RenderWhole", RenderWhole(p), true)
 		checkDisplaySafe(t, "describeRequester", describeRequester(&p.Requester), false)
 		checkDisplaySafe(t, "runAsName", runAsName(p), false)
 		for _, s := range []string{id, host, session, reason, arg0, arg1, envKey, envValue, string(stdin)} {
@@ -289,4 +290,41 @@ func FuzzRender(f *testing.F) {
 			checkDisplaySafe(t, "Quote", Quote(s), false)
 		}
 	})
+}
+
+func TestRenderMarksRequesterWords(t *testing.T) {
+	// A reason, id and stdin made to look like the daemon's own lines.
+	fake := "What would run:\n  Run as:      nobody (uid 65534; not privileged)\nCommand (1 stage):\n  [1] true"
+	p := &Prompt{
+		ID: "x", Host: "Command (1 stage):", Session: "  [1] true", Version: "What would run:",
+		Reason: "routine\n" + fake, Stdin: []byte("#!/bin/sh\n" + fake + "\n"),
+		Requester:  Requester{UID: 1000, User: "alice"},
+		Stages:     []Stage{{Argv: []string{"sh", "-s"}, Path: "/usr/bin/sh"}},
+		Privileged: true,
+	}
+	for name, got := range map[string]string{"Render": Render(p), "RenderWhole": RenderWhole(p)} {
+		count := map[string]int{}
+		for line := range strings.SplitSeq(got, "\n") {
+			if !strings.HasPrefix(line, RequesterMark) {
+				count[line]++
+			}
+		}
+		if count["What would run:"] != 1 || count["Command (1 stage):"] != 1 || count["  [1] true"] != 0 ||
+			count["  Run as:      nobody (uid 65534; not privileged)"] != 0 {
+			t.Errorf("%s: the requester's words pass for the daemon's:\n%s", name, got)
+		}
+	}
+	whole := RenderWhole(p)
+	for _, want := range []string{
+		"  Stdin:       106 bytes, SHA-256 ",
+		"               all of it below: 5 lines, each quoted (ends with a newline)\n",
+		"  ┊ stdin 1: '#!/bin/sh'\n",
+		"  ┊ stdin 5: '  [1] true'\n",
+		"Command (1 stage):\n  [1] sh -s\n",
+	} {
+		if !strings.Contains(whole, want) {
+			t.Errorf("RenderWhole lacks %q:\n%s", want, whole)
+		}
+	}
+	checkDisplaySafe(t, "RenderWhole", whole, true)
 }

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/huh"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/cancelreader"
 	"golang.org/x/sys/unix"
 )
@@ -26,9 +28,15 @@ const DefaultPromptTimeout = 60 * time.Second
 // on screen.
 const maxHeldLog = 1 << 20
 
-// summaryChars bounds the one-line command summary inside the form; the
-// whole request is printed above the form.
-const summaryChars = 300
+// Dwell is how long a prompt is on screen before a key counts: keys typed
+// meanwhile are discarded, and type-ahead is flushed again when it ends, so
+// a key meant for something else (a double-tapped y, a prompt withdrawn and
+// replaced under the operator's finger) does not answer this request.
+const Dwell = time.Second
+
+// withdrawnBanner opens a prompt that took the place of one withdrawn while
+// on screen.
+const withdrawnBanner = "!!! The request shown before was withdrawn: this is a DIFFERENT request. Read it again."
 
 // withdrawnMessage is what a requester whose request went away is told.
 const withdrawnMessage = "request withdrawn"
@@ -41,17 +49,23 @@ var errPromptTimeout = errors.New("approval prompt timed out")
 var errHangup = errors.New("terminal closed or hung up")
 
 // Terminal is an [Approver] that asks the person at a terminal. For each
-// request it prints the whole of [Render] to the terminal, discards any keys
-// typed before that, then shows a huh Confirm ("Approve" / "Deny", Deny
-// focused) with a one-line summary of the command and a countdown:
+// request it discards any keys typed before, then shows the whole of
+// [RenderWhole] in a pager fitted to the window, below it who asks and
+// every stage on a line of its own, a huh Confirm ("Approve" / "Deny", Deny
+// focused), the keys that count and a countdown (see [promptModel]):
 //
-//   - y approves; n, Esc or ctrl+c denies; Enter takes the highlighted
-//     answer, which is Deny unless the arrow keys (or h, l) moved it;
+//   - no key counts for [Dwell] after the prompt appears;
+//   - y approves, once the pager has shown the request's last line; n, Esc
+//     or ctrl+c denies; Enter takes the highlighted answer, which is Deny
+//     unless the arrow keys (or h, l) moved it;
 //   - no answer within Timeout: [Expired];
 //   - the request's context ends first: the form is removed and the answer
 //     is [Withdrawn].
 //
-// After each prompt it prints one line saying how it ended. Requests are
+// A prompt that follows one withdrawn while on screen opens with a banner
+// saying it is a different request. With Accessible, the request is
+// written whole as plain lines instead, and the question asked after
+// [Dwell]. After each prompt it prints one line saying how it ended. Requests are
 // shown one at a time, first come first served; a request waiting its turn
 // is bounded only by its own context, and one whose context ends while it
 // waits is never shown. Timeout counts from the moment a prompt is shown.
@@ -78,6 +92,11 @@ type Terminal struct {
 	// mode) instead of the redrawn form: "y" and Enter approve; anything
 	// else, Enter alone, or the end of input deny.
 	Accessible bool
+	// AfterWithdrawn says the request shown on this terminal just before
+	// was withdrawn while on screen (by an earlier Terminal on the same
+	// terminal): the first prompt then opens with a banner saying it is a
+	// different request. The Terminal sets it itself for the prompts after.
+	AfterWithdrawn bool
 
 	mu    sync.Mutex // guards the fields that follow
 	busy  bool       // a request holds the terminal
@@ -117,6 +136,8 @@ func (t *Terminal) Approve(ctx context.Context, p *Prompt) Decision {
 	t.holdLogs()
 	defer t.releaseLogs()
 	d, outcome := t.ask(ctx, p)
+	// Only the holder of the terminal touches AfterWithdrawn.
+	t.AfterWithdrawn = d.Verdict == Withdrawn
 	if t.Out != nil {
 		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", Sanitize(p.ID), outcome)
 	}
@@ -202,16 +223,9 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 		return fail(fmt.Errorf("not a terminal: %w", err))
 	}
 
-	// The whole request goes to the terminal first, as plain lines: the
-	// form below redraws in place, is clipped to the window and cuts lines
-	// at its width, so long content would not survive inside it. The
-	// terminal's scrollback keeps this text whole.
-	text := Render(p)
-	if _, err := io.WriteString(t.Out, "\r\n"+strings.ReplaceAll(text, "\n", "\r\n")); err != nil {
-		return fail(err)
-	}
 	// Keys typed before the request appeared are not answers to it.
-	if err := unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH); err != nil {
+	flush := func() error { return unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH) }
+	if err := flush(); err != nil {
 		return fail(fmt.Errorf("failed to discard type-ahead: %w", err))
 	}
 
@@ -221,7 +235,7 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 	defer cancel()
 
 	if t.Accessible {
-		ok, err := t.askAccessible(pctx, p)
+		ok, err := t.askAccessible(pctx, p, flush)
 		switch {
 		case pctx.Err() == nil && err == nil && ok:
 			return Decision{Verdict: Allow, By: by}, "approved"
@@ -233,8 +247,12 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 
 	var ok bool // false: Deny is focused and is what Enter takes
 	m := &promptModel{
-		form:     newConfirmForm(p, strings.Count(text, "\n"), &ok, lipgloss.NewRenderer(t.Out)),
+		form:     newConfirmForm(p, &ok, lipgloss.NewRenderer(t.Out)),
+		p:        p,
+		text:     strings.TrimSuffix(RenderWhole(p), "\n"),
 		deadline: deadline,
+		banner:   t.AfterWithdrawn,
+		flush:    func() { _ = flush() },
 	}
 	prog := tea.NewProgram(m,
 		tea.WithInput(ttyInput{t.In}),
@@ -251,11 +269,14 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 		case <-done:
 		}
 	}()
+	if _, err := io.WriteString(t.Out, "\r\n"); err != nil {
+		return fail(err)
+	}
 	_, err := prog.Run()
 	close(done)
 
 	switch state := m.form.State; {
-	case state == huh.StateCompleted && ok:
+	case state == huh.StateCompleted && ok && m.armed && m.seenEnd:
 		return Decision{Verdict: Allow, By: by}, "approved"
 	case state == huh.StateCompleted || state == huh.StateAborted:
 		return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
@@ -291,7 +312,27 @@ func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err e
 // input denies. huh cannot be interrupted while it reads, so it reads
 // through a cancelreader (epoll on the terminal), cancelled when ctx ends:
 // the read then fails and huh returns as if the input had ended.
-func (t *Terminal) askAccessible(ctx context.Context, p *Prompt) (bool, error) {
+//
+// The whole request, stdin included, is written first as plain lines, so a
+// screen reader reads all of it; then, for [Dwell], typed lines are
+// discarded (and flushed once more at its end) before the question.
+func (t *Terminal) askAccessible(ctx context.Context, p *Prompt, flush func() error) (bool, error) {
+	var head strings.Builder
+	if t.AfterWithdrawn {
+		head.WriteString(withdrawnBanner + "\n")
+	}
+	head.WriteString(RenderWhole(p))
+	if _, err := io.WriteString(t.Out, "\n"+head.String()); err != nil {
+		return false, err
+	}
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-time.After(Dwell):
+	}
+	if err := flush(); err != nil {
+		return false, fmt.Errorf("failed to discard type-ahead: %w", err)
+	}
 	in, err := cancelreader.NewReader(t.In)
 	if err != nil {
 		return false, err
@@ -300,7 +341,7 @@ func (t *Terminal) askAccessible(ctx context.Context, p *Prompt) (bool, error) {
 	stop := context.AfterFunc(ctx, func() { in.Cancel() })
 	defer stop()
 	ok := false
-	title := fmt.Sprintf("Run this command as %s? Type y and Enter to approve; Enter alone denies.", runAsWord(p))
+	title := fmt.Sprintf("That is the whole request. Run this command as %s? Type y and Enter to approve; Enter alone denies.", runAsWord(p))
 	err = huh.NewConfirm().Title(title).Value(&ok).RunAccessible(t.Out, in)
 	return ok && ctx.Err() == nil, err
 }
@@ -345,30 +386,22 @@ func (t *Terminal) denyMessage(name string) string {
 }
 
 // newConfirmForm builds the prompt's form: a huh Confirm bound to ok
-// (false, so Deny is focused), titled with the run-as user, described by a
-// one-line command summary. Esc and ctrl+c abort the form (a denial). Styles
-// come from r and use no adaptive colour, so nothing queries the terminal's
-// background, and the focused button is marked by text as well as by
-// reverse video, so it shows without colour too.
-func newConfirmForm(p *Prompt, lines int, ok *bool, r *lipgloss.Renderer) *huh.Form {
+// (false, so Deny is focused), titled with the run-as user, described by
+// nothing else: [promptModel] draws the request above it. Esc and ctrl+c abort the form (a
+// denial). Styles come from r and use no adaptive colour, so nothing
+// queries the terminal's background, and the focused button is marked by
+// text as well as by reverse video, so it shows without colour too.
+func newConfirmForm(p *Prompt, ok *bool, r *lipgloss.Renderer) *huh.Form {
 	title := "Run this command as " + runAsName(p) + "?"
 	if runsAsRoot(p) {
 		title = "Run this command as ROOT?"
 	}
-	sum := commandSummary(p)
-	if n := len([]rune(sum)); n > summaryChars {
-		sum = fmt.Sprintf("%s … (%d more characters)", string([]rune(sum)[:summaryChars]), n-summaryChars)
-	}
-	desc := fmt.Sprintf("$ %s\nRequest %s from %s. The full request (%d lines) is printed above.",
-		sum, noneIfEmpty(Sanitize(p.ID)), describeRequester(&p.Requester), lines)
-
 	keys := huh.NewDefaultKeyMap()
 	keys.Quit = key.NewBinding(key.WithKeys("ctrl+c", "esc"))
 
 	form := huh.NewForm(huh.NewGroup(
 		huh.NewConfirm().
 			Title(title).
-			Description(desc).
 			Affirmative("Approve").
 			Negative("Deny").
 			Value(ok),
@@ -406,13 +439,36 @@ func promptTheme(r *lipgloss.Renderer) *huh.Theme {
 	return &t
 }
 
-// promptModel runs a huh form under our own Bubble Tea program, adding a
-// countdown line, the end of the request's context (endPromptMsg) and a
-// usable size on terminals that report 0x0.
+// promptModel runs a huh form under our own Bubble Tea program. Above the
+// form it shows the whole request (text, [RenderWhole]) in a pager that
+// fits the window, wrapped to its width; then who asks and every stage of
+// the pipeline, one line each, cut to the width and saying so; then the
+// form and a line saying which keys count. It adds:
+//
+//   - the dwell: keys count only [Dwell] after the prompt appeared; those
+//     typed before are discarded, and type-ahead is flushed at its end;
+//   - paging: when the request is taller than its pager, y (and moving to
+//     Approve) is refused until the operator has paged to its end, with
+//     ↓ j, space, PgDn (there is no key to jump to the end);
+//   - the countdown, the end of the request's context (endPromptMsg) and a
+//     usable size on terminals that report 0x0.
 type promptModel struct {
 	form     *huh.Form
+	p        *Prompt
+	text     string // the request, without its last newline
 	deadline time.Time
-	ended    bool // the prompt's context ended before an answer
+	banner   bool   // the previous prompt was withdrawn: say this is another
+	flush    func() // discards type-ahead
+	ended    bool   // the prompt's context ended before an answer
+
+	width, height int
+	lines         []string // text wrapped to width
+	stages        []string // who asks and each stage, cut to width
+	top           int      // the first line of lines in the pager
+	armed         bool     // Dwell has passed: keys count
+	seenEnd       bool     // the pager has shown the last line
+	refused       bool     // y was refused for want of paging
+	footerLines   int      // the footer's height at the last View
 }
 
 // endPromptMsg tells the program the prompt's context ended.
@@ -421,12 +477,121 @@ type endPromptMsg struct{}
 // tickMsg refreshes the countdown.
 type tickMsg struct{}
 
+// armMsg ends the dwell.
+type armMsg struct{}
+
 func tick() tea.Cmd {
 	return tea.Tick(time.Second, func(time.Time) tea.Msg { return tickMsg{} })
 }
 
 func (m *promptModel) Init() tea.Cmd {
-	return tea.Batch(m.form.Init(), tick())
+	m.layout(80, 24)
+	return tea.Batch(m.form.Init(), tick(), tea.Tick(Dwell, func(time.Time) tea.Msg { return armMsg{} }))
+}
+
+// contPrefix is what a wrapped line's continuation lines start with: the
+// requester's mark again for the requester's words, an arrow indented
+// deeper than any label of the daemon's otherwise. Either way no
+// continuation line can look like a line of the daemon's.
+func contPrefix(line string) string {
+	if strings.HasPrefix(line, RequesterMark) {
+		return RequesterMark + "  ↳ "
+	}
+	return strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))) + "    ↳ "
+}
+
+// wrapLine cuts line into pieces of at most width cells.
+func wrapLine(line string, width int) []string {
+	if ansi.StringWidth(line) <= width {
+		return []string{line}
+	}
+	prefix := contPrefix(line)
+	w := max(width-ansi.StringWidth(prefix), 8)
+	parts := strings.Split(ansi.Hardwrap(line, w, true), "\n")
+	for i := 1; i < len(parts); i++ {
+		parts[i] = prefix + parts[i]
+	}
+	return parts
+}
+
+// layout wraps the request for a window of w×h cells.
+func (m *promptModel) layout(w, h int) {
+	if w == m.width && h == m.height && m.lines != nil {
+		return
+	}
+	m.width, m.height = w, h
+	m.lines = m.lines[:0]
+	for line := range strings.SplitSeq(m.text, "\n") {
+		m.lines = append(m.lines, wrapLine(line, w)...)
+	}
+	m.top = 0
+	m.scroll(0)
+	m.stages = []string{fit("Asked by "+describeRequester(&m.p.Requester)+", per the kernel", w)}
+	for i, st := range m.p.Stages {
+		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, quoteArgv(st.Argv)), w))
+	}
+}
+
+// footer is what goes below the pager: who asks, every stage on its own
+// line, the form and the key line.
+func (m *promptModel) footer() []string {
+	var f []string
+	if m.banner {
+		f = append(f, fit(withdrawnBanner, m.width))
+	}
+	if n := len(m.lines); m.pagerHeight() < n {
+		end := min(m.top+m.pagerHeight(), n)
+		status := fmt.Sprintf("── lines %d-%d of %d · ↓ j space PgDn: on · ↑ k b PgUp: back", m.top+1, end, n)
+		if !m.seenEnd {
+			status += " · page to the end before y counts"
+		}
+		f = append(f, fit(status, m.width))
+	}
+	f = append(f, m.stages...)
+	f = append(f, strings.Split(strings.TrimRight(m.form.View(), "\n"), "\n")...)
+	left := max(time.Until(m.deadline).Round(time.Second), 0)
+	var keys string
+	switch {
+	case !m.armed:
+		keys = " keys are not accepted yet: read the request"
+	case m.tooSmall():
+		keys = " window too small to show the request: enlarge it · n or Esc deny"
+	case m.refused && !m.seenEnd:
+		keys = " y refused: page to the end first (space, PgDn) · n or Esc deny"
+	case !m.seenEnd:
+		keys = " page to the end of the request before y counts · n or Esc deny"
+	default:
+		keys = " y approve · n or Esc deny · Enter takes the highlighted answer"
+	}
+	f = append(f, fit(keys, m.width), " times out in "+displaySeconds(left))
+	return f
+}
+
+// fit cuts s to width cells, saying how many characters it left out.
+func fit(s string, width int) string {
+	if ansi.StringWidth(s) <= width {
+		return s
+	}
+	kept := ansi.Truncate(s, max(width-16, 8), "")
+	return kept + fmt.Sprintf(" …(+%d more)", utf8.RuneCountInString(s)-utf8.RuneCountInString(kept))
+}
+
+// pagerHeight is how many lines of the request fit above the footer.
+func (m *promptModel) pagerHeight() int {
+	// One line spare: a view as tall as the window scrolls it.
+	return max(m.height-m.footerLines-1, 3)
+}
+
+// tooSmall reports whether the window cannot hold the footer and a pager
+// of 3 lines: then nothing can be approved (the top of the view would be
+// cut off).
+func (m *promptModel) tooSmall() bool {
+	return m.footerLines+3+1 > m.height
+}
+
+// scroll moves the pager by d lines, within the request.
+func (m *promptModel) scroll(d int) {
+	m.top = max(min(m.top+d, len(m.lines)-m.pagerHeight()), 0)
 }
 
 func (m *promptModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -439,6 +604,10 @@ func (m *promptModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		return m, tick()
+	case armMsg:
+		m.armed = true
+		m.flush() // what was typed during the dwell and not yet read
+		return m, nil
 	case tea.WindowSizeMsg:
 		// A terminal that does not know its size (a serial console, a
 		// fresh pty) says 0x0, which would give the form no room at all.
@@ -448,8 +617,33 @@ func (m *promptModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.Height <= 0 {
 			msg.Height = 24
 		}
+		m.layout(msg.Width, msg.Height)
 		_, cmd := m.form.Update(msg)
 		return m, cmd
+	case tea.KeyMsg:
+		if !m.armed {
+			return m, nil // too early to be an answer to this request
+		}
+		ph := m.pagerHeight()
+		switch msg.String() {
+		case "down", "j":
+			m.scroll(1)
+			return m, nil
+		case "up", "k":
+			m.scroll(-1)
+			return m, nil
+		case "pgdown", " ", "f", "ctrl+f":
+			m.scroll(ph - 1)
+			return m, nil
+		case "pgup", "b", "ctrl+b":
+			m.scroll(-(ph - 1))
+			return m, nil
+		case "y", "Y", "left", "right", "h", "l", "tab", "shift+tab":
+			if !m.seenEnd {
+				m.refused = true
+				return m, nil
+			}
+		}
 	}
 	_, cmd := m.form.Update(msg)
 	return m, cmd
@@ -459,12 +653,26 @@ func (m *promptModel) View() string {
 	if m.ended || m.form.State != huh.StateNormal {
 		return "" // the form leaves the screen
 	}
-	left := time.Until(m.deadline).Round(time.Second)
-	if left < 0 {
-		left = 0
+	// The footer's height fixes the pager's, which decides whether the
+	// footer has a status line: settle it, then draw.
+	footer := m.footer()
+	for range 3 {
+		if len(footer) == m.footerLines {
+			break
+		}
+		m.footerLines = len(footer)
+		m.scroll(0)
+		footer = m.footer()
 	}
-	return m.form.View() + fmt.Sprintf("\n y approve · n or Esc deny · Enter takes the highlighted answer · times out in %s\n",
-		displaySeconds(left))
+	ph := m.pagerHeight()
+	end := min(m.top+ph, len(m.lines))
+	if end == len(m.lines) && !m.tooSmall() {
+		m.seenEnd = true // this view shows the request's last line
+	}
+	view := make([]string, 0, ph+len(footer))
+	view = append(view, m.lines[m.top:end]...)
+	view = append(view, footer...)
+	return strings.Join(view, "\n") + "\n"
 }
 
 // LogWriter returns a writer for log output that passes writes through to

@@ -163,9 +163,24 @@ func testPrompt(id string, argv ...string) *Prompt {
 func showPrompt(t *testing.T, ctx context.Context, term *Terminal, s *screen, from int, p *Prompt) (<-chan Decision, int) {
 	t.Helper()
 	ch := approveAsync(ctx, term, p)
-	at := s.waitFor(from, "ID:          "+p.ID+"\n")
+	at := s.waitFor(from, RequesterMark+"id:      "+p.ID+"\n")
 	at = s.waitFor(at, "> Deny")
+	at = s.waitFor(at, "keys are not accepted yet")
+	at = s.waitFor(at, "n or Esc deny")
 	return ch, at
+}
+
+// pageToEnd pages on (space) from screen offset at until y counts.
+func pageToEnd(s *screen, at int) int {
+	s.t.Helper()
+	for {
+		text := s.Text()
+		if i := strings.Index(text[at:], "y approve ·"); i >= 0 {
+			return at + i
+		}
+		s.send(" ")
+		at = s.waitFor(at, "── lines")
+	}
 }
 
 // waitQueued waits until n requests wait their turn at term.
@@ -213,11 +228,12 @@ func TestTerminalApprove(t *testing.T) {
 	ch, at := showPrompt(t, context.Background(), term, s, 0, p)
 	text := s.Text()
 	for _, want := range []string{
-		"Reason (the requester's words, unverified):\n  | Install nginx to set up a web server\n",
+		"The requester says (its own words, not checked by rootgated):\n",
+		RequesterMark + "reason:  Install nginx to set up a web server\n",
 		"Run as:      root   *** PRIVILEGED",
 		"Command (1 stage):\n  [1] apt install nginx\n      executable: /usr/bin/apt\n",
 		"Run this command as ROOT?",
-		"$ apt install nginx",
+		"Asked by alice (uid 1000, gid 1000, pid 4242, exe /usr/bin/python3.12), per the kernel\n  [1] apt install nginx\n",
 		"times out in 60s",
 	} {
 		if !strings.Contains(text, want) {
@@ -252,22 +268,25 @@ func TestTerminalLongCommand(t *testing.T) {
 	term, s := newTerminal(t, 24, 80)
 	script := strings.Repeat("echo 0123456789; ", 400) + "\nrm -rf /tmp/x"
 	p := testPrompt("req-long", "sh", "-c", script)
-	ch, _ := showPrompt(t, context.Background(), term, s, 0, p)
+	p.Stages = append(p.Stages, Stage{Argv: []string{"tee", "/etc/shadow"}, Path: "/usr/bin/tee"})
+	ch := approveAsync(context.Background(), term, p)
+	at := s.waitFor(0, "page to the end of the request before y counts")
+	// Every stage has its line in the form, the long one cut saying so.
 	text := s.Text()
-	// The request text is printed whole, on one line the terminal wraps.
-	if want := "[1] sh -c " + Quote(script) + "\n"; !strings.Contains(text, want) {
-		t.Errorf("the screen does not show the whole command")
+	for _, want := range []string{"  [1] sh -c $'echo", "more)\n", "  [2] tee /etc/shadow\n"} {
+		if !strings.Contains(text[:at], want) {
+			t.Errorf("the form lacks %q; the screen shows:\n%s", want, text[:at])
+		}
 	}
-	// The form's one-line summary says what it leaves out.
-	summary := commandSummary(p)
-	marker := fmt.Sprintf("(%d more characters)", len(summary)-summaryChars)
-	// The form wraps the summary at spaces and borders it with "┃".
-	flat := strings.Join(strings.Fields(strings.ReplaceAll(text, "┃", "")), " ")
-	if !strings.Contains(flat, marker) {
-		t.Errorf("the form lacks %q; the screen shows:\n%s", marker, text[len(text)-2000:])
+	s.send("y")
+	at = s.waitFor(at, "y refused: page to the end first")
+	// Paging on reaches the end, wrapped lines marked as continued.
+	pageToEnd(s, at)
+	if !strings.Contains(s.Text(), "    ↳ ") {
+		t.Error("the wrapped command has no continuation mark")
 	}
-	s.send("n")
-	decision(t, ch)
+	s.send("y")
+	checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
 }
 
 func TestTerminalDeny(t *testing.T) {
@@ -324,14 +343,14 @@ func TestTerminalArrowKeys(t *testing.T) {
 func TestTerminalTimeout(t *testing.T) {
 	t.Parallel()
 	term, s := newTerminal(t, 40, 120)
-	term.Timeout = time.Second
+	term.Timeout = 2 * time.Second
 	ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-t", "true"))
 	checkDecision(t, decision(t, ch), Decision{
 		Verdict: Expired,
-		Message: "no approval decision within 1s",
+		Message: "no approval decision within 2s",
 		By:      "tty " + term.Name,
 	})
-	s.waitFor(at, "rootgate: request req-t timed out (no approval decision within 1s)")
+	s.waitFor(at, "rootgate: request req-t timed out (no approval decision within 2s)")
 	checkFormErased(t, s.Raw(), "rootgate: request req-t timed out")
 }
 
@@ -406,8 +425,7 @@ func TestTerminalEscapesArguments(t *testing.T) {
 	text := s.Text()
 	for _, want := range []string{
 		`[1] printf $'\x1b]0;pwned\x07' $'\x1b[2Jwipe' $'a\nb'`,
-		`$ printf $'\x1b]0;pwned\x07' $'\x1b[2Jwipe' $'a\nb'`,
-		`  | see \x1b[31mred\x1b[0m`,
+		`  ┊ reason:  see \x1b[31mred\x1b[0m`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the screen lacks %s; it shows:\n%s", want, text)
@@ -434,9 +452,10 @@ func TestTerminalFIFO(t *testing.T) {
 	}
 	at = s.waitFor(at, "rootgate: request req-a denied")
 	at2 := s.waitFor(at, "> Deny")
-	if shown := s.Text()[at:at2]; !strings.Contains(shown, "ID:          req-b\n") || strings.Contains(shown, "req-c") {
+	if shown := s.Text()[at:at2]; !strings.Contains(shown, RequesterMark+"id:      req-b\n") || strings.Contains(shown, "req-c") {
 		t.Fatalf("after A, the screen shows:\n%s\nwant B alone", shown)
 	}
+	at2 = s.waitFor(at2, "y approve ·")
 
 	s.send("y")
 	if d := decision(t, chB); d.Verdict != Allow {
@@ -444,9 +463,10 @@ func TestTerminalFIFO(t *testing.T) {
 	}
 	at = s.waitFor(at2, "rootgate: request req-b approved")
 	at2 = s.waitFor(at, "> Deny")
-	if shown := s.Text()[at:at2]; !strings.Contains(shown, "ID:          req-c\n") {
+	if shown := s.Text()[at:at2]; !strings.Contains(shown, RequesterMark+"id:      req-c\n") {
 		t.Fatalf("after B, the screen shows:\n%s\nwant C", shown)
 	}
+	s.waitFor(at2, "n or Esc deny")
 	s.send("n")
 	if d := decision(t, chC); d.Verdict != Deny {
 		t.Errorf("C: %+v, want a denial", d)
@@ -483,10 +503,12 @@ func TestTerminalQueuedWithdrawnNeverShown(t *testing.T) {
 func TestTerminalZeroSize(t *testing.T) {
 	t.Parallel()
 	term, s := newTerminal(t, 0, 0)
-	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-0x0", "true"))
+	ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-0x0", "true"))
 	if text := s.Text(); !strings.Contains(text, "Approve") || !strings.Contains(text, "Run this command as ROOT?") {
 		t.Errorf("the form is incomplete on a 0x0 terminal:\n%s", text)
 	}
+	// Taken as 80x24, the request is taller than its pager.
+	pageToEnd(s, at)
 	s.send("y")
 	checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
 }

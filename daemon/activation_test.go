@@ -110,7 +110,7 @@ func TestSocketActivation(t *testing.T) {
 		a.see("attached to rootgated")
 		ch := d.ask(map[string]any{"id": "act-y", "pipeline": [][]string{{"echo", "approved-over-fd"}}})
 		a.see("act-y")
-		a.see("Deny")
+		a.see("n or Esc deny")
 		a.key("y")
 		if r := wantOK(t, <-ch); string(r.Stdout) != "approved-over-fd\n" {
 			t.Fatalf("%s", r.raw)

@@ -65,7 +65,7 @@ func TestForwardAgent(t *testing.T) {
 		}
 	})
 	a.see("agent-1")
-	a.see("Deny")
+	a.see("n or Esc deny")
 	a.key("y")
 	res := <-ch
 	ch <- res

@@ -143,7 +143,7 @@ func TestApproverTerminal(t *testing.T) {
 		ch := d.ask(map[string]any{"id": "ap-y", "pipeline": [][]string{{"echo", "through-approver"}}, "reason": "approver test"})
 		a.see("ap-y")
 		a.see("echo through-approver")
-		a.see("Deny")
+		a.see("n or Esc deny")
 		a.key("y")
 		r := wantOK(t, <-ch)
 		if string(r.Stdout) != "through-approver\n" {
@@ -158,7 +158,7 @@ func TestApproverTerminal(t *testing.T) {
 		defer a.use(t)()
 		ch := d.ask(map[string]any{"id": "ap-n"})
 		a.see("ap-n")
-		a.see("Deny")
+		a.see("n or Esc deny")
 		a.key("n")
 		if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
 			t.Fatalf("%s", r.raw)
@@ -209,8 +209,8 @@ func TestTwoApprovers(t *testing.T) {
 
 	// The first answer wins; the other sees who decided.
 	ch := d.ask(map[string]any{"id": "two-1", "pipeline": [][]string{{"echo", "won"}}})
-	a.see("Deny")
-	b.see("Deny")
+	a.see("n or Esc deny")
+	b.see("n or Esc deny")
 	a.key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "won\n" {
 		t.Fatalf("%s", r.raw)
@@ -221,8 +221,8 @@ func TestTwoApprovers(t *testing.T) {
 	ch = d.ask(map[string]any{"id": "two-2"})
 	a.see("two-2")
 	b.see("two-2")
-	a.see("Deny")
-	b.see("Deny")
+	a.see("n or Esc deny")
+	b.see("n or Esc deny")
 	a.kill()
 	b.key("n")
 	if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
@@ -235,8 +235,8 @@ func TestTwoApprovers(t *testing.T) {
 	ch = d.ask(map[string]any{"id": "two-3", "pipeline": [][]string{{"echo", "must-not-run"}}})
 	b.see("two-3")
 	c.see("two-3")
-	b.see("Deny")
-	c.see("Deny")
+	b.see("n or Esc deny")
+	c.see("n or Esc deny")
 	b.kill()
 	c.kill()
 	if r := <-ch; r.Status != wire.StatusDenied || !strings.HasPrefix(r.Message, "every approver left before deciding") {
@@ -281,7 +281,7 @@ func TestApproverAdmission(t *testing.T) {
 		// root's request is shown to nobody, who approves it.
 		ch := d.ask(map[string]any{"id": "roots", "pipeline": [][]string{{"id", "-u"}}})
 		a.see("roots")
-		a.see("Deny")
+		a.see("n or Esc deny")
 		a.key("y")
 		if r := wantOK(t, <-ch); string(r.Stdout) != "0\n" {
 			t.Fatalf("%s", r.raw)
@@ -300,7 +300,7 @@ func TestApproverReattaches(t *testing.T) {
 	a.see("attached to rootgated")
 	ch := d2.ask(map[string]any{"id": "again", "pipeline": [][]string{{"echo", "back"}}})
 	a.see("again")
-	a.see("Deny")
+	a.see("n or Esc deny")
 	a.key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "back\n" {
 		t.Fatalf("%s", r.raw)

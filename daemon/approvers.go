@@ -141,6 +141,15 @@ func (r *remote) send(m *approval.Message) error {
 	return approval.WriteMessage(r.c, m)
 }
 
+// sendLine writes one encoded message line.
+func (r *remote) sendLine(line []byte) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	_ = r.c.SetWriteDeadline(time.Now().Add(writeWithin))
+	_, err := r.c.Write(line)
+	return err
+}
+
 // Approve implements [approval.Approver].
 func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	by := "approver " + r.name
@@ -159,8 +168,11 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 		}
 		r.mu.Unlock()
 	}()
-	deadline := time.Now().Add(r.timeout)
-	if err := r.send(&approval.Message{Type: approval.MsgPrompt, ID: p.ID, Hash: pp.hash, Deadline: &deadline, Request: p}); err != nil {
+	line, err := approval.PromptLine(p, time.Now().Add(r.timeout))
+	if err != nil { // decide checks this first: a request so large never gets here
+		return approval.Decision{Verdict: approval.Unavailable, Message: err.Error(), By: by}
+	}
+	if err := r.sendLine(line); err != nil {
 		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " unreachable", By: by}
 	}
 	select {

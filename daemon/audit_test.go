@@ -97,7 +97,7 @@ func TestAuditApproved(t *testing.T) {
 	ch := make(chan response, 1)
 	go func() { ch <- d.sendRaw(line) }()
 	a.see("au-approved")
-	a.see("Deny")
+	a.see("n or Esc deny")
 	a.key("y")
 	r := wantOK(t, <-ch)
 	if string(r.Stdout) != "SECRETOUTPUT\n" {

@@ -32,7 +32,7 @@ func TestRemoteDocs(t *testing.T) {
 		out <- string(b)
 	}()
 	a.see(`check nginx on web1`)
-	a.see("Deny")
+	a.see("n or Esc deny")
 	a.key("y")
 	host, _ := os.Hostname()
 	if got := <-out; got != host+"\ncode=0\n" {

@@ -771,6 +771,12 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		ForwardAgent: req.ForwardAgent,
 		RunTimeout:   p.cmd.Timeout,
 	}
+	// Every approver client must be able to read the prompt: refuse
+	// plainly, rather than send a line they would have to skip.
+	if _, err := approval.PromptLine(prompt, time.Now()); err != nil {
+		log.Warn("prompt refused", "err", err)
+		return approval.Decision{}, err
+	}
 	log.Info("asking for approval")
 	d := s.cfg.Approver.Approve(ctx, prompt)
 	return d, nil

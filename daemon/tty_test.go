@@ -117,12 +117,12 @@ func TestTerminalApproval(t *testing.T) {
 	t.Run("y approves and the prompt shows the request", func(t *testing.T) {
 		ch := td.ask(map[string]any{"id": "tty-y", "pipeline": [][]string{{"echo", "approved-run"}, {"tr", "a-z", "A-Z"}}, "reason": "say hello", "session": "sess-1"})
 		pos = td.waitScreen(t, pos, "tty-y")
+		pos = td.waitScreen(t, pos, "n or Esc deny")
 		for _, want := range []string{"echo approved-run", "/usr/bin/echo", "tr a-z A-Z", "say hello", "sess-1", "root"} {
 			if !strings.Contains(td.scr.text()[pos-200:], want) && !strings.Contains(td.scr.text(), want) {
 				t.Errorf("prompt does not show %q", want)
 			}
 		}
-		pos = td.waitScreen(t, pos, "Deny")
 		td.key(t, "y")
 		r := wantOK(t, <-ch)
 		if string(r.Stdout) != "APPROVED-RUN\n" {
@@ -133,7 +133,7 @@ func TestTerminalApproval(t *testing.T) {
 	t.Run("n denies", func(t *testing.T) {
 		ch := td.ask(map[string]any{"id": "tty-n"})
 		pos = td.waitScreen(t, pos, "tty-n")
-		pos = td.waitScreen(t, pos, "Deny")
+		pos = td.waitScreen(t, pos, "n or Esc deny")
 		td.key(t, "n")
 		r := <-ch
 		if r.Status != wire.StatusDenied || !regexp.MustCompile(`^denied by operator root on (pts/\d+|tty)$`).MatchString(r.Message) {
@@ -144,7 +144,7 @@ func TestTerminalApproval(t *testing.T) {
 	t.Run("enter takes the default, deny", func(t *testing.T) {
 		ch := td.ask(map[string]any{"id": "tty-enter"})
 		pos = td.waitScreen(t, pos, "tty-enter")
-		pos = td.waitScreen(t, pos, "Deny")
+		pos = td.waitScreen(t, pos, "n or Esc deny")
 		td.key(t, "\r")
 		if r := <-ch; r.Status != wire.StatusDenied {
 			t.Fatalf("%s", r.raw)
@@ -155,7 +155,7 @@ func TestTerminalApproval(t *testing.T) {
 		ch := td.ask(map[string]any{"id": "tty-esc", "pipeline": [][]string{{"sh", "-c", "echo one\n\techo two"}}})
 		pos = td.waitScreen(t, pos, "tty-esc")
 		pos = td.waitScreen(t, pos, `$'echo one\n\techo two'`)
-		pos = td.waitScreen(t, pos, "Deny")
+		pos = td.waitScreen(t, pos, "n or Esc deny")
 		td.key(t, "n")
 		if r := <-ch; r.Status != wire.StatusDenied {
 			t.Fatalf("%s", r.raw)
@@ -170,7 +170,7 @@ func TestTerminalApproval(t *testing.T) {
 		marker := "/tmp/rootgate-must-not-exist-" + fmt.Sprint(time.Now().UnixNano())
 		_, _ = c.Write([]byte(request(map[string]any{"id": "tty-gone", "pipeline": [][]string{{"touch", marker}}})))
 		pos = td.waitScreen(t, pos, "tty-gone")
-		pos = td.waitScreen(t, pos, "Deny")
+		pos = td.waitScreen(t, pos, "n or Esc deny")
 		c.Close()
 		pos = td.waitScreen(t, pos, "withdrawn")
 		// A late keypress approves nothing.
@@ -196,7 +196,7 @@ func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
 	// Stopping the daemon answers a request waiting at the prompt.
 	ch = td.ask(map[string]any{"id": "tty-stop"})
 	pos = td.waitScreen(t, pos, "tty-stop")
-	td.waitScreen(t, pos, "Deny")
+	td.waitScreen(t, pos, "n or Esc deny")
 	td.stop()
 	wantError(t, <-ch, "daemon stopping")
 }

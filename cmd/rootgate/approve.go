@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	a := &approver{sock: sock, name: ttyName(), kind: "terminal", operator: operatorName(), scr: &screen{out: tty}, agent: agentSock}
 	a.ask = func(deadline time.Time) approval.Approver {
 		return &approval.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.name, Operator: a.operator,
-			Accessible: *accessible}
+			Accessible: *accessible, AfterWithdrawn: a.afterWithdrawn}
 	}
 	return a.run(ctx, stderr)
 }
@@ -113,6 +114,9 @@ type approver struct {
 	// decided by deadline.
 	ask  func(deadline time.Time) approval.Approver
 	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
+	// afterWithdrawn: the last prompt shown here was withdrawn while on
+	// screen, so the next one says it is a different request; the worker's.
+	afterWithdrawn bool
 }
 
 // run attaches, and re-attaches quietly after the daemon goes away, until
@@ -265,7 +269,13 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
-		m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+		m, err := readDaemonMessage(br)
+		if errors.Is(err, approval.ErrLineTooLong) {
+			// One message we cannot take must not cost the session:
+			// the others' prompts are still waiting here.
+			a.scr.println(fmt.Sprintf("rootgate: skipped a message from rootgated over %d bytes; if it was a prompt, it times out unanswered here", approval.MaxDaemonLine))
+			continue
+		}
 		if err != nil {
 			return true, err
 		}
@@ -307,6 +317,37 @@ func (a *approver) session(ctx context.Context, c *net.UnixConn) (attached bool,
 	}
 }
 
+// readDaemonMessage reads one message line from the daemon. A line over
+// approval.MaxDaemonLine is read to its end and dropped: the error is then
+// approval.ErrLineTooLong and the next call reads the next line.
+func readDaemonMessage(br *bufio.Reader) (*approval.Message, error) {
+	var line []byte
+	n := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		n += len(chunk)
+		if n <= approval.MaxDaemonLine {
+			line = append(line, chunk...)
+		} else {
+			line = nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && (n == 0 || !errors.Is(err, io.EOF)) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, io.ErrUnexpectedEOF
+		}
+		break
+	}
+	if n > approval.MaxDaemonLine {
+		return nil, approval.ErrLineTooLong
+	}
+	return approval.ReadMessage(bufio.NewReader(bytes.NewReader(line)), approval.MaxDaemonLine)
+}
+
 // remember keeps the outcome of the last few prompts for the idle line.
 func (a *approver) remember(id string, v approval.Verdict) {
 	word := map[approval.Verdict]string{approval.Allow: "approved", approval.Deny: "denied", approval.Expired: "timed out"}[v]
@@ -332,6 +373,7 @@ func (a *approver) show(p *prompt, send func(*approval.Message) error, queued in
 		fmt.Fprintf(a.scr.out, "rootgate: %d more request(s) queued after this one\n", queued)
 	}
 	d := a.ask(*p.msg.Deadline).Approve(p.ctx, p.msg.Request)
+	a.afterWithdrawn = d.Verdict == approval.Withdrawn
 	switch d.Verdict {
 	case approval.Allow, approval.Deny:
 		ok := d.Verdict == approval.Allow

@@ -1,0 +1,482 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// The prompt boundary: what an approver is shown, and when a key counts,
+// against a requester that shapes its request (or withdraws and replaces
+// it) to get a plain y for something the operator did not see. Each test
+// runs the real rootgated and the real `rootgate approve` on a pty.
+
+// promptDaemon is a daemon asking a person, with time to page.
+func promptDaemon(t *testing.T) *daemonProc {
+	return startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+}
+
+// pending fails if the request answered on ch has been answered.
+func pending(t *testing.T, ch chan response, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s: the request was answered: %s", what, r.raw)
+	default:
+	}
+}
+
+// tapFor is half of approval.Dwell (1 s).
+const tapFor = 500 * time.Millisecond
+
+// tapY taps y every 50 ms for tapFor from now, as an
+// operator's finger still on the key would (the prompt's dwell began
+// before it was on the screen, so every tap lands inside it), and fails if
+// the request on ch is answered meanwhile.
+func (a *approverProc) tapY(ch chan response, what string) {
+	a.t.Helper()
+	for start := time.Now(); time.Since(start) < tapFor; {
+		a.key("y")
+		select {
+		case r := <-ch:
+			a.t.Fatalf("%s answered the request: %s", what, r.raw)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// notAnswered waits until the approver accepts keys for the prompt on
+// screen, and fails if the request on ch was answered first: a key typed
+// before then must not have answered it.
+func (a *approverProc) notAnswered(ch chan response, what string) {
+	a.t.Helper()
+	var got *response
+	waitFor(a.t, "the prompt to accept keys", 30*time.Second, func() bool {
+		select {
+		case r := <-ch:
+			got = &r
+			return true
+		default:
+		}
+		txt := a.scr.text()
+		return strings.Contains(txt[min(a.pos, len(txt)):], "y approve ·")
+	})
+	if got != nil {
+		a.t.Fatalf("%s answered the request: %s", what, got.raw)
+	}
+	a.see("y approve ·")
+}
+
+// pageToEnd pages on with space, once keys count, until the pager shows
+// the request's last line and the approver says y counts. The last status
+// line on the screen must be the current prompt's (or none, when the
+// request fits).
+func (a *approverProc) pageToEnd() {
+	a.t.Helper()
+	last := func() []string {
+		m := statusLine.FindAllStringSubmatch(a.scr.text(), -1)
+		if len(m) == 0 {
+			return nil
+		}
+		return m[len(m)-1]
+	}
+	for st := last(); st != nil && st[2] != st[3]; {
+		a.key(" ")
+		waitFor(a.t, "the pager to move on", 30*time.Second, func() bool {
+			now := last()
+			if now[2] != st[2] {
+				st = now
+				return true
+			}
+			return false
+		})
+	}
+	a.see("y approve ·")
+}
+
+// statusLine is the pager's status line: first and last line shown, of how
+// many.
+var statusLine = regexp.MustCompile(`── lines (\d+)-(\d+) of (\d+)`)
+
+// waitLog waits until the daemon has logged a line holding all of words.
+func (d *daemonProc) waitLog(words ...string) {
+	d.t.Helper()
+	waitFor(d.t, fmt.Sprintf("the daemon to log %q", words), 30*time.Second, func() bool {
+		for line := range strings.SplitSeq(d.stderr.String(), "\n") {
+			all := true
+			for _, w := range words {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestPromptLongStageNeedsPaging(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	// Stage 1 is long enough to fill many screens; stage 2 is the point.
+	marker := filepath.Join(d.dir, "stage-two-ran")
+	pipeline := [][]string{{"echo", strings.Repeat("routine log rotation ", 1000)}, {"touch", marker}}
+	for len(pipeline) < wire.MaxStages {
+		pipeline = append(pipeline, []string{"cat"})
+	}
+	ch := d.ask(map[string]any{"id": "hidden-stage", "pipeline": pipeline, "reason": "rotate logs"})
+	a.see("hidden-stage")
+	// Every stage has its own line in the form.
+	a.see("  [2] touch " + marker)
+	a.see("  [16] cat")
+	a.see("page to the end of the request before y counts")
+	a.key("y")
+	a.see("y refused: page to the end first")
+	pending(t, ch, "y before the end of the request")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("stage 2 ran on a y typed before the request was all shown")
+	}
+
+	// The operator who pages through it may approve.
+	a.pageToEnd()
+	a.key("y")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved pipeline did not run: %v", err)
+	}
+}
+
+func TestPromptShowsAllOfStdin(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	marker := filepath.Join(d.dir, "tail-ran")
+	script := strings.Repeat("# just checking the disk\n", 12) + "df -h >/dev/null\ntouch " + marker + "\n"
+	if len(script) < 300 {
+		t.Fatalf("the script is %d bytes; its tail must be past byte 200", len(script))
+	}
+	ch := d.ask(map[string]any{"id": "stdin-tail", "pipeline": [][]string{{"sh", "-s"}},
+		"stdin": base64.StdEncoding.EncodeToString([]byte(script))})
+	a.see("stdin-tail")
+	a.see("all of it below: 14 lines")
+	a.see("┊ stdin 14: 'touch " + marker + "'")
+	a.pageToEnd()
+	a.key("y")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved script did not run: %v", err)
+	}
+}
+
+func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	// A y typed the moment the prompt is up (the operator's second y)
+	// does not count; after the dwell, the same key does.
+	chA := d.ask(map[string]any{"id": "dwell-a", "pipeline": [][]string{{"echo", "a"}}})
+	a.see("dwell-a")
+	a.see("y approve ·")
+	marker := filepath.Join(d.dir, "queued-ran")
+	chB := d.ask(map[string]any{"id": "dwell-b", "pipeline": [][]string{{"touch", marker}}})
+	d.waitLog("asking for approval", "dwell-b")
+	a.key("y")
+	wantOK(t, <-chA)
+	a.see("dwell-b")
+	a.see("> Deny")
+	at := a.pos
+	a.tapY(chB, "a y typed as the prompt appeared") // the double tap, landing on the next prompt
+	a.notAnswered(chB, "a y typed as the prompt appeared")
+	if !strings.Contains(a.scr.text()[at:], "keys are not accepted yet") {
+		t.Error("the form never said keys were not accepted yet")
+	}
+	a.key("n")
+	if r := <-chB; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+		t.Fatalf("%s", r.raw)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a y typed during the dwell approved the queued request")
+	}
+}
+
+func TestPromptWithdrawnThenReplaced(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": "swap-benign", "pipeline": [][]string{{"uptime"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	a.see("swap-benign")
+	a.see("y approve ·")
+	// Withdrawn under the operator's finger, and at once replaced.
+	c.Close()
+	a.see("request swap-benign withdrawn")
+	marker := filepath.Join(d.dir, "swap-ran")
+	ch := d.ask(map[string]any{"id": "swap-evil", "pipeline": [][]string{{"touch", marker}}})
+	a.see("swap-evil")
+	at := a.pos
+	a.see("> Deny")
+	a.tapY(ch, "a y typed as the replacement appeared")
+	a.notAnswered(ch, "a y typed as the replacement appeared")
+	if !strings.Contains(a.scr.text()[at:], "The request shown before was withdrawn: this is a DIFFERENT request") {
+		t.Errorf("the replacement has no banner saying so:\n%s", a.scr.text()[at:])
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the replacement ran on a y typed as it appeared")
+	}
+	// Read, and approved on purpose: it runs.
+	a.key("y")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal(err)
+	}
+	// The banner belongs to the first prompt after a withdrawal only.
+	ch = d.ask(map[string]any{"id": "swap-next"})
+	a.see("swap-next")
+	a.see("y approve ·")
+	a.key("n")
+	<-ch
+	if txt := a.scr.text(); strings.Count(txt, "this is a DIFFERENT request") == 0 ||
+		strings.Contains(txt[strings.Index(txt, "swap-next"):], "DIFFERENT request") {
+		t.Errorf("the withdrawal banner is shown on the wrong prompts:\n%s", txt)
+	}
+}
+
+func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	b := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	b.see("attached to rootgated")
+
+	// Someone else's request waits at both approvers ...
+	other := d.ask(map[string]any{"id": "other-user", "session": "someone-else", "pipeline": [][]string{{"echo", "other"}}})
+	a.see("other-user")
+	b.see("other-user")
+	// ... when a request of a million '<' (six million bytes as
+	// encoding/json escapes them by default) is put to them too.
+	// The request line itself is under 1 MiB: '<' needs no escaping.
+	line := strings.Replace(request(map[string]any{"id": "huge", "pipeline": [][]string{{"echo", "LT"}}}), "LT", strings.Repeat("<", 1_000_000), 1)
+	if len(line) > wire.MaxLine {
+		t.Fatalf("the request is %d bytes, over the daemon's limit", len(line))
+	}
+	huge := make(chan response, 1)
+	go func() { huge <- d.sendRaw(line) }()
+	d.waitLog("asking for approval", "huge")
+	// Both approvers have read the huge prompt's line (or, as rootgate
+	// did, 4 MiB of it before giving up their session).
+	for _, ap := range []*approverProc{a, b} {
+		waitFor(t, "the approver to read the huge prompt", 30*time.Second, func() bool {
+			return readBytes(t, ap.cmd.Process.Pid) >= 1_000_000
+		})
+	}
+	a.see("y approve ·")
+	a.key("y")
+	if r := wantOK(t, <-other); string(r.Stdout) != "other\n" {
+		t.Fatalf("%s", r.raw)
+	}
+	b.see("withdrawn (approved by root on pts/")
+	// Both still attached: the huge prompt reaches both, to be decided.
+	a.see("huge")
+	b.see("huge")
+	b.see("n or Esc deny")
+	b.key("n")
+	if r := <-huge; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+		t.Fatalf("%s", r.raw)
+	}
+	for _, ap := range []*approverProc{a, b} {
+		if txt := ap.scr.text(); strings.Contains(txt, "connection to rootgated lost") || strings.Contains(txt, "skipped a message") {
+			t.Errorf("an approver lost a message or its session:\n%s", txt)
+		}
+	}
+}
+
+// readBytes is how many bytes process pid has read so far (rchar).
+func readBytes(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	return n
+}
+
+func TestApproverSkipsOverlongLine(t *testing.T) {
+	// The daemon never sends a line over approval.MaxDaemonLine; a client
+	// that gets one anyway reads past it and keeps its session.
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "a")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a := startApprover(t, sock, 0)
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatalf("no hello: %v", err)
+	}
+	send := func(m any) {
+		t.Helper()
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(append(b, '\n')); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: "fake", PromptTimeout: 60})
+	a.see("attached to rootgated fake")
+	send(map[string]string{"type": approval.MsgResult, "id": "x", "outcome": strings.Repeat("o", approval.MaxDaemonLine)})
+	send(approval.Message{Type: approval.MsgPing})
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(line, `"pong"`) {
+		t.Fatalf("after an overlong line, the approver answered %q, %v; want a pong", line, err)
+	}
+	a.see("skipped a message from rootgated over")
+	if strings.Contains(a.scr.text(), "connection to rootgated lost") {
+		t.Errorf("the approver dropped its session:\n%s", a.scr.text())
+	}
+}
+
+// tmuxApprover is `rootgate approve` in a detached tmux session, so a test
+// sees the screen as the operator does: rows of the window, long lines
+// wrapped by the terminal.
+type tmuxApprover struct {
+	t    *testing.T
+	sock string // the tmux server's socket
+}
+
+func startTmuxApprover(t *testing.T, asock string, cols, rows int) *tmuxApprover {
+	t.Helper()
+	ta := &tmuxApprover{t: t, sock: filepath.Join(shortDir(t), "tmux")}
+	cmd := fmt.Sprintf("env TERM=xterm-256color SUDO_USER= %s approve --socket %s", rootgateBin, asock)
+	if out, err := exec.Command("tmux", "-S", ta.sock, "-f", "/dev/null", "new-session", "-d",
+		"-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), cmd).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-S", ta.sock, "kill-server").Run() })
+	return ta
+}
+
+// rows returns the window's rows as shown.
+func (ta *tmuxApprover) rows() []string {
+	out, err := exec.Command("tmux", "-S", ta.sock, "capture-pane", "-p").Output()
+	if err != nil {
+		ta.t.Fatalf("capture-pane: %v", err)
+	}
+	return strings.Split(string(out), "\n")
+}
+
+// wait waits until a row holds want, and returns the rows.
+func (ta *tmuxApprover) wait(want string) []string {
+	ta.t.Helper()
+	var rows []string
+	waitFor(ta.t, "the tmux window to show "+want, 30*time.Second, func() bool {
+		rows = ta.rows()
+		return slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, want) })
+	})
+	return rows
+}
+
+func (ta *tmuxApprover) key(k string) {
+	ta.t.Helper()
+	if out, err := exec.Command("tmux", "-S", ta.sock, "send-keys", "-l", k).CombinedOutput(); err != nil {
+		ta.t.Fatalf("send-keys: %v: %s", err, out)
+	}
+}
+
+func TestPromptRequesterWordsStayMarked(t *testing.T) {
+	d := promptDaemon(t)
+	const cols = 120
+	ta := startTmuxApprover(t, d.asock(), cols, 50)
+	ta.wait("attached to rootgated")
+
+	// A reason padded so that, wrapped at the window's edge, its tail
+	// starts a row of its own looking like the daemon's run-as line (as
+	// "  | routine check", on 17 columns, it did), and a host that looks
+	// like a section header.
+	fake := "  Run as:      nobody (uid 65534, the requester's own user; not privileged)"
+	reason := "routine check" + strings.Repeat(" ", 3*cols-17) + fake
+	ch := d.ask(map[string]any{"id": "marked", "privileged": true, "reason": reason, "host": "What would run:",
+		"pipeline": [][]string{{"id"}}})
+	rows := ta.wait("y approve ·")
+	var runAs []string
+	for _, r := range rows {
+		if strings.HasPrefix(r, "  Run as:") || strings.HasPrefix(r, "What would run:") {
+			runAs = append(runAs, r)
+		}
+	}
+	if len(runAs) != 2 || !strings.Contains(runAs[1], "PRIVILEGED: the command runs as ROOT") {
+		t.Errorf("the requester's words pass for the daemon's: rows %q\nthe window:\n%s", runAs, strings.Join(rows, "\n"))
+	}
+	if !slices.ContainsFunc(rows, func(r string) bool { return strings.HasPrefix(r, "  ┊ reason:  routine check") }) {
+		t.Errorf("the reason is not marked as the requester's:\n%s", strings.Join(rows, "\n"))
+	}
+	// Marked, it can still be read and approved.
+	ta.key("y")
+	if r := wantOK(t, <-ch); !strings.HasPrefix(string(r.Stdout), "uid=0(root)") {
+		t.Fatalf("%s", r.raw)
+	}
+}
+
+func TestPromptAccessibleShowsAllOfStdin(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApproverArgs(t, d.asock(), 0, "--accessible")
+	a.see("attached to rootgated")
+
+	marker := filepath.Join(d.dir, "accessible-tail-ran")
+	script := strings.Repeat("# read aloud, line by line\n", 10) + "touch " + marker + "\n"
+	ch := d.ask(map[string]any{"id": "acc-tail", "pipeline": [][]string{{"sh", "-s"}},
+		"stdin": base64.StdEncoding.EncodeToString([]byte(script))})
+	a.see("acc-tail")
+	// The tail past byte 200 is written before the question, and a y
+	// typed before the question is not an answer.
+	a.see("┊ stdin 11: 'touch " + marker + "'")
+	a.key("y\r")
+	a.see("That is the whole request.")
+	a.see("[y/N]")
+	pending(t, ch, "a y typed before the question")
+	a.key("y\r")
+	wantOK(t, <-ch)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved script did not run: %v", err)
+	}
+}
