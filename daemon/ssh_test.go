@@ -399,3 +399,90 @@ func TestForwardedHalfCloseStillAnswered(t *testing.T) {
 		}
 	}
 }
+
+// agentSSH runs ssh with the agent's key and the pinned host key (as the
+// doc's forward command has them) and the given further arguments, and
+// returns what it printed and how it ended.
+func (h *sshHost) agentSSH(stdin string, args ...string) (string, error) {
+	line := "ssh -i " + h.agentKey + " -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + h.knownHost
+	cmd := exec.Command("ssh", append(h.reach(line), args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestRemoteRecipe follows docs/remote.md with a real sshd standing for
+// web1: its sshd_config block, authorized_keys options, known_hosts line
+// and ssh commands. The agent's key forwards the request socket and its
+// request arrives; the same key runs no command, gets no shell, and an
+// approver attached through its forward is refused; the operator's own
+// login attaches an approver and approves.
+func TestRemoteRecipe(t *testing.T) {
+	h := startSSHHost(t)
+	d := startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s", "--approver", operatorUser}})
+	openTo(t, d, h.agent)
+
+	// Step 5: the operator's login attaches an approver.
+	line := strings.NewReplacer(
+		"~/.ssh/known_hosts.web1", h.knownHost,
+		"alice@web1", operatorUser+"@web1",
+		" rootgate approve", " "+rootgateBin+" approve --socket "+d.asock(),
+	).Replace(docSSH(t, "ssh -t "))
+	args := append([]string{"-i", h.opKey, "-o", "IdentitiesOnly=yes"}, h.reach(line)...)
+	opCmd := exec.Command("ssh", args...)
+	opCmd.Env = append(os.Environ(), "TERM=xterm-256color")
+	op := startOnPty(t, opCmd, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
+	op.see("attached to rootgated")
+	op.see("as " + operatorUser)
+
+	// Step 4 and 6: the agent's forward, and the doc's request through it.
+	local := filepath.Join(shortDir(t), "rootgate-web1.sock")
+	h.forward(local, d.sock)
+	const forwarded = "/run/user/1000/rootgate-web1.sock"
+	req := docCommand(t, "ROOTGATE_SOCKET="+forwarded+" rootgate run ")
+	req = strings.NewReplacer(forwarded, local, "rootgate run", rootgateBin+" run", "systemctl status nginx", "id -un").Replace(req)
+	out := make(chan string, 1)
+	go func() {
+		b, _ := exec.Command("sh", "-c", req+"; echo code=$?").CombinedOutput()
+		out <- string(b)
+	}()
+	op.see("check nginx on web1")
+	op.see("Deny")
+	if !strings.Contains(op.scr.text(), agentUser) {
+		t.Errorf("the prompt does not name the requester %s", agentUser)
+	}
+	op.key("y")
+	if got := <-out; got != "root\ncode=0\n" {
+		t.Fatalf("the doc's request printed %q", got)
+	}
+
+	// The agent's key runs no command and gets no shell.
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+	}{
+		{"a command", "", []string{agentUser + "@web1", "id"}},
+		{"a shell", "id\nexit\n", []string{"-tt", agentUser + "@web1"}},
+		{"a shell without a terminal", "id\nexit\n", []string{agentUser + "@web1"}},
+	} {
+		got, err := h.agentSSH(tc.stdin, tc.args...)
+		if err == nil || strings.Contains(got, "uid=") {
+			t.Errorf("the agent's key got %s: %v\n%s", tc.name, err, got)
+		}
+	}
+
+	// An approver through the agent's own forward of the approver socket
+	// connects as the agent's account, which may not approve.
+	alocal := filepath.Join(shortDir(t), "approver.sock")
+	h.forward(alocal, d.asock())
+	sneak := startApprover(t, alocal, 0)
+	sneak.see(agentUser + ") may not approve")
+	select {
+	case <-sneak.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the approver through the agent's forward did not exit")
+	}
+	if n := strings.Count(strings.ToLower(d.stderr.String()), "approver refused"); n != 1 {
+		t.Errorf("%d approvers refused, want 1\n%s", n, d.stderr)
+	}
+}
