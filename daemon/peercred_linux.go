@@ -159,6 +159,28 @@ func peerGroups(fd int) ([]uint32, error) {
 	}
 }
 
+// streamEnded reports whether the peer has ended its stream (half-closed
+// or closed) by now, without waiting or reading.
+func streamEnded(c *net.UnixConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ended := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		for {
+			_, err := unix.Poll(fds, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			ended = err == nil && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
+			return
+		}
+	})
+	return ended
+}
+
 // watchHangup returns a channel closed when the peer fully closes its end
 // of c (POLLHUP), another closed when the peer ends its stream (POLLRDHUP:
 // a half-close, or a full close), and a stop function that ends the watch.

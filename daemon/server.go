@@ -316,7 +316,14 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
 	// half-close after their line and still wait for the answer.
 	optIn := make(chan struct{})
 	var optInOnce sync.Once
-	eofWithdraws := func() { optInOnce.Do(func() { close(optIn) }) }
+	eofWithdraws := func() {
+		optInOnce.Do(func() { close(optIn) })
+		// A stream that ended already (with the line itself) withdraws
+		// the request before anything else is done for it.
+		if streamEnded(c) {
+			cancel(errClientGone)
+		}
+	}
 	go func() {
 		select {
 		case <-hup:
