@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The accounts these tests create; the doc's names stand for them.
@@ -484,5 +487,53 @@ func TestRemoteRecipe(t *testing.T) {
 	}
 	if n := strings.Count(strings.ToLower(d.stderr.String()), "approver refused"); n != 1 {
 		t.Errorf("%d approvers refused, want 1\n%s", n, d.stderr)
+	}
+}
+
+// TestForwardedMCPCancelWithdrawsPrompt: an MCP call to `rootgate mcp`
+// for a host reached through an ssh -L forward is cancelled while its
+// prompt is shown: the prompt is withdrawn and recorded so.
+func TestForwardedMCPCancelWithdrawsPrompt(t *testing.T) {
+	d, local := forwardedDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	cmd := exec.Command(rootgateBin, "mcp", "--host", "web1="+local)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "ssh-agent", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	marker := filepath.Join(shortDir(t), "ran")
+	const reason = "cancel me over ssh"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
+			"argv": []string{"touch", marker}, "reason": reason, "host": "web1",
+		}})
+		done <- err
+	}()
+	a.see(reason)
+	a.see("Deny")
+	id := requestWithReason(t, d, reason)
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("a cancelled call returned no error")
+	}
+	a.see("withdrawn")
+	rs := waitTrail(t, d.dir, id, "received decided")
+	if v := rs[1].Decision.Verdict; v != "withdrawn" {
+		t.Fatalf("decided %q, want withdrawn", v)
+	}
+	a.key("y")
+	d.alive()
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the cancelled request ran")
 	}
 }
