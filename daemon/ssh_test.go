@@ -405,10 +405,13 @@ func TestForwardedHalfCloseStillAnswered(t *testing.T) {
 
 // agentSSH runs ssh with the agent's key and the pinned host key (as the
 // doc's forward command has them) and the given further arguments, and
-// returns what it printed and how it ended.
+// returns what it printed and how it ended. An ssh still running after
+// 20 s (a forward that was granted) is killed.
 func (h *sshHost) agentSSH(stdin string, args ...string) (string, error) {
 	line := "ssh -i " + h.agentKey + " -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + h.knownHost
-	cmd := exec.Command("ssh", append(h.reach(line), args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ssh", append(h.reach(line), args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -472,6 +475,35 @@ func TestRemoteRecipe(t *testing.T) {
 		if err == nil || strings.Contains(got, "uid=") {
 			t.Errorf("the agent's key got %s: %v\n%s", tc.name, err, got)
 		}
+	}
+
+	// Nor does it offer anything on web1: remote forwards are refused.
+	offered := filepath.Join(h.agent.HomeDir, "offered.sock") // a path the account may bind
+	for _, spec := range []string{offered + ":" + local, "0:127.0.0.1:1"} {
+		got, err := h.agentSSH("", "-N", "-o", "ExitOnForwardFailure=yes", "-R", spec, agentUser+"@web1")
+		if err == nil || !strings.Contains(got, "forwarding failed") {
+			t.Errorf("-R %s: %v\n%s", spec, err, got)
+		}
+	}
+	if _, err := os.Stat(offered); err == nil {
+		t.Error("the agent's key offered a socket on web1")
+	}
+
+	// The host key is pinned: another key under web1's name stops ssh.
+	pinned, err := os.ReadFile(h.knownHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh := "web1 " + keygen(t, filepath.Join(shortDir(t), "other")) + "\n"
+	if err := os.WriteFile(h.knownHost, []byte(kh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command("ssh", h.agentArgs(filepath.Join(shortDir(t), "x.sock"), d.sock)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(got), "Host key verification failed") {
+		t.Errorf("forward with a changed host key: %v\n%s", err, got)
+	}
+	if err := os.WriteFile(h.knownHost, pinned, 0o600); err != nil {
+		t.Fatal(err)
 	}
 
 	// An approver through the agent's own forward of the approver socket
