@@ -24,32 +24,11 @@ const (
 	operatorUser = "rgtcop" // docs/remote.md's alice
 )
 
-// addUser creates a test account with a home and a shell, usable for
-// public-key logins without PAM, and removes it at cleanup.
+// addUser creates a test account (addAccount) with a home and a shell,
+// usable for public-key logins without PAM.
 func addUser(t *testing.T, name, shell string) *user.User {
 	t.Helper()
-	_ = exec.Command("userdel", "-r", name).Run() // left by a killed run
-	var out []byte
-	var err error
-	for range 20 { // /etc/passwd may be locked by a concurrent useradd
-		out, err = exec.Command("useradd", "--create-home", "--shell", shell, name).CombinedOutput()
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("useradd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() {
-		for range 20 {
-			if exec.Command("userdel", "-r", name).Run() == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("cannot remove test account %s", name)
-	})
+	addAccount(t, name, "--create-home", "--shell", shell)
 	// Without PAM, sshd refuses an account whose password is locked ("!").
 	if out, err := exec.Command("usermod", "-p", "*", name).CombinedOutput(); err != nil {
 		t.Fatalf("usermod %s: %v\n%s", name, err, out)
