@@ -342,13 +342,26 @@ func TestForwardedCancelKillsRun(t *testing.T) {
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
+	// The client's own command line holds the marker too: wait for sleep.
+	waitFor(t, "the run to start", 20*time.Second, func() bool {
+		for _, pid := range procsWith(marker) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(b), "sleep\x00") {
+				return true
+			}
+		}
+		return false
+	})
 	id := requestWithReason(t, d, reason)
 	if err := run.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	run.Wait()
 	noSurvivors(t, marker)
+	defer func() {
+		if t.Failed() {
+			t.Logf("records of %s: %s\ndaemon log:\n%s", id, kinds(trail(t, d.dir, id)), d.stderr)
+		}
+	}()
 	waitTrail(t, d.dir, id, "received decided started cancelled")
 }
 
