@@ -33,13 +33,19 @@ func startApprover(t *testing.T, sock string, uid uint32) *approverProc {
 // startApproverArgs is startApprover with more flags.
 func startApproverArgs(t *testing.T, sock string, uid uint32, args ...string) *approverProc {
 	t.Helper()
-	a := &approverProc{t: t, scr: &screen{}, done: make(chan struct{})}
-	a.cmd = exec.Command(rootgateBin, append([]string{"approve", "--socket", sock}, args...)...)
-	a.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
+	cmd := exec.Command(rootgateBin, append([]string{"approve", "--socket", sock}, args...)...)
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
 	attrs := &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL}
 	if uid != 0 {
 		attrs.Credential = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
 	}
+	return startOnPty(t, cmd, attrs)
+}
+
+// startOnPty runs cmd on a fresh pseudo-terminal as the approver's screen.
+func startOnPty(t *testing.T, cmd *exec.Cmd, attrs *syscall.SysProcAttr) *approverProc {
+	t.Helper()
+	a := &approverProc{t: t, cmd: cmd, scr: &screen{}, done: make(chan struct{})}
 	ptmx, err := pty.StartWithAttrs(a.cmd, &pty.Winsize{Rows: 60, Cols: 160}, attrs)
 	if err != nil {
 		t.Fatal(err)

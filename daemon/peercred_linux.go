@@ -159,28 +159,52 @@ func peerGroups(fd int) ([]uint32, error) {
 	}
 }
 
+// streamEnded reports whether the peer has ended its stream (half-closed
+// or closed) by now, without waiting or reading.
+func streamEnded(c *net.UnixConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ended := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		for {
+			_, err := unix.Poll(fds, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			ended = err == nil && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
+			return
+		}
+	})
+	return ended
+}
+
 // watchHangup returns a channel closed when the peer fully closes its end
-// of c (POLLHUP; a half-close only raises POLLRDHUP and is ignored), and a
-// stop function that ends the watch. The watch never reads from c, so the
-// bytes of the request line and anything after it stay untouched.
-func watchHangup(c *net.UnixConn) (hup <-chan struct{}, stop func()) {
-	ch := make(chan struct{})
+// of c (POLLHUP), another closed when the peer ends its stream (POLLRDHUP:
+// a half-close, or a full close), and a stop function that ends the watch.
+// What a half-close means is the caller's business: it withdraws only a
+// request that said so (eof_withdraws). The watch never reads from c, so
+// the bytes of the request line and anything after it stay untouched.
+func watchHangup(c *net.UnixConn) (hup, eof <-chan struct{}, stop func()) {
+	hupc, eofc := make(chan struct{}), make(chan struct{})
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		// Without an eventfd the watch could not be stopped; a request is
 		// then only cancelled by its own limits.
-		return ch, func() {}
+		return hupc, eofc, func() {}
 	}
 	rc, err := c.SyscallConn()
 	if err != nil {
 		unix.Close(efd)
-		return ch, func() {}
+		return hupc, eofc, func() {}
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = rc.Control(func(fd uintptr) {
-			fds := []unix.PollFd{{Fd: int32(fd)}, {Fd: int32(efd), Events: unix.POLLIN}}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}, {Fd: int32(efd), Events: unix.POLLIN}}
 			for {
 				_, err := unix.Poll(fds, -1)
 				if err == unix.EINTR {
@@ -189,14 +213,20 @@ func watchHangup(c *net.UnixConn) (hup <-chan struct{}, stop func()) {
 				if err != nil || fds[1].Revents != 0 {
 					return
 				}
+				if fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0 && fds[0].Events != 0 {
+					// POLLRDHUP stays raised: stop asking for it, and
+					// go on watching for the full close.
+					fds[0].Events = 0
+					close(eofc)
+				}
 				if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-					close(ch)
+					close(hupc)
 					return
 				}
 			}
 		})
 	}()
-	return ch, func() {
+	return hupc, eofc, func() {
 		var one = []byte{1, 0, 0, 0, 0, 0, 0, 0}
 		_, _ = unix.Write(efd, one)
 		<-done

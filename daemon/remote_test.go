@@ -87,9 +87,10 @@ func TestRemoteDocsSSH(t *testing.T) {
 		line string
 		want []string
 	}{
-		{forward, []string{"hostname web1", "exitonforwardfailure yes", "streamlocalbindunlink yes",
+		{forward, []string{"hostname web1", "user rootgate-agent", "exitonforwardfailure yes", "streamlocalbindunlink yes",
+			"serveraliveinterval 15", "stricthostkeychecking true", "identitiesonly yes",
 			"localforward /run/user/1000/rootgate-web1.sock /run/rootgate/rootgate.sock"}},
-		{approve, []string{"hostname web1", "requesttty true"}},
+		{approve, []string{"hostname web1", "user alice", "requesttty true", "serveraliveinterval 15", "stricthostkeychecking true"}},
 	} {
 		if tc.line == "" {
 			t.Fatal("docs/remote.md lacks an ssh command")

@@ -305,19 +305,44 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
 		return
 	}
 
-	hup, stopWatch := watchHangup(c)
+	hup, eof, stopWatch := watchHangup(c)
 	defer stopWatch()
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// A full close always means the client is gone. The end of its stream
+	// alone (a half-close) means so only for a request that said
+	// eof_withdraws: a forwarder such as sshd passes a requester's close on
+	// as a half-close and keeps its own end open, while plain clients
+	// half-close after their line and still wait for the answer.
+	optIn := make(chan struct{})
+	var optInOnce sync.Once
+	eofWithdraws := func() {
+		optInOnce.Do(func() { close(optIn) })
+		// A stream that ended already (with the line itself) withdraws
+		// the request before anything else is done for it.
+		if streamEnded(c) {
+			cancel(errClientGone)
+		}
+	}
 	go func() {
 		select {
 		case <-hup:
+			cancel(errClientGone)
+			return
+		case <-eof:
+		case <-reqCtx.Done():
+			return
+		}
+		select {
+		case <-hup:
+			cancel(errClientGone)
+		case <-optIn:
 			cancel(errClientGone)
 		case <-reqCtx.Done():
 		}
 	}()
 
-	resp := s.handle(reqCtx, peer, line, log)
+	resp := s.handle(reqCtx, peer, line, eofWithdraws, log)
 	if resp == nil {
 		return
 	}
@@ -376,9 +401,10 @@ func errorResponse(id string, err error) *wire.Response {
 	return &wire.Response{ID: id, Status: wire.StatusError, Message: err.Error()}
 }
 
-// handle takes a request line through checks 3 to 11. It returns nil when
-// there is no one left to answer.
-func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.Logger) *wire.Response {
+// handle takes a request line through checks 3 to 11. It calls
+// eofWithdraws once the request is decoded and asks for it. It returns nil
+// when there is no one left to answer.
+func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraws func(), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	req, err := wire.Decode(line)
 	if err != nil {
@@ -388,6 +414,9 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 		}
 		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err, Line: line})
 		return errorResponse(id, err)
+	}
+	if req.EOFWithdraws {
+		eofWithdraws()
 	}
 	log = log.With("id", req.ID)
 	// A request refused before it is received (checks 4 to 9, and the
@@ -480,6 +509,9 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, log *slog.L
 	case s.runs <- struct{}{}:
 		defer func() { <-s.runs }()
 	case <-ctx.Done():
+	}
+	// A requester gone by now (even as the slot came free) is not run for.
+	if ctx.Err() != nil {
 		s.event(Event{Kind: EventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", context.Cause(ctx))})
 		return s.gone(ctx, req.ID)
 	}

@@ -72,6 +72,9 @@ type Request struct {
 	Version string
 	// LineSHA256 is the SHA-256 of the raw request line.
 	LineSHA256 [sha256.Size]byte
+	// EOFWithdraws: the client keeps its side open until it has read the
+	// answer, so the end of its stream withdraws the request.
+	EOFWithdraws bool
 }
 
 // ReplayKey is what the replay window remembers: the id when the client
@@ -101,6 +104,7 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 		return decodeBool("privileged", raw, &r.Privileged)
 	},
 	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
+	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
 	"stdin":         decodeStdin,
 	"timeout":       decodeTimeout,
 }

@@ -80,12 +80,12 @@ func TestDecodeDefaults(t *testing.T) {
 func TestDecodeExtensions(t *testing.T) {
 	r, err := Decode(line(t, map[string]any{
 		"action": "exec", "cwd": "/tmp", "stdin": "aGVsbG8=", "timeout": 2.5, "version": "1.0",
-		"privileged": false, "forward_agent": true,
+		"privileged": false, "forward_agent": true, "eof_withdraws": true,
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Cwd != "/tmp" || string(r.Stdin) != "hello" || r.Timeout != 2500*time.Millisecond || r.Version != "1.0" || !r.ForwardAgent || r.Privileged {
+	if r.Cwd != "/tmp" || string(r.Stdin) != "hello" || r.Timeout != 2500*time.Millisecond || r.Version != "1.0" || !r.ForwardAgent || r.Privileged || !r.EOFWithdraws {
 		t.Fatalf("extensions decoded wrongly: %+v", r)
 	}
 	p, err := Decode([]byte(`{"action":"ping","time":"` + exampleTime + `"}`))
@@ -122,6 +122,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"pipeline number", `{"time":"x","pipeline":[["ls",1]]}`, `field "pipeline" must be an array of arrays of strings`},
 		{"privileged type", `{"time":"x","pipeline":[["a"]],"privileged":"yes"}`, `field "privileged" must be a boolean`},
 		{"forward_agent type", `{"time":"x","pipeline":[["a"]],"forward_agent":1}`, `field "forward_agent" must be a boolean`},
+		{"eof_withdraws type", `{"time":"x","pipeline":[["a"]],"eof_withdraws":"true"}`, `field "eof_withdraws" must be a boolean`},
 		{"id type", `{"time":"x","pipeline":[["a"]],"id":5}`, `field "id" must be a string`},
 		{"time type", `{"time":5,"pipeline":[["a"]]}`, `field "time" must be a string`},
 		{"env type", `{"time":"x","pipeline":[["a"]],"env":{"A":1}}`, `field "env" must be an object of strings`},

@@ -164,6 +164,7 @@ type Outgoing struct {
 	Reason       string            `json:"reason,omitempty"`
 	Privileged   *bool             `json:"privileged,omitempty"`
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
+	EOFWithdraws bool              `json:"eof_withdraws,omitempty"`
 	Cwd          string            `json:"cwd,omitempty"`
 	Stdin        []byte            `json:"stdin,omitempty"`
 	Timeout      float64           `json:"timeout,omitempty"`

@@ -1,6 +1,8 @@
 // Package client sends one request to a rootgated socket and reads its
 // answer. Cancelling the context closes the connection, which makes the
-// daemon withdraw the prompt or kill the run.
+// daemon withdraw the prompt or kill the run. Requests sent with [Do] say
+// eof_withdraws, so this holds through a forwarded socket too (ssh -L),
+// where the close reaches the daemon only as the end of the stream.
 package client
 
 import (
@@ -70,6 +72,12 @@ func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
 // even when the daemon closed before reading the request (it answers
 // "server busy" that way).
 func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) {
+	return roundTrip(ctx, socket, line, true)
+}
+
+// roundTrip is RoundTrip; halfClose says whether to end the stream after
+// the line. A request saying eof_withdraws must not: its end withdraws it.
+func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool) ([]byte, error) {
 	c, err := dial(ctx, socket)
 	if err != nil {
 		return nil, err
@@ -78,7 +86,7 @@ func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) 
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	_, werr := c.Write(line)
-	if werr == nil {
+	if werr == nil && halfClose {
 		// A half-close tells the daemon the request is complete (so a line
 		// without its newline is reported as such) and cancels nothing.
 		werr = c.CloseWrite()
@@ -113,13 +121,16 @@ func NewRequest(session string) *wire.Outgoing {
 	}
 }
 
-// Do sends req and decodes the answer.
+// Do sends req with eof_withdraws set, keeps its side of the connection
+// open until the answer is read, and decodes the answer.
 func Do(ctx context.Context, socket string, req *wire.Outgoing) (*wire.Response, error) {
-	line, err := json.Marshal(req)
+	out := *req
+	out.EOFWithdraws = true
+	line, err := json.Marshal(&out)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	raw, err := RoundTrip(ctx, socket, append(line, '\n'))
+	raw, err := roundTrip(ctx, socket, append(line, '\n'), false)
 	if err != nil {
 		return nil, err
 	}
