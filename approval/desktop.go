@@ -112,6 +112,12 @@ func (d *Desktop) Approve(ctx context.Context, p *Prompt) Decision {
 		return Decision{Verdict: Unavailable, Message: fmt.Sprintf("desktop prompt on %s failed: %v", name, err), By: name}
 	}
 	deny := Decision{Verdict: Deny, Message: fmt.Sprintf("denied by operator %s on %s", d.Operator, name), By: name}
+	// A dialog shows only a preview of stdin, and nothing that will run
+	// may hide behind an Approve button: such a request is for a terminal,
+	// whose pager shows all of it.
+	if len(p.Stdin) > stdinPreviewBytes {
+		return Decision{Verdict: Unavailable, Message: fmt.Sprintf("desktop prompt on %s cannot show all of the request's stdin (%d bytes): approve it from a terminal", name, len(p.Stdin)), By: name}
+	}
 
 	dec, err := d.notify(ctx, pctx, p, deny, fail)
 	if err == nil {

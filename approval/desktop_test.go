@@ -326,3 +326,31 @@ func TestDesktopUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// A request whose stdin a dialog would show only in part is never put to
+// the desktop: nothing is notified, and the answer sends it to a terminal.
+func TestDesktopRefusesHiddenStdin(t *testing.T) {
+	addr := startBus(t)
+	s := newNotifyService(t, addr, "actions", "body")
+	d := &Desktop{BusAddress: addr, Operator: "alice", Timeout: time.Minute}
+	p := desktopPrompt()
+	p.Stdin = []byte(strings.Repeat("echo harmless\n", 20) + "rm -rf /srv/data\n")
+	got := d.Approve(t.Context(), p)
+	if got.Verdict != Unavailable || !strings.Contains(got.Message, "cannot show all of the request's stdin") || !strings.Contains(got.Message, "approve it from a terminal") {
+		t.Fatalf("decision %+v, want unavailable and sent to a terminal", got)
+	}
+	select {
+	case n := <-s.notified:
+		t.Fatalf("notified anyway: %q", n.body)
+	default:
+	}
+
+	// A stdin the dialog shows whole is still asked about.
+	p.Stdin = []byte("echo harmless\n")
+	ch := desktopAsync(t.Context(), d, p)
+	n := s.wait(t)
+	s.emit(t, "ActionInvoked", n.id, "deny")
+	if dec := decided(t, ch); dec.Verdict != Deny {
+		t.Fatalf("short stdin: %+v, want the operator's deny", dec)
+	}
+}
