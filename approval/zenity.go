@@ -39,6 +39,9 @@ func (d *Desktop) zenity(ctx, pctx context.Context, p *Prompt, timeout time.Dura
 		"--title", title, "--text", Render(p),
 		"--ok-label", "Approve", "--cancel-label", "Deny", "--default-cancel",
 		"--timeout", strconv.Itoa(secs), "--width", "800")
+	// The text is UTF-8 whatever the locale: in the C locale GTK cannot
+	// convert it and zenity exits without a dialog.
+	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
 	var stderr cappedWriter
 	stderr.max = maxZenityStderr
 	cmd.Stderr = &stderr
