@@ -174,9 +174,9 @@ func pingAs(t *testing.T, sock string, a userAccount) bool {
 	return *r.Approver
 }
 
-// attack sends a request as the agent account and, the moment the
-// operator's pane shows it, types y into that pane as the agent's uid
-// would (tmux send-keys). It returns the answer.
+// attack sends a request as the agent account and, while the operator's
+// pane shows it, keeps typing y into that pane as the agent's uid would
+// (tmux send-keys), past the prompt's dwell. It returns the answer.
 func attack(t *testing.T, sock string, agent userAccount, s *tmuxSession, id string) response {
 	t.Helper()
 	line := request(map[string]any{"id": id, "pipeline": [][]string{{"id", "-u"}}, "reason": "self-approval attempt"})
@@ -191,7 +191,6 @@ func attack(t *testing.T, sock string, agent userAccount, s *tmuxSession, id str
 		ch <- r
 	}()
 	deadline := time.After(30 * time.Second)
-	typed := false
 	for {
 		select {
 		case r := <-ch:
@@ -201,9 +200,8 @@ func attack(t *testing.T, sock string, agent userAccount, s *tmuxSession, id str
 		case <-deadline:
 			t.Fatalf("no answer; the pane shows:\n%s", s.screen())
 		case <-time.After(50 * time.Millisecond):
-			if !typed && promptShown(s.screen(), id) {
+			if promptShown(s.screen(), id) {
 				s.sendKeys("y") // the agent answers its own prompt
-				typed = true
 			}
 		}
 	}
@@ -212,7 +210,7 @@ func attack(t *testing.T, sock string, agent userAccount, s *tmuxSession, id str
 // promptShown reports whether screen shows the prompt of request id (its
 // "ID:" line; a --tty daemon's log names the id too).
 func promptShown(screen, id string) bool {
-	return regexp.MustCompile(`(?m)^\s*ID:\s+` + regexp.QuoteMeta(id) + `$`).MatchString(screen)
+	return regexp.MustCompile(`(?m)^\s*┊ id:\s+` + regexp.QuoteMeta(id) + `\s*$`).MatchString(screen)
 }
 
 // wantSelfApprovalRefused asserts the answer to an agent's request that
@@ -257,7 +255,7 @@ func TestSudoApproverInAgentsTmux(t *testing.T) {
 	line := request(map[string]any{"id": "other-account", "pipeline": [][]string{{"id", "-u"}}})
 	go func() { r, _ := trySendAs(d.sock, other.uid, other.gid, []uint32{}, line); ch <- r }()
 	s.see("other-account")
-	s.see("Deny")
+	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
 	if r := <-ch; r.Status != wire.StatusOK || string(r.Stdout) != "0\n" {
 		t.Fatalf("another account's request: %s", r.raw)
@@ -317,7 +315,7 @@ func TestSudoTTYDaemonInAgentsTmux(t *testing.T) {
 	line := request(map[string]any{"id": "other-account", "pipeline": [][]string{{"id", "-u"}}})
 	go func() { r, _ := trySendAs(sock, other.uid, other.gid, []uint32{}, line); ch <- r }()
 	s.see("other-account")
-	s.see("Deny")
+	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
 	if r := <-ch; r.Status != wire.StatusOK || string(r.Stdout) != "0\n" {
 		t.Fatalf("another account's request: %s", r.raw)
@@ -340,7 +338,7 @@ func TestRootTmuxApprover(t *testing.T) {
 	line := request(map[string]any{"id": "agent-asks", "pipeline": [][]string{{"id", "-u"}}})
 	go func() { r, _ := trySendAs(d.sock, agent.uid, agent.gid, []uint32{}, line); ch <- r }()
 	s.see("agent-asks")
-	s.see("Deny")
+	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
 	if r := <-ch; r.Status != wire.StatusOK || string(r.Stdout) != "0\n" {
 		t.Fatalf("%s", r.raw)
@@ -372,7 +370,7 @@ func TestUnsafeSelfApproval(t *testing.T) {
 	go func() { r, _ := trySendAs(d.sock, op.uid, op.gid, []uint32{}, line); ch <- r }()
 	s.see("UNSAFE SELF-APPROVAL: the requester's uid can control this terminal")
 	s.see("own-uid")
-	s.see("Deny")
+	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
 	if r := <-ch; r.Status != wire.StatusOK {
 		t.Fatalf("%s", r.raw)
@@ -473,7 +471,7 @@ func TestReadmeSecureSetup(t *testing.T) {
 		out <- fmt.Sprintf("%s(err %v)", b, err)
 	}()
 	s.see("readme secure setup")
-	s.see("Deny")
+	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
 	if got := <-out; got != "root\n(err <nil>)" {
 		t.Fatalf("the agent's request printed %q", got)

@@ -310,7 +310,7 @@ func TestForwardedCancelWithdrawsPrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.see(reason)
-	a.see("Deny")
+	a.see("n or Esc deny")
 	id := requestWithReason(t, d, reason)
 	if err := run.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestForwardedHalfCloseStillAnswered(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.see(reason)
-		a.see("Deny")
+		a.see("n or Esc deny")
 		a.key("y")
 		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 		if r := wantOK(t, readResponse(t, c)); string(r.Stdout) != "answered\n" {
@@ -445,7 +445,7 @@ func TestRemoteRecipe(t *testing.T) {
 		out <- string(b)
 	}()
 	op.see("check nginx on web1")
-	op.see("Deny")
+	op.see("n or Esc deny")
 	if !strings.Contains(op.scr.text(), agentUser) {
 		t.Errorf("the prompt does not name the requester %s", agentUser)
 	}
@@ -544,7 +544,7 @@ func TestForwardedMCPCancelWithdrawsPrompt(t *testing.T) {
 		done <- err
 	}()
 	a.see(reason)
-	a.see("Deny")
+	a.see("n or Esc deny")
 	id := requestWithReason(t, d, reason)
 	cancel()
 	if err := <-done; err == nil {
