@@ -94,16 +94,20 @@ func (a *approverProc) pageToEnd() {
 		}
 		return m[len(m)-1]
 	}
+	// A key typed during the prompt's dwell is discarded, so a space
+	// the pager did not act on is typed again.
+	deadline := time.Now().Add(30 * time.Second)
 	for st := last(); st != nil && st[2] != st[3]; {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.scr.text())
+		}
 		a.key(" ")
-		waitFor(a.t, "the pager to move on", 30*time.Second, func() bool {
-			now := last()
-			if now[2] != st[2] {
+		for retype := time.Now().Add(300 * time.Millisecond); time.Now().Before(retype); time.Sleep(10 * time.Millisecond) {
+			if now := last(); now[2] != st[2] {
 				st = now
-				return true
+				break
 			}
-			return false
-		})
+		}
 	}
 	a.see("y approve ·")
 }
