@@ -74,15 +74,23 @@ func TestEOFWithdraws(t *testing.T) {
 		wantNoAnswer(t, c)
 		waitTrail(t, d.dir, "eofw-run", "received decided started cancelled")
 	})
-	t.Run("ended with the line", func(t *testing.T) {
-		d := startDaemon(t, opts{})
+	t.Run("ended before its run could start", func(t *testing.T) {
+		// One run slot, held by a sleeper: the request waits for it with
+		// its stream already ended, so the daemon must see the end before
+		// it could start, whichever way the bytes arrive.
+		d := startDaemon(t, opts{args: []string{"--max-runs", "1", "--kill-grace", "1s"}})
+		sleeper := fmt.Sprintf("62.%d", 100000+time.Now().Nanosecond()%900000)
+		hold := dialRequest(t, d, map[string]any{"id": "eofw-hold", "pipeline": [][]string{{"sleep", sleeper}}}, false)
+		waitFor(t, "the slot to be taken", 20*time.Second, func() bool { return len(procsWith(sleeper)) > 0 })
 		marker := filepath.Join(shortDir(t), "ran")
 		c := dialRequest(t, d, map[string]any{"id": "eofw-line", "pipeline": [][]string{{"touch", marker}}, "eof_withdraws": true}, true)
-		wantNoAnswer(t, c)
 		rs := waitTrail(t, d.dir, "eofw-line", "received decided failed")
 		if rs[2].Error != "not started: client went away" {
 			t.Errorf("failed with %q", rs[2].Error)
 		}
+		hold.Close() // frees the slot
+		noSurvivors(t, sleeper)
+		wantNoAnswer(t, c)
 		if _, err := os.Stat(marker); err == nil {
 			t.Fatal("a request whose stream had ended ran")
 		}
