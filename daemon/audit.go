@@ -199,6 +199,9 @@ func record(e Event) *audit.Record {
 		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe}
 		if e.Request != nil {
 			r.Request = request(e.Request)
+			if e.Kind == EventReceived && e.Line != nil {
+				r.Request.Pipeline = nil // compact: see maxRecordedPipeline
+			}
 		}
 	case EventStarted:
 		r.Run = run(e.Plan)
@@ -305,4 +308,21 @@ func stagePaths(r *audit.Run) string {
 		parts[i] = st.Path
 	}
 	return strings.Join(parts, " | ")
+}
+
+// maxRecordedPipeline is how many bytes of arguments the received record
+// of a request nothing runs for (a ping, a policy denial) holds; past it,
+// the record keeps the line's size and SHA-256 instead of the pipeline, so
+// such requests, which no person reads first, cannot fill the log.
+const maxRecordedPipeline = 4096
+
+// pipelineBytes counts the bytes of every argument of p.
+func pipelineBytes(p [][]string) int {
+	n := 0
+	for _, argv := range p {
+		for _, a := range argv {
+			n += len(a)
+		}
+	}
+	return n
 }

@@ -223,3 +223,84 @@ func TestAuditFreeSpaceGuard(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// floodUnprompted is a requester that sends $ARGV[1] fresh requests that
+// carry a 1 MB argument and that nothing runs for without a person: every
+// other one a ping, the others denied by the policy. It prints each
+// answer's status, then "done".
+const floodUnprompted = `
+use IO::Socket::UNIX;
+use POSIX qw(strftime);
+$| = 1;
+my ($path, $n) = @ARGV;
+my $big = "A" x 1000000;
+for my $i (1..$n) {
+	my $s = IO::Socket::UNIX->new(Peer => $path) or die "connect: $!";
+	my $now = strftime("%Y-%m-%dT%H:%M:%SZ", gmtime());
+	my $action = $i % 2 ? "\"action\":\"ping\"," : "";
+	print $s "{\"id\":\"unprompted-$$-$i\",$action\"time\":\"$now\",\"pipeline\":[[\"true\",\"$big\"]]}\n";
+	shutdown($s, 1);
+	my $answer = <$s>;
+	$answer =~ /"status":"(\w+)"/;
+	print "answer $1\n";
+	close $s;
+}
+print "done\n";
+`
+
+// TestUnpromptedFloodKeepsAuditSmall: pings and policy denials run
+// nothing and reach no person, so their records leave a large pipeline
+// out and share the per-uid budget of refused requests: a requester
+// (rgtfa) sending them with 1 MB arguments cannot fill the log, while
+// another user (rgtfb) is still served and recorded in full.
+func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
+	auid, agid := testAccount(t, "rgtfc")
+	buid, bgid := testAccount(t, "rgtfd")
+	d := startDaemon(t, opts{policy: "deny any true ...\nallow any,env=* id ...\n", args: []string{"--audit-reject-rate", "20"}})
+	openToAll(t, d)
+	const flood, rate = 60, 20
+	fi, err := os.Stat(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fi.Size()
+
+	cmd := exec.Command("perl", "-e", floodUnprompted, d.sock, strconv.Itoa(flood))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: auid, Gid: agid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("flood: %v\n%s", err, out)
+	}
+	if want := strings.Repeat("answer ok\nanswer denied\n", flood/2) + "done\n"; string(out) != want {
+		t.Fatalf("flood answers:\n%s", out)
+	}
+	r := sendAs(t, d.sock, buid, bgid, []uint32{}, request(map[string]any{"id": "rgtfd-1", "privileged": false, "pipeline": [][]string{{"id", "-u"}}}))
+	if r.Status != wire.StatusOK {
+		t.Fatalf("rgtfd after the flood: %s", r.raw)
+	}
+	waitTrail(t, d.dir, "rgtfd-1", "received decided started finished")
+	d.terminate()
+
+	fi, err = os.Stat(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grown := fi.Size() - before; grown > 64<<10 {
+		t.Errorf("%d unprompted requests of 1 MiB grew the audit log by %d bytes", flood, grown)
+	}
+	requests, dropped := map[string]bool{}, 0
+	for _, rec := range records(t, d.dir) {
+		switch {
+		case rec.Kind == audit.KindDropped && rec.Peer != nil && rec.Peer.UID == int(auid):
+			dropped += rec.Dropped.Count
+		case strings.HasPrefix(rec.ID, "unprompted-"):
+			requests[rec.ID] = true
+			if rec.Kind == audit.KindReceived && (rec.Request == nil || rec.Request.Pipeline != nil || rec.Line == nil || rec.Line.Bytes < 1000000) {
+				t.Errorf("received record of %s not compact: %+v", rec.ID, rec.Request)
+			}
+		}
+	}
+	if len(requests) != rate || dropped != flood-rate {
+		t.Errorf("rgtfc: %d requests recorded and %d counted as dropped, want %d and %d", len(requests), dropped, rate, flood-rate)
+	}
+}

@@ -433,12 +433,19 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 	}
 	// receive writes the received record, once the request is to be
 	// decided; nothing runs, and it is not decided, if it cannot be.
-	receive := func() error {
+	// For a request nothing will run for (a ping, a policy denial) a
+	// pipeline past maxRecordedPipeline bytes is left out of the record,
+	// which keeps the line's size and SHA-256 instead.
+	receive := func(runsNothing bool) error {
 		if err := s.checkFree(); err != nil {
 			return err
 		}
 		received = true
-		if err := s.event(Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}); err != nil {
+		e := Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}
+		if runsNothing && pipelineBytes(req.Pipeline) > maxRecordedPipeline {
+			e.Line = line
+		}
+		if err := s.event(e); err != nil {
 			return errAudit
 		}
 		return nil
@@ -458,18 +465,18 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 		return reject(wire.DuplicateError(req.ID))
 	}
 	if req.Action == wire.ActionPing {
-		switch err := receive(); {
+		// A ping runs nothing and asks no one: its record shares the
+		// per-uid budget of refused requests, so pings cannot flood the log.
+		if !s.reject.allow(peer.UID, now) {
+			return s.pong(req.ID, peer)
+		}
+		switch err := receive(true); {
 		case errors.Is(err, errAuditFull):
 			return reject(err)
 		case err != nil:
 			return errorResponse(req.ID, err)
 		}
-		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
-		if s.cfg.Broker != nil {
-			can := s.cfg.Broker.CanAsk(peer.UID)
-			resp.Approver = &can
-		}
-		return resp
+		return s.pong(req.ID, peer)
 	}
 
 	plan, err := s.plan(req, peer)
@@ -486,6 +493,9 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 		return reject(err)
 	case err != nil:
 		return reject(err)
+	}
+	if plan.unrecorded {
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Message: d.Message}
 	}
 	if s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
 		return errorResponse(req.ID, errAudit)
@@ -555,6 +565,17 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 	return resp
 }
 
+// pong answers a ping: whether a person could be asked about peer's
+// requests now.
+func (s *Server) pong(id string, peer Peer) *wire.Response {
+	resp := &wire.Response{ID: id, Status: wire.StatusOK, Message: "pong"}
+	if s.cfg.Broker != nil {
+		can := s.cfg.Broker.CanAsk(peer.UID)
+		resp.Approver = &can
+	}
+	return resp
+}
+
 // gone answers a request whose context ended: "daemon stopping" when the
 // daemon is, nothing when the client went away.
 func (s *Server) gone(ctx context.Context, id string) *wire.Response {
@@ -620,6 +641,9 @@ type runPlan struct {
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
 	rule    *approval.Rule // the policy rule that decided, if one did
+	// unrecorded: a policy denial past its uid's budget of records for
+	// requests refused without a person; counted in a dropped record.
+	unrecorded bool
 }
 
 // close releases the pinned executables and the cwd.
@@ -742,7 +766,7 @@ func (p *runPlan) open() error {
 // decide is check 10: the policy first, then a person.
 // receive writes the received record: it is called once the request is
 // decided by the policy, or admitted to be put to a person.
-func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func() error) (approval.Decision, error) {
+func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func(runsNothing bool) error) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
 	m := s.cfg.Policy.Evaluate(approval.Subject{
@@ -754,8 +778,12 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Paths:      p.cmd.Paths,
 		Env:        req.Env,
 	})
-	if m.Action == approval.ActionDeny || m.Action == approval.ActionAllow && !req.ForwardAgent {
-		if err := receive(); err != nil {
+	if m.Action == approval.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
+		// Denied without a person: such records share the per-uid budget
+		// of refused requests, so a flood of them cannot fill the log.
+		p.unrecorded = true
+	} else if m.Action == approval.ActionDeny || m.Action == approval.ActionAllow && !req.ForwardAgent {
+		if err := receive(m.Action == approval.ActionDeny); err != nil {
 			return approval.Decision{}, err
 		}
 	}
@@ -780,7 +808,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		return approval.Decision{}, err
 	}
 	defer end()
-	if err := receive(); err != nil {
+	if err := receive(false); err != nil {
 		return approval.Decision{}, err
 	}
 	prompt := &approval.Prompt{
