@@ -104,6 +104,20 @@ func TestRuntimeDirChecked(t *testing.T) {
 			startFails(t, dir, rd, rd+" "+c.want)
 		})
 	}
+	// A root-owned directory inside one the requester owns, which it could
+	// swap for a symlink after the daemon checked the directory itself.
+	parent := filepath.Join(dir, "parent")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(parent, int(uid), int(gid)); err != nil {
+		t.Fatal(err)
+	}
+	inner := filepath.Join(parent, "run")
+	if err := os.Mkdir(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startFails(t, dir, inner, inner+": its parent "+parent+" is owned by uid "+strconv.Itoa(int(uid))+", not by root")
 	// The legitimate case: root's own directory, 0755.
 	ok := filepath.Join(dir, "ok")
 	if err := os.Mkdir(ok, 0o755); err != nil {
