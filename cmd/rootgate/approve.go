@@ -52,7 +52,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 		return code
 	}
 	if *desktop && *accessible {
-		fmt.Fprint(stderr, "rootgate: error: --accessible and --desktop cannot be combined\n")
+		errorf(stderr, "--accessible and --desktop cannot be combined")
 		return exitUsage
 	}
 	sock := *socket
@@ -68,11 +68,10 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 		fi, err := os.Stat(agentSock)
 		switch {
 		case agentSock == "":
-			fmt.Fprint(stderr, "rootgate: error: --forward-agent: SSH_AUTH_SOCK is not set\n")
-			fmt.Fprint(stderr, "rootgate: hint: sudo drops it; run: sudo --preserve-env=SSH_AUTH_SOCK rootgate approve --forward-agent\n")
+			errorWithHint(stderr, "--forward-agent: SSH_AUTH_SOCK is not set", "sudo drops it; run: sudo --preserve-env=SSH_AUTH_SOCK rootgate approve --forward-agent")
 			return exitUsage
 		case err != nil || fi.Mode().Type() != os.ModeSocket || !filepath.IsAbs(agentSock):
-			fmt.Fprintf(stderr, "rootgate: error: --forward-agent: SSH_AUTH_SOCK %q is not an agent socket\n", agentSock)
+			errorf(stderr, "--forward-agent: SSH_AUTH_SOCK %q is not an agent socket", agentSock)
 			return exitUsage
 		}
 	}
@@ -82,7 +81,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 		a := &approver{sock: sock, name: desktopName, kind: "desktop", operator: operatorName(), scr: &screen{out: stderr}, agent: agentSock}
 		ask, err := desktopAsker(a.operator, stderr)
 		if err != nil {
-			fmt.Fprintf(stderr, "rootgate: error: --desktop: %v\n", err)
+			errorf(stderr, "--desktop: %v", err)
 			return exitError
 		}
 		a.ask = func(deadline time.Time) approval.Approver { return reporting{ask(deadline), stderr} }
@@ -90,7 +89,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
-		fmt.Fprintf(stderr, "rootgate: error: approve needs a terminal: %v\n", err)
+		errorf(stderr, "approve needs a terminal: %v", err)
 		return exitError
 	}
 	defer tty.Close()
@@ -128,8 +127,7 @@ func (a *approver) run(ctx context.Context, stderr io.Writer) int {
 		c, err := net.Dial("unix", a.sock)
 		if err != nil {
 			if errors.Is(err, os.ErrPermission) {
-				fmt.Fprintf(stderr, "rootgate: error: cannot attach to %s: %v\n", a.sock, err)
-				fmt.Fprint(stderr, "rootgate: hint: approvers must be root (sudo rootgate approve) or admitted with rootgated --approver\n")
+				errorWithHint(stderr, fmt.Sprintf("cannot attach to %s: %v", a.sock, err), "approvers must be root (sudo rootgate approve) or admitted with rootgated --approver")
 				return exitError
 			}
 			if !waiting {
@@ -150,7 +148,7 @@ func (a *approver) run(ctx context.Context, stderr io.Writer) int {
 		}
 		var refused errRefused
 		if errors.As(err, &refused) {
-			fmt.Fprintf(stderr, "rootgate: error: rootgated refused this approver: %s\n", refused.msg)
+			errorf(stderr, "rootgated refused this approver: %s", refused.msg)
 			return exitError
 		}
 		if ctx.Err() == nil {

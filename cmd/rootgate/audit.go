@@ -60,8 +60,7 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, auditUsage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "rootgate: error: unknown audit command %q\n", fs.Arg(0))
-	fmt.Fprint(stderr, "rootgate: hint: rootgate audit verify, or rootgate audit show\n")
+	errorWithHint(stderr, fmt.Sprintf("unknown audit command %q", fs.Arg(0)), "rootgate audit verify, or rootgate audit show")
 	return exitUsage
 }
 
@@ -105,7 +104,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	var p *audit.Problem
 	switch {
 	case errors.As(err, &p):
-		fmt.Fprintf(stderr, "rootgate: broken: %s\n", approval.Sanitize(p.Error()))
+		sayf(stderr, "broken", "%s", approval.Sanitize(p.Error()))
 		return exitBroken
 	case err != nil:
 		return fail(stderr, err)
@@ -133,7 +132,7 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	if since != "" {
 		var err error
 		if from, err = parseSince(since, now()); err != nil {
-			fmt.Fprintf(stderr, "rootgate: error: --since: %v\n", err)
+			errorf(stderr, "--since: %v", err)
 			return exitUsage
 		}
 	}
@@ -145,7 +144,7 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	err = audit.ReadAll(names, func(rd audit.Read) error {
 		if rd.Err != nil {
 			bad++
-			fmt.Fprintf(stderr, "rootgate: warning: %s:%d: %s\n", approval.Sanitize(rd.File), rd.Line, approval.Sanitize(rd.Err.Error()))
+			warningf(stderr, "%s:%d: %s", approval.Sanitize(rd.File), rd.Line, approval.Sanitize(rd.Err.Error()))
 			return nil
 		}
 		r := rd.Record
@@ -159,7 +158,7 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 		return fail(stderr, err)
 	}
 	if bad > 0 {
-		fmt.Fprintf(stderr, "rootgate: hint: %d record(s) could not be read; run \"rootgate audit verify\"\n", bad)
+		hintf(stderr, "%d record(s) could not be read; run \"rootgate audit verify\"", bad)
 		return exitBroken
 	}
 	return exitOK

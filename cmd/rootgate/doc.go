@@ -102,7 +102,7 @@ func cmdCompletion(ctx context.Context, args []string, _ io.Reader, stdout, stde
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprint(stderr, "rootgate: error: completion needs one shell: bash, zsh or fish\n")
+		errorf(stderr, "completion needs one shell: bash, zsh or fish")
 		return exitUsage
 	}
 	p, err := page(ctx)
@@ -118,7 +118,7 @@ func cmdCompletion(ctx context.Context, args []string, _ io.Reader, stdout, stde
 		err = p.Fish(stdout)
 	default:
 		err = errors.New("unknown shell " + fmt.Sprintf("%q", fs.Arg(0)) + "; want bash, zsh or fish")
-		fmt.Fprintf(stderr, "rootgate: error: completion: %v\n", err)
+		errorf(stderr, "completion: %v", err)
 		return exitUsage
 	}
 	if err != nil {

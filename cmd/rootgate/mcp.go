@@ -28,11 +28,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return code
 	}
 	if *every <= 0 {
-		fmt.Fprint(stderr, "rootgate: error: --progress-interval must be positive\n")
+		errorf(stderr, "--progress-interval must be positive")
 		return exitUsage
 	}
 	if *maxText < 1024 {
-		fmt.Fprint(stderr, "rootgate: error: --max-text must be at least 1024\n")
+		errorf(stderr, "--max-text must be at least 1024")
 		return exitUsage
 	}
 	cfg := mcpserver.Config{Socket: client.Socket(*socket), MaxText: *maxText, ProgressEvery: *every, Hosts: map[string]string{}}
@@ -44,7 +44,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			}
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "rootgate: error: %v\n", err)
+			errorf(stderr, "%v", err)
 			return exitUsage
 		}
 		cfg.Hosts[name] = sock
