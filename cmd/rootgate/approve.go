@@ -17,12 +17,9 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
-
-// defaultApproverSocket is the approver socket when neither --socket nor
-// $ROOTGATE_APPROVER_SOCKET says otherwise.
-const defaultApproverSocket = "/run/rootgate/approve.sock"
 
 // Reconnection backoff bounds.
 const (
@@ -55,13 +52,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 		errorf(stderr, "--accessible and --desktop cannot be combined")
 		return exitUsage
 	}
-	sock := *socket
-	if sock == "" {
-		sock = os.Getenv("ROOTGATE_APPROVER_SOCKET")
-	}
-	if sock == "" {
-		sock = defaultApproverSocket
-	}
+	sock := client.ApproverSocket(*socket)
 	var agentSock string
 	if *agent {
 		agentSock = os.Getenv("SSH_AUTH_SOCK")
@@ -78,7 +69,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	if *desktop {
 		// No terminal needed: status lines go to stderr, prompts to the
 		// desktop.
-		a := &approver{sock: sock, name: desktopName, kind: "desktop", operator: operatorName(), scr: &screen{out: stderr}, agent: agentSock}
+		a := &approver{sock: sock, name: desktopName, kind: "desktop", operator: approval.OperatorName(), scr: &screen{out: stderr}, agent: agentSock}
 		ask, err := desktopAsker(a.operator, stderr)
 		if err != nil {
 			errorf(stderr, "--desktop: %v", err)
@@ -93,7 +84,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitError
 	}
 	defer tty.Close()
-	a := &approver{sock: sock, name: ttyName(), kind: "terminal", operator: operatorName(), scr: &screen{out: tty}, agent: agentSock}
+	a := &approver{sock: sock, name: approval.TerminalName(), kind: "terminal", operator: approval.OperatorName(), scr: &screen{out: tty}, agent: agentSock}
 	a.ask = func(deadline time.Time) approval.Approver {
 		return &approval.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.name, Operator: a.operator,
 			Accessible: *accessible, AfterWithdrawn: a.afterWithdrawn}
@@ -413,27 +404,6 @@ func (s *screen) end() {
 		fmt.Fprintln(s.out, l)
 	}
 	s.held = nil
-}
-
-// ttyName names our terminal, e.g. "pts/3".
-func ttyName() string {
-	for _, fd := range []int{0, 1, 2} {
-		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") && p != "/dev/null" {
-			return strings.TrimPrefix(p, "/dev/")
-		}
-	}
-	return "tty"
-}
-
-// operatorName is who approves: the sudo user when run with sudo.
-func operatorName() string {
-	if u := os.Getenv("SUDO_USER"); u != "" && os.Geteuid() == 0 {
-		return u
-	}
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return fmt.Sprint(os.Getuid())
 }
 
 // lookupUserName names uid, or "" when it has no passwd entry.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/clidoc"
 )
 
 // Exit codes of audit verify besides exitOK, exitUsage and exitError
@@ -64,7 +65,7 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-func auditFlags(name string, files *multiFlag, stderr io.Writer) *flag.FlagSet {
+func auditFlags(name string, files *clidoc.List, stderr io.Writer) *flag.FlagSet {
 	fs := newFlags("audit "+name, stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
 	fs.Var(files, "file", "audit log `file` (repeatable)")
@@ -72,7 +73,7 @@ func auditFlags(name string, files *multiFlag, stderr io.Writer) *flag.FlagSet {
 }
 
 // auditFiles expands --file as documented in auditUsage.
-func auditFiles(files multiFlag) ([]string, error) {
+func auditFiles(files clidoc.List) ([]string, error) {
 	if len(files) > 1 {
 		return files, nil
 	}
@@ -91,7 +92,7 @@ func auditFiles(files multiFlag) ([]string, error) {
 }
 
 func auditVerify(args []string, stdout, stderr io.Writer) int {
-	var files multiFlag
+	var files clidoc.List
 	fs := auditFlags("verify", &files, stderr)
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
@@ -120,7 +121,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 }
 
 func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) int {
-	var files multiFlag
+	var files clidoc.List
 	var id, since string
 	fs := auditFlags("show", &files, stderr)
 	fs.StringVar(&id, "id", "", "show only the records of request `ID`")

@@ -9,15 +9,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/wire"
 )
-
-// multiFlag collects a repeatable flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // newFlags makes a command's flag set, writing its errors to stderr. When
 // stderr is a [*flagSets] (the manual page asking), the set is handed to it.
@@ -65,7 +60,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	stdinFile := fs.String("stdin-file", "", "`file` fed to the first stage (- for standard input)")
 	timeout := fs.Float64("timeout", 0, "run time limit in `seconds` (may only lower the daemon's)")
 	agent := fs.Bool("forward-agent", false, "forward the operator's SSH agent (needs --no-privilege)")
-	var env multiFlag
+	var env clidoc.List
 	fs.Var(&env, "env", "`KEY=VALUE` for the run (repeatable; allowlisted keys only)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: rootgate run [flags] -- CMD ARGS... ['|' CMD ARGS...]\n\nFlags:\n")
