@@ -49,8 +49,8 @@ Examples:
   echo '{"time":"2026-02-13T14:30:00Z","pipeline":[["id"]]}' | rootgate send
 
 Exit codes of run: the last stage's exit code; 77 denied, 124 timeout, 70 error.
-The socket is --socket, else $ROOTGATE_SOCKET, else /run/rootgate/rootgate.sock;
-for approve, $ROOTGATE_APPROVER_SOCKET, else /run/rootgate/approve.sock.
+The socket is --socket, else $ROOTGATE_SOCKET, else ` + client.DefaultSocket + `;
+for approve, $ROOTGATE_APPROVER_SOCKET, else ` + client.DefaultApproverSocket + `.
 `
 )
 
