@@ -41,7 +41,7 @@ var ErrServerClosed = errors.New("daemon: server closed")
 
 // Defaults of Config's zero fields.
 const (
-	DefaultPromptTimeout = 60 * time.Second
+	DefaultPromptTimeout = approval.DefaultPromptTimeout
 	DefaultExecTimeout   = 300 * time.Second
 	DefaultMaxSkew       = 60 * time.Second
 	DefaultMaxRuns       = 8

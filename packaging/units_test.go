@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/rootgate/rootgate/internal/client"
-	"github.com/rootgate/rootgate/internal/daemoncmd"
 )
 
 var units = []string{"rootgate.service", "rootgate.socket", "rootgate-approve.socket"}
@@ -70,7 +69,7 @@ func TestUnitsMatchDaemon(t *testing.T) {
 		{sock, "SocketGroup", "rootgate"},
 		{sock, "Accept", "no"},
 		{sock, "Service", "rootgate.service"},
-		{asock, "ListenStream", daemoncmd.DefaultApproverSocket},
+		{asock, "ListenStream", client.DefaultApproverSocket},
 		{asock, "FileDescriptorName", "approvers"},
 		{asock, "SocketMode", "0600"},
 		{asock, "SocketUser", "root"},

@@ -17,12 +17,9 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
-
-// defaultApproverSocket is the approver socket when neither --socket nor
-// $ROOTGATE_APPROVER_SOCKET says otherwise.
-const defaultApproverSocket = "/run/rootgate/approve.sock"
 
 // Reconnection backoff bounds.
 const (
@@ -52,37 +49,30 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 		return code
 	}
 	if *desktop && *accessible {
-		fmt.Fprint(stderr, "rootgate: error: --accessible and --desktop cannot be combined\n")
+		errorf(stderr, "--accessible and --desktop cannot be combined")
 		return exitUsage
 	}
-	sock := *socket
-	if sock == "" {
-		sock = os.Getenv("ROOTGATE_APPROVER_SOCKET")
-	}
-	if sock == "" {
-		sock = defaultApproverSocket
-	}
+	sock := client.ApproverSocket(*socket)
 	var agentSock string
 	if *agent {
 		agentSock = os.Getenv("SSH_AUTH_SOCK")
 		fi, err := os.Stat(agentSock)
 		switch {
 		case agentSock == "":
-			fmt.Fprint(stderr, "rootgate: error: --forward-agent: SSH_AUTH_SOCK is not set\n")
-			fmt.Fprint(stderr, "rootgate: hint: sudo drops it; run: sudo --preserve-env=SSH_AUTH_SOCK rootgate approve --forward-agent\n")
+			errorWithHint(stderr, "--forward-agent: SSH_AUTH_SOCK is not set", "sudo drops it; run: sudo --preserve-env=SSH_AUTH_SOCK rootgate approve --forward-agent")
 			return exitUsage
 		case err != nil || fi.Mode().Type() != os.ModeSocket || !filepath.IsAbs(agentSock):
-			fmt.Fprintf(stderr, "rootgate: error: --forward-agent: SSH_AUTH_SOCK %q is not an agent socket\n", agentSock)
+			errorf(stderr, "--forward-agent: SSH_AUTH_SOCK %q is not an agent socket", agentSock)
 			return exitUsage
 		}
 	}
 	if *desktop {
 		// No terminal needed: status lines go to stderr, prompts to the
 		// desktop.
-		a := &approver{sock: sock, name: desktopName, kind: "desktop", operator: operatorName(), scr: &screen{out: stderr}, agent: agentSock}
+		a := &approver{sock: sock, name: desktopName, kind: "desktop", operator: approval.OperatorName(), scr: &screen{out: stderr}, agent: agentSock}
 		ask, err := desktopAsker(a.operator, stderr)
 		if err != nil {
-			fmt.Fprintf(stderr, "rootgate: error: --desktop: %v\n", err)
+			errorf(stderr, "--desktop: %v", err)
 			return exitError
 		}
 		a.ask = func(deadline time.Time) approval.Approver { return reporting{ask(deadline), stderr} }
@@ -90,11 +80,11 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
-		fmt.Fprintf(stderr, "rootgate: error: approve needs a terminal: %v\n", err)
+		errorf(stderr, "approve needs a terminal: %v", err)
 		return exitError
 	}
 	defer tty.Close()
-	a := &approver{sock: sock, name: ttyName(), kind: "terminal", operator: operatorName(), scr: &screen{out: tty}, agent: agentSock}
+	a := &approver{sock: sock, name: approval.TerminalName(), kind: "terminal", operator: approval.OperatorName(), scr: &screen{out: tty}, agent: agentSock}
 	a.ask = func(deadline time.Time) approval.Approver {
 		return &approval.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.name, Operator: a.operator,
 			Accessible: *accessible, AfterWithdrawn: a.afterWithdrawn}
@@ -128,8 +118,7 @@ func (a *approver) run(ctx context.Context, stderr io.Writer) int {
 		c, err := net.Dial("unix", a.sock)
 		if err != nil {
 			if errors.Is(err, os.ErrPermission) {
-				fmt.Fprintf(stderr, "rootgate: error: cannot attach to %s: %v\n", a.sock, err)
-				fmt.Fprint(stderr, "rootgate: hint: approvers must be root (sudo rootgate approve) or admitted with rootgated --approver\n")
+				errorWithHint(stderr, fmt.Sprintf("cannot attach to %s: %v", a.sock, err), "approvers must be root (sudo rootgate approve) or admitted with rootgated --approver")
 				return exitError
 			}
 			if !waiting {
@@ -150,7 +139,7 @@ func (a *approver) run(ctx context.Context, stderr io.Writer) int {
 		}
 		var refused errRefused
 		if errors.As(err, &refused) {
-			fmt.Fprintf(stderr, "rootgate: error: rootgated refused this approver: %s\n", refused.msg)
+			errorf(stderr, "rootgated refused this approver: %s", refused.msg)
 			return exitError
 		}
 		if ctx.Err() == nil {
@@ -415,27 +404,6 @@ func (s *screen) end() {
 		fmt.Fprintln(s.out, l)
 	}
 	s.held = nil
-}
-
-// ttyName names our terminal, e.g. "pts/3".
-func ttyName() string {
-	for _, fd := range []int{0, 1, 2} {
-		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") && p != "/dev/null" {
-			return strings.TrimPrefix(p, "/dev/")
-		}
-	}
-	return "tty"
-}
-
-// operatorName is who approves: the sudo user when run with sudo.
-func operatorName() string {
-	if u := os.Getenv("SUDO_USER"); u != "" && os.Geteuid() == 0 {
-		return u
-	}
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return fmt.Sprint(os.Getuid())
 }
 
 // lookupUserName names uid, or "" when it has no passwd entry.

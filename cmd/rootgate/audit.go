@@ -13,6 +13,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/clidoc"
 )
 
 // Exit codes of audit verify besides exitOK, exitUsage and exitError
@@ -60,12 +61,11 @@ func cmdAudit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, auditUsage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "rootgate: error: unknown audit command %q\n", fs.Arg(0))
-	fmt.Fprint(stderr, "rootgate: hint: rootgate audit verify, or rootgate audit show\n")
+	errorWithHint(stderr, fmt.Sprintf("unknown audit command %q", fs.Arg(0)), "rootgate audit verify, or rootgate audit show")
 	return exitUsage
 }
 
-func auditFlags(name string, files *multiFlag, stderr io.Writer) *flag.FlagSet {
+func auditFlags(name string, files *clidoc.List, stderr io.Writer) *flag.FlagSet {
 	fs := newFlags("audit "+name, stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
 	fs.Var(files, "file", "audit log `file` (repeatable)")
@@ -73,7 +73,7 @@ func auditFlags(name string, files *multiFlag, stderr io.Writer) *flag.FlagSet {
 }
 
 // auditFiles expands --file as documented in auditUsage.
-func auditFiles(files multiFlag) ([]string, error) {
+func auditFiles(files clidoc.List) ([]string, error) {
 	if len(files) > 1 {
 		return files, nil
 	}
@@ -92,7 +92,7 @@ func auditFiles(files multiFlag) ([]string, error) {
 }
 
 func auditVerify(args []string, stdout, stderr io.Writer) int {
-	var files multiFlag
+	var files clidoc.List
 	fs := auditFlags("verify", &files, stderr)
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
@@ -105,7 +105,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	var p *audit.Problem
 	switch {
 	case errors.As(err, &p):
-		fmt.Fprintf(stderr, "rootgate: broken: %s\n", approval.Sanitize(p.Error()))
+		sayf(stderr, "broken", "%s", approval.Sanitize(p.Error()))
 		return exitBroken
 	case err != nil:
 		return fail(stderr, err)
@@ -121,7 +121,7 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 }
 
 func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) int {
-	var files multiFlag
+	var files clidoc.List
 	var id, since string
 	fs := auditFlags("show", &files, stderr)
 	fs.StringVar(&id, "id", "", "show only the records of request `ID`")
@@ -133,7 +133,7 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	if since != "" {
 		var err error
 		if from, err = parseSince(since, now()); err != nil {
-			fmt.Fprintf(stderr, "rootgate: error: --since: %v\n", err)
+			errorf(stderr, "--since: %v", err)
 			return exitUsage
 		}
 	}
@@ -145,7 +145,7 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 	err = audit.ReadAll(names, func(rd audit.Read) error {
 		if rd.Err != nil {
 			bad++
-			fmt.Fprintf(stderr, "rootgate: warning: %s:%d: %s\n", approval.Sanitize(rd.File), rd.Line, approval.Sanitize(rd.Err.Error()))
+			warningf(stderr, "%s:%d: %s", approval.Sanitize(rd.File), rd.Line, approval.Sanitize(rd.Err.Error()))
 			return nil
 		}
 		r := rd.Record
@@ -159,7 +159,7 @@ func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) in
 		return fail(stderr, err)
 	}
 	if bad > 0 {
-		fmt.Fprintf(stderr, "rootgate: hint: %d record(s) could not be read; run \"rootgate audit verify\"\n", bad)
+		hintf(stderr, "%d record(s) could not be read; run \"rootgate audit verify\"", bad)
 		return exitBroken
 	}
 	return exitOK

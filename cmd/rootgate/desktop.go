@@ -84,12 +84,12 @@ func runDialogHelper(ctx context.Context, stdin io.Reader, stdout, stderr io.Wri
 	defer stop()
 	var req dialogRequest
 	if err := json.NewDecoder(io.LimitReader(stdin, maxDialogRequest)).Decode(&req); err != nil || req.Prompt == nil {
-		fmt.Fprintf(stderr, "rootgate: error: desktop dialog: failed to read the prompt: %v\n", err)
+		errorf(stderr, "desktop dialog: failed to read the prompt: %v", err)
 		return exitError
 	}
 	d := (&approval.Desktop{Timeout: req.Timeout, Operator: req.Operator, Name: desktopName, Zenity: findZenity()}).Approve(ctx, req.Prompt)
 	if err := json.NewEncoder(stdout).Encode(dialogAnswer{Verdict: d.Verdict.String(), Message: d.Message}); err != nil {
-		fmt.Fprintf(stderr, "rootgate: error: desktop dialog: failed to answer: %v\n", err)
+		errorf(stderr, "desktop dialog: failed to answer: %v", err)
 		return exitError
 	}
 	return exitOK

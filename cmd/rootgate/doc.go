@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
 
@@ -53,17 +54,17 @@ rootgate approve attaches a terminal (or, with --desktop, the desktop) to the da
 		Sections: []clidoc.Section{
 			{Title: "Exit status", Text: `rootgate run exits with the last stage's exit code when the pipeline was approved and ran; 77 when a person or a policy rule denied it or no one could be asked; 124 when no decision came in time or the run passed its time limit; 70 on any other error (bad request, daemon unreachable); 2 on bad usage. Other commands exit 0 on success, 70 on error and 2 on bad usage.`},
 			{Title: "Environment", Terms: true, Text: `ROOTGATE_SOCKET
-The request socket when --socket is not given (default /run/rootgate/rootgate.sock).
+The request socket when --socket is not given (default ` + client.DefaultSocket + `).
 
 ROOTGATE_APPROVER_SOCKET
-The approver socket of rootgate approve when --socket is not given (default /run/rootgate/approve.sock).
+The approver socket of rootgate approve when --socket is not given (default ` + client.DefaultApproverSocket + `).
 
 SSH_AUTH_SOCK
 The SSH agent rootgate approve --forward-agent offers to the runs it approves.`},
-			{Title: "Files", Terms: true, Text: `/run/rootgate/rootgate.sock
+			{Title: "Files", Terms: true, Text: client.DefaultSocket + `
 The request socket, mode 0660, group rootgate: add yourself to the group to ask.
 
-/run/rootgate/approve.sock
+` + client.DefaultApproverSocket + `
 The approver socket, root only unless rootgated admits others.`},
 			{Title: "See also", Text: "rootgated(8)"},
 		},
@@ -102,7 +103,7 @@ func cmdCompletion(ctx context.Context, args []string, _ io.Reader, stdout, stde
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprint(stderr, "rootgate: error: completion needs one shell: bash, zsh or fish\n")
+		errorf(stderr, "completion needs one shell: bash, zsh or fish")
 		return exitUsage
 	}
 	p, err := page(ctx)
@@ -118,7 +119,7 @@ func cmdCompletion(ctx context.Context, args []string, _ io.Reader, stdout, stde
 		err = p.Fish(stdout)
 	default:
 		err = errors.New("unknown shell " + fmt.Sprintf("%q", fs.Arg(0)) + "; want bash, zsh or fish")
-		fmt.Fprintf(stderr, "rootgate: error: completion: %v\n", err)
+		errorf(stderr, "completion: %v", err)
 		return exitUsage
 	}
 	if err != nil {

@@ -4,7 +4,8 @@
 // Output rules: a run's own stdout and stderr go to stdout and stderr as
 // they are; everything rootgate says itself goes to stderr as one line
 // "rootgate: KIND: text", lowercase, optionally followed by
-// "rootgate: hint: what to do".
+// "rootgate: hint: what to do". Commands write these lines only through
+// [errorf], [warningf], [hintf], [errorWithHint] and [sayf].
 package main
 
 import (
@@ -48,8 +49,8 @@ Examples:
   echo '{"time":"2026-02-13T14:30:00Z","pipeline":[["id"]]}' | rootgate send
 
 Exit codes of run: the last stage's exit code; 77 denied, 124 timeout, 70 error.
-The socket is --socket, else $ROOTGATE_SOCKET, else /run/rootgate/rootgate.sock;
-for approve, $ROOTGATE_APPROVER_SOCKET, else /run/rootgate/approve.sock.
+The socket is --socket, else $ROOTGATE_SOCKET, else ` + client.DefaultSocket + `;
+for approve, $ROOTGATE_APPROVER_SOCKET, else ` + client.DefaultApproverSocket + `.
 `
 )
 
@@ -150,8 +151,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if c, rest, ok := lookup(args); ok {
 		return c.run(ctx, rest, stdin, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "rootgate: error: unknown command %q\n", args[0])
-	fmt.Fprint(stderr, "rootgate: hint: run \"rootgate help\" for the list\n")
+	errorWithHint(stderr, fmt.Sprintf("unknown command %q", args[0]), "run \"rootgate help\" for the list")
 	return exitUsage
 }
 
@@ -167,10 +167,10 @@ func cmdVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io
 // fail reports err on stderr (with the hint of a connection error) and
 // returns exitError.
 func fail(stderr io.Writer, err error) int {
-	fmt.Fprintf(stderr, "rootgate: error: %v\n", err)
+	errorf(stderr, "%v", err)
 	var ce *client.ConnectError
 	if errors.As(err, &ce) && ce.Hint != "" {
-		fmt.Fprintf(stderr, "rootgate: hint: %s\n", ce.Hint)
+		hintf(stderr, "%s", ce.Hint)
 	}
 	return exitError
 }

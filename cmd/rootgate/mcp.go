@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/mcpserver"
 )
@@ -18,7 +19,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	socket := fs.String("socket", "", "request `path` of the local daemon (host \"local\")")
 	maxText := fs.Int("max-text", mcpserver.DefaultMaxText, "show at most this many `bytes` of each output stream (head and tail)")
 	every := fs.Duration("progress-interval", mcpserver.DefaultProgressEvery, "time between progress notifications while a call waits")
-	var hosts multiFlag
+	var hosts clidoc.List
 	fs.Var(&hosts, "host", "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES] [--progress-interval D]\n\nServes the MCP tools execute and ping over stdin and stdout.\n\nFlags:\n")
@@ -28,11 +29,11 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return code
 	}
 	if *every <= 0 {
-		fmt.Fprint(stderr, "rootgate: error: --progress-interval must be positive\n")
+		errorf(stderr, "--progress-interval must be positive")
 		return exitUsage
 	}
 	if *maxText < 1024 {
-		fmt.Fprint(stderr, "rootgate: error: --max-text must be at least 1024\n")
+		errorf(stderr, "--max-text must be at least 1024")
 		return exitUsage
 	}
 	cfg := mcpserver.Config{Socket: client.Socket(*socket), MaxText: *maxText, ProgressEvery: *every, Hosts: map[string]string{}}
@@ -44,7 +45,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			}
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "rootgate: error: %v\n", err)
+			errorf(stderr, "%v", err)
 			return exitUsage
 		}
 		cfg.Hosts[name] = sock

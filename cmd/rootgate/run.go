@@ -9,15 +9,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/wire"
 )
-
-// multiFlag collects a repeatable flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 // newFlags makes a command's flag set, writing its errors to stderr. When
 // stderr is a [*flagSets] (the manual page asking), the set is handed to it.
@@ -49,7 +44,7 @@ func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, o
 		return code, false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rootgate: error: unexpected argument %q\n", fs.Arg(0))
+		errorf(stderr, "unexpected argument %q", fs.Arg(0))
 		return exitUsage, false
 	}
 	return 0, true
@@ -65,7 +60,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	stdinFile := fs.String("stdin-file", "", "`file` fed to the first stage (- for standard input)")
 	timeout := fs.Float64("timeout", 0, "run time limit in `seconds` (may only lower the daemon's)")
 	agent := fs.Bool("forward-agent", false, "forward the operator's SSH agent (needs --no-privilege)")
-	var env multiFlag
+	var env clidoc.List
 	fs.Var(&env, "env", "`KEY=VALUE` for the run (repeatable; allowlisted keys only)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: rootgate run [flags] -- CMD ARGS... ['|' CMD ARGS...]\n\nFlags:\n")
@@ -76,12 +71,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	pipeline, err := splitPipeline(fs.Args())
 	if err != nil {
-		fmt.Fprintf(stderr, "rootgate: error: %v\n", err)
-		fmt.Fprint(stderr, "rootgate: hint: rootgate run -- ls -l '|' wc -l\n")
+		errorWithHint(stderr, err.Error(), "rootgate run -- ls -l '|' wc -l")
 		return exitUsage
 	}
 	if *agent && !*noPriv {
-		fmt.Fprint(stderr, "rootgate: error: --forward-agent needs --no-privilege\n")
+		errorf(stderr, "--forward-agent needs --no-privilege")
 		return exitUsage
 	}
 	req := client.NewRequest(*session)
@@ -95,7 +89,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			fmt.Fprintf(stderr, "rootgate: error: --env %q is not KEY=VALUE\n", kv)
+			errorf(stderr, "--env %q is not KEY=VALUE", kv)
 			return exitUsage
 		}
 		if req.Env == nil {
@@ -154,11 +148,11 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 		}
 		for i, st := range resp.Stages {
 			if st.StderrTruncated {
-				fmt.Fprintf(stderr, "rootgate: warning: stage %d's stderr was cut at 16 MiB\n", i+1)
+				warningf(stderr, "stage %d's stderr was cut at 16 MiB", i+1)
 			}
 		}
 		if resp.StdoutTruncated {
-			fmt.Fprint(stderr, "rootgate: warning: stdout was cut at 16 MiB\n")
+			warningf(stderr, "stdout was cut at 16 MiB")
 		}
 	}
 	switch resp.Status {
@@ -168,13 +162,13 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 		}
 		return resp.Stages[len(resp.Stages)-1].ExitCode
 	case wire.StatusDenied:
-		fmt.Fprintf(stderr, "rootgate: denied: %s\n", resp.Message)
+		sayf(stderr, "denied", "%s", resp.Message)
 		return exitDenied
 	case wire.StatusTimeout:
-		fmt.Fprintf(stderr, "rootgate: timeout: %s\n", resp.Message)
+		sayf(stderr, "timeout", "%s", resp.Message)
 		return exitTimeout
 	}
-	fmt.Fprintf(stderr, "rootgate: error: %s\n", resp.Message)
+	errorf(stderr, "%s", resp.Message)
 	return exitError
 }
 
@@ -214,7 +208,7 @@ func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	if resp.Status != wire.StatusOK {
-		fmt.Fprintf(stderr, "rootgate: error: %s\n", resp.Message)
+		errorf(stderr, "%s", resp.Message)
 		return exitError
 	}
 	fmt.Fprintf(stdout, "%s (rootgated %s)\n", resp.Message, resp.Version)

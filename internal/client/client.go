@@ -37,6 +37,22 @@ func Socket(flag string) string {
 	return DefaultSocket
 }
 
+// DefaultApproverSocket is the approver socket's path when
+// ROOTGATE_APPROVER_SOCKET is unset.
+const DefaultApproverSocket = "/run/rootgate/approve.sock"
+
+// ApproverSocket returns the approver socket to use: flag (if set), else
+// $ROOTGATE_APPROVER_SOCKET, else DefaultApproverSocket.
+func ApproverSocket(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if s := os.Getenv("ROOTGATE_APPROVER_SOCKET"); s != "" {
+		return s
+	}
+	return DefaultApproverSocket
+}
+
 // ConnectError is a failure to reach the daemon, with a hint saying what
 // to do about it.
 type ConnectError struct {

@@ -27,6 +27,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/slogjournal"
 	"github.com/rootgate/rootgate/internal/version"
@@ -49,7 +50,7 @@ Flags:
 type options struct {
 	socket        string
 	approverSock  string
-	approvers     multiFlag
+	approvers     clidoc.List
 	runtimeDir    string
 	policy        string
 	tty           bool
@@ -123,7 +124,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win")
-	fs.StringVar(&o.approverSock, "approver-socket", DefaultApproverSocket, "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then")
+	fs.StringVar(&o.approverSock, "approver-socket", client.DefaultApproverSocket, "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then")
 	fs.Var(&o.approvers, "approver", "admit `USER` or @GROUP as an approver besides root (repeatable)")
 	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root")
 	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
@@ -131,7 +132,7 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.unsafeSelf, "unsafe-self-approval", false, "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent")
 	fs.DurationVar(&o.promptTimeout, "prompt-timeout", daemon.DefaultPromptTimeout, "how long an approval prompt waits for an answer")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", daemon.DefaultExecTimeout, "run time limit; a request may only lower it")
-	fs.DurationVar(&o.killGrace, "kill-grace", 5*time.Second, "time between SIGTERM and SIGKILL when a run is stopped")
+	fs.DurationVar(&o.killGrace, "kill-grace", pipeline.DefaultKillGrace, "time between SIGTERM and SIGKILL when a run is stopped")
 	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
 	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
@@ -431,33 +432,13 @@ func userName(uid int) string {
 	return ""
 }
 
-// DefaultApproverSocket is where approver clients attach.
-const DefaultApproverSocket = "/run/rootgate/approve.sock"
-
-// multiFlag collects a repeatable flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
 // openTerminal opens the daemon's controlling terminal for prompts.
 func openTerminal(timeout time.Duration) (*approval.Terminal, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--tty: no controlling terminal: %w", err)
 	}
-	name := "tty"
-	for _, fd := range []int{0, 1, 2} {
-		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); err == nil && strings.HasPrefix(p, "/dev/") && p != "/dev/null" {
-			name = strings.TrimPrefix(p, "/dev/")
-			break
-		}
-	}
-	operator := "root"
-	if u := os.Getenv("SUDO_USER"); u != "" {
-		operator = u
-	}
-	return &approval.Terminal{In: tty, Out: tty, Timeout: timeout, Name: name, Operator: operator}, nil
+	return &approval.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
 }
 
 // firstRequest is the command a newcomer can paste to try the daemon.

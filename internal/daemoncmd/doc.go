@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
 
@@ -30,10 +31,10 @@ With Type=notify it sends READY=1 once it serves, STOPPING=1 when shutdown begin
 			{Title: "Files", Terms: true, Text: `/etc/rootgate/policy
 The policy rules (--policy); a missing file means ask for everything.
 
-/run/rootgate/rootgate.sock
+` + client.DefaultSocket + `
 The request socket (--socket), 0660 root:rootgate.
 
-/run/rootgate/approve.sock
+` + client.DefaultApproverSocket + `
 The approver socket (--approver-socket), 0600 root.
 
 /run/rootgate
