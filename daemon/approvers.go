@@ -65,7 +65,7 @@ func (a *Admission) ParseApprover(v string) error {
 func (a Admission) Open() bool { return len(a.UIDs)+len(a.GIDs) > 0 }
 
 // admits reports whether peer may attach.
-func (a Admission) admits(p Peer) bool {
+func (a Admission) admits(p peerInfo) bool {
 	if p.UID == 0 || slices.Contains(a.UIDs, p.UID) {
 		return true
 	}
@@ -114,7 +114,7 @@ func (s *Server) ServeApprovers(ctx context.Context, ln *net.UnixListener) error
 // sends a prompt over its connection and waits for the decision.
 type remote struct {
 	c     *net.UnixConn
-	peer  Peer
+	peer  peerInfo
 	name  string // "USER on WHERE"
 	agent string // the SSH agent socket it offers, or ""
 
