@@ -459,7 +459,7 @@ func (r *Request) CheckTime(now time.Time, maxSkew time.Duration) error {
 	}
 	t, err := ParseTime(r.TimeText)
 	if err != nil {
-		return fmt.Errorf("field \"time\" must be an RFC 3339 date-time with a zone, got %q", r.TimeText)
+		return coded(CodeInvalidRequest, fmt.Sprintf("field \"time\" must be an RFC 3339 date-time with a zone, got %q", r.TimeText))
 	}
 	r.Time = t
 	switch {
