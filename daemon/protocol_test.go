@@ -183,7 +183,7 @@ func TestDefaults(t *testing.T) {
 func TestPing(t *testing.T) {
 	d := startDaemon(t, opts{policy: "deny any\n"})
 	r := wantOK(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}))
-	if r.Message != "pong" || r.ID != "ping-1" || r.Stages != nil || r.Approver == nil || *r.Approver {
+	if r.Message != "pong" || r.ID != "ping-1" || r.Code != "" || r.Stages != nil || r.Approver == nil || *r.Approver {
 		t.Fatalf("ping answered %s", r.raw)
 	}
 	// With an approver attached, the answer says so.
@@ -193,8 +193,10 @@ func TestPing(t *testing.T) {
 		t.Fatalf("ping with an approver attached answered %s", r.raw)
 	}
 	// The same gates apply: a stale ping is refused, a replayed one too.
-	wantError(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}), `duplicate request id "ping-1"`)
-	if r := d.send(map[string]any{"action": "ping", "pipeline": nil, "time": "2020-01-01T00:00:00Z"}); r.Status != wire.StatusError || !strings.HasPrefix(r.Message, "request too old: ") {
+	r = d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil})
+	wantError(t, r, `duplicate request id "ping-1"`)
+	wantCode(t, r, wire.CodeReplay)
+	if r := d.send(map[string]any{"action": "ping", "pipeline": nil, "time": "2020-01-01T00:00:00Z"}); r.Status != wire.StatusError || !strings.HasPrefix(r.Message, "request too old: ") || r.Code != wire.CodeStaleTime {
 		t.Fatalf("stale ping answered %s", r.raw)
 	}
 }
