@@ -466,7 +466,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		case err != nil:
 			return errorResponse(req.ID, err)
 		}
-		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: "pong"}
+		resp := &wire.Response{ID: req.ID, Status: wire.StatusOK, Message: wire.Pong}
 		if s.cfg.Broker != nil {
 			can := s.cfg.Broker.CanAsk(peer.UID)
 			resp.Approver = &can

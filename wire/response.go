@@ -20,6 +20,9 @@ const (
 // truncated.
 const MaxCapture = 16 << 20
 
+// Pong is the message of a ping's answer.
+const Pong = "pong"
+
 // Response is the daemon's one answer line. The byte fields travel as
 // base64; encoding/json decodes them that way too, so clients can decode a
 // line with json.Unmarshal.
