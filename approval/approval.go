@@ -13,6 +13,8 @@ package approval
 import (
 	"context"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // Verdict is the outcome of asking.
@@ -55,6 +57,10 @@ type Decision struct {
 	// Message is the one sentence the requester is told when the verdict is
 	// not Allow (e.g. "denied by operator root on /dev/pts/3").
 	Message string
+	// Code, where the decider knows it, is the response's code for a
+	// verdict that is not Allow (wire.Code*); empty lets the daemon choose
+	// by the verdict.
+	Code string
 	// By says who decided, for the audit trail (e.g. "tty /dev/pts/3",
 	// "policy line 4").
 	By string
@@ -134,10 +140,10 @@ type Approver interface {
 }
 
 // ApproverFunc adapts a function to [Approver].
-type ApproverFunc func(ctx context.Context, p *Prompt) Decision
+type approverFunc func(ctx context.Context, p *Prompt) Decision
 
 // Approve implements [Approver] by calling f.
-func (f ApproverFunc) Approve(ctx context.Context, p *Prompt) Decision { return f(ctx, p) }
+func (f approverFunc) Approve(ctx context.Context, p *Prompt) Decision { return f(ctx, p) }
 
 // NoApproverMessage is the protocol's text for a request no one can be asked
 // about.
@@ -150,5 +156,5 @@ var _ Approver = Nobody{}
 
 // Approve implements [Approver].
 func (Nobody) Approve(context.Context, *Prompt) Decision {
-	return Decision{Verdict: Deny, Message: NoApproverMessage, By: "no approver"}
+	return Decision{Verdict: Deny, Message: NoApproverMessage, Code: wire.CodeNoApprover, By: "no approver"}
 }

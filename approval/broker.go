@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // Member is an approver a [Broker] may ask, with the identity that decides
@@ -74,7 +76,7 @@ func (b *Broker) Len() int {
 // controllers can drive may decide about a request from requester: never
 // when requester is among them, except that root's requests may be put to
 // anyone (root gains nothing by approving itself).
-func Eligible(controllers []int, requester int) bool {
+func eligible(controllers []int, requester int) bool {
 	return requester == 0 || !slices.Contains(controllers, requester)
 }
 
@@ -97,7 +99,7 @@ func (b *Broker) eligible(p *Prompt) (ms []asked, controlled bool) {
 		if p.ForwardAgent && m.Agent == "" {
 			continue
 		}
-		if Eligible(m.Controllers, p.Requester.UID) {
+		if eligible(m.Controllers, p.Requester.UID) {
 			ms = append(ms, asked{m: m})
 			continue
 		}
@@ -172,7 +174,7 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	ms, controlled := b.eligible(p)
 	if len(ms) == 0 {
 		if controlled {
-			return Decision{Verdict: Deny, Message: NoEligibleMessage(p.Requester.UID, p.Requester.User), By: "no eligible approver"}
+			return Decision{Verdict: Deny, Message: NoEligibleMessage(p.Requester.UID, p.Requester.User), Code: wire.CodeNoEligibleApprover, By: "no eligible approver"}
 		}
 		return Nobody{}.Approve(ctx, p)
 	}
@@ -232,5 +234,5 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	if lastFailure != "" {
 		msg += " (" + lastFailure + ")"
 	}
-	return Decision{Verdict: Deny, Message: msg, By: "no approver"}
+	return Decision{Verdict: Deny, Message: msg, Code: wire.CodeNoApprover, By: "no approver"}
 }

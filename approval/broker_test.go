@@ -95,7 +95,7 @@ func TestBrokerEligibility(t *testing.T) {
 func TestBrokerUnsafeSelfApproval(t *testing.T) {
 	b := Broker{UnsafeSelfApproval: true}
 	var seen *Prompt
-	b.Attach(&Member{UID: 0, Name: "root via alice", Controllers: []int{0, 1000}, Approver: ApproverFunc(func(_ context.Context, p *Prompt) Decision {
+	b.Attach(&Member{UID: 0, Name: "root via alice", Controllers: []int{0, 1000}, Approver: approverFunc(func(_ context.Context, p *Prompt) Decision {
 		seen = p
 		return Decision{Verdict: Allow}
 	})})

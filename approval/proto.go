@@ -176,7 +176,7 @@ func PromptLine(p *Prompt, deadline time.Time) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > MaxDaemonLine {
-		return nil, fmt.Errorf("the request is too large to show to an approver: its prompt would be %d bytes, over the %d-byte limit", len(b), MaxDaemonLine)
+		return nil, wire.PromptTooLargeError(len(b), MaxDaemonLine)
 	}
 	return b, nil
 }

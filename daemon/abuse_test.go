@@ -42,7 +42,7 @@ func TestHostileChildrenLeaveNothing(t *testing.T) {
 		}
 	}
 	timedOut := func(t *testing.T, r response) {
-		if r.Status != wire.StatusTimeout || r.Message != "run exceeded its time limit of 1s" {
+		if r.Status != wire.StatusTimeout || (r.Message != "run exceeded its time limit of 1s" || r.Code != wire.CodeRunTimeout) {
 			t.Fatalf("got %.300s, want the run's timeout", r.raw)
 		}
 	}

@@ -166,7 +166,7 @@ func TestApproverTerminal(t *testing.T) {
 		a.see("ap-n")
 		a.see("n or Esc deny")
 		a.key("n")
-		if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+		if r := <-ch; r.Status != wire.StatusDenied || (!deniedByRoot.MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 			t.Fatalf("%s", r.raw)
 		}
 	})
@@ -174,7 +174,7 @@ func TestApproverTerminal(t *testing.T) {
 		defer a.use(t)()
 		ch := d.ask(map[string]any{"id": "ap-t"})
 		a.see("ap-t")
-		if r := <-ch; r.Status != wire.StatusTimeout || r.Message != "no approval decision within 4s" {
+		if r := <-ch; r.Status != wire.StatusTimeout || (r.Message != "no approval decision within 4s" || r.Code != wire.CodePromptTimeout) {
 			t.Fatalf("%s", r.raw)
 		}
 		// The approver's countdown and the daemon's withdrawal race to
@@ -201,7 +201,7 @@ func TestApproverAccessible(t *testing.T) {
 	a.see("acc-enter")
 	a.see("[y/N]")
 	a.key("\r")
-	if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+	if r := <-ch; r.Status != wire.StatusDenied || (!deniedByRoot.MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 		t.Fatalf("Enter alone: %s", r.raw)
 	}
 }
@@ -231,7 +231,7 @@ func TestTwoApprovers(t *testing.T) {
 	b.see("n or Esc deny")
 	a.kill()
 	b.key("n")
-	if r := <-ch; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+	if r := <-ch; r.Status != wire.StatusDenied || (!deniedByRoot.MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 		t.Fatalf("%s", r.raw)
 	}
 
@@ -245,7 +245,7 @@ func TestTwoApprovers(t *testing.T) {
 	c.see("n or Esc deny")
 	b.kill()
 	c.kill()
-	if r := <-ch; r.Status != wire.StatusDenied || !strings.HasPrefix(r.Message, "every approver left before deciding") {
+	if r := <-ch; r.Status != wire.StatusDenied || (!strings.HasPrefix(r.Message, "every approver left before deciding") || r.Code != wire.CodeNoApprover) {
 		t.Fatalf("%s", r.raw)
 	}
 }
@@ -278,7 +278,7 @@ func TestApproverAdmission(t *testing.T) {
 		a.see("as nobody")
 		// nobody's own request: not shown, so no one is left to ask.
 		r := sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"id": "nobodys-own"}))
-		if r.Status != wire.StatusDenied || r.Message != `no eligible approver: the attached approvers can be controlled by uid 65534 (nobody), who sent this request; run the agent under its own account (README: "Secure setup")` {
+		if r.Status != wire.StatusDenied || (r.Message != `no eligible approver: the attached approvers can be controlled by uid 65534 (nobody), who sent this request; run the agent under its own account (README: "Secure setup")` || r.Code != wire.CodeNoEligibleApprover) {
 			t.Fatalf("%s", r.raw)
 		}
 		if strings.Contains(a.scr.text(), "nobodys-own") {

@@ -65,7 +65,7 @@ func (a *Admission) ParseApprover(v string) error {
 func (a Admission) Open() bool { return len(a.UIDs)+len(a.GIDs) > 0 }
 
 // admits reports whether peer may attach.
-func (a Admission) admits(p Peer) bool {
+func (a Admission) admits(p peerInfo) bool {
 	if p.UID == 0 || slices.Contains(a.UIDs, p.UID) {
 		return true
 	}
@@ -114,7 +114,7 @@ func (s *Server) ServeApprovers(ctx context.Context, ln *net.UnixListener) error
 // sends a prompt over its connection and waits for the decision.
 type remote struct {
 	c     *net.UnixConn
-	peer  Peer
+	peer  peerInfo
 	name  string // "USER on WHERE"
 	agent string // the SSH agent socket it offers, or ""
 
@@ -214,41 +214,41 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
 	peer, err := peerOf(c)
 	if err != nil {
-		refuse(c, "cannot read peer credentials")
+		refuse(c, wire.ApproverPeerCredentials)
 		return
 	}
 	user := userNameOf(peer.UID)
 	log := s.cfg.Log.With("approver_uid", peer.UID, "approver_pid", peer.PID)
 	if !s.cfg.Admission.admits(peer) {
 		log.Warn("approver refused: not admitted")
-		refuse(c, fmt.Sprintf("uid %d (%s) may not approve: rootgated admits root and the users and groups named by --approver", peer.UID, user))
+		refuse(c, wire.ApproverNotAdmitted(peer.UID, user))
 		return
 	}
 	controllers, err := peerControllers(c, peer.PID)
 	if err != nil {
 		log.Warn("approver refused: controller set unknown", "err", err)
-		refuse(c, "cannot tell who controls this approver's terminal and session ("+err.Error()+"), so it cannot be shown any request")
+		refuse(c, wire.ApproverControllers(err))
 		return
 	}
 	br := bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(helloWithin))
 	hello, err := approval.ReadMessage(br, approval.MaxApproverLine)
 	if err != nil {
-		refuse(c, "expected a hello message: "+err.Error())
+		refuse(c, wire.ApproverNoHello(err))
 		return
 	}
 	switch {
 	case hello.Type != approval.MsgHello:
-		refuse(c, fmt.Sprintf("expected a hello message, got %q", hello.Type))
+		refuse(c, wire.ApproverNotHello(hello.Type))
 		return
 	case hello.Version != approval.ProtoVersion:
-		refuse(c, fmt.Sprintf("approver protocol version %d is not supported (this daemon speaks %d)", hello.Version, approval.ProtoVersion))
+		refuse(c, wire.ApproverVersion(hello.Version, approval.ProtoVersion))
 		return
 	case utf8.RuneCountInString(hello.Name) > 64 || !wire.Displayable(hello.Name, false):
-		refuse(c, "hello: name must be at most 64 displayable characters")
+		refuse(c, wire.ApproverHelloName)
 		return
 	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):
-		refuse(c, "hello: agent_socket must be an absolute socket path")
+		refuse(c, wire.ApproverHelloAgent)
 		return
 	}
 	where := hello.Name
@@ -326,14 +326,14 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 			refused = append(slices.DeleteFunc(refused, func(t time.Time) bool { return now.Sub(t) >= refusedWithin }), now)
 			if len(refused) > maxRefused {
 				log.Warn("approver dropped: too many refused decisions")
-				refuse(c, fmt.Sprintf("too many refused decisions (more than %d a minute); disconnected", maxRefused))
+				refuse(c, wire.ApproverTooManyRefused(maxRefused))
 				return
 			}
 			if r.send(&approval.Message{Type: approval.MsgError, ID: m.ID, Message: msg}) != nil {
 				return // it does not read what it is told: drop it
 			}
 		default:
-			refuse(c, fmt.Sprintf("unknown message type %q", m.Type))
+			refuse(c, wire.ApproverUnknownType(m.Type))
 			return
 		}
 	}
@@ -343,7 +343,7 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 // refused, or "".
 func (r *remote) deliver(m *approval.Message) string {
 	if m.Approve == nil {
-		return "decision refused: it says neither approve nor deny"
+		return wire.ApproverNoVerdict
 	}
 	r.mu.Lock()
 	pp := r.pending[m.ID]
@@ -353,9 +353,9 @@ func (r *remote) deliver(m *approval.Message) string {
 	r.mu.Unlock()
 	switch {
 	case pp == nil:
-		return fmt.Sprintf("decision refused: no prompt %q is waiting for this approver", m.ID)
+		return wire.ApproverNoPrompt(m.ID)
 	case pp.hash != m.Hash:
-		return fmt.Sprintf("decision refused: request %q is not the one shown (hash mismatch)", m.ID)
+		return wire.ApproverHashMismatch(m.ID)
 	}
 	pp.answer <- *m.Approve
 	return ""

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -15,30 +14,30 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// EventKind names a step of a request's life.
-type EventKind string
+// eventKind names a step of a request's life.
+type eventKind string
 
 // The lifecycle events, in the order a request meets them. A run ends in
 // exactly one of finished, timed out, cancelled or killed, or in failed
 // when it could not start.
 const (
-	EventReceived  EventKind = EventKind(audit.KindReceived)  // decoded and valid in form
-	EventRejected  EventKind = EventKind(audit.KindRejected)  // refused by a check; Err says why
-	EventDecided   EventKind = EventKind(audit.KindDecided)   // Decision says by whom
-	EventStarted   EventKind = EventKind(audit.KindStarted)   // Plan holds what runs
-	EventFinished  EventKind = EventKind(audit.KindFinished)  // the run ended by itself; Result
-	EventTimedOut  EventKind = EventKind(audit.KindTimedOut)  // the run passed its limit and was killed; Result
-	EventCancelled EventKind = EventKind(audit.KindCancelled) // the requester went away and the run was killed; Result
-	EventKilled    EventKind = EventKind(audit.KindKilled)    // the daemon stopped and killed the run; Result
-	EventFailed    EventKind = EventKind(audit.KindFailed)    // decided, but ended in an error; Err
+	eventReceived  eventKind = eventKind(audit.KindReceived)  // decoded and valid in form
+	eventRejected  eventKind = eventKind(audit.KindRejected)  // refused by a check; Err says why
+	eventDecided   eventKind = eventKind(audit.KindDecided)   // Decision says by whom
+	eventStarted   eventKind = eventKind(audit.KindStarted)   // Plan holds what runs
+	eventFinished  eventKind = eventKind(audit.KindFinished)  // the run ended by itself; Result
+	eventTimedOut  eventKind = eventKind(audit.KindTimedOut)  // the run passed its limit and was killed; Result
+	eventCancelled eventKind = eventKind(audit.KindCancelled) // the requester went away and the run was killed; Result
+	eventKilled    eventKind = eventKind(audit.KindKilled)    // the daemon stopped and killed the run; Result
+	eventFailed    eventKind = eventKind(audit.KindFailed)    // decided, but ended in an error; Err
 )
 
-// Event is one step of a request's life. Only the fields of its kind are
+// auditEvent is one step of a request's life. Only the fields of its kind are
 // set, and Decision from decided on.
-type Event struct {
-	Kind     EventKind
+type auditEvent struct {
+	Kind     eventKind
 	ID       string
-	Peer     Peer
+	Peer     peerInfo
 	Request  *wire.Request
 	Err      error
 	Decision *approval.Decision
@@ -62,11 +61,11 @@ type AuditLog interface {
 var _ AuditLog = (*audit.Log)(nil)
 
 // errAudit answers a request whose audit record could not be written.
-var errAudit = errors.New("cannot write the audit record; not running")
+var errAudit = wire.ErrAudit
 
 // errAuditFull answers a request while the audit log's file system has
 // less than Config.AuditMinFree left.
-var errAuditFull = errors.New("the audit log's file system is nearly full; not running")
+var errAuditFull = wire.ErrAuditFull
 
 // checkFree is the free-space guard: a request is received (and may run)
 // only while the audit log's file system has AuditMinFree bytes left, so
@@ -91,8 +90,8 @@ func (s *Server) checkFree() error {
 // when the daemon logs there) with the request id, the requester, the
 // decision and the outcome as fields. It returns the audit log's error;
 // see handle for what each kind does with it.
-func (s *Server) event(e Event) error {
-	if e.Kind == EventRejected && !s.reject.allow(e.Peer.UID, s.cfg.Now()) {
+func (s *Server) event(e auditEvent) error {
+	if e.Kind == eventRejected && !s.reject.allow(e.Peer.UID, s.cfg.Now()) {
 		return nil // counted in the uid's next dropped record
 	}
 	r := record(e)
@@ -120,13 +119,13 @@ func (s *Server) event(e Event) error {
 		attrs = append(attrs, "decision", d.Verdict, "decided_by", d.By)
 	}
 	switch e.Kind {
-	case EventRejected, EventFailed:
+	case eventRejected, eventFailed:
 		attrs = append(attrs, "outcome", "error", "error", r.Error)
-	case EventFinished, EventTimedOut, EventCancelled, EventKilled:
+	case eventFinished, eventTimedOut, eventCancelled, eventKilled:
 		attrs = append(attrs, "outcome", string(e.Kind), "exit_codes", codesText(e.Result), "duration", e.Duration)
-	case EventStarted:
+	case eventStarted:
 		attrs = append(attrs, "run_as_uid", r.Run.RunAsUID, "executables", stagePaths(r.Run))
-	case EventReceived:
+	case eventReceived:
 		attrs = append(attrs, "requester_exe", e.Peer.Exe)
 	}
 	level := slog.LevelInfo
@@ -153,11 +152,11 @@ func (s *Server) dropped(r *audit.Record) {
 // answer is sent: received and allowing decided records are always followed
 // by a durable one (started, or the record that ends the request), whose
 // sync takes them along. That is one sync fewer or two per request.
-func durable(e Event) bool {
+func durable(e auditEvent) bool {
 	switch e.Kind {
-	case EventReceived:
+	case eventReceived:
 		return e.Request != nil && e.Request.Action == wire.ActionPing
-	case EventDecided:
+	case eventDecided:
 		return e.Decision == nil || e.Decision.Verdict != approval.Allow
 	}
 	return true
@@ -166,46 +165,46 @@ func durable(e Event) bool {
 // endKind is the event that ends a run with res, given the request's
 // context (a cancelled run was cancelled by its requester going away, or
 // killed by the daemon stopping).
-func endKind(ctx context.Context, res *pipeline.Result) EventKind {
+func endKind(ctx context.Context, res *pipeline.Result) eventKind {
 	switch {
 	case res.TimedOut:
-		return EventTimedOut
+		return eventTimedOut
 	case res.Canceled && context.Cause(ctx) == errClientGone:
-		return EventCancelled
+		return eventCancelled
 	case res.Canceled:
-		return EventKilled
+		return eventKilled
 	}
-	return EventFinished
+	return eventFinished
 }
 
 // record makes e's audit record.
-func record(e Event) *audit.Record {
+func record(e auditEvent) *audit.Record {
 	r := &audit.Record{Kind: audit.Kind(e.Kind), ID: e.ID}
 	if e.Err != nil {
 		r.Error = e.Err.Error()
-		if e.Kind == EventRejected {
+		if e.Kind == eventRejected {
 			r.Error = clip(r.Error, maxRecordedError)
 		}
 	}
 	if e.Line != nil {
 		r.Line = &audit.Line{Bytes: len(e.Line), SHA256: audit.SHA256(e.Line)}
 	}
-	if e.Decision != nil && e.Kind == EventDecided {
+	if e.Decision != nil && e.Kind == eventDecided {
 		r.Decision = decision(e.Decision, e.Rule)
 	}
 	switch e.Kind {
-	case EventReceived, EventRejected:
+	case eventReceived, eventRejected:
 		p := e.Peer
 		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe}
 		if e.Request != nil {
 			r.Request = request(e.Request)
-			if e.Kind == EventReceived && e.Line != nil {
+			if e.Kind == eventReceived && e.Line != nil {
 				r.Request.Pipeline = nil // compact: see maxRecordedPipeline
 			}
 		}
-	case EventStarted:
+	case eventStarted:
 		r.Run = run(e.Plan)
-	case EventFinished, EventTimedOut, EventCancelled, EventKilled:
+	case eventFinished, eventTimedOut, eventCancelled, eventKilled:
 		r.Result = result(e.Result, e.Duration)
 	}
 	return r

@@ -156,7 +156,7 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 	d := startDaemon(t, opts{policy: "deny any rm ...\nallow any\n"})
 
 	r := d.send(map[string]any{"id": "au-denied", "pipeline": [][]string{{"rm", "-rf", "/nonexistent"}}})
-	if r.Status != wire.StatusDenied {
+	if r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByPolicy {
 		t.Fatalf("%s", r.raw)
 	}
 	rs := waitTrail(t, d.dir, "au-denied", "received decided")

@@ -398,6 +398,13 @@ func TestHostileInputs(t *testing.T) {
 				!c.prefix && r.Message != c.want:
 				t.Errorf("%s: got %.300s, want error %q (prefix %v)", c.name, strings.TrimSpace(r.raw), c.want, c.prefix)
 			}
+			// Every refusal here is the client's doing: a code of the
+			// protocol, of status error, never internal; a line that is not
+			// JSON is invalid_json.
+			if status, ok := wire.CodeStatus(r.Code); c.want != "" && (!ok || status != wire.StatusError || r.Code == wire.CodeInternal ||
+				strings.HasPrefix(c.want, "invalid JSON") != (r.Code == wire.CodeInvalidJSON)) {
+				t.Errorf("%s: got %.300s, want a code for %q", c.name, strings.TrimSpace(r.raw), c.want)
+			}
 			if i%50 == 0 {
 				d.alive()
 			}

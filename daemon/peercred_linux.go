@@ -12,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Peer is the identity of a connected client, read from the kernel once at
+// peerInfo is the identity of a connected client, read from the kernel once at
 // accept (SO_PEERCRED) and never from the request.
-type Peer struct {
+type peerInfo struct {
 	UID, GID, PID int
 	// Groups are the peer's supplementary groups (SO_PEERGROUPS) as they
 	// were when it connected: an unprivileged run gets these, not the
@@ -32,10 +32,10 @@ type Peer struct {
 }
 
 // peerOf reads the credentials of the process at the other end of c.
-func peerOf(c *net.UnixConn) (Peer, error) {
+func peerOf(c *net.UnixConn) (peerInfo, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return Peer{}, fmt.Errorf("peer credentials: %w", err)
+		return peerInfo{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	var cred *unix.Ucred
 	var groups []uint32
@@ -44,15 +44,15 @@ func peerOf(c *net.UnixConn) (Peer, error) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 		groups, groupsErr = peerGroups(int(fd))
 	}); err != nil {
-		return Peer{}, fmt.Errorf("peer credentials: %w", err)
+		return peerInfo{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {
-		return Peer{}, fmt.Errorf("peer credentials: getsockopt SO_PEERCRED: %w", credErr)
+		return peerInfo{}, fmt.Errorf("peer credentials: getsockopt SO_PEERCRED: %w", credErr)
 	}
 	if groupsErr != nil {
-		return Peer{}, fmt.Errorf("peer credentials: getsockopt SO_PEERGROUPS: %w", groupsErr)
+		return peerInfo{}, fmt.Errorf("peer credentials: getsockopt SO_PEERGROUPS: %w", groupsErr)
 	}
-	p := Peer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid), Groups: groups}
+	p := peerInfo{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid), Groups: groups}
 	p.Exe = pinnedExe(rc, p.PID)
 	return p, nil
 }
@@ -95,7 +95,7 @@ func peerPidfd(rc syscall.RawConn, pid int) (int, error) {
 	}
 	// Older kernel: pin whatever process has pid now. That is the peer
 	// unless it exited and its pid was reused since accept, which nothing
-	// here can tell (see Peer.Exe).
+	// here can tell (see peerInfo.Exe).
 	return unix.PidfdOpen(pid, 0)
 }
 

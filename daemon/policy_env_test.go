@@ -15,7 +15,7 @@ import (
 // asked about, to a daemon with nobody to ask.
 func wantNoApprover(t testing.TB, r response) {
 	t.Helper()
-	if r.Status != wire.StatusDenied || r.Message != approval.NoApproverMessage {
+	if r.Status != wire.StatusDenied || (r.Message != approval.NoApproverMessage || r.Code != wire.CodeNoApprover) {
 		t.Fatalf("got %s, want it put to a person (denied: %s)", strings.TrimSpace(r.raw), approval.NoApproverMessage)
 	}
 }

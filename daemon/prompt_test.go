@@ -213,7 +213,7 @@ func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
 		t.Error("the form never said keys were not accepted yet")
 	}
 	a.key("n")
-	if r := <-chB; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+	if r := <-chB; r.Status != wire.StatusDenied || (!deniedByRoot.MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 		t.Fatalf("%s", r.raw)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -309,7 +309,7 @@ func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
 	b.see("huge")
 	b.see("n or Esc deny")
 	b.key("n")
-	if r := <-huge; r.Status != wire.StatusDenied || !deniedByRoot.MatchString(r.Message) {
+	if r := <-huge; r.Status != wire.StatusDenied || (!deniedByRoot.MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 		t.Fatalf("%s", r.raw)
 	}
 	for _, ap := range []*approverProc{a, b} {

@@ -26,30 +26,32 @@ func TestProtocolErrors(t *testing.T) {
 		raw  string
 		id   string // expected id in the answer ("" = empty)
 		want string
+		code string // expected code
 	}{
-		{"not json", "{oops\n", "", "invalid JSON: invalid character 'o'"},
-		{"not utf8", "{\"time\":\"\xff\"}\n", "", "invalid JSON: request is not valid UTF-8"},
-		{"unknown field", request(map[string]any{"id": "u1", "user": "root"}), "", `unknown field "user"`},
-		{"type", request(map[string]any{"id": "t1", "privileged": "yes"}), "", `field "privileged" must be a boolean`},
-		{"no pipeline", request(map[string]any{"id": "p1", "pipeline": nil}), "p1", `missing field "pipeline"`},
-		{"17 stages", request(map[string]any{"id": "p2", "pipeline": make17()}), "p2", "pipeline must have 1 to 16 stages"},
-		{"control", request(map[string]any{"id": "c1", "pipeline": [][]string{{"echo", "a", "\x1b[2J"}}}), "c1", "pipeline[0][2] contains a control or bidi character"},
-		{"bidi reason", request(map[string]any{"id": "c2", "reason": "ok\u202etxt.exe"}), "c2", "reason contains a control or bidi character"},
-		{"agent privileged", request(map[string]any{"id": "a1", "forward_agent": true}), "a1", `forward_agent requires "privileged": false`},
-		{"no time", request(map[string]any{"id": "f1", "time": nil}), "f1", `missing field "time"`},
-		{"no zone", request(map[string]any{"id": "f2", "time": "2026-02-13T14:30:00"}), "f2", `field "time" must be an RFC 3339 date-time with a zone, got "2026-02-13T14:30:00"`},
-		{"env", request(map[string]any{"id": "e1", "env": map[string]string{"FOO": "1"}}), "e1", `env key "FOO" is not allowed`},
-		{"env ld", request(map[string]any{"id": "e2", "env": map[string]string{"LD_PRELOAD": "/x.so"}}), "e2", `env key "LD_PRELOAD" is not allowed`},
-		{"ssh agent env", request(map[string]any{"id": "e3", "env": map[string]string{"SSH_AUTH_SOCK": "/x"}}), "e3", "SSH_AUTH_SOCK cannot be set; use forward_agent"},
-		{"not found", request(map[string]any{"id": "n1", "pipeline": [][]string{{"true"}, {"no-such-command-rg"}}}), "n1", `stage 2: executable not found: "no-such-command-rg"`},
-		{"relative path not found", request(map[string]any{"id": "n2", "pipeline": [][]string{{"./nope"}}}), "n2", `stage 1: executable not found: "./nope"`},
-		{"cwd", request(map[string]any{"id": "w1", "cwd": "/no/such/dir"}), "w1", `cwd "/no/such/dir" is not an existing directory`},
-		{"agent no approver", request(map[string]any{"id": "a2", "forward_agent": true, "privileged": false}), "a2", "no SSH agent to forward: start the approver with --forward-agent"},
-		{"no newline", `{"time":"x"}`, "", "request missing trailing newline"},
+		{"not json", "{oops\n", "", "invalid JSON: invalid character 'o'", "invalid_json"},
+		{"not utf8", "{\"time\":\"\xff\"}\n", "", "invalid JSON: request is not valid UTF-8", "invalid_json"},
+		{"unknown field", request(map[string]any{"id": "u1", "user": "root"}), "", `unknown field "user"`, "unknown_field"},
+		{"type", request(map[string]any{"id": "t1", "privileged": "yes"}), "", `field "privileged" must be a boolean`, "invalid_request"},
+		{"no pipeline", request(map[string]any{"id": "p1", "pipeline": nil}), "p1", `missing field "pipeline"`, "invalid_request"},
+		{"17 stages", request(map[string]any{"id": "p2", "pipeline": make17()}), "p2", "pipeline must have 1 to 16 stages", "invalid_request"},
+		{"control", request(map[string]any{"id": "c1", "pipeline": [][]string{{"echo", "a", "\x1b[2J"}}}), "c1", "pipeline[0][2] contains a control or bidi character", "invalid_request"},
+		{"bidi reason", request(map[string]any{"id": "c2", "reason": "ok\u202etxt.exe"}), "c2", "reason contains a control or bidi character", "invalid_request"},
+		{"agent privileged", request(map[string]any{"id": "a1", "forward_agent": true}), "a1", `forward_agent requires "privileged": false`, "invalid_request"},
+		{"no time", request(map[string]any{"id": "f1", "time": nil}), "f1", `missing field "time"`, "invalid_request"},
+		{"no zone", request(map[string]any{"id": "f2", "time": "2026-02-13T14:30:00"}), "f2", `field "time" must be an RFC 3339 date-time with a zone, got "2026-02-13T14:30:00"`, "invalid_request"},
+		{"env", request(map[string]any{"id": "e1", "env": map[string]string{"FOO": "1"}}), "e1", `env key "FOO" is not allowed`, "env_not_allowed"},
+		{"env ld", request(map[string]any{"id": "e2", "env": map[string]string{"LD_PRELOAD": "/x.so"}}), "e2", `env key "LD_PRELOAD" is not allowed`, "env_not_allowed"},
+		{"ssh agent env", request(map[string]any{"id": "e3", "env": map[string]string{"SSH_AUTH_SOCK": "/x"}}), "e3", "SSH_AUTH_SOCK cannot be set; use forward_agent", "env_not_allowed"},
+		{"not found", request(map[string]any{"id": "n1", "pipeline": [][]string{{"true"}, {"no-such-command-rg"}}}), "n1", `stage 2: executable not found: "no-such-command-rg"`, "not_found"},
+		{"relative path not found", request(map[string]any{"id": "n2", "pipeline": [][]string{{"./nope"}}}), "n2", `stage 1: executable not found: "./nope"`, "not_found"},
+		{"cwd", request(map[string]any{"id": "w1", "cwd": "/no/such/dir"}), "w1", `cwd "/no/such/dir" is not an existing directory`, "cwd"},
+		{"agent no approver", request(map[string]any{"id": "a2", "forward_agent": true, "privileged": false}), "a2", "no SSH agent to forward: start the approver with --forward-agent", "no_agent"},
+		{"no newline", `{"time":"x"}`, "", "request missing trailing newline", "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := d.sendRaw(tc.raw)
 			wantError(t, r, tc.want)
+			wantCode(t, r, tc.code)
 			if r.ID != tc.id {
 				t.Errorf("id = %q, want %q", r.ID, tc.id)
 			}
@@ -58,6 +60,15 @@ func TestProtocolErrors(t *testing.T) {
 			}
 			d.alive()
 		})
+	}
+}
+
+// wantCode checks that r carries code, a code of the protocol that comes
+// with r's status.
+func wantCode(t testing.TB, r response, code string) {
+	t.Helper()
+	if status, ok := wire.CodeStatus(code); !ok || r.Code != code || r.Status != status {
+		t.Fatalf("got %s, want code %q", strings.TrimSpace(r.raw), code)
 	}
 }
 
@@ -87,7 +98,9 @@ func TestOversizeLine(t *testing.T) {
 			}
 		}
 	}()
-	wantError(t, readResponse(t, c), "request exceeds maximum size (1048576 bytes)")
+	r := readResponse(t, c)
+	wantError(t, r, "request exceeds maximum size (1048576 bytes)")
+	wantCode(t, r, wire.CodeTooLarge)
 	d.alive()
 
 	// Exactly 1 MiB including the newline is accepted. (One argument may
@@ -121,7 +134,9 @@ func TestReadDeadline(t *testing.T) {
 	if _, err := c.Write([]byte(`{"time":`)); err != nil {
 		t.Fatal(err)
 	}
-	wantError(t, readResponse(t, c), "request not received within 10s")
+	r := readResponse(t, c)
+	wantError(t, r, "request not received within 10s")
+	wantCode(t, r, wire.CodeReadTimeout)
 	d.alive()
 }
 
@@ -168,7 +183,7 @@ func TestDefaults(t *testing.T) {
 func TestPing(t *testing.T) {
 	d := startDaemon(t, opts{policy: "deny any\n"})
 	r := wantOK(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}))
-	if r.Message != "pong" || r.ID != "ping-1" || r.Stages != nil || r.Approver == nil || *r.Approver {
+	if r.Message != "pong" || r.ID != "ping-1" || r.Code != "" || r.Stages != nil || r.Approver == nil || *r.Approver {
 		t.Fatalf("ping answered %s", r.raw)
 	}
 	// With an approver attached, the answer says so.
@@ -178,8 +193,10 @@ func TestPing(t *testing.T) {
 		t.Fatalf("ping with an approver attached answered %s", r.raw)
 	}
 	// The same gates apply: a stale ping is refused, a replayed one too.
-	wantError(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}), `duplicate request id "ping-1"`)
-	if r := d.send(map[string]any{"action": "ping", "pipeline": nil, "time": "2020-01-01T00:00:00Z"}); r.Status != wire.StatusError || !strings.HasPrefix(r.Message, "request too old: ") {
+	r = d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil})
+	wantError(t, r, `duplicate request id "ping-1"`)
+	wantCode(t, r, wire.CodeReplay)
+	if r := d.send(map[string]any{"action": "ping", "pipeline": nil, "time": "2020-01-01T00:00:00Z"}); r.Status != wire.StatusError || !strings.HasPrefix(r.Message, "request too old: ") || r.Code != wire.CodeStaleTime {
 		t.Fatalf("stale ping answered %s", r.raw)
 	}
 }

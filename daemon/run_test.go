@@ -132,7 +132,7 @@ func TestHostileChildren(t *testing.T) {
 			marker := fmt.Sprintf("%d.%d", 4000+time.Now().Nanosecond()%1000, time.Now().Nanosecond())
 			start := time.Now()
 			r := d.send(map[string]any{"pipeline": [][]string{tc.stage(marker), {"cat"}}, "timeout": 1})
-			if r.Status != wire.StatusTimeout || r.Message != "run exceeded its time limit of 1s" {
+			if r.Status != wire.StatusTimeout || (r.Message != "run exceeded its time limit of 1s" || r.Code != wire.CodeRunTimeout) {
 				t.Fatalf("got %s", r.raw)
 			}
 			if string(r.Stdout) != "started\n" || len(r.Stages) != 2 {

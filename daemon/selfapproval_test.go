@@ -217,7 +217,7 @@ func promptShown(screen, id string) bool {
 // only approvers it controls could have seen.
 func wantSelfApprovalRefused(t *testing.T, r response, agent userAccount, s *tmuxSession, id string) {
 	t.Helper()
-	if want := approval.NoEligibleMessage(int(agent.uid), agent.name); r.Status != wire.StatusDenied || r.Message != want {
+	if want := approval.NoEligibleMessage(int(agent.uid), agent.name); r.Status != wire.StatusDenied || r.Message != want || r.Code != wire.CodeNoEligibleApprover {
 		t.Fatalf("the agent's own request: got %s, want denied with %q\nthe pane shows:\n%s", strings.TrimSpace(r.raw), want, s.screen())
 	}
 	if promptShown(s.screen(), id) {

@@ -163,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RejectRate = DefaultRejectRate
 	}
 	if cfg.EnvAllow == nil {
-		cfg.EnvAllow = wire.DefaultEnvAllow
+		cfg.EnvAllow = wire.DefaultEnvAllow()
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -233,7 +233,7 @@ func (s *Server) admit(ctx context.Context, c *net.UnixConn) {
 	if err != nil {
 		defer c.Close()
 		s.cfg.Log.Error("cannot identify peer", "err", err)
-		s.respond(c, &wire.Response{Status: wire.StatusError, Message: "cannot read peer credentials"})
+		s.respond(c, wire.ErrorResponse("", wire.ErrPeerCredentials))
 		return
 	}
 	release, ok := s.shares.take(peer.UID)
@@ -275,19 +275,21 @@ func (s *Server) Close() error {
 func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 	defer c.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = wire.WriteResponse(c, &wire.Response{Status: wire.StatusError, Message: err.Error(), Version: s.cfg.Version})
+	r := wire.ErrorResponse("", err)
+	r.Version = s.cfg.Version
+	_ = wire.WriteResponse(c, r)
 	s.cfg.Log.Warn("connection refused: "+err.Error(), attrs...)
 }
 
 // serveConn handles one connection: one request, one answer.
-func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) {
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other
 	// request and run with it, down: answer this one with an error.
 	defer func() {
 		if v := recover(); v != nil {
 			s.cfg.Log.Error("internal error; request abandoned", "panic", v, "stack", string(debug.Stack()))
-			s.respond(c, &wire.Response{Status: wire.StatusError, Message: "internal error"})
+			s.respond(c, wire.ErrorResponse("", wire.ErrInternal))
 		}
 	}()
 	log := s.cfg.Log.With("uid", peer.UID, "pid", peer.PID)
@@ -301,7 +303,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer Peer) {
 	}
 	if err != nil {
 		log.Info("request rejected", "err", err)
-		s.respond(c, &wire.Response{Status: wire.StatusError, Message: err.Error()})
+		s.respond(c, wire.ErrorResponse("", err))
 		return
 	}
 
@@ -374,7 +376,7 @@ func (s *Server) readLine(c *net.UnixConn) ([]byte, error) {
 var errClientGone = errors.New("client went away")
 
 // errNoAgent: a forward_agent request and no approver offers an agent.
-var errNoAgent = errors.New("no SSH agent to forward: start the approver with --forward-agent")
+var errNoAgent = wire.ErrNoAgent
 
 func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	r.Version = s.cfg.Version
@@ -398,13 +400,13 @@ func (g stallGuard) Write(p []byte) (int, error) {
 }
 
 func errorResponse(id string, err error) *wire.Response {
-	return &wire.Response{ID: id, Status: wire.StatusError, Message: err.Error()}
+	return wire.ErrorResponse(id, err)
 }
 
 // handle takes a request line through checks 3 to 11. It calls
 // eofWithdraws once the request is decoded and asks for it. It returns nil
 // when there is no one left to answer.
-func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraws func(), log *slog.Logger) *wire.Response {
+func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	req, err := wire.Decode(line)
 	if err != nil {
@@ -412,7 +414,7 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 		if req != nil {
 			id = req.ID
 		}
-		s.event(Event{Kind: EventRejected, ID: id, Peer: peer, Err: err, Line: line})
+		s.event(auditEvent{Kind: eventRejected, ID: id, Peer: peer, Err: err, Line: line})
 		return errorResponse(id, err)
 	}
 	if req.EOFWithdraws {
@@ -424,7 +426,7 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 	// uid: its line's size and SHA-256, never the line (docs/audit.md).
 	received := false
 	reject := func(err error) *wire.Response {
-		e := Event{Kind: EventRejected, ID: req.ID, Peer: peer, Err: err}
+		e := auditEvent{Kind: eventRejected, ID: req.ID, Peer: peer, Err: err}
 		if !received {
 			e.Line = line
 		}
@@ -441,7 +443,7 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 			return err
 		}
 		received = true
-		e := Event{Kind: EventReceived, ID: req.ID, Peer: peer, Request: req}
+		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req}
 		if runsNothing && pipelineBytes(req.Pipeline) > maxRecordedPipeline {
 			e.Line = line
 		}
@@ -459,7 +461,7 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 	fresh, err := s.replay.Add(req.ReplayKey(), now)
 	if err != nil {
 		log.Error("replay window", "err", err)
-		return reject(errors.New("cannot record request id"))
+		return reject(wire.ErrReplayRecord)
 	}
 	if !fresh {
 		return reject(wire.DuplicateError(req.ID))
@@ -495,22 +497,22 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 		return reject(err)
 	}
 	if plan.unrecorded {
-		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Message: d.Message}
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message}
 	}
-	if s.event(Event{Kind: EventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
+	if s.event(auditEvent{Kind: eventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
 		return errorResponse(req.ID, errAudit)
 	}
 	// fail ends a decided request in an error, recorded as failed.
 	fail := func(msg error) *wire.Response {
-		s.event(Event{Kind: EventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: msg})
+		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: msg})
 		return errorResponse(req.ID, msg)
 	}
 	switch d.Verdict {
 	case approval.Allow:
 	case approval.Deny, approval.Unavailable:
-		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Message: d.Message}
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message}
 	case approval.Expired:
-		return &wire.Response{ID: req.ID, Status: wire.StatusTimeout, Message: d.Message}
+		return &wire.Response{ID: req.ID, Status: wire.StatusTimeout, Code: wire.CodePromptTimeout, Message: d.Message}
 	default: // withdrawn: the client left or the daemon is stopping
 		return s.gone(ctx, req.ID)
 	}
@@ -522,7 +524,7 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 	}
 	// A requester gone by now (even as the slot came free) is not run for.
 	if ctx.Err() != nil {
-		s.event(Event{Kind: EventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", context.Cause(ctx))})
+		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", context.Cause(ctx))})
 		return s.gone(ctx, req.ID)
 	}
 	if req.ForwardAgent {
@@ -533,24 +535,24 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 			agentSource{Path: d.Agent.Socket, UID: d.Agent.UID, GID: d.Agent.GID, Groups: d.Agent.Groups}, plan.account)
 		if err != nil {
 			log.Error("agent relay", "err", err)
-			return fail(fmt.Errorf("cannot forward the SSH agent: %w", err))
+			return fail(wire.AgentError(err))
 		}
 		defer relay.Close()
 		plan.cmd.Env = append(plan.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
 	}
 	// The run starts only once its started record is on disk.
-	if err := s.event(Event{Kind: EventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
+	if err := s.event(auditEvent{Kind: eventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
 		return errorResponse(req.ID, errAudit)
 	}
 	began := time.Now()
 	res, err := plan.cmd.Run(ctx)
 	if err != nil {
 		log.Error("run failed to start", "err", err)
-		return fail(fmt.Errorf("cannot start pipeline: %w", err))
+		return fail(wire.StartError(err))
 	}
 	// The run is over: a failure to record its end is logged, but the
 	// requester still gets its result.
-	s.event(Event{Kind: endKind(ctx, res), ID: req.ID, Peer: peer, Decision: &d, Result: res, Duration: time.Since(began)})
+	s.event(auditEvent{Kind: endKind(ctx, res), ID: req.ID, Peer: peer, Decision: &d, Result: res, Duration: time.Since(began)})
 	if d.After != nil {
 		d.After.Outcome(req.ID, outcomeLine(res))
 	}
@@ -560,15 +562,16 @@ func (s *Server) handle(ctx context.Context, peer Peer, line []byte, eofWithdraw
 	resp := runResponse(req.ID, res)
 	if res.TimedOut {
 		resp.Status = wire.StatusTimeout
-		resp.Message = fmt.Sprintf("run exceeded its time limit of %s", plan.cmd.Timeout)
+		resp.Code = wire.CodeRunTimeout
+		resp.Message = wire.RunTimeoutMessage(plan.cmd.Timeout)
 	}
 	return resp
 }
 
 // pong answers a ping: whether a person could be asked about peer's
 // requests now.
-func (s *Server) pong(id string, peer Peer) *wire.Response {
-	resp := &wire.Response{ID: id, Status: wire.StatusOK, Message: "pong"}
+func (s *Server) pong(id string, peer peerInfo) *wire.Response {
+	resp := &wire.Response{ID: id, Status: wire.StatusOK, Message: wire.Pong}
 	if s.cfg.Broker != nil {
 		can := s.cfg.Broker.CanAsk(peer.UID)
 		resp.Approver = &can
@@ -609,6 +612,18 @@ func outcomeLine(res *pipeline.Result) string {
 	return what + ", exit codes " + codes
 }
 
+// denialCode is the code of a request d denies: the decider's own, or
+// else that a person said no (Deny) or that no one could (Unavailable).
+func denialCode(d approval.Decision) string {
+	switch {
+	case d.Code != "":
+		return d.Code
+	case d.Verdict == approval.Unavailable:
+		return wire.CodeNoApprover
+	}
+	return wire.CodeDeniedByOperator
+}
+
 func runResponse(id string, res *pipeline.Result) *wire.Response {
 	r := &wire.Response{
 		ID:              id,
@@ -633,7 +648,7 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 // what runs.
 type runPlan struct {
 	req     *wire.Request
-	peer    Peer
+	peer    peerInfo
 	account pipeline.Account
 	stages  []approval.Stage
 	cwd     string             // the held cwd's real path
@@ -662,7 +677,7 @@ func (p *runPlan) close() {
 // For a run that is not privileged, the cwd and the executables are
 // opened with the run-as user's file system identity, so such a run
 // reaches nothing its user could not.
-func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
+func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) {
 	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
 		return nil, errNoAgent
 	}
@@ -672,7 +687,7 @@ func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 	}
 	account, err := pipeline.LookupAccount(uid)
 	if err != nil {
-		return nil, fmt.Errorf("cannot run as uid %d: no such user", uid)
+		return nil, wire.NoUserError(int(uid))
 	}
 	if !req.Privileged {
 		// The peer's own groups, as the kernel reported them at connect.
@@ -711,6 +726,7 @@ func (s *Server) plan(req *wire.Request, peer Peer) (_ *runPlan, err error) {
 		Account:   &p.account,
 		Timeout:   timeout,
 		KillGrace: s.cfg.KillGrace,
+		Cap:       wire.MaxCapture,
 	}
 	return p, nil
 }
@@ -726,16 +742,16 @@ func (p *runPlan) open() error {
 	dir, err := pipeline.OpenDir(req.Cwd)
 	switch {
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("cwd %q: permission denied", req.Cwd)
+		return wire.CwdDeniedError(req.Cwd)
 	case errors.Is(err, pipeline.ErrMagicLink):
-		return fmt.Errorf("cwd %q: %w", req.Cwd, pipeline.ErrMagicLink)
+		return wire.CwdError(req.Cwd, pipeline.ErrMagicLink)
 	case err != nil:
-		return fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
+		return wire.CwdMissingError(req.Cwd)
 	}
 	p.dir = dir
 	cwd, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(dir.Fd())))
 	if err != nil || !filepath.IsAbs(cwd) {
-		return fmt.Errorf("cwd %q is not an existing directory", req.Cwd)
+		return wire.CwdMissingError(req.Cwd)
 	}
 	p.cwd = cwd
 	for i, argv := range req.Pipeline {
@@ -744,14 +760,14 @@ func (p *runPlan) open() error {
 			if errors.Is(err, pipeline.ErrNotFound) {
 				return wire.NotFoundError(i+1, argv[0])
 			}
-			return fmt.Errorf("stage %d: %w", i+1, err)
+			return wire.ResolveError(i+1, err)
 		}
 		pin, err := pipeline.Pin(exe.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return wire.NotFoundError(i+1, argv[0]) // gone since Resolve looked
 		case err != nil:
-			return fmt.Errorf("stage %d: %w", i+1, err)
+			return wire.ResolveError(i+1, err)
 		}
 		p.pinned = append(p.pinned, pin)
 		st := approval.Stage{Argv: argv, Path: exe.Path}
@@ -790,7 +806,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	switch m.Action {
 	case approval.ActionDeny:
 		p.rule = m.Rule
-		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
+		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), Code: wire.CodeDeniedByPolicy, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	case approval.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:

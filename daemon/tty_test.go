@@ -136,7 +136,7 @@ func TestTerminalApproval(t *testing.T) {
 		pos = td.waitScreen(t, pos, "n or Esc deny")
 		td.key(t, "n")
 		r := <-ch
-		if r.Status != wire.StatusDenied || !regexp.MustCompile(`^denied by operator root on (pts/\d+|tty)$`).MatchString(r.Message) {
+		if r.Status != wire.StatusDenied || (!regexp.MustCompile(`^denied by operator root on (pts/\d+|tty)$`).MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 			t.Fatalf("%s", r.raw)
 		}
 	})
@@ -188,7 +188,7 @@ func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
 	td.key(t, "y")
 	ch := td.ask(map[string]any{"id": "tty-ahead"})
 	r := <-ch
-	if r.Status != wire.StatusTimeout || r.Message != "no approval decision within 3s" {
+	if r.Status != wire.StatusTimeout || (r.Message != "no approval decision within 3s" || r.Code != wire.CodePromptTimeout) {
 		t.Fatalf("type-ahead: %s", r.raw)
 	}
 	pos := td.waitScreen(t, 0, "tty-ahead")

@@ -34,7 +34,7 @@ func TestRequestAllocs(t *testing.T) {
 			err = r.CheckTime(now, time.Minute)
 		}
 		if err == nil {
-			err = EnvPolicy(DefaultEnvAllow).Check(r.Env)
+			err = EnvPolicy(defaultEnvAllow).Check(r.Env)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -29,10 +30,28 @@ func TestDocsQuoteErrors(t *testing.T) {
 		PromptRateError(1000, 20),
 		TooManyConnsError(1000, 16),
 		FirstByteError(2 * time.Second),
+		ErrInternal, ErrPeerCredentials, ErrReplayRecord, ErrAudit, ErrAuditFull, ErrNoAgent,
+		NoUserError(1000), CwdMissingError("/nope"), CwdDeniedError("/home/other/dir"),
+		PromptTooLargeError(5000000, 4194304),
 	} {
 		if !strings.Contains(doc, "`"+e.Error()+"`") {
 			t.Errorf("docs/protocol.md does not quote %q", e.Error())
 		}
+		if _, ok := CodeStatus(CodeOf(e)); !ok || CodeOf(e) == CodeInternal && e != ErrInternal && e != ErrPeerCredentials && e != ErrReplayRecord {
+			t.Errorf("%q has code %q", e.Error(), CodeOf(e))
+		}
+	}
+	// The texts whose variable part the doc shows as … or N.
+	for _, e := range []error{
+		CwdError("DIR", errors.New("a symlink loop, …")), ResolveError(1, errors.New(`resolve "/root/tool": permission denied`)),
+		AgentError(errors.New("…")), StartError(errors.New("…")),
+	} {
+		if !strings.Contains(doc, "`"+e.Error()) {
+			t.Errorf("docs/protocol.md does not quote %q", e.Error())
+		}
+	}
+	if !strings.Contains(doc, `"message":"`+RunTimeoutMessage(5*time.Minute)+`"`) {
+		t.Errorf("docs/protocol.md does not quote %q", RunTimeoutMessage(5*time.Minute))
 	}
 	// The messages Decode makes for the examples the doc gives.
 	for _, line := range []string{
@@ -57,6 +76,76 @@ func TestDocsQuoteErrors(t *testing.T) {
 		_, err := Decode([]byte(line))
 		if err == nil || !strings.Contains(doc, "`"+err.Error()+"`") {
 			t.Errorf("docs/protocol.md does not quote %v (from %s)", err, line)
+		}
+		if c := CodeOf(err); c != CodeInvalidJSON && c != CodeUnknownField && c != CodeInvalidRequest {
+			t.Errorf("%v (from %s) has code %q", err, line, c)
+		}
+	}
+}
+
+// TestDocsCodeTable holds the table of codes in docs/protocol.md to the
+// code: a row for every code, with its status, and no row for a code the
+// daemon does not have.
+func TestDocsCodeTable(t *testing.T) {
+	b, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "| code | status | the case |\n|---|---|---|\n")
+	if !ok {
+		t.Fatal("docs/protocol.md has no table of codes")
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(after, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		code, status := strings.Trim(cells[1], " `"), strings.Trim(cells[2], " `")
+		if _, dup := rows[code]; dup {
+			t.Errorf("code %q has two rows", code)
+		}
+		rows[code] = status
+	}
+	for _, c := range Codes() {
+		want, _ := CodeStatus(c)
+		if got, ok := rows[c]; !ok || got != want {
+			t.Errorf("code %q: the table says status %q, want %q", c, got, want)
+		}
+	}
+	for c := range rows {
+		if _, ok := CodeStatus(c); !ok {
+			t.Errorf("the table has code %q, which the daemon does not", c)
+		}
+	}
+}
+
+// TestDocsQuoteApproverErrors holds the approver protocol's part of
+// docs/protocol.md to the code: every error message the daemon sends an
+// approver appears there, as the code writes it.
+func TestDocsQuoteApproverErrors(t *testing.T) {
+	b, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc, ok := strings.Cut(string(b), "# Approver protocol")
+	if !ok {
+		t.Fatal("docs/protocol.md has no approver protocol")
+	}
+	for _, m := range []string{
+		ApproverPeerCredentials, ApproverHelloName, ApproverHelloAgent, ApproverNoVerdict,
+		ApproverNotAdmitted(65534, "nobody"),
+		ApproverControllers(errors.New("…")),
+		ApproverNoHello(errors.New("…")),
+		ApproverNotHello("decision"),
+		ApproverVersion(2, 1),
+		ApproverTooManyRefused(32),
+		ApproverUnknownType("Approve"),
+		ApproverNoPrompt("ID"),
+		ApproverHashMismatch("…"),
+	} {
+		if !strings.Contains(doc, "`"+m+"`") && !strings.Contains(doc, `"message":"`+strings.ReplaceAll(m, `"`, `\"`)+`"`) {
+			t.Errorf("docs/protocol.md's approver protocol does not quote %q", m)
 		}
 	}
 }

@@ -98,7 +98,7 @@ var (
 
 const proxyWhat = `a proxy URL "http://host[:port]" (http, https, socks5 or socks5h; optional user[:password]@; nothing after the port but "/")`
 
-// envValues is the allowlist: DefaultEnvAllow holds exactly these keys.
+// envValues is the allowlist: defaultEnvAllow holds exactly these keys.
 var envValues = []envValue{
 	{"LANG", `a locale name such as "C.UTF-8" or "en_US.UTF-8" (language[_territory][.codeset][@modifier]; no "/")`, isLocale},
 	{"LANGUAGE", `a ":"-separated list of locale names such as "de_DE:en" (no "/")`, isLocaleList},
@@ -143,5 +143,5 @@ func checkEnvValue(r *envValue, key, value string) error {
 
 // envValueError reports a value its key may not hold.
 func envValueError(key, what string) error {
-	return fmt.Errorf("env %q must be %s", key, what)
+	return coded(CodeEnvValue, fmt.Sprintf("env %q must be %s", key, what))
 }

@@ -46,14 +46,14 @@ func TestEnvValues(t *testing.T) {
 	}
 	for k, vs := range good {
 		for _, v := range vs {
-			if err := EnvPolicy(DefaultEnvAllow).Check(map[string]string{k: v}); err != nil {
+			if err := EnvPolicy(defaultEnvAllow).Check(map[string]string{k: v}); err != nil {
 				t.Errorf("%s=%q refused: %v", k, v, err)
 			}
 		}
 	}
 	for k, vs := range bad {
 		for _, v := range vs {
-			err := EnvPolicy(DefaultEnvAllow).Check(map[string]string{k: v})
+			err := EnvPolicy(defaultEnvAllow).Check(map[string]string{k: v})
 			if err == nil || !strings.HasPrefix(err.Error(), `env "`+k+`" must be `) {
 				t.Errorf("%s=%q: got %v, want it refused", k, v, err)
 			}
@@ -65,12 +65,12 @@ func TestEnvValues(t *testing.T) {
 	for _, r := range envValues {
 		keys = append(keys, r.key)
 	}
-	if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(DefaultEnvAllow))) {
-		t.Errorf("value rules for %v, allowlist %v", keys, DefaultEnvAllow)
+	if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(defaultEnvAllow))) {
+		t.Errorf("value rules for %v, allowlist %v", keys, defaultEnvAllow)
 	}
 	// Keys whose value is a command line are not on it.
 	for _, k := range []string{"PAGER", "SYSTEMD_PAGER", "EDITOR", "VISUAL"} {
-		if err := EnvPolicy(DefaultEnvAllow).Check(map[string]string{k: "cat"}); err == nil {
+		if err := EnvPolicy(defaultEnvAllow).Check(map[string]string{k: "cat"}); err == nil {
 			t.Errorf("%s=cat allowed", k)
 		}
 	}

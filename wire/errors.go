@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -10,23 +9,23 @@ import (
 // contract: clients and tests match them verbatim.
 var (
 	// ErrTooLarge: the request line is longer than MaxLine.
-	ErrTooLarge = errors.New("request exceeds maximum size (1048576 bytes)")
+	ErrTooLarge = coded(CodeTooLarge, "request exceeds maximum size (1048576 bytes)")
 	// ErrNoNewline: the peer closed after sending bytes but no newline.
-	ErrNoNewline = errors.New("request missing trailing newline")
+	ErrNoNewline = coded(CodeInvalidRequest, "request missing trailing newline")
 	// ErrReadTimeout: the request line did not arrive within ReadTimeout.
-	ErrReadTimeout = errors.New("request not received within 10s")
+	ErrReadTimeout = coded(CodeReadTimeout, "request not received within 10s")
 	// ErrAgentNeedsUnprivileged: forward_agent without "privileged": false.
-	ErrAgentNeedsUnprivileged = errors.New(`forward_agent requires "privileged": false`)
+	ErrAgentNeedsUnprivileged = coded(CodeInvalidRequest, `forward_agent requires "privileged": false`)
 	// ErrTimeMissing: the request has no time field.
-	ErrTimeMissing = errors.New(`missing field "time"`)
+	ErrTimeMissing = coded(CodeInvalidRequest, `missing field "time"`)
 	// ErrPipelineMissing: an exec request has no pipeline field.
-	ErrPipelineMissing = errors.New(`missing field "pipeline"`)
+	ErrPipelineMissing = coded(CodeInvalidRequest, `missing field "pipeline"`)
 	// ErrNotUTF8: the request line is not valid UTF-8.
-	ErrNotUTF8 = errors.New("invalid JSON: request is not valid UTF-8")
+	ErrNotUTF8 = coded(CodeInvalidJSON, "invalid JSON: request is not valid UTF-8")
 	// ErrServerBusy: too many connections are in flight.
-	ErrServerBusy = errors.New("server busy")
+	ErrServerBusy = coded(CodeBusy, "server busy")
 	// ErrStopping: the daemon is shutting down.
-	ErrStopping = errors.New("daemon stopping")
+	ErrStopping = coded(CodeStopping, "daemon stopping")
 )
 
 // ReadTimeout bounds how long a peer may take to send its request line.
@@ -34,26 +33,26 @@ const ReadTimeout = 10 * time.Second
 
 // charError reports a displayed string holding a forbidden character.
 func charError(field string) error {
-	return fmt.Errorf("%s contains a control or bidi character", field)
+	return coded(CodeInvalidRequest, field+" contains a control or bidi character")
 }
 
 // EnvNotAllowedError reports an env key the daemon's allowlist refuses.
 func envNotAllowed(key string) error {
 	if key == "SSH_AUTH_SOCK" {
-		return errors.New("SSH_AUTH_SOCK cannot be set; use forward_agent")
+		return coded(CodeEnvNotAllowed, "SSH_AUTH_SOCK cannot be set; use forward_agent")
 	}
-	return fmt.Errorf("env key %q is not allowed", key)
+	return coded(CodeEnvNotAllowed, fmt.Sprintf("env key %q is not allowed", key))
 }
 
 // DuplicateError reports a request seen before within the replay window.
 func DuplicateError(id string) error {
-	return fmt.Errorf("duplicate request id %q", id)
+	return coded(CodeReplay, fmt.Sprintf("duplicate request id %q", id))
 }
 
 // NotFoundError reports a stage whose executable could not be resolved;
 // stage is 1-based as in the protocol's example.
 func NotFoundError(stage int, name string) error {
-	return fmt.Errorf("stage %d: executable not found: %q", stage, name)
+	return coded(CodeNotFound, fmt.Sprintf("stage %d: executable not found: %q", stage, name))
 }
 
 // secondsUp is how many seconds lie from a to b (a before b), rounded up.
@@ -68,11 +67,11 @@ func secondsUp(a, b time.Time) int64 {
 }
 
 func tooOld(ageSec int64, max time.Duration) error {
-	return fmt.Errorf("request too old: %ds (max %ds)", ageSec, maxSeconds(max))
+	return coded(CodeStaleTime, fmt.Sprintf("request too old: %ds (max %ds)", ageSec, maxSeconds(max)))
 }
 
 func tooNew(aheadSec int64, max time.Duration) error {
-	return fmt.Errorf("request time is in the future: %ds ahead (max %ds)", aheadSec, maxSeconds(max))
+	return coded(CodeStaleTime, fmt.Sprintf("request time is in the future: %ds ahead (max %ds)", aheadSec, maxSeconds(max)))
 }
 
 // maxSeconds renders the allowed skew as whole seconds, rounded up.
@@ -87,23 +86,87 @@ func maxSeconds(d time.Duration) int64 {
 // TooManyPendingError refuses a request when uid already has max requests
 // waiting for a person's decision.
 func TooManyPendingError(uid, max int) error {
-	return fmt.Errorf("too many requests from uid %d waiting for approval (max %d)", uid, max)
+	return coded(CodeRateLimit, fmt.Sprintf("too many requests from uid %d waiting for approval (max %d)", uid, max))
 }
 
 // TooManyConnsError refuses a connection when uid already has max
 // connections in flight.
 func TooManyConnsError(uid, max int) error {
-	return fmt.Errorf("server busy: too many connections from uid %d in flight (max %d)", uid, max)
+	return coded(CodeBusy, fmt.Sprintf("server busy: too many connections from uid %d in flight (max %d)", uid, max))
 }
 
 // FirstByteError answers a connection that sent nothing within d of
 // connecting.
 func FirstByteError(d time.Duration) error {
-	return fmt.Errorf("request not started within %s", d)
+	return coded(CodeReadTimeout, fmt.Sprintf("request not started within %s", d))
 }
 
 // PromptRateError refuses a request when uid has already put perMinute
 // requests to a person within the last minute.
 func PromptRateError(uid, perMinute int) error {
-	return fmt.Errorf("too many requests from uid %d: at most %d a minute may ask for approval", uid, perMinute)
+	return coded(CodeRateLimit, fmt.Sprintf("too many requests from uid %d: at most %d a minute may ask for approval", uid, perMinute))
+}
+
+// The daemon's own texts (docs/protocol.md).
+var (
+	// ErrInternal answers a request a fault in the daemon abandoned.
+	ErrInternal = coded(CodeInternal, "internal error")
+	// ErrPeerCredentials: the daemon cannot tell who connected.
+	ErrPeerCredentials = coded(CodeInternal, "cannot read peer credentials")
+	// ErrReplayRecord: the replay window cannot record the request.
+	ErrReplayRecord = coded(CodeInternal, "cannot record request id")
+	// ErrAudit: the audit record cannot be written, so nothing runs.
+	ErrAudit = coded(CodeAudit, "cannot write the audit record; not running")
+	// ErrAuditFull: the audit log's file system is nearly full.
+	ErrAuditFull = coded(CodeAudit, "the audit log's file system is nearly full; not running")
+	// ErrNoAgent: forward_agent was approved with no agent to forward.
+	ErrNoAgent = coded(CodeNoAgent, "no SSH agent to forward: start the approver with --forward-agent")
+)
+
+// NoUserError: the uid the request is to run as has no account.
+func NoUserError(uid int) error {
+	return coded(CodeNoUser, fmt.Sprintf("cannot run as uid %d: no such user", uid))
+}
+
+// CwdMissingError: the request's cwd is not an existing directory.
+func CwdMissingError(cwd string) error {
+	return coded(CodeCwd, fmt.Sprintf("cwd %q is not an existing directory", cwd))
+}
+
+// CwdDeniedError: the account the request runs as cannot enter its cwd.
+func CwdDeniedError(cwd string) error {
+	return coded(CodeCwd, fmt.Sprintf("cwd %q: permission denied", cwd))
+}
+
+// RunTimeoutMessage is the message of a run killed at its time limit d.
+func RunTimeoutMessage(d time.Duration) string {
+	return fmt.Sprintf("run exceeded its time limit of %s", d)
+}
+
+// CwdError: the request's cwd cannot be opened for the reason err gives
+// (a symlink loop or a /proc magic link).
+func CwdError(cwd string, err error) error {
+	return &Error{Code: CodeCwd, Msg: fmt.Sprintf("cwd %q: %v", cwd, err), err: err}
+}
+
+// ResolveError: stage's executable, found, cannot be resolved or opened
+// for the reason err gives; stage is 1-based.
+func ResolveError(stage int, err error) error {
+	return &Error{Code: CodeResolve, Msg: fmt.Sprintf("stage %d: %v", stage, err), err: err}
+}
+
+// PromptTooLargeError: the prompt for the request would be n bytes, over
+// an approver's limit of max.
+func PromptTooLargeError(n, max int) error {
+	return coded(CodePromptTooLarge, fmt.Sprintf("the request is too large to show to an approver: its prompt would be %d bytes, over the %d-byte limit", n, max))
+}
+
+// AgentError: the approver's SSH agent cannot be reached for the run.
+func AgentError(err error) error {
+	return &Error{Code: CodeNoAgent, Msg: fmt.Sprintf("cannot forward the SSH agent: %v", err), err: err}
+}
+
+// StartError: the approved pipeline could not be started.
+func StartError(err error) error {
+	return &Error{Code: CodeStart, Msg: fmt.Sprintf("cannot start pipeline: %v", err), err: err}
 }

@@ -128,7 +128,7 @@ func Decode(line []byte) (*Request, error) {
 		err = decodeObject(line, r)
 	}
 	if err := syntaxFirst(line, err); err != nil {
-		return nil, err
+		return nil, invalidRequest(err)
 	}
 	if !r.IDGiven {
 		r.ID = uuid.NewString()
@@ -137,9 +137,19 @@ func Decode(line []byte) (*Request, error) {
 		if r.IDGiven && (r.ID == "" || utf8.RuneCountInString(r.ID) > MaxIDLen || !Displayable(r.ID, false)) {
 			r.ID = ""
 		}
-		return r, err
+		return r, invalidRequest(err)
 	}
 	return r, nil
+}
+
+// invalidRequest gives err, a reason Decode refuses a line, the code
+// invalid_request unless it has a code of its own.
+func invalidRequest(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Code: CodeInvalidRequest, Msg: err.Error(), err: err}
 }
 
 // requestShape is what CheckKeys allows in a request: the names of the
@@ -167,7 +177,7 @@ func checkRequestKeys(line []byte) error {
 		case ke.Path == "" && ke.Repeated:
 			return fmt.Errorf("duplicate field %q", ke.Key)
 		case ke.Path == "":
-			return fmt.Errorf("unknown field %q", ke.Key)
+			return coded(CodeUnknownField, fmt.Sprintf("unknown field %q", ke.Key))
 		case ke.Path == "env" && ke.Repeated:
 			// The decoder keeps the last; another reader might keep the first.
 			return fmt.Errorf("duplicate env key %q", ke.Key)
@@ -186,7 +196,7 @@ func decodeObject(line []byte, r *Request) error {
 		return invalidJSON(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return errors.New("invalid JSON: request must be a JSON object")
+		return coded(CodeInvalidJSON, "invalid JSON: request must be a JSON object")
 	}
 	seen := map[string]bool{}
 	for dec.More() {
@@ -201,7 +211,7 @@ func decodeObject(line []byte, r *Request) error {
 		}
 		set, known := fields[name]
 		if !known {
-			return fmt.Errorf("unknown field %q", name)
+			return coded(CodeUnknownField, fmt.Sprintf("unknown field %q", name))
 		}
 		if seen[name] {
 			return fmt.Errorf("duplicate field %q", name)
@@ -220,7 +230,7 @@ func decodeObject(line []byte, r *Request) error {
 	// Only whitespace may follow; the decoder would stop at the first
 	// byte it cannot read and leave the rest unexamined.
 	if len(bytes.TrimLeft(line[dec.InputOffset():], " \t\r\n")) > 0 {
-		return errors.New("invalid JSON: data after the request object")
+		return coded(CodeInvalidJSON, "invalid JSON: data after the request object")
 	}
 	return nil
 }
@@ -229,7 +239,7 @@ func decodeObject(line []byte, r *Request) error {
 // field's type is checked: decodeObject checks each field as it comes, so
 // a type error early in a line would otherwise hide a syntax error later.
 func syntaxFirst(line []byte, err error) error {
-	if err == nil || strings.HasPrefix(err.Error(), "invalid JSON: ") || json.Valid(line) {
+	if err == nil || CodeOf(err) == CodeInvalidJSON || json.Valid(line) {
 		return err
 	}
 	var v json.RawMessage
@@ -241,9 +251,9 @@ func syntaxFirst(line []byte, err error) error {
 
 func invalidJSON(err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("invalid JSON: unexpected end of input")
+		return coded(CodeInvalidJSON, "invalid JSON: unexpected end of input")
 	}
-	return fmt.Errorf("invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	return coded(CodeInvalidJSON, "invalid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
 }
 
 func decodeString(name string, raw json.RawMessage, dst *string) error {
@@ -449,7 +459,7 @@ func (r *Request) CheckTime(now time.Time, maxSkew time.Duration) error {
 	}
 	t, err := ParseTime(r.TimeText)
 	if err != nil {
-		return fmt.Errorf("field \"time\" must be an RFC 3339 date-time with a zone, got %q", r.TimeText)
+		return coded(CodeInvalidRequest, fmt.Sprintf("field \"time\" must be an RFC 3339 date-time with a zone, got %q", r.TimeText))
 	}
 	r.Time = t
 	switch {
@@ -530,9 +540,12 @@ func ParseTime(s string) (time.Time, error) {
 	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc), nil
 }
 
-// DefaultEnvAllow is the daemon's default env allowlist; a trailing '*'
-// matches any suffix. Each key has a rule for its values (env.go).
-var DefaultEnvAllow = []string{
+// DefaultEnvAllow returns the daemon's default env allowlist, a copy the
+// caller may change; a trailing '*' matches any suffix. Each key has a rule
+// for its values (env.go).
+func DefaultEnvAllow() []string { return slices.Clone(defaultEnvAllow) }
+
+var defaultEnvAllow = []string{
 	"LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "COLUMNS", "LINES", "NO_COLOR",
 	"DEBIAN_FRONTEND", "DEBCONF_NONINTERACTIVE_SEEN", "APT_LISTCHANGES_FRONTEND",
 	"SYSTEMD_COLORS", "http_proxy", "https_proxy",

@@ -228,7 +228,7 @@ func TestCheckTime(t *testing.T) {
 }
 
 func TestEnvPolicy(t *testing.T) {
-	p := EnvPolicy(DefaultEnvAllow)
+	p := EnvPolicy(defaultEnvAllow)
 	for _, tc := range []struct {
 		env  map[string]string
 		want string

@@ -15,12 +15,23 @@ const (
 	StatusError   = "error"
 )
 
+// MaxCapture is how many bytes of each stream (stdout, and each stage's
+// stderr) a response carries at most; a stream cut there is marked
+// truncated.
+const MaxCapture = 16 << 20
+
+// Pong is the message of a ping's answer.
+const Pong = "pong"
+
 // Response is the daemon's one answer line. The byte fields travel as
 // base64; encoding/json decodes them that way too, so clients can decode a
 // line with json.Unmarshal.
 type Response struct {
-	ID              string        `json:"id"`
-	Status          string        `json:"status"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Code, on every non-ok response: which case it is (codes.go), for
+	// clients to decide by. Additive: a client may ignore it.
+	Code            string        `json:"code,omitempty"`
 	Stages          []StageResult `json:"stages,omitempty"`
 	Stdout          []byte        `json:"stdout,omitempty"`
 	StdoutTruncated bool          `json:"stdout_truncated,omitempty"`
@@ -54,6 +65,10 @@ func WriteResponse(w io.Writer, r *Response) error {
 	e.str(r.ID)
 	e.raw(`,"status":`)
 	e.str(r.Status)
+	if r.Code != "" {
+		e.raw(`,"code":`)
+		e.str(r.Code)
+	}
 	if r.HasRun() {
 		e.raw(`,"stages":[`)
 		for i, s := range r.Stages {
@@ -100,7 +115,7 @@ func WriteResponse(w io.Writer, r *Response) error {
 // short, so a small answer costs one small allocation and one write;
 // 64 KiB, for few large writes, when it is long.
 func bufferSize(r *Response) int {
-	n := len(r.ID) + len(r.Message) + len(r.Version) + 256
+	n := len(r.ID) + len(r.Code) + len(r.Message) + len(r.Version) + 256
 	if r.HasRun() {
 		n += base64.StdEncoding.EncodedLen(len(r.Stdout))
 		for _, s := range r.Stages {

@@ -137,6 +137,9 @@ func NewRequest(session string) *wire.Outgoing {
 	}
 }
 
+// ErrNotResponse: the daemon's answer is not a response line.
+var ErrNotResponse = errors.New("daemon answered something that is not a rootgate response")
+
 // Do sends req with eof_withdraws set, keeps its side of the connection
 // open until the answer is read, and decodes the answer.
 func Do(ctx context.Context, socket string, req *wire.Outgoing) (*wire.Response, error) {
@@ -152,7 +155,7 @@ func Do(ctx context.Context, socket string, req *wire.Outgoing) (*wire.Response,
 	}
 	var resp wire.Response
 	if err := json.Unmarshal(raw, &resp); err != nil {
-		return nil, fmt.Errorf("daemon answered something that is not a rootgate response: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrNotResponse, err)
 	}
 	return &resp, nil
 }

@@ -42,7 +42,7 @@ func docExamples(t *testing.T) map[string]string {
 	binary := result([][]string{{"cat", "/var/lib/app/logo.png"}}, &wire.Response{Status: wire.StatusOK,
 		Stages: []wire.StageResult{{}}, Stdout: []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10")})
 	denied := result([][]string{{"rm", "-rf", "/var/lib/app"}}, &wire.Response{Status: wire.StatusDenied, Message: "denied by operator root on pts/3"})
-	noApprover := result([][]string{{"apt-get", "install", "-y", "nginx"}}, &wire.Response{Status: wire.StatusDenied, Message: `no approver attached: run "sudo rootgate approve" in a terminal`})
+	noApprover := result([][]string{{"apt-get", "install", "-y", "nginx"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeNoApprover, Message: `no approver attached: run "sudo rootgate approve" in a terminal`})
 	slow := result([][]string{{"apt-get", "upgrade", "-y"}}, &wire.Response{Status: wire.StatusTimeout, Message: "run exceeded its time limit of 1m0s",
 		Stages: []wire.StageResult{{ExitCode: 143, Signal: "SIGTERM"}}, Stdout: []byte("Reading package lists...\n")})
 	connErr := connectionResult(LocalHost, cfg.Socket, &client.ConnectError{Socket: cfg.Socket,

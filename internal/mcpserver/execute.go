@@ -291,7 +291,7 @@ func connectionHint(socket string, err error) string {
 		return "Ask the user to check that rootgated is running and that this MCP server points at its socket (--socket or --host)."
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("rootgated accepted the connection on %s but did not answer; it may be stuck or overloaded. Ask the user to check it (`journalctl -u rootgate`).", socket)
-	case strings.Contains(err.Error(), "not a rootgate response"):
+	case errors.Is(err, client.ErrNotResponse):
 		return fmt.Sprintf("Whatever listens on %s does not speak rootgate's protocol. Ask the user to check that it is a rootgated request socket and that rootgate and rootgated are the same release.", socket)
 	}
 	return fmt.Sprintf("rootgated on %s did not answer; it may have stopped or restarted. Check with the ping tool, then try again.", socket)

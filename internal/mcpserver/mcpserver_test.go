@@ -333,7 +333,7 @@ func fakeSocket(t *testing.T, answer string) string {
 func TestConnectionErrors(t *testing.T) {
 	stuck := fakeSocket(t, "")
 	other := fakeSocket(t, "220 smtp.example ESMTP ready\n")
-	older := fakeSocket(t, `{"id":"","status":"error","message":"unknown field \"cwd\"","version":"0.9"}`+"\n")
+	older := fakeSocket(t, `{"id":"","status":"error","code":"unknown_field","message":"unknown field \"cwd\"","version":"0.9"}`+"\n")
 	cs := connect(t, mcpserver.Config{Socket: stuck, PingTimeout: 200 * time.Millisecond,
 		Hosts: map[string]string{"other": other, "older": older}})
 
@@ -345,7 +345,7 @@ func TestConnectionErrors(t *testing.T) {
 			{Host: "local", Socket: stuck, Approver: "unknown", Message: "no answer within 200ms",
 				Next: "rootgated accepted the connection on " + stuck + " but did not answer; it may be stuck or overloaded. Ask the user to check it (`journalctl -u rootgate`)."},
 			{Host: "older", Socket: older, Approver: "unknown", Message: `rootgated answered error: unknown field "cwd"`,
-				Next: "rootgated on " + older + " is older than this rootgate mcp and does not know the field cwd: leave out that argument, or ask the user to upgrade rootgated."},
+				Next: "rootgated on " + older + " is older than this rootgate mcp and does not know a field the message names: leave out that argument, or ask the user to upgrade rootgated."},
 			{Host: "other", Socket: other, Approver: "unknown",
 				Message: "daemon answered something that is not a rootgate response: invalid character 's' after top-level value",
 				Next:    "Whatever listens on " + other + " does not speak rootgate's protocol. Ask the user to check that it is a rootgated request socket and that rootgate and rootgated are the same release."},
@@ -361,7 +361,7 @@ func TestConnectionErrors(t *testing.T) {
 		var r mcpserver.Result
 		remarshal(t, res.StructuredContent, &r)
 		if !res.IsError || r.Status != "error" || r.Message != `unknown field "cwd"` ||
-			r.Next != "rootgated on "+older+" is older than this rootgate mcp and does not know the field cwd: leave out that argument, or ask the user to upgrade rootgated." {
+			r.Next != "rootgated on "+older+" is older than this rootgate mcp and does not know a field the message names: leave out that argument, or ask the user to upgrade rootgated." {
 			t.Errorf("%+v", r)
 		}
 	})

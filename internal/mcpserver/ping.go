@@ -130,7 +130,7 @@ func pingOne(ctx context.Context, host, socket string, timeout time.Duration) Da
 	}
 	if resp.Status != wire.StatusOK {
 		d.Message = fmt.Sprintf("rootgated answered %s: %s", resp.Status, resp.Message)
-		d.Next = errorHint(socket, resp.Message)
+		d.Next = errorHint(socket, resp)
 		return d
 	}
 	d.Reachable = true

@@ -56,3 +56,41 @@ func TestUnknownStatus(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// TestHintsByCode: the hint for an answer follows its code, not its
+// message: each answer here carries a message no daemon sends, and is
+// still told apart by its code; an answer without a code gets neither
+// code's hint.
+func TestHintsByCode(t *testing.T) {
+	const msg = "a wording this client has never seen"
+	for _, tc := range []struct {
+		status, code, next string
+		run                bool
+	}{
+		{wire.StatusError, wire.CodeUnknownField, "rootgated on /s is older than this rootgate mcp and does not know a field the message names: leave out that argument, or ask the user to upgrade rootgated.", false},
+		{wire.StatusError, wire.CodeNotFound, "Programs are looked up in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin, not in your PATH: check the name, give an absolute path, or check that the program is installed.", false},
+		{wire.StatusError, wire.CodeEnvNotAllowed, "Only allowlisted environment variables may be set (LANG, LC_*, TZ, TERM, DEBIAN_FRONTEND, proxies and a few more); leave that one out.", false},
+		{wire.StatusError, wire.CodeTooLarge, "The request is over 1 MiB, most likely because of stdin: send less (about 700 KiB of stdin fit), or let the command read a file instead.", false},
+		{wire.StatusError, wire.CodeStopping, "rootgated is shutting down. Wait until it is started again (check with ping), then send the request again.", false},
+		{wire.StatusError, wire.CodeBusy, "rootgated has too many requests in flight. Wait a little, then try again.", false},
+		{wire.StatusError, wire.CodeRateLimit, "rootgated has too many requests in flight. Wait a little, then try again.", false},
+		{wire.StatusError, wire.CodeStaleTime, "This machine's clock and rootgated's differ by more than rootgated allows. Ask the user to check the clocks (timedatectl).", false},
+		{wire.StatusError, wire.CodeNoAgent, "forward_agent needs an approver who offers an SSH agent: ask the user to start `rootgate approve --forward-agent`, or do without forward_agent.", false},
+		{wire.StatusError, wire.CodeInvalidRequest, "rootgated refused the request before anything ran. Correct it as the message says and try again.", false},
+		{wire.StatusError, "", "rootgated on /s is older than this rootgate mcp (its answer carries no code). Correct the request as the message says, or ask the user to install the same release of rootgate and rootgated.", false},
+		{wire.StatusDenied, wire.CodeNoApprover, "No one is there to approve. Ask the user to run `sudo rootgate approve` in a terminal, then send the request again.", false},
+		{wire.StatusDenied, wire.CodeNoEligibleApprover, "Every attached approver is in a terminal or session your own account can control, so rootgate will not ask them (you could answer for the user). Do not retry: tell the user to run you under an account of your own (README \"Secure setup\").", false},
+		{wire.StatusDenied, wire.CodeDeniedByOperator, "This denial is final for this request: do not send it again unchanged. Tell the user what you wanted to do and why, and ask how to proceed.", false},
+		{wire.StatusTimeout, wire.CodePromptTimeout, "No one decided in time. Ask the user whether they saw the request before sending it again.", false},
+		{wire.StatusTimeout, wire.CodeRunTimeout, "The run was killed at its time limit; the output is what it wrote before. Ask again with a larger timeout only if the command really needs longer (rootgated's own limit still applies).", true},
+	} {
+		resp := &wire.Response{ID: "x", Status: tc.status, Code: tc.code, Message: msg}
+		if tc.run {
+			resp.Stages = []wire.StageResult{{ExitCode: 143, Signal: "SIGTERM"}}
+		}
+		r := render(LocalHost, "/s", [][]string{{"id"}}, resp, DefaultMaxText)
+		if r.Next != tc.next || r.Message != msg || r.TimeLimitHit != tc.run {
+			t.Errorf("%s %q: next %q, time limit %v", tc.status, tc.code, r.Next, r.TimeLimitHit)
+		}
+	}
+}

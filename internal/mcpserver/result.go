@@ -14,9 +14,6 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// DaemonCap is how much of each stream rootgated keeps (docs/protocol.md).
-const DaemonCap = 16 << 20
-
 // Result is the execute tool's structured result.
 type Result struct {
 	Status       string     `json:"status" jsonschema:"ok: approved and run, whatever the exit codes; denied: a person or a policy rule said no (final for this request); timeout: no decision in time, or the run passed its time limit; error: anything else"`
@@ -106,47 +103,47 @@ func render(host, socket string, pipeline [][]string, resp *wire.Response, maxTe
 			r.Next = "This is a bug in rootgated; tell the user."
 		}
 	case wire.StatusDenied:
-		switch {
-		case strings.HasPrefix(resp.Message, "no approver attached") || strings.HasPrefix(resp.Message, "every approver left"):
+		switch resp.Code {
+		case wire.CodeNoApprover:
 			r.Next = "No one is there to approve. Ask the user to run `sudo rootgate approve` in a terminal, then send the request again."
-		case strings.HasPrefix(resp.Message, "no eligible approver"):
+		case wire.CodeNoEligibleApprover:
 			r.Next = "Every attached approver is in a terminal or session your own account can control, so rootgate will not ask them (you could answer for the user). Do not retry: tell the user to run you under an account of your own (README \"Secure setup\")."
 		default:
 			r.Next = "This denial is final for this request: do not send it again unchanged. Tell the user what you wanted to do and why, and ask how to proceed."
 		}
 	case wire.StatusTimeout:
-		if resp.HasRun() {
+		if resp.Code == wire.CodeRunTimeout || resp.Code == "" && resp.HasRun() {
 			r.TimeLimitHit = true
 			r.Next = "The run was killed at its time limit; the output is what it wrote before. Ask again with a larger timeout only if the command really needs longer (rootgated's own limit still applies)."
 		} else {
 			r.Next = "No one decided in time. Ask the user whether they saw the request before sending it again."
 		}
 	case wire.StatusError:
-		r.Next = errorHint(socket, resp.Message)
+		r.Next = errorHint(socket, resp)
 	}
 	return r
 }
 
-var unknownField = regexp.MustCompile(`^unknown field "([^"]*)"$`)
-
-// errorHint says what to do about an error answer.
-func errorHint(socket, msg string) string {
-	switch {
-	case unknownField.MatchString(msg):
-		return fmt.Sprintf("rootgated on %s is older than this rootgate mcp and does not know the field %s: leave out that argument, or ask the user to upgrade rootgated.", socket, unknownField.FindStringSubmatch(msg)[1])
-	case strings.Contains(msg, "executable not found"):
+// errorHint says what to do about an error answer, by its code.
+func errorHint(socket string, resp *wire.Response) string {
+	switch resp.Code {
+	case "":
+		return fmt.Sprintf("rootgated on %s is older than this rootgate mcp (its answer carries no code). Correct the request as the message says, or ask the user to install the same release of rootgate and rootgated.", socket)
+	case wire.CodeUnknownField:
+		return fmt.Sprintf("rootgated on %s is older than this rootgate mcp and does not know a field the message names: leave out that argument, or ask the user to upgrade rootgated.", socket)
+	case wire.CodeNotFound:
 		return "Programs are looked up in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin, not in your PATH: check the name, give an absolute path, or check that the program is installed."
-	case strings.HasPrefix(msg, "env key"), strings.HasPrefix(msg, "SSH_AUTH_SOCK"):
+	case wire.CodeEnvNotAllowed:
 		return "Only allowlisted environment variables may be set (LANG, LC_*, TZ, TERM, DEBIAN_FRONTEND, proxies and a few more); leave that one out."
-	case msg == wire.ErrTooLarge.Error():
+	case wire.CodeTooLarge:
 		return "The request is over 1 MiB, most likely because of stdin: send less (about 700 KiB of stdin fit), or let the command read a file instead."
-	case msg == wire.ErrStopping.Error():
+	case wire.CodeStopping:
 		return "rootgated is shutting down. Wait until it is started again (check with ping), then send the request again."
-	case msg == wire.ErrServerBusy.Error():
+	case wire.CodeBusy, wire.CodeRateLimit:
 		return "rootgated has too many requests in flight. Wait a little, then try again."
-	case strings.HasPrefix(msg, "request too old"), strings.HasPrefix(msg, "request time is in the future"):
+	case wire.CodeStaleTime:
 		return "This machine's clock and rootgated's differ by more than rootgated allows. Ask the user to check the clocks (timedatectl)."
-	case strings.HasPrefix(msg, "no SSH agent to forward"):
+	case wire.CodeNoAgent:
 		return "forward_agent needs an approver who offers an SSH agent: ask the user to start `rootgate approve --forward-agent`, or do without forward_agent."
 	}
 	return "rootgated refused the request before anything ran. Correct it as the message says and try again."
@@ -307,7 +304,7 @@ func writeStream(sb *strings.Builder, name string, s *Stream) {
 		fmt.Fprintf(sb, "--- end of %s ---\n", name)
 	}
 	if s.DaemonTruncated {
-		fmt.Fprintf(sb, "%s was cut by rootgated at 16 MiB: only the first %d bytes were captured, the rest was discarded\n", name, DaemonCap)
+		fmt.Fprintf(sb, "%s was cut by rootgated at 16 MiB: only the first %d bytes were captured, the rest was discarded\n", name, wire.MaxCapture)
 	}
 }
 

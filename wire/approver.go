@@ -1,0 +1,59 @@
+package wire
+
+import "fmt"
+
+// The daemon's error messages on the approver socket (docs/protocol.md,
+// "Approver protocol"): what an approver client can be told.
+const (
+	// ApproverPeerCredentials: the daemon cannot tell who connected.
+	ApproverPeerCredentials = "cannot read peer credentials"
+	// ApproverHelloName: the hello's name is too long or not displayable.
+	ApproverHelloName = "hello: name must be at most 64 displayable characters"
+	// ApproverHelloAgent: the hello's agent_socket is not an absolute path.
+	ApproverHelloAgent = "hello: agent_socket must be an absolute socket path"
+	// ApproverNoVerdict: a decision with no approve field.
+	ApproverNoVerdict = "decision refused: it says neither approve nor deny"
+)
+
+// ApproverNotAdmitted refuses an approver whose uid --approver does not
+// name.
+func ApproverNotAdmitted(uid int, user string) string {
+	return fmt.Sprintf("uid %d (%s) may not approve: rootgated admits root and the users and groups named by --approver", uid, user)
+}
+
+// ApproverControllers refuses an approver whose controllers cannot be
+// read, for the reason err gives.
+func ApproverControllers(err error) string {
+	return "cannot tell who controls this approver's terminal and session (" + err.Error() + "), so it cannot be shown any request"
+}
+
+// ApproverNoHello: the first line could not be read as a message.
+func ApproverNoHello(err error) string { return "expected a hello message: " + err.Error() }
+
+// ApproverNotHello: the first message is of another type.
+func ApproverNotHello(typ string) string { return fmt.Sprintf("expected a hello message, got %q", typ) }
+
+// ApproverVersion: the hello's protocol version is not the daemon's.
+func ApproverVersion(got, want int) string {
+	return fmt.Sprintf("approver protocol version %d is not supported (this daemon speaks %d)", got, want)
+}
+
+// ApproverTooManyRefused drops an approver past max refused decisions a
+// minute.
+func ApproverTooManyRefused(max int) string {
+	return fmt.Sprintf("too many refused decisions (more than %d a minute); disconnected", max)
+}
+
+// ApproverUnknownType: a message of a type the daemon does not read.
+func ApproverUnknownType(typ string) string { return fmt.Sprintf("unknown message type %q", typ) }
+
+// ApproverNoPrompt refuses a decision about no waiting prompt.
+func ApproverNoPrompt(id string) string {
+	return fmt.Sprintf("decision refused: no prompt %q is waiting for this approver", id)
+}
+
+// ApproverHashMismatch refuses a decision about another request than the
+// one shown.
+func ApproverHashMismatch(id string) string {
+	return fmt.Sprintf("decision refused: request %q is not the one shown (hash mismatch)", id)
+}
