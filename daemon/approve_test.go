@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -19,7 +20,7 @@ type approverProc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	pty  *os.File
-	scr  *screen
+	scr  *testutil.Screen
 	done chan struct{}
 	pos  int // how far the screen has been read
 }
@@ -45,24 +46,13 @@ func startApproverArgs(t *testing.T, sock string, uid uint32, args ...string) *a
 // startOnPty runs cmd on a fresh pseudo-terminal as the approver's screen.
 func startOnPty(t *testing.T, cmd *exec.Cmd, attrs *syscall.SysProcAttr) *approverProc {
 	t.Helper()
-	a := &approverProc{t: t, cmd: cmd, scr: &screen{}, done: make(chan struct{})}
+	a := &approverProc{t: t, cmd: cmd, done: make(chan struct{})}
 	ptmx, err := pty.StartWithAttrs(a.cmd, &pty.Winsize{Rows: 60, Cols: 160}, attrs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.pty = ptmx
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			a.scr.mu.Lock()
-			a.scr.raw.Write(buf[:n])
-			a.scr.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	a.scr = testutil.NewScreen(ptmx, nil)
 	go func() { a.cmd.Wait(); close(a.done) }()
 	t.Cleanup(func() {
 		a.cmd.Process.Kill()
@@ -77,11 +67,11 @@ func (a *approverProc) see(want string) {
 	a.t.Helper()
 	defer func() {
 		if a.t.Failed() {
-			a.t.Logf("the approver's screen:\n%s", a.scr.text())
+			a.t.Logf("the approver's screen:\n%s", a.scr.Text())
 		}
 	}()
 	waitFor(a.t, "the approver to show "+want, 30*time.Second, func() bool {
-		txt := a.scr.text()
+		txt := a.scr.Text()
 		if i := strings.Index(txt[min(a.pos, len(txt)):], want); i >= 0 {
 			a.pos += i + len(want)
 			return true
@@ -94,7 +84,7 @@ func (a *approverProc) see(want string) {
 func (a *approverProc) seeRe(re *regexp.Regexp) {
 	a.t.Helper()
 	waitFor(a.t, "the approver to show "+re.String(), 30*time.Second, func() bool {
-		txt := a.scr.text()
+		txt := a.scr.Text()
 		if loc := re.FindStringIndex(txt[min(a.pos, len(txt)):]); loc != nil {
 			a.pos += loc[1]
 			return true
@@ -157,7 +147,7 @@ func TestApproverTerminal(t *testing.T) {
 		}
 		// The idle line and the run's outcome arrive in either order.
 		for _, want := range []string{"ap-y finished, exit codes 0", "idle, nothing queued; waiting for requests (last: ap-y approved)"} {
-			waitFor(t, "the approver to show "+want, 30*time.Second, func() bool { return strings.Contains(a.scr.text(), want) })
+			waitFor(t, "the approver to show "+want, 30*time.Second, func() bool { return strings.Contains(a.scr.Text(), want) })
 		}
 	})
 	t.Run("n denies naming the approver", func(t *testing.T) {
@@ -281,7 +271,7 @@ func TestApproverAdmission(t *testing.T) {
 		if r.Status != wire.StatusDenied || (r.Message != `no eligible approver: the attached approvers can be controlled by uid 65534 (nobody), who sent this request; run the agent under its own account (README: "Secure setup")` || r.Code != wire.CodeNoEligibleApprover) {
 			t.Fatalf("%s", r.raw)
 		}
-		if strings.Contains(a.scr.text(), "nobodys-own") {
+		if strings.Contains(a.scr.Text(), "nobodys-own") {
 			t.Fatal("the approver was shown its own user's request")
 		}
 		// root's request is shown to nobody, who approves it.

@@ -56,17 +56,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// shortDir is a private directory with a short path: sun_path holds 108
-// bytes and t.TempDir() names can be longer.
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+// shortDir is a private directory with a short path, for sockets.
+var shortDir = testutil.ShortDir
 
 // syncBuffer is a goroutine-safe buffer for output read while written.
 type syncBuffer = testutil.SyncBuffer
@@ -313,16 +304,7 @@ func procsWith(marker string) []int {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+var waitFor = testutil.WaitFor
 
 // noSurvivors asserts no process with marker in its command line remains.
 func noSurvivors(t testing.TB, marker string) {

@@ -72,7 +72,7 @@ func (a *approverProc) notAnswered(ch chan response, what string) {
 			return true
 		default:
 		}
-		txt := a.scr.text()
+		txt := a.scr.Text()
 		return strings.Contains(txt[min(a.pos, len(txt)):], "y approve ·")
 	})
 	if got != nil {
@@ -88,7 +88,7 @@ func (a *approverProc) notAnswered(ch chan response, what string) {
 func (a *approverProc) pageToEnd() {
 	a.t.Helper()
 	last := func() []string {
-		m := statusLine.FindAllStringSubmatch(a.scr.text(), -1)
+		m := statusLine.FindAllStringSubmatch(a.scr.Text(), -1)
 		if len(m) == 0 {
 			return nil
 		}
@@ -99,7 +99,7 @@ func (a *approverProc) pageToEnd() {
 	deadline := time.Now().Add(30 * time.Second)
 	for st := last(); st != nil && st[2] != st[3]; {
 		if time.Now().After(deadline) {
-			a.t.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.scr.text())
+			a.t.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.scr.Text())
 		}
 		a.key(" ")
 		for retype := time.Now().Add(300 * time.Millisecond); time.Now().Before(retype); time.Sleep(10 * time.Millisecond) {
@@ -209,7 +209,7 @@ func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
 	at := a.pos
 	a.tapY(chB, "a y typed as the prompt appeared") // the double tap, landing on the next prompt
 	a.notAnswered(chB, "a y typed as the prompt appeared")
-	if !strings.Contains(a.scr.text()[at:], "keys are not accepted yet") {
+	if !strings.Contains(a.scr.Text()[at:], "keys are not accepted yet") {
 		t.Error("the form never said keys were not accepted yet")
 	}
 	a.key("n")
@@ -246,8 +246,8 @@ func TestPromptWithdrawnThenReplaced(t *testing.T) {
 	a.see("> Deny")
 	a.tapY(ch, "a y typed as the replacement appeared")
 	a.notAnswered(ch, "a y typed as the replacement appeared")
-	if !strings.Contains(a.scr.text()[at:], "The request shown before was withdrawn: this is a DIFFERENT request") {
-		t.Errorf("the replacement has no banner saying so:\n%s", a.scr.text()[at:])
+	if !strings.Contains(a.scr.Text()[at:], "The request shown before was withdrawn: this is a DIFFERENT request") {
+		t.Errorf("the replacement has no banner saying so:\n%s", a.scr.Text()[at:])
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the replacement ran on a y typed as it appeared")
@@ -264,7 +264,7 @@ func TestPromptWithdrawnThenReplaced(t *testing.T) {
 	a.see("y approve ·")
 	a.key("n")
 	<-ch
-	if txt := a.scr.text(); strings.Count(txt, "this is a DIFFERENT request") == 0 ||
+	if txt := a.scr.Text(); strings.Count(txt, "this is a DIFFERENT request") == 0 ||
 		strings.Contains(txt[strings.Index(txt, "swap-next"):], "DIFFERENT request") {
 		t.Errorf("the withdrawal banner is shown on the wrong prompts:\n%s", txt)
 	}
@@ -313,7 +313,7 @@ func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
 		t.Fatalf("%s", r.raw)
 	}
 	for _, ap := range []*approverProc{a, b} {
-		if txt := ap.scr.text(); strings.Contains(txt, "connection to rootgated lost") || strings.Contains(txt, "skipped a message") {
+		if txt := ap.scr.Text(); strings.Contains(txt, "connection to rootgated lost") || strings.Contains(txt, "skipped a message") {
 			t.Errorf("an approver lost a message or its session:\n%s", txt)
 		}
 	}
@@ -375,8 +375,8 @@ func TestApproverSkipsOverlongLine(t *testing.T) {
 		t.Fatalf("after an overlong line, the approver answered %q, %v; want a pong", line, err)
 	}
 	a.see("skipped a message from rootgated over")
-	if strings.Contains(a.scr.text(), "connection to rootgated lost") {
-		t.Errorf("the approver dropped its session:\n%s", a.scr.text())
+	if strings.Contains(a.scr.Text(), "connection to rootgated lost") {
+		t.Errorf("the approver dropped its session:\n%s", a.scr.Text())
 	}
 }
 

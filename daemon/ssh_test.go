@@ -446,7 +446,7 @@ func TestRemoteRecipe(t *testing.T) {
 	}()
 	op.see("check nginx on web1")
 	op.see("n or Esc deny")
-	if !strings.Contains(op.scr.text(), agentUser) {
+	if !strings.Contains(op.scr.Text(), agentUser) {
 		t.Errorf("the prompt does not name the requester %s", agentUser)
 	}
 	op.key("y")

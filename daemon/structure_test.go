@@ -7,7 +7,6 @@ package daemon_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/wire"
@@ -191,31 +189,7 @@ func TestNoCopyBetweenStages(t *testing.T) {
 // the socket.
 func inProcess(t *testing.T, policy string) string {
 	t.Helper()
-	dir := shortDir(t)
-	pol, err := approval.ParsePolicy("policy", strings.NewReader(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := daemon.New(daemon.Config{RuntimeDir: filepath.Join(dir, "run"), Policy: pol, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "s")
-	ln, err := daemon.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, daemon.ErrServerClosed) {
-			t.Errorf("Serve: %v", err)
-		}
-		srv.Close()
-	})
-	return sock
+	return startServer(t, policy, daemon.Config{}).sock
 }
 
 // ask sends one request to sock and returns the answer.

@@ -8,34 +8,20 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
-
-// screen accumulates what a pty shows, with ANSI sequences removed.
-type screen struct {
-	mu  sync.Mutex
-	raw strings.Builder
-}
-
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]`)
-
-func (s *screen) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return ansi.ReplaceAllString(s.raw.String(), "")
-}
 
 // ttyDaemon is rootgated --tty on a real pseudo-terminal.
 type ttyDaemon struct {
 	*daemonProc
 	pty *os.File
-	scr *screen
+	scr *testutil.Screen
 }
 
 func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
@@ -54,20 +40,8 @@ func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
 		t.Fatal(err)
 	}
 	// The daemon's log goes to the pty too (stderr); keep a copy apart.
-	td := &ttyDaemon{daemonProc: d, pty: ptmx, scr: &screen{}}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			td.scr.mu.Lock()
-			td.scr.raw.Write(buf[:n])
-			td.scr.mu.Unlock()
-			d.stderr.Write(buf[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
+	td := &ttyDaemon{daemonProc: d, pty: ptmx}
+	td.scr = testutil.NewScreen(ptmx, func(b []byte) { d.stderr.Write(b) })
 	go func() { d.err = d.cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
 		d.stop()
@@ -83,7 +57,7 @@ func (td *ttyDaemon) waitScreen(t *testing.T, from int, want string) int {
 	t.Helper()
 	var idx int
 	waitFor(t, fmt.Sprintf("the screen to show %q", want), 30*time.Second, func() bool {
-		txt := td.scr.text()
+		txt := td.scr.Text()
 		if from > len(txt) {
 			from = len(txt)
 		}
@@ -119,7 +93,7 @@ func TestTerminalApproval(t *testing.T) {
 		pos = td.waitScreen(t, pos, "tty-y")
 		pos = td.waitScreen(t, pos, "n or Esc deny")
 		for _, want := range []string{"echo approved-run", "/usr/bin/echo", "tr a-z A-Z", "say hello", "sess-1", "root"} {
-			if !strings.Contains(td.scr.text()[pos-200:], want) && !strings.Contains(td.scr.text(), want) {
+			if !strings.Contains(td.scr.Text()[pos-200:], want) && !strings.Contains(td.scr.Text(), want) {
 				t.Errorf("prompt does not show %q", want)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // selfAs returns a command running this test binary as name ("rootgate" or
@@ -22,11 +24,7 @@ func selfAs(name string, env []string, args ...string) *exec.Cmd {
 // waitFor polls cond until it holds, failing the test after 20s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testutil.WaitFor(t, what, 20*time.Second, cond)
 }
 
 // TestApproveDesktop runs the real daemon, `rootgate approve --desktop`
@@ -38,11 +36,7 @@ func TestApproveDesktop(t *testing.T) {
 	}
 	_, bus := userBus(t)
 	n := startNotifications(t, bus)
-	dir, err := os.MkdirTemp("/tmp", "rgd") // short: sun_path holds 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t)
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
 
 	startDaemon(t, env, "--socket", dir+"/s", "--approver-socket", dir+"/a",

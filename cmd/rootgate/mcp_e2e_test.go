@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // mcpEnv is a real rootgated on a private socket, and this test binary
@@ -40,11 +41,7 @@ func startMCPEnv(t *testing.T) *mcpEnv {
 	if os.Geteuid() != 0 {
 		t.Fatal("rootgated needs root: run the tests as root")
 	}
-	dir, err := os.MkdirTemp("/tmp", "rgm") // short: sun_path holds 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t)
 	if err := os.Chmod(dir, 0o755); err != nil { // nobody runs rootgate mcp from here
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rootgate/rootgate/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // connect runs a server with cfg and returns an SDK client session on it,
@@ -298,11 +298,7 @@ func TestPingWithoutDaemon(t *testing.T) {
 // protocol version, or stuck.
 func fakeSocket(t *testing.T, answer string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rgf") // short: sun_path holds 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t)
 	sock := dir + "/s"
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

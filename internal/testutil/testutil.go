@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent use, for the output of
@@ -75,4 +76,30 @@ func ParseJournal(b []byte) (map[string]string, error) {
 		b = b[size+1:]
 	}
 	return m, nil
+}
+
+// WaitFor polls cond until it holds, failing t once timeout has passed.
+// Tests wait for a condition with it, never for a fixed time.
+func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ShortDir is a private directory under /tmp, removed when t ends, whose
+// path is short enough for the sockets in it: sun_path holds 108 bytes
+// and t.TempDir() names can be longer.
+func ShortDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
