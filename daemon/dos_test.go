@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,42 +18,12 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// testAccount creates the local account name for the test (retrying while
-// a concurrent useradd holds /etc/passwd) and removes it at cleanup. It
-// returns the account's uid and gid.
+// testAccount creates the local account name for the test, with no home
+// and no login shell, and returns its uid and gid.
 func testAccount(t *testing.T, name string) (uint32, uint32) {
 	t.Helper()
-	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
-	var out []byte
-	var err error
-	for range 50 {
-		if out, err = exec.Command("useradd", "-M", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("useradd %s: %v\n%s", name, err, out)
-	}
-	t.Cleanup(func() {
-		for range 50 {
-			if exec.Command("userdel", "-r", name).Run() == nil {
-				return
-			}
-			if _, err := user.Lookup(name); err != nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("userdel %s failed", name)
-	})
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return uint32(uid), uint32(gid)
+	a := addAccount(t, name, "-M", "-s", "/usr/sbin/nologin")
+	return a.uid, a.gid
 }
 
 // startFails runs rootgated with dir's runtime directory and requires it to

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,44 +21,13 @@ import (
 )
 
 // testUser is a throwaway account made for one test.
-type testUser struct {
-	name     string
-	uid, gid uint32
-}
+type testUser = userAccount
 
 // addTestUser creates the account name (with a group of the same name and
 // a home) and removes it when the test ends.
 func addTestUser(t *testing.T, name string) testUser {
 	t.Helper()
-	_ = exec.Command("userdel", "-r", name).Run() // left by a killed run
-	var out []byte
-	var err error
-	for range 20 { // another test may hold /etc/passwd's lock
-		out, err = exec.Command("useradd", "-m", "-U", "-s", "/bin/sh", name).CombinedOutput()
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("useradd %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		for range 20 {
-			if exec.Command("userdel", "-r", name).Run() == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("userdel %s failed", name)
-	})
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return testUser{name: name, uid: uint32(uid), gid: uint32(gid)}
+	return addAccount(t, name, "-m", "-U", "-s", "/bin/sh")
 }
 
 // askAs sends line as u (with the given supplementary groups) in the

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -336,3 +337,44 @@ func startDaemonNoWait(t testing.TB, dir string) *daemonProc {
 
 // Wait waits for a daemon started by startDaemonNoWait.
 func (d *daemonProc) Wait() error { return d.cmd.Wait() }
+
+// userAccount is a throw-away local account made with useradd (addAccount).
+type userAccount struct {
+	name     string
+	uid, gid uint32
+}
+
+// addAccount creates the account name (removed again at cleanup), with
+// more useradd flags; concurrent useradds may hold /etc/passwd's lock for
+// a moment, so it retries.
+func addAccount(t *testing.T, name string, flags ...string) userAccount {
+	t.Helper()
+	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
+	var out []byte
+	var err error
+	for range 20 {
+		if out, err = exec.Command("useradd", append(flags, name)...).CombinedOutput(); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("useradd %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		for range 20 {
+			if exec.Command("userdel", "-r", name).Run() == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Errorf("userdel %s failed", name)
+	})
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return userAccount{name: name, uid: uint32(uid), gid: uint32(gid)}
+}

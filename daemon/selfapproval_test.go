@@ -7,10 +7,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,48 +16,6 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/wire"
 )
-
-// userAccount is a throw-away local account made with useradd (addAccount;
-// testAccount in dos_test.go makes one with fixed flags and returns ids).
-type userAccount struct {
-	name     string
-	uid, gid uint32
-}
-
-// addAccount creates the account name (removed again at cleanup), with
-// more useradd flags; concurrent useradds may hold /etc/passwd's lock for
-// a moment, so it retries.
-func addAccount(t *testing.T, name string, flags ...string) userAccount {
-	t.Helper()
-	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
-	var out []byte
-	var err error
-	for range 20 {
-		if out, err = exec.Command("useradd", append(flags, name)...).CombinedOutput(); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("useradd %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() {
-		for range 20 {
-			if exec.Command("userdel", "-r", name).Run() == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Errorf("userdel %s failed", name)
-	})
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return userAccount{name: name, uid: uint32(uid), gid: uint32(gid)}
-}
 
 // allowSudo lets account run cmds as root through sudo without a password
 // until cleanup.
