@@ -51,14 +51,9 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 	d := startDaemon(t, opts{args: []string{"--audit-reject-rate", "20"}})
 	openToAll(t, d)
 	const flood, rate = 60, 20
-	fi, err := os.Stat(auditPath(d.dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := fi.Size()
+	before := auditSize(t, d)
 
-	cmd := exec.Command("perl", "-e", floodRejected, d.sock, strconv.Itoa(flood))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: auid, Gid: agid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	cmd := floodAs(auid, agid, floodRejected, d.sock, flood)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -92,11 +87,7 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 	// The dropped record is written when rgtfa's minute ends, or when the
 	// daemon stops.
 	d.terminate()
-	fi, err = os.Stat(auditPath(d.dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if grown := fi.Size() - before; grown > 64<<10 {
+	if grown := auditSize(t, d) - before; grown > 64<<10 {
 		t.Errorf("%d flood requests of 1 MiB grew the audit log by %d bytes", flood, grown)
 	}
 	raw, err := os.ReadFile(auditPath(d.dir))
@@ -259,14 +250,9 @@ func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
 	d := startDaemon(t, opts{policy: "deny any true ...\nallow any,env=* id ...\n", args: []string{"--audit-reject-rate", "20"}})
 	openToAll(t, d)
 	const flood, rate = 60, 20
-	fi, err := os.Stat(auditPath(d.dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := fi.Size()
+	before := auditSize(t, d)
 
-	cmd := exec.Command("perl", "-e", floodUnprompted, d.sock, strconv.Itoa(flood))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: auid, Gid: agid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	cmd := floodAs(auid, agid, floodUnprompted, d.sock, flood)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("flood: %v\n%s", err, out)
@@ -281,11 +267,7 @@ func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
 	waitTrail(t, d.dir, "rgtfd-1", "received decided started finished")
 	d.terminate()
 
-	fi, err = os.Stat(auditPath(d.dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if grown := fi.Size() - before; grown > 64<<10 {
+	if grown := auditSize(t, d) - before; grown > 64<<10 {
 		t.Errorf("%d unprompted requests of 1 MiB grew the audit log by %d bytes", flood, grown)
 	}
 	requests, dropped := map[string]bool{}, 0
@@ -303,4 +285,21 @@ func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
 	if len(requests) != rate || dropped != flood-rate {
 		t.Errorf("rgtfc: %d requests recorded and %d counted as dropped, want %d and %d", len(requests), dropped, rate, flood-rate)
 	}
+}
+
+// auditSize is the size of d's audit log now.
+func auditSize(t *testing.T, d *daemonProc) int64 {
+	t.Helper()
+	fi, err := os.Stat(auditPath(d.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// floodAs is the perl flood script run as uid:gid against sock, n times.
+func floodAs(uid, gid uint32, script, sock string, n int) *exec.Cmd {
+	cmd := exec.Command("perl", "-e", script, sock, strconv.Itoa(n))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	return cmd
 }

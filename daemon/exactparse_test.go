@@ -109,9 +109,10 @@ func TestRequestExactNames(t *testing.T) {
 }
 
 // dialApprover connects to d's approver socket (as root) without a hello.
-func dialApprover(t *testing.T, d *daemonProc) *rawApprover {
+func dialApprover(t testing.TB, d *daemonProc) *rawApprover {
 	t.Helper()
 	var c net.Conn
+	// The approver socket may come up just after the request socket.
 	waitFor(t, "the approver socket", 10*time.Second, func() bool {
 		var err error
 		c, err = net.Dial("unix", d.asock())

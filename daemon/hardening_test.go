@@ -29,15 +29,7 @@ type rawApprover struct {
 // attachRaw attaches a raw approver (as root) to d.
 func attachRaw(t testing.TB, d *daemonProc) *rawApprover {
 	t.Helper()
-	var c net.Conn
-	// The approver socket may come up just after the request socket.
-	waitFor(t, "the approver socket", 10*time.Second, func() bool {
-		var err error
-		c, err = net.Dial("unix", d.asock())
-		return err == nil
-	})
-	t.Cleanup(func() { c.Close() })
-	a := &rawApprover{t: t, c: c.(*net.UnixConn), r: bufio.NewReaderSize(c, 1<<20)}
+	a := dialApprover(t, d)
 	a.send(&approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Name: "raw"})
 	if m := a.next(); m.Type != approval.MsgWelcome {
 		t.Fatalf("got %+v, want welcome", m)
