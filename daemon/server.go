@@ -375,9 +375,6 @@ func (s *Server) readLine(c *net.UnixConn) ([]byte, error) {
 
 var errClientGone = errors.New("client went away")
 
-// errNoAgent: a forward_agent request and no approver offers an agent.
-var errNoAgent = wire.ErrNoAgent
-
 func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	r.Version = s.cfg.Version
 	if err := wire.WriteResponse(stallGuard{c}, r); err != nil {
@@ -529,7 +526,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 	if req.ForwardAgent {
 		if d.Agent == nil { // allowed by policy, or by an approver without one
-			return fail(errNoAgent)
+			return fail(wire.ErrNoAgent)
 		}
 		relay, err := startAgentRelay(ctx, filepath.Join(s.cfg.RuntimeDir, "agent"),
 			agentSource{Path: d.Agent.Socket, UID: d.Agent.UID, GID: d.Agent.GID, Groups: d.Agent.Groups}, plan.account)
@@ -679,7 +676,7 @@ func (p *runPlan) close() {
 // reaches nothing its user could not.
 func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) {
 	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
-		return nil, errNoAgent
+		return nil, wire.ErrNoAgent
 	}
 	uid := uint32(0)
 	if !req.Privileged {
