@@ -82,13 +82,18 @@ func (a *approverProc) notAnswered(ch chan response, what string) {
 }
 
 // pageToEnd pages on with space, once keys count, until the pager shows
-// the request's last line and the approver says y counts. The last status
-// line on the screen must be the current prompt's (or none, when the
-// request fits).
+// the request's last line and the approver says y counts. Only the
+// latest drawing of the prompt counts: the form may first draw at a
+// default size and draw again once it learns the terminal's, and a
+// request that fits the real size has no status line.
 func (a *approverProc) pageToEnd() {
 	a.t.Helper()
 	last := func() []string {
-		m := statusLine.FindAllStringSubmatch(a.scr.Text(), -1)
+		txt := a.scr.Text()
+		if i := strings.LastIndex(txt, "rootgate approval request"); i >= 0 {
+			txt = txt[i:]
+		}
+		m := statusLine.FindAllStringSubmatch(txt, -1)
 		if len(m) == 0 {
 			return nil
 		}
