@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/rootgate/rootgate/internal/daemoncmd"
+	"github.com/rootgate/rootgate/cmd/internal/daemoncmd"
 )
 
 func TestMain(m *testing.M) {

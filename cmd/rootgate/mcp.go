@@ -7,9 +7,9 @@ import (
 	"io"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
-	"github.com/rootgate/rootgate/internal/mcpserver"
 )
 
 // cmdMCP serves the MCP tools execute and ping on stdin and stdout until

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/rootgate/rootgate/internal/daemoncmd"
+	"github.com/rootgate/rootgate/cmd/internal/daemoncmd"
 )
 
 func main() { os.Exit(daemoncmd.Main(os.Args[1:])) }

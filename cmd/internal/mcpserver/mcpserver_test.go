@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/internal/mcpserver"
+	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 	"github.com/rootgate/rootgate/internal/testutil"
 )
 

@@ -88,7 +88,7 @@ var marker = regexp.MustCompile("(?s)<!-- generated: ([a-z0-9-]+) -->\n(```[a-z]
 // is what the code makes today, and every field of the results is
 // described.
 func TestDocs(t *testing.T) {
-	b, err := os.ReadFile("../../docs/mcp.md")
+	b, err := os.ReadFile("../../../docs/mcp.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestDocs(t *testing.T) {
 			}
 			return block
 		})
-		if err := os.WriteFile("../../docs/mcp.md", []byte(doc), 0o644); err != nil {
+		if err := os.WriteFile("../../../docs/mcp.md", []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
