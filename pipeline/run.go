@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,10 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// DefaultCap is how many bytes of each captured stream a run keeps when
-// [Cmd].Cap is 0.
-const DefaultCap = 16 << 20
 
 // DefaultKillGrace is the time between SIGTERM and SIGKILL when
 // [Cmd].KillGrace is 0.
@@ -77,13 +72,6 @@ type Cmd struct {
 	Cap int
 
 	ran bool
-}
-
-// Capture is the start of a captured output stream.
-type Capture struct {
-	Data      []byte // the first Cap bytes
-	Truncated bool   // more than Cap bytes were written
-	Total     int64  // bytes written in all
 }
 
 // StageResult is how one stage ended.
@@ -228,22 +216,6 @@ type runner struct {
 	tag string // the run's RunEnvKey value
 }
 
-// stage is one process of a run.
-type stage struct {
-	cmd      *exec.Cmd
-	shown    string   // the resolved path, when cmd.Path is a descriptor's
-	pin      *Pinned  // the file executed through its descriptor, if any
-	dir      *os.File // the working directory entered through its descriptor, if any
-	startErr error
-	pid      int
-	begin    time.Time
-	end      time.Time
-	stderr   Capture
-
-	mu     sync.Mutex // guards reaped; held while signalling the group
-	reaped bool       // the leader is reaped (or about to be): its pid may be reused
-}
-
 // prepare makes the pipes and the exec.Cmd of every stage.
 func (c *Cmd) prepare() (r *runner, err error) {
 	r = &runner{limit: cmp.Or(c.Cap, DefaultCap), stdin: c.Stdin}
@@ -373,129 +345,6 @@ func (r *runner) start() error {
 	return err
 }
 
-// run starts the stage and reports on started; if the start succeeded, it
-// waits for the stage to exit, kills its group, reaps it and reports on
-// exited.
-func (s *stage) run(started, exited chan<- struct{}) {
-	// With Pdeathsig, the child is killed when the thread that started it
-	// exits; keep that thread (and so the child) alive until the reap.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
-	s.begin = time.Now()
-	reaper.starting.RLock()
-	s.startErr = s.start()
-	if s.startErr != nil {
-		reaper.starting.RUnlock()
-		started <- struct{}{}
-		return
-	}
-	s.pid = s.cmd.Process.Pid
-	reaper.mu.Lock()
-	reaper.stages[s.pid] = true
-	reaper.mu.Unlock()
-	reaper.starting.RUnlock()
-	started <- struct{}{}
-
-	// Wait for the leader to exit without reaping it: while it is a zombie
-	// its pid, which is also its group's id, cannot be reused, so its group
-	// can be killed safely.
-	var info unix.Siginfo
-	var err error
-	for {
-		err = unix.Waitid(unix.P_PID, s.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	s.end = time.Now()
-	s.mu.Lock()
-	if err == nil {
-		_ = unix.Kill(-s.pid, unix.SIGKILL)
-	}
-	s.reaped = true
-	s.mu.Unlock()
-	// A non-zero exit is an *exec.ExitError; the status is read from
-	// ProcessState below.
-	_ = s.cmd.Wait()
-	reaper.mu.Lock()
-	delete(reaper.stages, s.pid)
-	reaper.mu.Unlock()
-	exited <- struct{}{}
-}
-
-// start starts the stage's process. A pinned file is executed, and a held
-// working directory entered, through a descriptor (/proc/self/fd/N).
-//
-// An interpreted file's descriptor goes to the child as its descriptor 3
-// (ExtraFiles), which exec's child side puts in place with the stage's
-// stdin, stdout and stderr, and which the interpreter opens again by the
-// name the kernel gives it, /proc/self/fd/3.
-//
-// An ELF file's descriptor, and the directory's, stay close-on-exec: they
-// are duplicated onto numbers above what the child's side of exec may
-// overwrite. Before it moves the stage's files into place, the child dup3s
-// its own descriptors onto the numbers just above the highest of them,
-// which would replace a held descriptor there with a pipe (exec then
-// fails with EACCES).
-func (s *stage) start() error {
-	if s.pin == nil && s.dir == nil {
-		return s.cmd.Start()
-	}
-	if s.cmd.Stdin == nil {
-		// Opened here rather than by exec, so its number is known.
-		null, err := os.Open(os.DevNull)
-		if err != nil {
-			return err
-		}
-		defer null.Close()
-		s.cmd.Stdin = null
-	}
-	if s.pin != nil && s.pin.interpreted {
-		s.cmd.ExtraFiles = []*os.File{s.pin.f}
-		s.cmd.Path = "/proc/self/fd/3"
-	}
-	high := 0
-	for _, v := range []any{s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr} {
-		f, ok := v.(*os.File)
-		if !ok {
-			return errors.New("a pinned stage needs files for stdin, stdout and stderr")
-		}
-		high = max(high, int(f.Fd()))
-	}
-	for _, f := range s.cmd.ExtraFiles {
-		high = max(high, int(f.Fd()))
-	}
-	// The child moves at most its error pipe and four descriptors up.
-	above := func(f *os.File, what string) (string, func(), error) {
-		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
-		if err != nil {
-			return "", nil, fmt.Errorf("duplicate %s: %w", what, err)
-		}
-		return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
-	}
-	if s.pin != nil && !s.pin.interpreted {
-		path, done, err := above(s.pin.f, s.shown)
-		if err != nil {
-			return err
-		}
-		defer done()
-		s.cmd.Path = path
-	}
-	if s.dir != nil {
-		dir, done, err := above(s.dir, s.cmd.Dir)
-		if err != nil {
-			return err
-		}
-		defer done()
-		s.cmd.Dir = dir
-	}
-	err := s.cmd.Start()
-	runtime.KeepAlive(s.pin)
-	runtime.KeepAlive(s.dir)
-	return err
-}
-
 // OpenDir opens the directory at path (following symlinks, but never
 // through a /proc magic link) for [Cmd].DirFile, so that a run enters the
 // directory that path named then, even if a component of path is replaced
@@ -522,42 +371,6 @@ func OpenDir(path string) (*os.File, error) {
 
 // signal sends sig to the stage's process group, unless the stage did not
 // start or its leader has been reaped.
-func (s *stage) signal(sig unix.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pid > 0 && !s.reaped {
-		_ = unix.Kill(-s.pid, sig)
-	}
-}
-
-// result reads how the stage ended; call it once the stage is reaped.
-func (s *stage) result() StageResult {
-	res := StageResult{ExitCode: -1, Stderr: s.stderr, Duration: s.end.Sub(s.begin)}
-	ps := s.cmd.ProcessState
-	if ps == nil {
-		return res
-	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	switch {
-	case !ok:
-		res.ExitCode = ps.ExitCode()
-	case ws.Signaled():
-		res.ExitCode = 128 + int(ws.Signal())
-		res.Signal = signalName(ws.Signal())
-	default:
-		res.ExitCode = ws.ExitStatus()
-	}
-	return res
-}
-
-// signalName names sig as "SIGKILL", or "signal N" when it has no name.
-func signalName(sig syscall.Signal) string {
-	if name := unix.SignalName(sig); name != "" {
-		return name
-	}
-	return fmt.Sprintf("signal %d", int(sig))
-}
-
 // wait runs the started stages to their end: it feeds stdin, drains the
 // output, stops the run on timeout or when ctx ends, and collects the
 // results.
@@ -637,165 +450,4 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 		res.Stages[i] = s.result()
 	}
 	return res
-}
-
-// drain reads f to its end into c, keeping the first limit bytes. While
-// under the limit it reads straight into c.Data, so kept output is copied
-// once, from the kernel. Past the limit it drops the rest without copying
-// it: splice(2) moves it from the pipe to /dev/null (or, where that fails,
-// it is read into a scratch buffer). When f's deadline passes it takes
-// what is left in the pipe and returns.
-func drain(f *os.File, c *Capture, limit int) {
-	var scratch []byte // allocated only if splice cannot be used
-	spliceOK := true
-	for {
-		var buf []byte
-		switch {
-		case len(c.Data) < limit:
-			c.grow(len(c.Data)+1, limit)
-			buf = c.Data[len(c.Data):cap(c.Data)]
-		case spliceOK:
-			err := c.discard(f, limit)
-			if errors.Is(err, errNoSplice) {
-				spliceOK = false
-				continue
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				drainBuffered(f, c, limit, make([]byte, discardBuf))
-			}
-			return
-		default:
-			if scratch == nil {
-				scratch = make([]byte, discardBuf)
-			}
-			buf = scratch
-		}
-		n, err := f.Read(buf)
-		if len(c.Data) < limit {
-			c.Data = c.Data[:len(c.Data)+n]
-		}
-		c.count(n, limit)
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			if scratch == nil {
-				scratch = make([]byte, discardBuf)
-			}
-			drainBuffered(f, c, limit, scratch)
-		}
-		return
-	}
-}
-
-// errNoSplice: discard could not splice, and read nothing.
-var errNoSplice = errors.New("splice to /dev/null not possible")
-
-// discard moves what is written to the pipe f to /dev/null with
-// splice(2), counting it, until the writers close it (nil) or f's read
-// deadline passes (os.ErrDeadlineExceeded). The bytes never reach this
-// process. It returns errNoSplice, having read nothing, when splice cannot
-// be used here.
-func (c *Capture) discard(f *os.File, limit int) error {
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return errNoSplice
-	}
-	defer null.Close()
-	nfd := int(null.Fd())
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return errNoSplice
-	}
-	spliced := false
-	for {
-		var n int64
-		var serr error
-		err := rc.Read(func(fd uintptr) bool {
-			n, serr = unix.Splice(int(fd), nil, nfd, nil, 1<<20, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-			return serr != unix.EAGAIN
-		})
-		switch {
-		case err != nil:
-			return err
-		case serr == unix.EINTR:
-			continue
-		case serr != nil && !spliced:
-			return errNoSplice
-		case serr != nil:
-			return serr
-		case n == 0:
-			return nil // end of file
-		}
-		spliced = true
-		c.count(int(n), limit)
-	}
-}
-
-// Capture buffer sizes: the first allocation, the growth factor, and the
-// scratch buffer output past the cap is read into. A quiet stream costs
-// captureStart bytes; a stream that reaches the cap has allocated about
-// 4/3 of it in all, and holds at most 5/4 of it while growing the last
-// time, which bounds a capturing run's memory (docs/performance.md).
-const (
-	captureStart = 4 << 10
-	captureGrow  = 4
-	discardBuf   = 64 << 10
-)
-
-// drainBuffered reads what f's pipe holds without waiting for more: Read
-// returns nothing once the deadline has passed, even when data is there.
-func drainBuffered(f *os.File, c *Capture, limit int, buf []byte) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		// Read at most one pipe's worth, so a writer cannot keep us here.
-		left, err := unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0)
-		if err != nil {
-			return
-		}
-		for left > 0 {
-			n, err := unix.Read(int(fd), buf[:min(left, len(buf))])
-			if err == unix.EINTR {
-				continue
-			}
-			if n <= 0 {
-				return
-			}
-			c.write(buf[:n], limit)
-			left -= n
-		}
-	})
-}
-
-// write records p as written to the stream, keeping the first limit bytes.
-func (c *Capture) write(p []byte, limit int) {
-	if keep := min(len(p), limit-len(c.Data)); keep > 0 {
-		c.grow(len(c.Data)+keep, limit)
-		c.Data = append(c.Data, p[:keep]...)
-	}
-	c.count(len(p), limit)
-}
-
-// count records n more bytes written to the stream.
-func (c *Capture) count(n, limit int) {
-	c.Total += int64(n)
-	if c.Total > int64(limit) {
-		c.Truncated = true
-	}
-}
-
-// grow makes Data's capacity at least need bytes (need is at most limit):
-// captureGrow times the current capacity, at least captureStart, never
-// beyond limit.
-func (c *Capture) grow(need, limit int) {
-	if need <= cap(c.Data) {
-		return
-	}
-	size := min(max(captureGrow*cap(c.Data), captureStart, need), limit)
-	grown := make([]byte, len(c.Data), size)
-	copy(grown, c.Data)
-	c.Data = grown
 }

@@ -1,0 +1,158 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// runPlan is a request made ready to run: executables resolved, identity and
+// environment fixed. What the approver is shown is made from it, and it is
+// what runs.
+type runPlan struct {
+	req     *wire.Request
+	peer    peerInfo
+	account pipeline.Account
+	stages  []approval.Stage
+	cwd     string             // the held cwd's real path
+	dir     *os.File           // the cwd, held open
+	pinned  []*pipeline.Pinned // the stages' executables, held open
+	cmd     *pipeline.Cmd
+	rule    *approval.Rule // the policy rule that decided, if one did
+	// unrecorded: a policy denial past its uid's budget of records for
+	// requests refused without a person; counted in a dropped record.
+	unrecorded bool
+}
+
+// close releases the pinned executables and the cwd.
+func (p *runPlan) close() {
+	for _, f := range p.pinned {
+		f.Close()
+	}
+	if p.dir != nil {
+		p.dir.Close()
+	}
+}
+
+// plan is check 9: resolve every executable, the cwd and the run-as user.
+// Each executable is pinned (held open) from here to the run, so the file
+// the approver is shown is the one that runs; the caller closes the plan.
+// For a run that is not privileged, the cwd and the executables are
+// opened with the run-as user's file system identity, so such a run
+// reaches nothing its user could not.
+func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) {
+	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
+		return nil, wire.ErrNoAgent
+	}
+	uid := uint32(0)
+	if !req.Privileged {
+		uid = uint32(peer.UID)
+	}
+	account, err := pipeline.LookupAccount(uid)
+	if err != nil {
+		return nil, wire.NoUserError(int(uid))
+	}
+	if !req.Privileged {
+		// The peer's own groups, as the kernel reported them at connect.
+		account.GID = uint32(peer.GID)
+		account.Groups = peer.Groups
+	}
+	p := &runPlan{req: req, peer: peer, account: account, stages: make([]approval.Stage, len(req.Pipeline))}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	open := p.open
+	if !req.Privileged {
+		open = func() error { return pipeline.AsUser(&p.account, p.open) }
+	}
+	if err := open(); err != nil {
+		return nil, err
+	}
+	timeout := s.cfg.ExecTimeout
+	if req.Timeout > 0 && req.Timeout < timeout {
+		timeout = req.Timeout
+	}
+	paths := make([]string, len(p.stages))
+	for i, st := range p.stages {
+		paths[i] = st.Path
+	}
+	p.cmd = &pipeline.Cmd{
+		Argv:      req.Pipeline,
+		Paths:     paths,
+		Env:       pipeline.Env(p.account, req.Env),
+		Pinned:    p.pinned,
+		Dir:       p.cwd,
+		DirFile:   p.dir,
+		Stdin:     req.Stdin,
+		Account:   &p.account,
+		Timeout:   timeout,
+		KillGrace: s.cfg.KillGrace,
+		Cap:       wire.MaxCapture,
+	}
+	return p, nil
+}
+
+// open opens the cwd and resolves and pins every stage's executable, with
+// the calling thread's file system identity. The cwd is held open from
+// here to the run, which enters the directory held, not whatever its path
+// names by then; the prompt shows that directory's own path, symlinks
+// resolved, as the kernel names the descriptor. Likewise each stage shows
+// the real path of the file pinned, which is the one that runs.
+func (p *runPlan) open() error {
+	req := p.req
+	dir, err := pipeline.OpenDir(req.Cwd)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return wire.CwdDeniedError(req.Cwd)
+	case errors.Is(err, pipeline.ErrMagicLink):
+		return wire.CwdError(req.Cwd, pipeline.ErrMagicLink)
+	case err != nil:
+		return wire.CwdMissingError(req.Cwd)
+	}
+	p.dir = dir
+	cwd, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(dir.Fd())))
+	if err != nil || !filepath.IsAbs(cwd) {
+		return wire.CwdMissingError(req.Cwd)
+	}
+	p.cwd = cwd
+	for i, argv := range req.Pipeline {
+		exe, err := pipeline.Resolve(argv[0], cwd)
+		if err != nil {
+			if errors.Is(err, pipeline.ErrNotFound) {
+				return wire.NotFoundError(i+1, argv[0])
+			}
+			return wire.ResolveError(i+1, err)
+		}
+		pin, err := pipeline.Pin(exe.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return wire.NotFoundError(i+1, argv[0]) // gone since Resolve looked
+		case err != nil:
+			return wire.ResolveError(i+1, err)
+		}
+		p.pinned = append(p.pinned, pin)
+		st := approval.Stage{Argv: argv, Path: exe.Path}
+		if pin.Real != exe.Path {
+			st.Target = pin.Real
+		}
+		p.stages[i] = st
+	}
+	return nil
+}
+
+// userNameOf names uid, or gives its number when it has no passwd entry.
+func userNameOf(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
+}

@@ -1,0 +1,259 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/wire"
+)
+
+func errorResponse(id string, err error) *wire.Response {
+	return wire.ErrorResponse(id, err)
+}
+
+// handle takes a request line through checks 3 to 11. It calls
+// eofWithdraws once the request is decoded and asks for it. It returns nil
+// when there is no one left to answer.
+func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), log *slog.Logger) *wire.Response {
+	now := s.cfg.Now()
+	req, err := wire.Decode(line)
+	if err != nil {
+		id := ""
+		if req != nil {
+			id = req.ID
+		}
+		s.event(auditEvent{Kind: eventRejected, ID: id, Peer: peer, Err: err, Line: line})
+		return errorResponse(id, err)
+	}
+	if req.EOFWithdraws {
+		eofWithdraws()
+	}
+	log = log.With("id", req.ID)
+	// A request refused before it is received (checks 4 to 9, and the
+	// prompt caps) leaves one compact rejected record, rate-limited per
+	// uid: its line's size and SHA-256, never the line (docs/audit.md).
+	received := false
+	reject := func(err error) *wire.Response {
+		e := auditEvent{Kind: eventRejected, ID: req.ID, Peer: peer, Err: err}
+		if !received {
+			e.Line = line
+		}
+		s.event(e)
+		return errorResponse(req.ID, err)
+	}
+	// receive writes the received record, once the request is to be
+	// decided; nothing runs, and it is not decided, if it cannot be.
+	// For a request nothing will run for (a ping, a policy denial) a
+	// pipeline past maxRecordedPipeline bytes is left out of the record,
+	// which keeps the line's size and SHA-256 instead.
+	receive := func(runsNothing bool) error {
+		if err := s.checkFree(); err != nil {
+			return err
+		}
+		received = true
+		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req}
+		if runsNothing && pipelineBytes(req.Pipeline) > maxRecordedPipeline {
+			e.Line = line
+		}
+		if err := s.event(e); err != nil {
+			return errAudit
+		}
+		return nil
+	}
+	if err := req.CheckTime(now, s.cfg.MaxSkew); err != nil {
+		return reject(err)
+	}
+	if err := s.cfg.EnvAllow.Check(req.Env); err != nil {
+		return reject(err)
+	}
+	fresh, err := s.replay.Add(req.ReplayKey(), now)
+	if err != nil {
+		log.Error("replay window", "err", err)
+		return reject(wire.ErrReplayRecord)
+	}
+	if !fresh {
+		return reject(wire.DuplicateError(req.ID))
+	}
+	if req.Action == wire.ActionPing {
+		// A ping runs nothing and asks no one: its record shares the
+		// per-uid budget of refused requests, so pings cannot flood the log.
+		if !s.reject.allow(peer.UID, now) {
+			return s.pong(req.ID, peer)
+		}
+		switch err := receive(true); {
+		case errors.Is(err, errAuditFull):
+			return reject(err)
+		case err != nil:
+			return errorResponse(req.ID, err)
+		}
+		return s.pong(req.ID, peer)
+	}
+
+	plan, err := s.plan(req, peer)
+	if err != nil {
+		return reject(err)
+	}
+	defer plan.close()
+
+	d, err := s.decide(ctx, plan, log, receive)
+	switch {
+	case errors.Is(err, errAudit):
+		return errorResponse(req.ID, errAudit)
+	case errors.Is(err, errAuditFull):
+		return reject(err)
+	case err != nil:
+		return reject(err)
+	}
+	if plan.unrecorded {
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message}
+	}
+	if s.event(auditEvent{Kind: eventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
+		return errorResponse(req.ID, errAudit)
+	}
+	// fail ends a decided request in an error, recorded as failed.
+	fail := func(msg error) *wire.Response {
+		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: msg})
+		return errorResponse(req.ID, msg)
+	}
+	switch d.Verdict {
+	case approval.Allow:
+	case approval.Deny, approval.Unavailable:
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message}
+	case approval.Expired:
+		return &wire.Response{ID: req.ID, Status: wire.StatusTimeout, Code: wire.CodePromptTimeout, Message: d.Message}
+	default: // withdrawn: the client left or the daemon is stopping
+		return s.gone(ctx, req.ID)
+	}
+
+	select {
+	case s.runs <- struct{}{}:
+		defer func() { <-s.runs }()
+	case <-ctx.Done():
+	}
+	// A requester gone by now (even as the slot came free) is not run for.
+	if ctx.Err() != nil {
+		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", context.Cause(ctx))})
+		return s.gone(ctx, req.ID)
+	}
+	if req.ForwardAgent {
+		if d.Agent == nil { // allowed by policy, or by an approver without one
+			return fail(wire.ErrNoAgent)
+		}
+		relay, err := startAgentRelay(ctx, filepath.Join(s.cfg.RuntimeDir, "agent"),
+			agentSource{Path: d.Agent.Socket, UID: d.Agent.UID, GID: d.Agent.GID, Groups: d.Agent.Groups}, plan.account)
+		if err != nil {
+			log.Error("agent relay", "err", err)
+			return fail(wire.AgentError(err))
+		}
+		defer relay.Close()
+		plan.cmd.Env = append(plan.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
+	}
+	// The run starts only once its started record is on disk.
+	if err := s.event(auditEvent{Kind: eventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
+		return errorResponse(req.ID, errAudit)
+	}
+	began := time.Now()
+	res, err := plan.cmd.Run(ctx)
+	if err != nil {
+		log.Error("run failed to start", "err", err)
+		return fail(wire.StartError(err))
+	}
+	// The run is over: a failure to record its end is logged, but the
+	// requester still gets its result.
+	s.event(auditEvent{Kind: endKind(ctx, res), ID: req.ID, Peer: peer, Decision: &d, Result: res, Duration: time.Since(began)})
+	if d.After != nil {
+		d.After.Outcome(req.ID, outcomeLine(res))
+	}
+	if res.Canceled {
+		return s.gone(ctx, req.ID)
+	}
+	resp := runResponse(req.ID, res)
+	if res.TimedOut {
+		resp.Status = wire.StatusTimeout
+		resp.Code = wire.CodeRunTimeout
+		resp.Message = wire.RunTimeoutMessage(plan.cmd.Timeout)
+	}
+	return resp
+}
+
+// pong answers a ping: whether a person could be asked about peer's
+// requests now.
+func (s *Server) pong(id string, peer peerInfo) *wire.Response {
+	resp := &wire.Response{ID: id, Status: wire.StatusOK, Message: wire.Pong}
+	if s.cfg.Broker != nil {
+		can := s.cfg.Broker.CanAsk(peer.UID)
+		resp.Approver = &can
+	}
+	return resp
+}
+
+// gone answers a request whose context ended: "daemon stopping" when the
+// daemon is, nothing when the client went away.
+func (s *Server) gone(ctx context.Context, id string) *wire.Response {
+	if context.Cause(ctx) == errClientGone {
+		return nil
+	}
+	return errorResponse(id, wire.ErrStopping)
+}
+
+// outcomeLine sums up a run for the approver who allowed it.
+func outcomeLine(res *pipeline.Result) string {
+	var what string
+	switch {
+	case res.Canceled:
+		what = "cancelled"
+	case res.TimedOut:
+		what = "timed out"
+	default:
+		what = "finished"
+	}
+	codes := ""
+	for i, st := range res.Stages {
+		if i > 0 {
+			codes += " "
+		}
+		codes += strconv.Itoa(st.ExitCode)
+		if st.Signal != "" {
+			codes += "(" + st.Signal + ")"
+		}
+	}
+	return what + ", exit codes " + codes
+}
+
+// denialCode is the code of a request d denies: the decider's own, or
+// else that a person said no (Deny) or that no one could (Unavailable).
+func denialCode(d approval.Decision) string {
+	switch {
+	case d.Code != "":
+		return d.Code
+	case d.Verdict == approval.Unavailable:
+		return wire.CodeNoApprover
+	}
+	return wire.CodeDeniedByOperator
+}
+
+func runResponse(id string, res *pipeline.Result) *wire.Response {
+	r := &wire.Response{
+		ID:              id,
+		Status:          wire.StatusOK,
+		Stages:          make([]wire.StageResult, len(res.Stages)),
+		Stdout:          res.Stdout.Data,
+		StdoutTruncated: res.Stdout.Truncated,
+	}
+	for i, st := range res.Stages {
+		r.Stages[i] = wire.StageResult{
+			ExitCode:        st.ExitCode,
+			Signal:          st.Signal,
+			Stderr:          st.Stderr.Data,
+			StderrTruncated: st.Stderr.Truncated,
+		}
+	}
+	return r
+}

@@ -1,0 +1,190 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// stage is one process of a run.
+type stage struct {
+	cmd      *exec.Cmd
+	shown    string   // the resolved path, when cmd.Path is a descriptor's
+	pin      *Pinned  // the file executed through its descriptor, if any
+	dir      *os.File // the working directory entered through its descriptor, if any
+	startErr error
+	pid      int
+	begin    time.Time
+	end      time.Time
+	stderr   Capture
+
+	mu     sync.Mutex // guards reaped; held while signalling the group
+	reaped bool       // the leader is reaped (or about to be): its pid may be reused
+}
+
+// run starts the stage and reports on started; if the start succeeded, it
+// waits for the stage to exit, kills its group, reaps it and reports on
+// exited.
+func (s *stage) run(started, exited chan<- struct{}) {
+	// With Pdeathsig, the child is killed when the thread that started it
+	// exits; keep that thread (and so the child) alive until the reap.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	s.begin = time.Now()
+	reaper.starting.RLock()
+	s.startErr = s.start()
+	if s.startErr != nil {
+		reaper.starting.RUnlock()
+		started <- struct{}{}
+		return
+	}
+	s.pid = s.cmd.Process.Pid
+	reaper.mu.Lock()
+	reaper.stages[s.pid] = true
+	reaper.mu.Unlock()
+	reaper.starting.RUnlock()
+	started <- struct{}{}
+
+	// Wait for the leader to exit without reaping it: while it is a zombie
+	// its pid, which is also its group's id, cannot be reused, so its group
+	// can be killed safely.
+	var info unix.Siginfo
+	var err error
+	for {
+		err = unix.Waitid(unix.P_PID, s.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	s.end = time.Now()
+	s.mu.Lock()
+	if err == nil {
+		_ = unix.Kill(-s.pid, unix.SIGKILL)
+	}
+	s.reaped = true
+	s.mu.Unlock()
+	// A non-zero exit is an *exec.ExitError; the status is read from
+	// ProcessState below.
+	_ = s.cmd.Wait()
+	reaper.mu.Lock()
+	delete(reaper.stages, s.pid)
+	reaper.mu.Unlock()
+	exited <- struct{}{}
+}
+
+// start starts the stage's process. A pinned file is executed, and a held
+// working directory entered, through a descriptor (/proc/self/fd/N).
+//
+// An interpreted file's descriptor goes to the child as its descriptor 3
+// (ExtraFiles), which exec's child side puts in place with the stage's
+// stdin, stdout and stderr, and which the interpreter opens again by the
+// name the kernel gives it, /proc/self/fd/3.
+//
+// An ELF file's descriptor, and the directory's, stay close-on-exec: they
+// are duplicated onto numbers above what the child's side of exec may
+// overwrite. Before it moves the stage's files into place, the child dup3s
+// its own descriptors onto the numbers just above the highest of them,
+// which would replace a held descriptor there with a pipe (exec then
+// fails with EACCES).
+func (s *stage) start() error {
+	if s.pin == nil && s.dir == nil {
+		return s.cmd.Start()
+	}
+	if s.cmd.Stdin == nil {
+		// Opened here rather than by exec, so its number is known.
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return err
+		}
+		defer null.Close()
+		s.cmd.Stdin = null
+	}
+	if s.pin != nil && s.pin.interpreted {
+		s.cmd.ExtraFiles = []*os.File{s.pin.f}
+		s.cmd.Path = "/proc/self/fd/3"
+	}
+	high := 0
+	for _, v := range []any{s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr} {
+		f, ok := v.(*os.File)
+		if !ok {
+			return errors.New("a pinned stage needs files for stdin, stdout and stderr")
+		}
+		high = max(high, int(f.Fd()))
+	}
+	for _, f := range s.cmd.ExtraFiles {
+		high = max(high, int(f.Fd()))
+	}
+	// The child moves at most its error pipe and four descriptors up.
+	above := func(f *os.File, what string) (string, func(), error) {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
+		if err != nil {
+			return "", nil, fmt.Errorf("duplicate %s: %w", what, err)
+		}
+		return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
+	}
+	if s.pin != nil && !s.pin.interpreted {
+		path, done, err := above(s.pin.f, s.shown)
+		if err != nil {
+			return err
+		}
+		defer done()
+		s.cmd.Path = path
+	}
+	if s.dir != nil {
+		dir, done, err := above(s.dir, s.cmd.Dir)
+		if err != nil {
+			return err
+		}
+		defer done()
+		s.cmd.Dir = dir
+	}
+	err := s.cmd.Start()
+	runtime.KeepAlive(s.pin)
+	runtime.KeepAlive(s.dir)
+	return err
+}
+
+func (s *stage) signal(sig unix.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pid > 0 && !s.reaped {
+		_ = unix.Kill(-s.pid, sig)
+	}
+}
+
+// result reads how the stage ended; call it once the stage is reaped.
+func (s *stage) result() StageResult {
+	res := StageResult{ExitCode: -1, Stderr: s.stderr, Duration: s.end.Sub(s.begin)}
+	ps := s.cmd.ProcessState
+	if ps == nil {
+		return res
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		res.ExitCode = ps.ExitCode()
+	case ws.Signaled():
+		res.ExitCode = 128 + int(ws.Signal())
+		res.Signal = signalName(ws.Signal())
+	default:
+		res.ExitCode = ws.ExitStatus()
+	}
+	return res
+}
+
+// signalName names sig as "SIGKILL", or "signal N" when it has no name.
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}
