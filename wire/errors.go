@@ -156,9 +156,11 @@ func ResolveError(stage int, err error) error {
 }
 
 // PromptTooLargeError: the prompt for the request would be n bytes, over
-// an approver's limit of max.
+// an approver's limit of max. No request the daemon accepts comes near
+// the limit, so meeting it is a fault in the daemon: its code is
+// CodeInternal.
 func PromptTooLargeError(n, max int) error {
-	return coded(CodePromptTooLarge, fmt.Sprintf("the request is too large to show to an approver: its prompt would be %d bytes, over the %d-byte limit", n, max))
+	return coded(CodeInternal, fmt.Sprintf("the request is too large to show to an approver: its prompt would be %d bytes, over the %d-byte limit", n, max))
 }
 
 // AgentError: the approver's SSH agent cannot be reached for the run.
