@@ -90,7 +90,14 @@ func CodeOf(err error) string {
 	return CodeInternal
 }
 
-// ErrorResponse is the error response carrying err.
+// ErrorResponse is the error response carrying err: the message and code
+// of the first [Error] in its chain, or ErrInternal's for an error the
+// protocol does not name, so that a client only ever receives the texts
+// written here (the daemon logs and audits the error itself).
 func ErrorResponse(id string, err error) *Response {
-	return &Response{ID: id, Status: StatusError, Code: CodeOf(err), Message: err.Error()}
+	var e *Error
+	if !errors.As(err, &e) {
+		e = ErrInternal.(*Error)
+	}
+	return &Response{ID: id, Status: StatusError, Code: e.Code, Message: e.Msg}
 }
