@@ -34,7 +34,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 		NoUserError(1000), CwdMissingError("/nope"), CwdDeniedError("/home/other/dir"),
 		PromptTooLargeError(5000000, 4194304),
 		ErrNoApprover, NoEligibleApproverError(1000, "alice"), ApproversLeftError(""),
-		PromptTimeoutError(60 * time.Second), DeniedByOperatorError("root", "pts/3"),
+		PromptTimeoutError(60 * time.Second), DeniedByOperatorError("root", "pts/3"), DeniedByOperatorError("", "TTY"),
 	} {
 		if !quotes(doc, e.Error()) {
 			t.Errorf("docs/protocol.md does not quote %q", e.Error())

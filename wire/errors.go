@@ -214,7 +214,11 @@ func DeniedByPolicyError(line int, text string) error {
 }
 
 // DeniedByOperatorError: operator, asked on where (a terminal's name,
-// "desktop"), said no.
+// "desktop"), said no; an operator whose name is not known is "the
+// operator".
 func DeniedByOperatorError(operator, where string) error {
+	if operator == "" {
+		return coded(CodeDeniedByOperator, "denied by the operator on "+where)
+	}
 	return coded(CodeDeniedByOperator, fmt.Sprintf("denied by operator %s on %s", operator, where))
 }
