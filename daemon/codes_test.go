@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"os/user"
@@ -72,7 +71,7 @@ func TestEveryCodeProduced(t *testing.T) {
 		line := request(over)
 		ch := make(chan response, 1)
 		go func() {
-			r, err := trySend(p.sock, line)
+			r, err := trySendAs(p.sock, 0, 0, []uint32{}, line)
 			if err != nil {
 				r.raw = err.Error()
 			}
@@ -258,34 +257,4 @@ func dial(t *testing.T, sock string) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	return c
-}
-
-// trySend sends line to sock, half-closes, and reads the answer, for
-// goroutines other than the test's own.
-func trySend(sock, line string) (response, error) {
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		return response{}, err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Write([]byte(line)); err != nil {
-		return response{}, err
-	}
-	c.(*net.UnixConn).CloseWrite()
-	b := make([]byte, 0, 4096)
-	buf := make([]byte, 4096)
-	for {
-		n, err := c.Read(buf)
-		b = append(b, buf[:n]...)
-		if err != nil {
-			break
-		}
-	}
-	var r response
-	r.raw = string(b)
-	if err := json.Unmarshal(b, &r.Response); err != nil {
-		return r, err
-	}
-	return r, nil
 }
