@@ -145,10 +145,6 @@ type approverFunc func(ctx context.Context, p *Prompt) Decision
 // Approve implements [Approver] by calling f.
 func (f approverFunc) Approve(ctx context.Context, p *Prompt) Decision { return f(ctx, p) }
 
-// NoApproverMessage is the protocol's text for a request no one can be asked
-// about.
-const NoApproverMessage = `no approver attached: run "sudo rootgate approve" in a terminal`
-
 // Nobody is the Approver used when no person can be asked: it denies at once.
 type Nobody struct{}
 
@@ -156,5 +152,5 @@ var _ Approver = Nobody{}
 
 // Approve implements [Approver].
 func (Nobody) Approve(context.Context, *Prompt) Decision {
-	return Decision{Verdict: Deny, Message: NoApproverMessage, Code: wire.CodeNoApprover, By: "no approver"}
+	return refusal(Deny, wire.ErrNoApprover, "no approver")
 }

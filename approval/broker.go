@@ -127,17 +127,6 @@ func (b *Broker) OffersAgent(requester int) bool {
 	return len(ms) > 0
 }
 
-// NoEligibleMessage is the protocol's text for a request whose requester,
-// uid with user name user, controls every attached approver.
-func NoEligibleMessage(uid int, user string) string {
-	who := "uid " + strconv.Itoa(uid)
-	if user != "" && user != strconv.Itoa(uid) {
-		who += " (" + Sanitize(user) + ")"
-	}
-	return "no eligible approver: the attached approvers can be controlled by " + who +
-		`, who sent this request; run the agent under its own account (README: "Secure setup")`
-}
-
 // Uninvolved lists controllers without root, for telling an approver whose
 // requests it will not be asked about ("uid 1000 (alice)"); "" when none.
 func Uninvolved(controllers []int, name func(int) string) string {
@@ -167,14 +156,15 @@ var errExpired = errors.New("timed out")
 
 // Approve implements [Approver]: Allow or Deny from the first member to
 // answer; Expired when none answered in time; Withdrawn when ctx ended;
-// Deny with [NoApproverMessage] when no eligible member is attached, or
-// with "every approver left before deciding" when all that were asked
-// went away or could not ask.
+// Deny with [wire.ErrNoApprover] when no eligible member is attached,
+// [wire.NoEligibleApproverError] when the requester controls every one, or
+// [wire.ApproversLeftError] when all that were asked went away or could
+// not ask.
 func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	ms, controlled := b.eligible(p)
 	if len(ms) == 0 {
 		if controlled {
-			return Decision{Verdict: Deny, Message: NoEligibleMessage(p.Requester.UID, p.Requester.User), Code: wire.CodeNoEligibleApprover, By: "no eligible approver"}
+			return refusal(Deny, wire.NoEligibleApproverError(p.Requester.UID, Sanitize(p.Requester.User)), "no eligible approver")
 		}
 		return Nobody{}.Approve(ctx, p)
 	}
@@ -228,11 +218,13 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	case ctx.Err() != nil:
 		return Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "requester"}
 	case expired || errors.Is(context.Cause(askCtx), errExpired):
-		return Decision{Verdict: Expired, Message: fmt.Sprintf("no approval decision within %ds", int(timeout.Round(time.Second)/time.Second)), By: "timeout"}
+		return refusal(Expired, wire.PromptTimeoutError(timeout), "timeout")
 	}
-	msg := "every approver left before deciding"
-	if lastFailure != "" {
-		msg += " (" + lastFailure + ")"
-	}
-	return Decision{Verdict: Deny, Message: msg, Code: wire.CodeNoApprover, By: "no approver"}
+	return refusal(Deny, wire.ApproversLeftError(lastFailure), "no approver")
+}
+
+// refusal is a Decision of verdict v, by by, that tells the requester
+// err's message and code.
+func refusal(v Verdict, err error, by string) Decision {
+	return Decision{Verdict: v, Message: err.Error(), Code: wire.CodeOf(err), By: by}
 }

@@ -2,11 +2,12 @@ package approval
 
 import (
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // answerAfter answers d once release is closed, or Withdrawn with the
@@ -67,7 +68,7 @@ func TestBrokerEligibility(t *testing.T) {
 	close(root.release)
 	// Neither is shown alice's request, and she is told why.
 	d := b.Approve(context.Background(), prompt(1000))
-	if want := NoEligibleMessage(1000, ""); d.Verdict != Deny || d.Message != want || alice.asked || root.asked {
+	if want := wire.NoEligibleApproverError(1000, "").Error(); d.Verdict != Deny || d.Message != want || alice.asked || root.asked {
 		t.Fatalf("got %+v, want %q; alice asked %v, root asked %v", d, want, alice.asked, root.asked)
 	}
 	if b.CanAsk(1000) {
@@ -120,26 +121,22 @@ func TestBrokerUnsafeSelfApproval(t *testing.T) {
 	}
 }
 
-func TestNoEligibleMessage(t *testing.T) {
-	if got, want := NoEligibleMessage(1000, "alice"), `no eligible approver: the attached approvers can be controlled by uid 1000 (alice), who sent this request; run the agent under its own account (README: "Secure setup")`; got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	// The requester's user name is shown escaped.
-	if got := NoEligibleMessage(1000, "a\x1b[2Jb"); strings.ContainsRune(got, 0x1b) {
-		t.Errorf("unescaped: %q", got)
-	}
-	b, err := os.ReadFile("../docs/protocol.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := NoEligibleMessage(1000, "alice"); !strings.Contains(string(b), "`"+m+"`") {
-		t.Errorf("docs/protocol.md does not quote %q", m)
+// TestNoEligibleEscapesUser: the requester's user name in the answer
+// is escaped, as everywhere it may reach a terminal.
+func TestNoEligibleEscapesUser(t *testing.T) {
+	var b Broker
+	b.Attach(&Member{UID: 0, Name: "root via alice", Approver: newScripted(Allow), Controllers: []int{1000}})
+	p := prompt(1000)
+	p.Requester.User = "a\x1b[2Jb"
+	d := b.Approve(context.Background(), p)
+	if want := wire.NoEligibleApproverError(1000, `a\x1b[2Jb`).Error(); d.Message != want || d.Code != wire.CodeNoEligibleApprover {
+		t.Errorf("got %q (%s), want %q", d.Message, d.Code, want)
 	}
 }
 
 func TestBrokerNoMembers(t *testing.T) {
 	var b Broker
-	if d := b.Approve(context.Background(), prompt(1)); d.Verdict != Deny || d.Message != NoApproverMessage {
+	if d := b.Approve(context.Background(), prompt(1)); d.Verdict != Deny || d.Message != wire.ErrNoApprover.Error() || d.Code != wire.CodeNoApprover {
 		t.Fatalf("got %+v", d)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/pipeline"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
 )
 
@@ -115,7 +116,7 @@ func (r *agentRelay) Close() error {
 
 func (r *agentRelay) serve(ctx context.Context) {
 	defer r.wg.Done()
-	sem := make(chan struct{}, maxAgentConns)
+	sem := semaphore.NewWeighted(maxAgentConns)
 	for {
 		c, err := r.ln.AcceptUnix()
 		if err != nil {
@@ -132,20 +133,18 @@ func (r *agentRelay) serve(ctx context.Context) {
 			c.Close()
 			continue
 		}
-		select {
-		case sem <- struct{}{}:
-		default:
+		if !sem.TryAcquire(1) {
 			c.Close() // too many at once
 			continue
 		}
 		if !r.track(c) {
-			<-sem
+			sem.Release(1)
 			return
 		}
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			defer func() { <-sem }()
+			defer sem.Release(1)
 			defer r.untrack(c)
 			r.relay(c)
 		}()

@@ -37,7 +37,8 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	switch m.Action {
 	case approval.ActionDeny:
 		p.rule = m.Rule
-		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), Code: wire.CodeDeniedByPolicy, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
+		denied := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text)
+		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	case approval.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:

@@ -66,8 +66,10 @@ func (c *fakeClock) add(d time.Duration) {
 // inServer is a daemon.Server serving a socket from the test process.
 type inServer struct {
 	t     *testing.T
+	dir   string // holds the socket and the runtime directory, run
 	sock  string
 	clock *fakeClock // nil: the real clock
+	stop  func()     // ends Serve, as a signal to the daemon does
 }
 
 // startServer serves cfg with policy text until the test ends. Given no
@@ -103,11 +105,12 @@ func startServer(t *testing.T, policy string, cfg daemon.Config) *inServer {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return &inServer{t: t, sock: sock}
+	return &inServer{t: t, dir: dir, sock: sock, stop: cancel}
 }
 
-// startFaked is startServer with a fake clock and approver.
-func startFaked(t *testing.T, policy string, fa *fakeApprover, cfg daemon.Config) *inServer {
+// startFaked is startServer with a fake clock and approver fa (a
+// fakeApprover, or a real approval.Broker of fake members).
+func startFaked(t *testing.T, policy string, fa approval.Approver, cfg daemon.Config) *inServer {
 	t.Helper()
 	clock := &fakeClock{now: time.Date(2026, 2, 13, 14, 30, 0, 0, time.UTC)}
 	cfg.Now = clock.Now
@@ -147,7 +150,7 @@ func TestInProcessDecisions(t *testing.T) {
 		{name: "policy deny refuses unasked", argv: []string{"echo", "denied"}, status: wire.StatusDenied, message: "denied by policy rule at 2: deny any echo denied"},
 		{name: "ask, approver allows", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Allow, By: "fake"}, asked: true, status: wire.StatusOK, stdout: "asked\n"},
 		{name: "ask, approver denies", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Deny, Message: "denied by operator fake", By: "fake"}, asked: true, status: wire.StatusDenied, message: "denied by operator fake"},
-		{name: "ask, nobody available", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Unavailable, Message: approval.NoApproverMessage}, asked: true, status: wire.StatusDenied, message: approval.NoApproverMessage},
+		{name: "ask, nobody available", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Unavailable, Message: wire.ErrNoApprover.Error()}, asked: true, status: wire.StatusDenied, message: wire.ErrNoApprover.Error()},
 		{name: "ask, prompt expires", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Expired, Message: "no decision within 60s"}, asked: true, status: wire.StatusTimeout, message: "no decision within 60s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -73,13 +73,13 @@ func TestPeerExePinned(t *testing.T) {
 	if p.PID != cmd.Process.Pid || p.Exe != want {
 		t.Errorf("peer = pid %d exe %q, want pid %d exe %q", p.PID, p.Exe, cmd.Process.Pid, want)
 	}
-	// This kernel has SO_PEERPIDFD; make sure the constant is right.
+	// This kernel has SO_PEERPIDFD: the pidfd it hands over is the peer's.
 	rc, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = rc.Control(func(fd uintptr) {
-		v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd)
+		v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD)
 		if err != nil {
 			t.Errorf("SO_PEERPIDFD: %v", err)
 			return

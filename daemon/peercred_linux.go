@@ -57,11 +57,6 @@ func peerOf(c *net.UnixConn) (peerInfo, error) {
 	return p, nil
 }
 
-// soPeerPidfd is SO_PEERPIDFD (Linux 6.5): a pidfd of the process that
-// connected, taken by the kernel at connect time. Not in x/sys/unix yet;
-// 77 on every architecture rootgate builds for (asm-generic).
-const soPeerPidfd = 77
-
 // pinnedExe reads the executable of the peer process pid so that a
 // recycled pid cannot lie: it holds a pidfd of the peer (SO_PEERPIDFD, or
 // pidfd_open when the kernel lacks it), reads /proc/PID/exe, and keeps the
@@ -86,7 +81,9 @@ func pinnedExe(rc syscall.RawConn, pid int) string {
 func peerPidfd(rc syscall.RawConn, pid int) (int, error) {
 	pidfd := -1
 	_ = rc.Control(func(fd uintptr) {
-		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {
+		// SO_PEERPIDFD (Linux 6.5): a pidfd of the process that
+		// connected, taken by the kernel at connect time.
+		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
 			pidfd = v
 		}
 	})
@@ -136,17 +133,15 @@ func pidOfPidfd(pidfd int) int {
 	return -1
 }
 
-// soPeerGroups is SO_PEERGROUPS (Linux 4.13), the same number on every
-// architecture but missing from x/sys/unix for some.
-const soPeerGroups = 0x3b
-
-// peerGroups reads the supplementary groups of a Unix socket's peer.
+// peerGroups reads the supplementary groups of a Unix socket's peer
+// (SO_PEERGROUPS, Linux 4.13). x/sys/unix has the option's number but no
+// getsockopt for an array of gids, hence the raw call.
 func peerGroups(fd int) ([]uint32, error) {
 	n := 64
 	for {
 		buf := make([]uint32, n)
 		size := uint32(4 * n)
-		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, soPeerGroups,
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
 			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&size)), 0)
 		switch {
 		case errno == unix.ERANGE && int(size)/4 > n:

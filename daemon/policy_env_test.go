@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -15,8 +14,8 @@ import (
 // asked about, to a daemon with nobody to ask.
 func wantNoApprover(t testing.TB, r response) {
 	t.Helper()
-	if r.Status != wire.StatusDenied || (r.Message != approval.NoApproverMessage || r.Code != wire.CodeNoApprover) {
-		t.Fatalf("got %s, want it put to a person (denied: %s)", strings.TrimSpace(r.raw), approval.NoApproverMessage)
+	if r.Status != wire.StatusDenied || (r.Message != wire.ErrNoApprover.Error() || r.Code != wire.CodeNoApprover) {
+		t.Fatalf("got %s, want it put to a person (denied: %s)", strings.TrimSpace(r.raw), wire.ErrNoApprover.Error())
 	}
 }
 

@@ -132,10 +132,10 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return s.gone(ctx, req.ID)
 	}
 
-	select {
-	case s.runs <- struct{}{}:
-		defer func() { <-s.runs }()
-	case <-ctx.Done():
+	// Past MaxRuns, approved requests wait for a slot in the order they
+	// came to wait.
+	if err := s.runs.Acquire(ctx, 1); err == nil {
+		defer s.runs.Release(1)
 	}
 	// A requester gone by now (even as the slot came free) is not run for.
 	if ctx.Err() != nil {

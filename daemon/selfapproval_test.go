@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -173,7 +172,7 @@ func promptShown(screen, id string) bool {
 // only approvers it controls could have seen.
 func wantSelfApprovalRefused(t *testing.T, r response, agent userAccount, s *tmuxSession, id string) {
 	t.Helper()
-	if want := approval.NoEligibleMessage(int(agent.uid), agent.name); r.Status != wire.StatusDenied || r.Message != want || r.Code != wire.CodeNoEligibleApprover {
+	if want := wire.NoEligibleApproverError(int(agent.uid), agent.name).Error(); r.Status != wire.StatusDenied || r.Message != want || r.Code != wire.CodeNoEligibleApprover {
 		t.Fatalf("the agent's own request: got %s, want denied with %q\nthe pane shows:\n%s", strings.TrimSpace(r.raw), want, s.screen())
 	}
 	if promptShown(s.screen(), id) {
@@ -434,7 +433,7 @@ func TestReadmeSecureSetup(t *testing.T) {
 	}
 
 	b, err := runAs(op).CombinedOutput()
-	want := "rootgate: denied: " + approval.NoEligibleMessage(int(op.uid), op.name)
+	want := "rootgate: denied: " + wire.NoEligibleApproverError(int(op.uid), op.name).Error()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 77 || strings.TrimSpace(string(b)) != want {
 		t.Fatalf("the operator's own uid got %q (%v), want exit 77 and %q", b, err, want)

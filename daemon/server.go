@@ -29,6 +29,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sync/semaphore"
 )
 
 // ErrServerClosed is returned by Serve after its context was cancelled and
@@ -111,12 +112,12 @@ type Config struct {
 type Server struct {
 	cfg    Config
 	replay *replayWindow
-	runs   chan struct{} // a token per run in progress
-	conns  chan struct{} // a token per connection in flight
-	shares *connShares   // per-uid shares of conns
-	act    *activity     // what keeps the server from being idle
-	limit  *promptLimit  // per-uid prompt caps
-	reject *rejectLimit  // per-uid caps of rejected records
+	runs   *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
+	conns  *semaphore.Weighted // a unit per connection in flight; never waited for
+	shares *connShares         // per-uid shares of conns
+	act    *activity           // what keeps the server from being idle
+	limit  *promptLimit        // per-uid prompt caps
+	reject *rejectLimit        // per-uid caps of rejected records
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -174,8 +175,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		replay: rw,
-		runs:   make(chan struct{}, cfg.MaxRuns),
-		conns:  make(chan struct{}, cfg.MaxConns),
+		runs:   semaphore.NewWeighted(int64(cfg.MaxRuns)),
+		conns:  semaphore.NewWeighted(int64(cfg.MaxConns)),
 		shares: newConnShares(cfg.MaxConnsPerUID),
 		act:    newActivity(cfg.Now()),
 		limit:  newPromptLimit(cfg.MaxPending, cfg.PromptRate),
@@ -238,13 +239,11 @@ func (s *Server) admit(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	defer release()
-	select {
-	case s.conns <- struct{}{}:
-		defer func() { <-s.conns }()
-	default:
+	if !s.conns.TryAcquire(1) {
 		s.busy(c, wire.ErrServerBusy, "uid", peer.UID, "max_conns", s.cfg.MaxConns)
 		return
 	}
+	defer s.conns.Release(1)
 	s.serveConn(ctx, c, peer)
 }
 

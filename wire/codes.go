@@ -24,7 +24,6 @@ const (
 	CodeBusy               = "busy"                 // error: too many connections or requests in flight
 	CodeRateLimit          = "rate_limit"           // error: the uid asks a person too often
 	CodeStopping           = "stopping"             // error: the daemon is shutting down
-	CodePromptTooLarge     = "prompt_too_large"     // error: the prompt would exceed what an approver reads
 	CodeStart              = "start"                // error: the approved pipeline could not be started
 	CodeAudit              = "audit"                // error: the audit record cannot be written
 	CodeInternal           = "internal"             // error: a fault in the daemon
@@ -41,7 +40,7 @@ var codes = map[string]string{
 	CodeInvalidJSON: StatusError, CodeUnknownField: StatusError, CodeInvalidRequest: StatusError,
 	CodeTooLarge: StatusError, CodeReadTimeout: StatusError, CodeStaleTime: StatusError,
 	CodeReplay: StatusError, CodeEnvNotAllowed: StatusError, CodeEnvValue: StatusError, CodeNotFound: StatusError,
-	CodeCwd: StatusError, CodeResolve: StatusError, CodePromptTooLarge: StatusError, CodeStart: StatusError, CodeNoUser: StatusError, CodeNoAgent: StatusError,
+	CodeCwd: StatusError, CodeResolve: StatusError, CodeStart: StatusError, CodeNoUser: StatusError, CodeNoAgent: StatusError,
 	CodeBusy: StatusError, CodeRateLimit: StatusError, CodeStopping: StatusError,
 	CodeAudit: StatusError, CodeInternal: StatusError,
 	CodeNoApprover: StatusDenied, CodeNoEligibleApprover: StatusDenied,
@@ -91,7 +90,14 @@ func CodeOf(err error) string {
 	return CodeInternal
 }
 
-// ErrorResponse is the error response carrying err.
+// ErrorResponse is the error response carrying err: the message and code
+// of the first [Error] in its chain, or ErrInternal's for an error the
+// protocol does not name, so that a client only ever receives the texts
+// written here (the daemon logs and audits the error itself).
 func ErrorResponse(id string, err error) *Response {
-	return &Response{ID: id, Status: StatusError, Code: CodeOf(err), Message: err.Error()}
+	var e *Error
+	if !errors.As(err, &e) {
+		e = ErrInternal.(*Error)
+	}
+	return &Response{ID: id, Status: StatusError, Code: e.Code, Message: e.Msg}
 }

@@ -33,11 +33,13 @@ func TestDocsQuoteErrors(t *testing.T) {
 		ErrInternal, ErrPeerCredentials, ErrReplayRecord, ErrAudit, ErrAuditFull, ErrNoAgent,
 		NoUserError(1000), CwdMissingError("/nope"), CwdDeniedError("/home/other/dir"),
 		PromptTooLargeError(5000000, 4194304),
+		ErrNoApprover, NoEligibleApproverError(1000, "alice"), ApproversLeftError(""),
+		PromptTimeoutError(60 * time.Second), DeniedByOperatorError("root", "pts/3"), DeniedByOperatorError("", "TTY"),
 	} {
-		if !strings.Contains(doc, "`"+e.Error()+"`") {
+		if !quotes(doc, e.Error()) {
 			t.Errorf("docs/protocol.md does not quote %q", e.Error())
 		}
-		if _, ok := CodeStatus(CodeOf(e)); !ok || CodeOf(e) == CodeInternal && e != ErrInternal && e != ErrPeerCredentials && e != ErrReplayRecord {
+		if _, ok := CodeStatus(CodeOf(e)); !ok || CodeOf(e) == CodeInternal && !internal(e) {
 			t.Errorf("%q has code %q", e.Error(), CodeOf(e))
 		}
 	}
@@ -49,6 +51,9 @@ func TestDocsQuoteErrors(t *testing.T) {
 		if !strings.Contains(doc, "`"+e.Error()) {
 			t.Errorf("docs/protocol.md does not quote %q", e.Error())
 		}
+	}
+	if m := strings.Replace(DeniedByPolicyError(7, "TEXT").Error(), "7", "LINE", 1); !strings.Contains(doc, "`"+m+"`") {
+		t.Errorf("docs/protocol.md does not quote %q", m)
 	}
 	if !strings.Contains(doc, `"message":"`+RunTimeoutMessage(5*time.Minute)+`"`) {
 		t.Errorf("docs/protocol.md does not quote %q", RunTimeoutMessage(5*time.Minute))
@@ -81,6 +86,22 @@ func TestDocsQuoteErrors(t *testing.T) {
 			t.Errorf("%v (from %s) has code %q", err, line, c)
 		}
 	}
+}
+
+// quotes reports whether doc quotes the message m: in backticks, or as
+// the message of an example response.
+func quotes(doc, m string) bool {
+	return strings.Contains(doc, "`"+m+"`") || strings.Contains(doc, `"message":"`+strings.ReplaceAll(m, `"`, `\"`)+`"`)
+}
+
+// internal reports whether e is one of the texts of code internal: the
+// daemon's faults.
+func internal(e error) bool {
+	switch e {
+	case ErrInternal, ErrPeerCredentials, ErrReplayRecord:
+		return true
+	}
+	return strings.HasPrefix(e.Error(), "the request is too large to show to an approver")
 }
 
 // TestDocsCodeTable holds the table of codes in docs/protocol.md to the

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -156,9 +157,11 @@ func ResolveError(stage int, err error) error {
 }
 
 // PromptTooLargeError: the prompt for the request would be n bytes, over
-// an approver's limit of max.
+// an approver's limit of max. No request the daemon accepts comes near
+// the limit, so meeting it is a fault in the daemon: its code is
+// CodeInternal.
 func PromptTooLargeError(n, max int) error {
-	return coded(CodePromptTooLarge, fmt.Sprintf("the request is too large to show to an approver: its prompt would be %d bytes, over the %d-byte limit", n, max))
+	return coded(CodeInternal, fmt.Sprintf("the request is too large to show to an approver: its prompt would be %d bytes, over the %d-byte limit", n, max))
 }
 
 // AgentError: the approver's SSH agent cannot be reached for the run.
@@ -169,4 +172,53 @@ func AgentError(err error) error {
 // StartError: the approved pipeline could not be started.
 func StartError(err error) error {
 	return &Error{Code: CodeStart, Msg: fmt.Sprintf("cannot start pipeline: %v", err), err: err}
+}
+
+// The answers to a request no one allowed to run (docs/protocol.md,
+// check 10).
+
+// ErrNoApprover: there is no one to ask about the request.
+var ErrNoApprover = coded(CodeNoApprover, `no approver attached: run "sudo rootgate approve" in a terminal`)
+
+// NoEligibleApproverError: the requester, uid with user name user,
+// controls every attached approver. user is shown as given: the caller
+// escapes it for a terminal.
+func NoEligibleApproverError(uid int, user string) error {
+	who := "uid " + strconv.Itoa(uid)
+	if user != "" && user != strconv.Itoa(uid) {
+		who += " (" + user + ")"
+	}
+	return coded(CodeNoEligibleApprover, "no eligible approver: the attached approvers can be controlled by "+who+
+		`, who sent this request; run the agent under its own account (README: "Secure setup")`)
+}
+
+// ApproversLeftError: every approver asked went away, or could not ask,
+// before deciding; why, unless "", is the last one's reason.
+func ApproversLeftError(why string) error {
+	msg := "every approver left before deciding"
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	return coded(CodeNoApprover, msg)
+}
+
+// PromptTimeoutError: no one decided within d, shown in whole seconds.
+func PromptTimeoutError(d time.Duration) error {
+	return coded(CodePromptTimeout, fmt.Sprintf("no approval decision within %ds", int64(d.Round(time.Second)/time.Second)))
+}
+
+// DeniedByPolicyError: the policy rule at line, whose text is text,
+// denies the request.
+func DeniedByPolicyError(line int, text string) error {
+	return coded(CodeDeniedByPolicy, fmt.Sprintf("denied by policy rule at %d: %s", line, text))
+}
+
+// DeniedByOperatorError: operator, asked on where (a terminal's name,
+// "desktop"), said no; an operator whose name is not known is "the
+// operator".
+func DeniedByOperatorError(operator, where string) error {
+	if operator == "" {
+		return coded(CodeDeniedByOperator, "denied by the operator on "+where)
+	}
+	return coded(CodeDeniedByOperator, fmt.Sprintf("denied by operator %s on %s", operator, where))
 }

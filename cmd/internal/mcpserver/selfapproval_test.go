@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -12,7 +11,7 @@ import (
 // approver is told not to retry and what the user should change.
 func TestResultNoEligibleApprover(t *testing.T) {
 	r := render(LocalHost, "/run/rootgate/rootgate.sock", [][]string{{"id"}},
-		&wire.Response{ID: "x", Status: wire.StatusDenied, Code: wire.CodeNoEligibleApprover, Message: approval.NoEligibleMessage(1000, "alice")}, DefaultMaxText)
+		&wire.Response{ID: "x", Status: wire.StatusDenied, Code: wire.CodeNoEligibleApprover, Message: wire.NoEligibleApproverError(1000, "alice").Error()}, DefaultMaxText)
 	if !strings.Contains(r.Next, "Do not retry") || !strings.Contains(r.Next, "Secure setup") {
 		t.Fatalf("next: %q", r.Next)
 	}
