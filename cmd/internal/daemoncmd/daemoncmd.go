@@ -131,7 +131,7 @@ var flags = []clidoc.Flag{
 	{Name: "policy", Default: defaultPolicy, Usage: "policy rules `file`; a missing file means ask for everything"},
 	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal"},
 	{Name: "unsafe-self-approval", Default: false, Usage: "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent"},
-	{Name: "prompt-timeout", Default: daemon.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"},
+	{Name: "prompt-timeout", Default: approval.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"},
 	{Name: "exec-timeout", Default: daemon.DefaultExecTimeout, Usage: "run time limit; a request may only lower it"},
 	{Name: "kill-grace", Default: pipeline.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL when a run is stopped"},
 	{Name: "max-skew", Default: daemon.DefaultMaxSkew, Usage: "largest accepted distance between a request's time and the clock"},
