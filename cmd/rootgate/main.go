@@ -52,8 +52,8 @@ Examples:
   echo '{"time":"2026-02-13T14:30:00Z","pipeline":[["id"]]}' | rootgate send
 
 Exit codes of run: the last stage's exit code; 77 denied, 124 timeout, 70 error.
-The socket is --socket, else $ROOTGATE_SOCKET, else ` + client.DefaultSocket + `;
-for approve, $ROOTGATE_APPROVER_SOCKET, else ` + client.DefaultApproverSocket + `.
+The socket is --socket, else $` + client.SocketEnv + `, else ` + client.DefaultSocket + `;
+for approve, $` + client.ApproverSocketEnv + `, else ` + client.DefaultApproverSocket + `.
 `
 )
 
