@@ -6,13 +6,15 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestManListsEveryFlag: `rootgate man` documents every flag of every
-// command, and each completion script offers it.
+// TestManListsEveryFlag: `rootgate man` and `rootgate COMMAND -h`
+// document every flag of every command, and each completion script offers
+// it.
 func TestManListsEveryFlag(t *testing.T) {
 	ctx := context.Background()
 	out := func(args ...string) string {
@@ -37,8 +39,15 @@ func TestManListsEveryFlag(t *testing.T) {
 		if !strings.Contains(usage, "\n  "+c.name) {
 			t.Errorf("the usage does not list %q", c.name)
 		}
+		var help bytes.Buffer
+		if code := run(ctx, append(strings.Fields(c.name), "-h"), nil, io.Discard, &help); code != exitOK || !strings.HasPrefix(help.String(), "usage: "+c.synopsis()+"\n") {
+			t.Errorf("rootgate %s -h: exit %d\n%s", c.name, code, &help)
+		}
 		for _, f := range c.flags {
 			n++
+			if !strings.Contains(help.String(), "\n  -"+f.Name+" ") && !strings.Contains(help.String(), "\n  -"+f.Name+"\n") {
+				t.Errorf("rootgate %s -h lacks --%s", c.name, f.Name)
+			}
 			if !strings.Contains(man, `\fB\-\-`+strings.ReplaceAll(f.Name, "-", `\-`)+`\fR`) {
 				t.Errorf("the manual page lacks --%s of %q", f.Name, c.name)
 			}
