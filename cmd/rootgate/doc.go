@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
@@ -12,6 +13,12 @@ import (
 const completionAbout = `Print a completion script for the shell, e.g.
   rootgate completion bash > /etc/bash_completion.d/rootgate`
 
+// synopsisOf is the synopsis of the command named name.
+func synopsisOf(name string) string {
+	c, _, _ := lookup(strings.Fields(name))
+	return c.synopsis()
+}
+
 // page describes rootgate for its manual page and completions, from the
 // command table.
 func page() *clidoc.Page {
@@ -21,8 +28,8 @@ func page() *clidoc.Page {
 		Summary: "ask rootgated to run commands as root once approved, and approve them",
 		Version: version.String(),
 		Synopsis: []string{
-			"rootgate run [flags] -- CMD ARGS... ['|' CMD ARGS...]",
-			"rootgate approve [flags]",
+			synopsisOf("run"),
+			synopsisOf("approve"),
 			"rootgate COMMAND [flags] [args]",
 		},
 		Description: `rootgate is the client of rootgated(8). An AI agent or a script asks with rootgate run for an exact command line, with its reason; the daemon checks the request against its policy and, unless a rule decides, shows it in full to a person, who approves or denies it. Only then does the command run, without a shell and with a clean environment, and its output comes back to rootgate run.

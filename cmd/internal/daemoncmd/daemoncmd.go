@@ -35,7 +35,10 @@ import (
 	"github.com/rootgate/rootgate/pipeline"
 )
 
-const usage = `usage: rootgated [flags]
+// synopsis is how rootgated is called, in its usage and manual page.
+const synopsis = "rootgated [flags]"
+
+const usage = `usage: ` + synopsis + `
 
 rootgated runs commands for rootgate clients once a policy rule or a person
 approves them. It must run as root.

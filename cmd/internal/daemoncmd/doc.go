@@ -11,14 +11,14 @@ import (
 )
 
 // Page describes rootgated for its manual page and completions, with the
-// flag set [Main] parses.
+// flag table [Main] parses.
 func Page() *clidoc.Page {
 	return &clidoc.Page{
 		Name:     "rootgated",
 		Section:  8,
 		Summary:  "rootgate's root daemon: runs agents' commands once a policy rule or a person approves them",
 		Version:  version.String(),
-		Synopsis: []string{"rootgated [flags]"},
+		Synopsis: []string{synopsis},
 		Flags:    flags,
 		Description: `rootgated takes requests from rootgate(1) clients on a Unix socket: an exact pipeline to run, as root or as the requester, with a reason. Each request is checked, then decided by the policy file or put to a person: on the daemon's own terminal (--tty) or through approver clients attached to the approver socket (rootgate approve). An approved pipeline runs without a shell, with a clean environment and a time limit, and every process it started is killed when it ends. The output goes back to the requester.
 
