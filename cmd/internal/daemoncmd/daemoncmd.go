@@ -54,6 +54,13 @@ Flags:
 // the --tty terminal; everything else it says goes to its log.
 const out = cliout.Prog("rootgated")
 
+// Exit codes (the manual page's EXIT STATUS).
+const (
+	exitOK     = 0 // stopped by SIGTERM, SIGINT or an idle exit, or asked for its version or documents
+	exitFailed = 1 // could not start or serve
+	exitUsage  = 2 // bad flags or arguments
+)
+
 // options are the daemon's flags.
 type options struct {
 	socket        string
@@ -205,27 +212,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			fmt.Fprint(stderr, usage)
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
-			return 0
+			return exitOK
 		}
 		out.Errorf(stderr, "%v", err)
 		out.Hintf(stderr, "run \"rootgated -h\" for the flags")
-		return 2
+		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		out.Errorf(stderr, "unexpected argument %q", fs.Arg(0))
-		return 2
+		return exitUsage
 	}
 	o := parseOptions(clidoc.ValuesOf(fs))
 	if o.version {
 		fmt.Fprintln(os.Stdout, "rootgated", version.String())
-		return 0
+		return exitOK
 	}
 	if o.man || o.completion != "" {
 		if err := writeDoc(os.Stdout, o.man, o.completion); err != nil {
 			out.Errorf(stderr, "%v", err)
-			return 2
+			return exitUsage
 		}
-		return 0
+		return exitOK
 	}
 	for _, d := range []struct {
 		name string
@@ -233,34 +240,34 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}} {
 		if d.v <= 0 {
 			out.Errorf(stderr, "--%s must be positive", d.name)
-			return 2
+			return exitUsage
 		}
 	}
 	if o.auditKeep < 0 || o.rejectRate < 1 {
 		out.Errorf(stderr, "--audit-keep must not be negative and --audit-reject-rate must be at least 1")
-		return 2
+		return exitUsage
 	}
 	if o.maxConnsUID < 0 {
 		out.Errorf(stderr, "--max-conns-per-uid must not be negative")
-		return 2
+		return exitUsage
 	}
 	if o.idleExit < 0 {
 		out.Errorf(stderr, "--idle-exit must not be negative")
-		return 2
+		return exitUsage
 	}
 	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 {
 		out.Errorf(stderr, "--max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
-		return 2
+		return exitUsage
 	}
 	if o.audit == "" {
 		out.Errorf(stderr, "--audit must name a file: the audit log cannot be turned off")
-		return 2
+		return exitUsage
 	}
 	if err := serve(ctx, &o, stderr); err != nil {
 		out.Errorf(stderr, "%v", err)
-		return 1
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 func serve(ctx context.Context, o *options, stderr io.Writer) error {
