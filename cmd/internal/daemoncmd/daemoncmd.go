@@ -198,9 +198,10 @@ func parseOptions(v clidoc.Values) options {
 	}
 }
 
-// sizeFlag is a [byteSize] flag with default def.
+// sizeFlag is a [byteSize] flag with default def: each parse gets a value
+// of its own, so none changes another's or the default.
 func sizeFlag(def byteSize) clidoc.Custom {
-	return func() flag.Value { return &def }
+	return func() flag.Value { v := def; return &v }
 }
 
 // run is rootgated's whole life; it returns the exit code.
