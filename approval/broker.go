@@ -27,14 +27,20 @@ type Member struct {
 	Controllers []int
 }
 
+// DefaultPromptTimeout is how long a request waits for an answer when
+// [Broker.Timeout] is zero, and how long a [Terminal] or [Desktop] prompt
+// waits when its own Timeout is.
+const DefaultPromptTimeout = 60 * time.Second
+
 // Broker asks every eligible member about a request at once; the first
 // answer wins and the others are withdrawn with who decided. A member is
 // eligible unless the requester's uid is among its Controllers (an agent
 // could type the answer into a terminal its uid controls); a request from
-// root may be put to anyone. The zero value has no members and a 60 s
-// timeout.
+// root may be put to anyone. The zero value has no members and the
+// timeout [DefaultPromptTimeout].
 type Broker struct {
-	// Timeout bounds how long a request waits for an answer; 0 means 60s.
+	// Timeout bounds how long a request waits for an answer; 0 means
+	// [DefaultPromptTimeout].
 	Timeout time.Duration
 	// UnsafeSelfApproval keeps members eligible whose Controllers include
 	// the requester. Their prompts carry [Prompt.SelfApproval] (a banner
@@ -148,7 +154,7 @@ func (b *Broker) timeout() time.Duration {
 	if b.Timeout > 0 {
 		return b.Timeout
 	}
-	return 60 * time.Second
+	return DefaultPromptTimeout
 }
 
 // errExpired is the cause given to members when the broker's time is up.

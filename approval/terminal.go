@@ -20,10 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultPromptTimeout is how long a [Terminal] prompt waits for an answer
-// when [Terminal.Timeout] is zero.
-const DefaultPromptTimeout = 60 * time.Second
-
 // maxHeldLog bounds what a [Terminal.LogWriter] holds back while a prompt is
 // on screen.
 const maxHeldLog = 1 << 20

@@ -38,15 +38,14 @@ var ErrServerClosed = errors.New("daemon: server closed")
 
 // Defaults of Config's zero fields.
 const (
-	DefaultPromptTimeout = approval.DefaultPromptTimeout
-	DefaultExecTimeout   = 300 * time.Second
-	DefaultMaxSkew       = 60 * time.Second
-	DefaultMaxRuns       = 8
-	DefaultMaxConns      = 64
-	DefaultFirstByte     = 2 * time.Second
-	DefaultMaxPending    = 4
-	DefaultPromptRate    = 20
-	DefaultRuntimeDir    = "/run/rootgate"
+	DefaultExecTimeout = 300 * time.Second
+	DefaultMaxSkew     = 60 * time.Second
+	DefaultMaxRuns     = 8
+	DefaultMaxConns    = 64
+	DefaultFirstByte   = 2 * time.Second
+	DefaultMaxPending  = 4
+	DefaultPromptRate  = 20
+	DefaultRuntimeDir  = "/run/rootgate"
 )
 
 // Config is a Server's settings. Zero fields take the defaults above.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
@@ -32,29 +33,31 @@ type errRefused struct{ msg string }
 
 func (e errRefused) Error() string { return e.msg }
 
-func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
-	if len(args) == 1 && args[0] == dialogHelperArg {
-		return runDialogHelper(ctx, os.Stdin, os.Stdout, stderr)
-	}
-	fs := newFlags("approve", stderr)
-	socket := fs.String("socket", "", "approver socket `path`")
-	agent := fs.Bool("forward-agent", false, "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve")
-	accessible := fs.Bool("accessible", false, "ask in plain lines for screen readers: type y and Enter to approve; anything else denies")
-	desktop := fs.Bool("desktop", false, "ask with desktop notifications (Approve / Deny buttons) instead of this terminal; under sudo, on the sudo user's desktop")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate approve [--socket P] [--forward-agent] [--accessible | --desktop]\n\nAttach this terminal to rootgated as an approver: each request is shown\nhere in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.\nWith --desktop, each request is a desktop notification instead: Approve\napproves; Deny, or closing it, denies. It is weaker than the terminal: any\nprogram of yours on the desktop can press Approve (docs/security.md).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
-	}
-	if *desktop && *accessible {
+// approveAbout is rootgate approve's help.
+const approveAbout = `Attach this terminal to rootgated as an approver: each request is shown
+here in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.
+With --desktop, each request is a desktop notification instead: Approve
+approves; Deny, or closing it, denies. It is weaker than the terminal: any
+program of yours on the desktop can press Approve (docs/security.md).`
+
+// approveFlags are rootgate approve's flags.
+var approveFlags = []clidoc.Flag{
+	{Name: "socket", Default: "", Usage: "approver socket `path`"},
+	{Name: "forward-agent", Default: false, Usage: "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve"},
+	{Name: "accessible", Default: false, Usage: "ask in plain lines for screen readers: type y and Enter to approve; anything else denies"},
+	{Name: "desktop", Default: false, Usage: "ask with desktop notifications (Approve / Deny buttons) instead of this terminal; under sudo, on the sudo user's desktop"},
+}
+
+func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
+	stderr := e.stderr
+	socket, agent, accessible, desktop := fl.String("socket"), fl.Bool("forward-agent"), fl.Bool("accessible"), fl.Bool("desktop")
+	if desktop && accessible {
 		errorf(stderr, "--accessible and --desktop cannot be combined")
 		return exitUsage
 	}
-	sock := client.ApproverSocket(*socket)
+	sock := client.ApproverSocket(socket)
 	var agentSock string
-	if *agent {
+	if agent {
 		agentSock = os.Getenv("SSH_AUTH_SOCK")
 		fi, err := os.Stat(agentSock)
 		switch {
@@ -66,7 +69,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if *desktop {
+	if desktop {
 		// No terminal needed: status lines go to stderr, prompts to the
 		// desktop.
 		a := &approver{sock: sock, name: desktopName, kind: "desktop", operator: approval.OperatorName(), scr: &screen{out: stderr}, agent: agentSock}
@@ -87,7 +90,7 @@ func cmdApprove(ctx context.Context, args []string, stderr io.Writer) int {
 	a := &approver{sock: sock, name: approval.TerminalName(), kind: "terminal", operator: approval.OperatorName(), scr: &screen{out: tty}, agent: agentSock}
 	a.ask = func(deadline time.Time) approval.Approver {
 		return &approval.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.name, Operator: a.operator,
-			Accessible: *accessible, AfterWithdrawn: a.afterWithdrawn}
+			Accessible: accessible, AfterWithdrawn: a.afterWithdrawn}
 	}
 	return a.run(ctx, stderr)
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -23,7 +23,10 @@ const exitBroken = 1 // the chain is broken; the first broken record is named
 const auditUsage = `usage: rootgate audit verify [--file F]...
        rootgate audit show [--file F]... [--id ID] [--since T]
 
-verify checks the audit log's chain: each record's hash, sequence numbers
+` + auditAbout
+
+// auditAbout is the help of the audit commands.
+const auditAbout = `verify checks the audit log's chain: each record's hash, sequence numbers
 and links, across rotated files. It prints a summary, or the first broken
 record (file, line, seq and what is wrong).
 show prints the records readably; control characters and other invisible
@@ -31,7 +34,7 @@ text are escaped, as records hold requester-controlled text.
 
 --file names one file; given once it also takes the rotated files beside it
 (FILE.NNNNNNNNNNNNNNNNNNNN), given more than once exactly the files named,
-oldest first. The default is /var/log/rootgate/audit.jsonl.
+oldest first. The default is ` + audit.DefaultPath + `.
 --since takes a time (2026-02-13T14:30:00Z, 2026-02-13) or a duration
 back from now (90m, 24h).
 
@@ -44,36 +47,33 @@ Exit codes: 0 intact (verify) or shown (show), 1 broken chain (verify) or
 unreadable records (show), 2 bad usage, 70 a file could not be read.
 `
 
+// auditFlags are rootgate audit verify's flags; auditShowFlags are
+// rootgate audit show's.
+var (
+	auditFlags     = []clidoc.Flag{{Name: "file", Default: clidoc.List(nil), Usage: "audit log `file` (repeatable)"}}
+	auditShowFlags = append(slices.Clip(auditFlags),
+		clidoc.Flag{Name: "id", Default: "", Usage: "show only the records of request `ID`"},
+		clidoc.Flag{Name: "since", Default: "", Usage: "show only records from `T` on"})
+)
+
 // cmdAudit runs "rootgate audit" with no known subcommand after it ("audit
 // verify" and "audit show" are commands of their own): it prints the usage
 // or says what is wrong.
-func cmdAudit(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("audit", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
+func cmdAudit(_ context.Context, e *env, _ clidoc.Values, args []string) int {
 	switch {
-	case fs.NArg() == 0:
-		fmt.Fprint(stderr, auditUsage)
+	case len(args) == 0:
+		fmt.Fprint(e.stderr, auditUsage)
 		return exitUsage
-	case fs.Arg(0) == "help":
-		fmt.Fprint(stdout, auditUsage)
+	case args[0] == "help":
+		fmt.Fprint(e.stdout, auditUsage)
 		return exitOK
 	}
-	errorWithHint(stderr, fmt.Sprintf("unknown audit command %q", fs.Arg(0)), "rootgate audit verify, or rootgate audit show")
+	errorWithHint(e.stderr, fmt.Sprintf("unknown audit command %q", args[0]), "rootgate audit verify, or rootgate audit show")
 	return exitUsage
 }
 
-func auditFlags(name string, files *clidoc.List, stderr io.Writer) *flag.FlagSet {
-	fs := newFlags("audit "+name, stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
-	fs.Var(files, "file", "audit log `file` (repeatable)")
-	return fs
-}
-
 // auditFiles expands --file as documented in auditUsage.
-func auditFiles(files clidoc.List) ([]string, error) {
+func auditFiles(files []string) ([]string, error) {
 	if len(files) > 1 {
 		return files, nil
 	}
@@ -91,13 +91,9 @@ func auditFiles(files clidoc.List) ([]string, error) {
 	return all, nil
 }
 
-func auditVerify(args []string, stdout, stderr io.Writer) int {
-	var files clidoc.List
-	fs := auditFlags("verify", &files, stderr)
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
-	}
-	names, err := auditFiles(files)
+func cmdAuditVerify(_ context.Context, e *env, fl clidoc.Values, _ []string) int {
+	stdout, stderr := e.stdout, e.stderr
+	names, err := auditFiles(fl.List("file"))
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -120,24 +116,18 @@ func auditVerify(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func auditShow(args []string, stdout, stderr io.Writer, now func() time.Time) int {
-	var files clidoc.List
-	var id, since string
-	fs := auditFlags("show", &files, stderr)
-	fs.StringVar(&id, "id", "", "show only the records of request `ID`")
-	fs.StringVar(&since, "since", "", "show only records from `T` on")
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
-	}
+func cmdAuditShow(_ context.Context, e *env, fl clidoc.Values, _ []string) int {
+	stdout, stderr := e.stdout, e.stderr
+	id, since := fl.String("id"), fl.String("since")
 	var from time.Time
 	if since != "" {
 		var err error
-		if from, err = parseSince(since, now()); err != nil {
+		if from, err = parseSince(since, e.now()); err != nil {
 			errorf(stderr, "--since: %v", err)
 			return exitUsage
 		}
 	}
-	names, err := auditFiles(files)
+	names, err := auditFiles(fl.List("file"))
 	if err != nil {
 		return fail(stderr, err)
 	}

@@ -40,12 +40,19 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/clidoc"
 )
 
 // dialogHelperArg, as the first argument of approve, makes rootgate the
 // unprivileged child that shows one desktop prompt. It is not in the usage:
 // it is of no use to a person.
 const dialogHelperArg = "--internal-desktop-dialog"
+
+// cmdDialogHelper is "rootgate approve --internal-desktop-dialog": the
+// child that shows one desktop prompt ([runDialogHelper]).
+func cmdDialogHelper(ctx context.Context, e *env, _ clidoc.Values, _ []string) int {
+	return runDialogHelper(ctx, e.stdin, e.stdout, e.stderr)
+}
 
 // desktopName names the desktop prompt in messages and in the hello.
 const desktopName = "desktop"

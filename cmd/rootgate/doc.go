@@ -2,46 +2,34 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
+	"strings"
 
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
 
-// flagSets is an io.Writer that discards what is written and keeps the flag
-// sets [newFlags] makes while it is a command's stderr. Running a command
-// with -h and a flagSets as stderr yields the very flags the command parses,
-// and nothing else happens: parsing -h ends the command.
-type flagSets struct{ sets []*flag.FlagSet }
+// completionAbout is rootgate completion's help.
+const completionAbout = `Print a completion script for the shell, e.g.
+  rootgate completion bash > /etc/bash_completion.d/rootgate`
 
-func (*flagSets) Write(p []byte) (int, error) { return len(p), nil }
-
-// commandFlags is the flag set command c parses.
-func commandFlags(ctx context.Context, c command) (*flag.FlagSet, error) {
-	fs := &flagSets{}
-	if code := c.run(ctx, []string{"-h"}, nil, io.Discard, fs); code != exitOK {
-		return nil, fmt.Errorf("rootgate %s -h: exit code %d", c.name, code)
-	}
-	if len(fs.sets) != 1 {
-		return nil, fmt.Errorf("rootgate %s -h made %d flag sets with newFlags, want 1", c.name, len(fs.sets))
-	}
-	return fs.sets[0], nil
+// synopsisOf is the synopsis of the command named name.
+func synopsisOf(name string) string {
+	c, _, _ := lookup(strings.Fields(name))
+	return c.synopsis()
 }
 
-// page describes rootgate for its manual page and completions.
-func page(ctx context.Context) (*clidoc.Page, error) {
+// page describes rootgate for its manual page and completions, from the
+// command table.
+func page() *clidoc.Page {
 	p := &clidoc.Page{
 		Name:    "rootgate",
 		Section: 1,
 		Summary: "ask rootgated to run commands as root once approved, and approve them",
 		Version: version.String(),
 		Synopsis: []string{
-			"rootgate run [flags] -- CMD ARGS... ['|' CMD ARGS...]",
-			"rootgate approve [flags]",
+			synopsisOf("run"),
+			synopsisOf("approve"),
 			"rootgate COMMAND [flags] [args]",
 		},
 		Description: `rootgate is the client of rootgated(8). An AI agent or a script asks with rootgate run for an exact command line, with its reason; the daemon checks the request against its policy and, unless a rule decides, shows it in full to a person, who approves or denies it. Only then does the command run, without a shell and with a clean environment, and its output comes back to rootgate run.
@@ -53,10 +41,10 @@ Pipelines are written with '|' as a separate, quoted argument; each stage runs d
 rootgate approve attaches a terminal (or, with --desktop, the desktop) to the daemon as an approver: each request is shown in full, y approves, n, Esc or Enter deny.`,
 		Sections: []clidoc.Section{
 			{Title: "Exit status", Text: `rootgate run exits with the last stage's exit code when the pipeline was approved and ran; 77 when a person or a policy rule denied it or no one could be asked; 124 when no decision came in time or the run passed its time limit; 70 on any other error (bad request, daemon unreachable); 2 on bad usage. Other commands exit 0 on success, 70 on error and 2 on bad usage.`},
-			{Title: "Environment", Terms: true, Text: `ROOTGATE_SOCKET
+			{Title: "Environment", Terms: true, Text: client.SocketEnv + `
 The request socket when --socket is not given (default ` + client.DefaultSocket + `).
 
-ROOTGATE_APPROVER_SOCKET
+` + client.ApproverSocketEnv + `
 The approver socket of rootgate approve when --socket is not given (default ` + client.DefaultApproverSocket + `).
 
 SSH_AUTH_SOCK
@@ -70,60 +58,38 @@ The approver socket, root only unless rootgated admits others.`},
 		},
 	}
 	for _, c := range commands() {
-		fs, err := commandFlags(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		p.Commands = append(p.Commands, clidoc.Command{Name: c.name, Args: c.args, Summary: c.summary, Flags: fs, Hidden: c.hidden, Words: c.words})
+		p.Commands = append(p.Commands, clidoc.Command{Name: c.name, Args: c.args, Summary: c.summary, Flags: c.flags, Hidden: c.hidden, Words: c.words})
 	}
-	return p, nil
+	return p
 }
 
-func cmdMan(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("man", stderr)
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
-	}
-	p, err := page(ctx)
-	if err == nil {
-		err = p.Man(stdout)
-	}
-	if err != nil {
-		return fail(stderr, err)
+func cmdMan(_ context.Context, e *env, _ clidoc.Values, _ []string) int {
+	if err := page().Man(e.stdout); err != nil {
+		return fail(e.stderr, err)
 	}
 	return exitOK
 }
 
-func cmdCompletion(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("completion", stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate completion bash|zsh|fish\n\nPrint a completion script for the shell, e.g.\n  rootgate completion bash > /etc/bash_completion.d/rootgate\n")
-	}
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() != 1 {
-		errorf(stderr, "completion needs one shell: bash, zsh or fish")
+func cmdCompletion(_ context.Context, e *env, _ clidoc.Values, args []string) int {
+	if len(args) != 1 {
+		errorf(e.stderr, "completion needs one shell: bash, zsh or fish")
 		return exitUsage
 	}
-	p, err := page(ctx)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	switch fs.Arg(0) {
+	p := page()
+	var err error
+	switch args[0] {
 	case "bash":
-		err = p.Bash(stdout)
+		err = p.Bash(e.stdout)
 	case "zsh":
-		err = p.Zsh(stdout)
+		err = p.Zsh(e.stdout)
 	case "fish":
-		err = p.Fish(stdout)
+		err = p.Fish(e.stdout)
 	default:
-		err = errors.New("unknown shell " + fmt.Sprintf("%q", fs.Arg(0)) + "; want bash, zsh or fish")
-		errorf(stderr, "completion: %v", err)
+		errorf(e.stderr, "completion: unknown shell %q; want bash, zsh or fish", args[0])
 		return exitUsage
 	}
 	if err != nil {
-		return fail(stderr, err)
+		return fail(e.stderr, err)
 	}
 	return exitOK
 }

@@ -3,17 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestManListsEveryFlag: `rootgate man` documents every flag of every
-// command, and each completion script offers it.
+// TestManListsEveryFlag: `rootgate man` and `rootgate COMMAND -h`
+// document every flag of every command, and each completion script offers
+// it.
 func TestManListsEveryFlag(t *testing.T) {
 	ctx := context.Background()
 	out := func(args ...string) string {
@@ -29,10 +30,6 @@ func TestManListsEveryFlag(t *testing.T) {
 	usage := out("help")
 	n := 0
 	for _, c := range commands() {
-		fs, err := commandFlags(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if c.hidden {
 			continue
 		}
@@ -42,18 +39,25 @@ func TestManListsEveryFlag(t *testing.T) {
 		if !strings.Contains(usage, "\n  "+c.name) {
 			t.Errorf("the usage does not list %q", c.name)
 		}
-		fs.VisitAll(func(f *flag.Flag) {
+		var help bytes.Buffer
+		if code := run(ctx, append(strings.Fields(c.name), "-h"), nil, io.Discard, &help); code != exitOK || !strings.HasPrefix(help.String(), "usage: "+c.synopsis()+"\n") {
+			t.Errorf("rootgate %s -h: exit %d\n%s", c.name, code, &help)
+		}
+		for _, f := range c.flags {
 			n++
+			if !strings.Contains(help.String(), "\n  -"+f.Name+" ") && !strings.Contains(help.String(), "\n  -"+f.Name+"\n") {
+				t.Errorf("rootgate %s -h lacks --%s", c.name, f.Name)
+			}
 			if !strings.Contains(man, `\fB\-\-`+strings.ReplaceAll(f.Name, "-", `\-`)+`\fR`) {
 				t.Errorf("the manual page lacks --%s of %q", f.Name, c.name)
 			}
 			if !strings.Contains(bash, "--"+f.Name) || !strings.Contains(zsh, "--"+f.Name) || !strings.Contains(fish, "-l "+f.Name) {
 				t.Errorf("a completion script lacks --%s of %q", f.Name, c.name)
 			}
-		})
+		}
 	}
 	if n < 10 {
-		t.Errorf("only %d flags found: the flag sets are not being collected", n)
+		t.Errorf("only %d flags found: the flag tables are not being read", n)
 	}
 }
 

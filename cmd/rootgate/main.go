@@ -9,8 +9,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
@@ -49,50 +52,78 @@ Examples:
   echo '{"time":"2026-02-13T14:30:00Z","pipeline":[["id"]]}' | rootgate send
 
 Exit codes of run: the last stage's exit code; 77 denied, 124 timeout, 70 error.
-The socket is --socket, else $ROOTGATE_SOCKET, else ` + client.DefaultSocket + `;
-for approve, $ROOTGATE_APPROVER_SOCKET, else ` + client.DefaultApproverSocket + `.
+The socket is --socket, else $` + client.SocketEnv + `, else ` + client.DefaultSocket + `;
+for approve, $` + client.ApproverSocketEnv + `, else ` + client.DefaultApproverSocket + `.
 `
 )
 
-// command is one rootgate subcommand. The dispatcher, the usage text, the
-// manual page and the shell completions all read [commands], so a command
-// is added in one place and documented everywhere.
-type command struct {
-	name    string   // "run"; a nested command is "parent child"
-	args    string   // what follows the flags in a synopsis
-	summary string   // one line
-	hidden  bool     // left out of the usage, the manual page and completions
-	words   []string // the words its arguments may be, for completion
-	// run runs the command with the arguments after its name. It must make
-	// its flag set with [newFlags] and parse it with [parseFlags], which is
-	// how the manual page learns its flags.
-	run func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int
+// env is what a command works with besides its flags and arguments.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	now            func() time.Time
 }
+
+// command is one rootgate subcommand. The dispatcher, the usage text, the
+// help of -h, the manual page and the shell completions all read
+// [commands], so a command is added in one place and documented
+// everywhere.
+type command struct {
+	name    string // "run"; a nested command is "parent child"
+	args    string // what follows the flags in a synopsis; "" takes no arguments
+	summary string // one line
+	// about is the text -h shows between the synopsis and the flags;
+	// summary when "".
+	about  string
+	flags  []clidoc.Flag // parsed before run is called
+	hidden bool          // left out of the usage, the manual page and completions
+	words  []string      // the words its arguments may be, for completion
+	// run runs the command with its parsed flags and the arguments after
+	// them, and returns the exit code.
+	run func(ctx context.Context, e *env, fl clidoc.Values, args []string) int
+}
+
+// socketFlag is the --socket of the commands that send requests.
+var socketFlag = clidoc.Flag{Name: "socket", Default: "", Usage: "request socket `path`"}
 
 // commands is rootgate's command table.
 func commands() []command {
 	return []command{
-		{name: "run", args: "-- CMD ARGS... ['|' CMD ARGS...]", summary: "run a pipeline once approved", run: cmdRun},
-		{name: "send", summary: "one raw request line from stdin, the raw answer to stdout", run: cmdSend},
-		{name: "ping", summary: "check that rootgated answers", run: func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-			return cmdPing(ctx, args, stdout, stderr)
-		}},
-		{name: "approve", summary: "approve requests on this terminal or desktop", run: func(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) int {
-			return cmdApprove(ctx, args, stderr)
-		}},
-		{name: "mcp", summary: "serve the MCP tools execute and ping on stdio", run: cmdMCP},
-		{name: "audit", args: "verify|show", summary: "check or print the audit log", hidden: true, run: func(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-			return cmdAudit(args, stdout, stderr)
-		}},
-		{name: "audit verify", summary: "check the audit log's hash chain, across rotated files", run: func(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-			return auditVerify(args, stdout, stderr)
-		}},
-		{name: "audit show", summary: "print audit records readably", run: func(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-			return auditShow(args, stdout, stderr, time.Now)
-		}},
+		{name: "run", args: "-- CMD ARGS... ['|' CMD ARGS...]", summary: "run a pipeline once approved", flags: runFlags, run: cmdRun},
+		{name: "send", summary: "one raw request line from stdin, the raw answer to stdout", flags: []clidoc.Flag{socketFlag}, run: cmdSend},
+		{name: "ping", summary: "check that rootgated answers", flags: []clidoc.Flag{socketFlag}, run: cmdPing},
+		{name: "approve", summary: "approve requests on this terminal or desktop", about: approveAbout, flags: approveFlags, run: cmdApprove},
+		{name: "approve " + dialogHelperArg, summary: "the desktop dialog helper of approve --desktop", hidden: true, run: cmdDialogHelper},
+		{name: "mcp", summary: "serve the MCP tools execute and ping on stdio", about: mcpAbout, flags: mcpFlags, run: cmdMCP},
+		{name: "audit", args: "verify|show", summary: "check or print the audit log", about: auditAbout, hidden: true, run: cmdAudit},
+		{name: "audit verify", summary: "check the audit log's hash chain, across rotated files", about: auditAbout, flags: auditFlags, run: cmdAuditVerify},
+		{name: "audit show", summary: "print audit records readably", about: auditAbout, flags: auditShowFlags, run: cmdAuditShow},
 		{name: "version", summary: "print rootgate's version", run: cmdVersion},
-		{name: "completion", args: "bash|zsh|fish", summary: "print a shell completion script", words: []string{"bash", "zsh", "fish"}, run: cmdCompletion},
+		{name: "completion", args: "bash|zsh|fish", summary: "print a shell completion script", about: completionAbout, words: []string{"bash", "zsh", "fish"}, run: cmdCompletion},
 		{name: "man", summary: "print the rootgate(1) manual page in roff", run: cmdMan},
+	}
+}
+
+// synopsis is how c is called, e.g. "rootgate run [flags] -- CMD ARGS...".
+func (c command) synopsis() string {
+	s := "rootgate " + c.name
+	if len(c.flags) > 0 {
+		s += " [flags]"
+	}
+	if c.args != "" {
+		s += " " + c.args
+	}
+	return s
+}
+
+// help writes what "rootgate COMMAND -h" shows: the synopsis, about and
+// the flags.
+func (c command) help(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.synopsis(), strings.TrimRight(cmp.Or(c.about, c.summary), "\n"))
+	if len(c.flags) > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
 	}
 }
 
@@ -141,26 +172,44 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stderr, usage())
 		return exitUsage
 	}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage())
 		return exitOK
 	case "-version", "--version":
-		return cmdVersion(ctx, args[1:], stdin, stdout, stderr)
+		c, _, _ := lookup([]string{"version"})
+		return c.call(ctx, e, args[1:])
 	}
 	if c, rest, ok := lookup(args); ok {
-		return c.run(ctx, rest, stdin, stdout, stderr)
+		return c.call(ctx, e, rest)
 	}
 	errorWithHint(stderr, fmt.Sprintf("unknown command %q", args[0]), "run \"rootgate help\" for the list")
 	return exitUsage
 }
 
-func cmdVersion(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("version", stderr)
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
+// call parses args against c's flags and runs c. -h shows c's help; a
+// bad flag, or an argument to a command that takes none, is a usage error.
+func (c command) call(ctx context.Context, e *env, args []string) int {
+	fs := clidoc.NewFlagSet("rootgate "+c.name, c.flags, io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.help(e.stderr, fs)
+			return exitOK
+		}
+		errorWithHint(e.stderr, err.Error(), fmt.Sprintf("run \"rootgate %s -h\" for its flags", c.name))
+		return exitUsage
 	}
-	fmt.Fprintln(stdout, "rootgate", version.String())
+	if c.args == "" && fs.NArg() > 0 {
+		errorf(e.stderr, "unexpected argument %q", fs.Arg(0))
+		return exitUsage
+	}
+	return c.run(ctx, e, clidoc.ValuesOf(fs), fs.Args())
+}
+
+func cmdVersion(_ context.Context, e *env, _ clidoc.Values, _ []string) int {
+	fmt.Fprintln(e.stdout, "rootgate", version.String())
 	return exitOK
 }
 

@@ -12,32 +12,32 @@ import (
 	"github.com/rootgate/rootgate/internal/client"
 )
 
+// mcpAbout is rootgate mcp's help.
+const mcpAbout = "Serves the MCP tools execute and ping over stdin and stdout."
+
+// mcpFlags are rootgate mcp's flags.
+var mcpFlags = []clidoc.Flag{
+	{Name: "socket", Default: "", Usage: "request `path` of the local daemon (host \"local\")"},
+	{Name: "max-text", Default: mcpserver.DefaultMaxText, Usage: "show at most this many `bytes` of each output stream (head and tail)"},
+	{Name: "progress-interval", Default: mcpserver.DefaultProgressEvery, Usage: "time between progress notifications while a call waits"},
+	{Name: "host", Default: clidoc.List(nil), Usage: "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)"},
+}
+
 // cmdMCP serves the MCP tools execute and ping on stdin and stdout until
 // the client closes stdin.
-func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("mcp", stderr)
-	socket := fs.String("socket", "", "request `path` of the local daemon (host \"local\")")
-	maxText := fs.Int("max-text", mcpserver.DefaultMaxText, "show at most this many `bytes` of each output stream (head and tail)")
-	every := fs.Duration("progress-interval", mcpserver.DefaultProgressEvery, "time between progress notifications while a call waits")
-	var hosts clidoc.List
-	fs.Var(&hosts, "host", "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES] [--progress-interval D]\n\nServes the MCP tools execute and ping over stdin and stdout.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
-	}
-	if *every <= 0 {
+func cmdMCP(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
+	stderr := e.stderr
+	every, maxText := fl.Duration("progress-interval"), fl.Int("max-text")
+	if every <= 0 {
 		errorf(stderr, "--progress-interval must be positive")
 		return exitUsage
 	}
-	if *maxText < 1024 {
+	if maxText < 1024 {
 		errorf(stderr, "--max-text must be at least 1024")
 		return exitUsage
 	}
-	cfg := mcpserver.Config{Socket: client.Socket(*socket), MaxText: *maxText, ProgressEvery: *every, Hosts: map[string]string{}}
-	for _, h := range hosts {
+	cfg := mcpserver.Config{Socket: client.Socket(fl.String("socket")), MaxText: maxText, ProgressEvery: every, Hosts: map[string]string{}}
+	for _, h := range fl.List("host") {
 		name, sock, err := mcpserver.ParseHost(h)
 		if err == nil {
 			if _, dup := cfg.Hosts[name]; dup {
@@ -50,7 +50,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		cfg.Hosts[name] = sock
 	}
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
 	err := mcpserver.New(cfg).Run(ctx, t)
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return fail(stderr, fmt.Errorf("mcp: %w", err))

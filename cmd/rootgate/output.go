@@ -1,34 +1,29 @@
 package main
 
 import (
-	"fmt"
 	"io"
+
+	"github.com/rootgate/rootgate/internal/cliout"
 )
 
-// The helpers below are the only writers of rootgate's own lines (see the
-// output rules in the package comment): each writes one line
+// out writes rootgate's own lines (see the output rules in the package
+// comment); the helpers below are the only writers of them, each one line
 // "rootgate: KIND: text" to w, which is stderr.
+const out = cliout.Prog("rootgate")
 
 // sayf writes one line of the given kind, e.g. "denied" or "broken".
-func sayf(w io.Writer, kind, format string, a ...any) {
-	fmt.Fprintf(w, "rootgate: %s: %s\n", kind, fmt.Sprintf(format, a...))
-}
+func sayf(w io.Writer, kind, format string, a ...any) { out.Sayf(w, kind, format, a...) }
 
 // errorf reports an error.
-func errorf(w io.Writer, format string, a ...any) { sayf(w, "error", format, a...) }
+func errorf(w io.Writer, format string, a ...any) { out.Errorf(w, format, a...) }
 
 // warningf reports something the user should know that did not stop the
 // command.
-func warningf(w io.Writer, format string, a ...any) { sayf(w, "warning", format, a...) }
+func warningf(w io.Writer, format string, a ...any) { out.Warningf(w, format, a...) }
 
 // hintf says what to do about the line before it.
-func hintf(w io.Writer, format string, a ...any) { sayf(w, "hint", format, a...) }
+func hintf(w io.Writer, format string, a ...any) { out.Hintf(w, format, a...) }
 
 // errorWithHint reports an error followed by one hint line for each of
 // hints: what to type instead.
-func errorWithHint(w io.Writer, err string, hints ...string) {
-	errorf(w, "%s", err)
-	for _, h := range hints {
-		hintf(w, "%s", h)
-	}
-}
+func errorWithHint(w io.Writer, err string, hints ...string) { out.ErrorWithHint(w, err, hints...) }

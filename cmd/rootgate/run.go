@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,79 +13,40 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// newFlags makes a command's flag set, writing its errors to stderr. When
-// stderr is a [*flagSets] (the manual page asking), the set is handed to it.
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("rootgate "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	if c, ok := stderr.(*flagSets); ok {
-		c.sets = append(c.sets, fs)
-	}
-	return fs
+// runFlags are rootgate run's flags.
+var runFlags = []clidoc.Flag{
+	socketFlag,
+	{Name: "no-privilege", Default: false, Usage: "run as yourself instead of root"},
+	{Name: "reason", Default: "", Usage: "why, shown to the approver"},
+	{Name: "session", Default: "", Usage: "session name, shown to the approver"},
+	{Name: "cwd", Default: "", Usage: "working `directory` (absolute; default /)"},
+	{Name: "stdin-file", Default: "", Usage: "`file` fed to the first stage (- for standard input)"},
+	{Name: "timeout", Default: 0.0, Usage: "run time limit in `seconds` (may only lower the daemon's)"},
+	{Name: "forward-agent", Default: false, Usage: "forward the operator's SSH agent (needs --no-privilege)"},
+	{Name: "env", Default: clidoc.List(nil), Usage: "`KEY=VALUE` for the run (repeatable; allowlisted keys only)"},
 }
 
-// parseFlags parses args; when parsing ends the command, ok is false and
-// code is its exit code (0 for -h, 2 for a bad flag).
-func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
-	}
-	return 0, true
-}
-
-// parseNoArgs is parseFlags for a command that takes no arguments besides
-// its flags: one left over is a usage error.
-func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
-	if code, ok := parseFlags(fs, args); !ok {
-		return code, false
-	}
-	if fs.NArg() > 0 {
-		errorf(stderr, "unexpected argument %q", fs.Arg(0))
-		return exitUsage, false
-	}
-	return 0, true
-}
-
-func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("run", stderr)
-	socket := fs.String("socket", "", "request socket `path`")
-	noPriv := fs.Bool("no-privilege", false, "run as yourself instead of root")
-	reason := fs.String("reason", "", "why, shown to the approver")
-	session := fs.String("session", "", "session name, shown to the approver")
-	cwd := fs.String("cwd", "", "working `directory` (absolute; default /)")
-	stdinFile := fs.String("stdin-file", "", "`file` fed to the first stage (- for standard input)")
-	timeout := fs.Float64("timeout", 0, "run time limit in `seconds` (may only lower the daemon's)")
-	agent := fs.Bool("forward-agent", false, "forward the operator's SSH agent (needs --no-privilege)")
-	var env clidoc.List
-	fs.Var(&env, "env", "`KEY=VALUE` for the run (repeatable; allowlisted keys only)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate run [flags] -- CMD ARGS... ['|' CMD ARGS...]\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if code, ok := parseFlags(fs, args); !ok {
-		return code
-	}
-	pipeline, err := splitPipeline(fs.Args())
+func cmdRun(ctx context.Context, e *env, fl clidoc.Values, args []string) int {
+	stderr := e.stderr
+	pipeline, err := splitPipeline(args)
 	if err != nil {
 		errorWithHint(stderr, err.Error(), "rootgate run -- ls -l '|' wc -l")
 		return exitUsage
 	}
-	if *agent && !*noPriv {
+	noPriv, agent := fl.Bool("no-privilege"), fl.Bool("forward-agent")
+	if agent && !noPriv {
 		errorf(stderr, "--forward-agent needs --no-privilege")
 		return exitUsage
 	}
-	req := client.NewRequest(*session)
+	req := client.NewRequest(fl.String("session"))
 	req.Pipeline = pipeline
-	req.Reason = *reason
-	req.Cwd = *cwd
-	req.Timeout = *timeout
-	req.ForwardAgent = *agent
-	priv := !*noPriv
+	req.Reason = fl.String("reason")
+	req.Cwd = fl.String("cwd")
+	req.Timeout = fl.Float("timeout")
+	req.ForwardAgent = agent
+	priv := !noPriv
 	req.Privileged = &priv
-	for _, kv := range env {
+	for _, kv := range fl.List("env") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			errorf(stderr, "--env %q is not KEY=VALUE", kv)
@@ -97,22 +57,22 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		req.Env[k] = v
 	}
-	switch *stdinFile {
+	switch f := fl.String("stdin-file"); f {
 	case "":
 	case "-":
-		req.Stdin, err = io.ReadAll(io.LimitReader(stdin, wire.MaxLine))
+		req.Stdin, err = io.ReadAll(io.LimitReader(e.stdin, wire.MaxLine))
 	default:
-		req.Stdin, err = os.ReadFile(*stdinFile)
+		req.Stdin, err = os.ReadFile(f)
 	}
 	if err != nil {
 		return fail(stderr, fmt.Errorf("read stdin: %w", err))
 	}
 
-	resp, err := client.Do(ctx, client.Socket(*socket), req)
+	resp, err := client.Do(ctx, client.Socket(fl.String("socket")), req)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	return report(resp, stdout, stderr)
+	return report(resp, e.stdout, stderr)
 }
 
 // splitPipeline cuts args at each "|" argument into stages.
@@ -172,12 +132,8 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 	return exitError
 }
 
-func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("send", stderr)
-	socket := fs.String("socket", "", "request socket `path`")
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
-	}
+func cmdSend(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
+	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	// Sent as read, up to a byte past the limit, so the daemon itself
 	// judges size and framing.
 	line, err := io.ReadAll(io.LimitReader(stdin, wire.MaxLine+1))
@@ -187,7 +143,7 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if i := strings.IndexByte(string(line), '\n'); i >= 0 {
 		line = line[:i+1]
 	}
-	resp, err := client.RoundTrip(ctx, client.Socket(*socket), line)
+	resp, err := client.RoundTrip(ctx, client.Socket(fl.String("socket")), line)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -195,15 +151,11 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return exitOK
 }
 
-func cmdPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("ping", stderr)
-	socket := fs.String("socket", "", "request socket `path`")
-	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
-	}
+func cmdPing(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
+	stdout, stderr := e.stdout, e.stderr
 	req := client.NewRequest("")
 	req.Action = wire.ActionPing
-	resp, err := client.Do(ctx, client.Socket(*socket), req)
+	resp, err := client.Do(ctx, client.Socket(fl.String("socket")), req)
 	if err != nil {
 		return fail(stderr, err)
 	}

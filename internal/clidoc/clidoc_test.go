@@ -2,7 +2,6 @@ package clidoc
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,15 +14,14 @@ import (
 // testPage is a program with plain and nested commands and every kind of
 // flag the documents treat differently.
 func testPage() *Page {
-	run := flag.NewFlagSet("run", flag.ContinueOnError)
-	run.String("socket", "/run/x.sock", "request socket `path`")
-	run.Bool("no-privilege", false, "run as yourself")
-	run.String("reason", "", ".why, with a \\ backslash and 'quotes'")
-	run.Duration("timeout", 5*time.Minute, "time limit")
-	verify := flag.NewFlagSet("audit verify", flag.ContinueOnError)
-	verify.String("log", "", "audit log `file`")
-	show := flag.NewFlagSet("audit show", flag.ContinueOnError)
-	show.Bool("json", false, "print JSON lines")
+	run := []Flag{
+		{Name: "socket", Default: "/run/x.sock", Usage: "request socket `path`"},
+		{Name: "no-privilege", Default: false, Usage: "run as yourself"},
+		{Name: "reason", Default: "", Usage: ".why, with a \\ backslash and 'quotes'"},
+		{Name: "timeout", Default: 5 * time.Minute, Usage: "time limit"},
+	}
+	verify := []Flag{{Name: "log", Default: "", Usage: "audit log `file`"}}
+	show := []Flag{{Name: "json", Default: false, Usage: "print JSON lines"}}
 	return &Page{
 		Name: "prog", Section: 1, Summary: "a test program", Version: "1.2.3",
 		Synopsis:    []string{"prog COMMAND [flags]"},
@@ -32,8 +30,8 @@ func testPage() *Page {
 			{Name: "run", Args: "-- CMD ARGS...", Summary: "run a thing", Flags: run},
 			{Name: "audit verify", Summary: "verify the log", Flags: verify},
 			{Name: "audit show", Summary: "show the log", Flags: show},
-			{Name: "completion", Args: "bash|zsh|fish", Summary: "print completions", Flags: flag.NewFlagSet("completion", flag.ContinueOnError), Words: []string{"bash", "zsh", "fish"}},
-			{Name: "secret", Summary: "hidden", Hidden: true, Flags: flag.NewFlagSet("secret", flag.ContinueOnError)},
+			{Name: "completion", Args: "bash|zsh|fish", Summary: "print completions", Words: []string{"bash", "zsh", "fish"}},
+			{Name: "secret", Summary: "hidden", Hidden: true, Flags: []Flag{{Name: "secret-flag", Default: 0, Usage: "hidden"}}},
 		},
 		Sections: []Section{
 			{Title: "Files", Terms: true, Text: "/etc/prog\nThe config."},
@@ -49,11 +47,11 @@ func TestManListsEveryFlag(t *testing.T) {
 	}
 	roff := b.String()
 	for _, c := range p.Commands {
-		c.Flags.VisitAll(func(f *flag.Flag) {
+		for _, f := range c.Flags {
 			if in := strings.Contains(roff, `\fB\-\-`+strings.ReplaceAll(f.Name, "-", `\-`)+`\fR`); in == c.Hidden {
 				t.Errorf("flag --%s of %q: in the page %v, hidden %v", f.Name, c.Name, in, c.Hidden)
 			}
-		})
+		}
 	}
 	// No line may start a roff request by accident.
 	for _, l := range strings.Split(roff, "\n") {

@@ -7,6 +7,7 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,35 +23,23 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// DefaultSocket is the request socket's path when ROOTGATE_SOCKET is unset.
-const DefaultSocket = "/run/rootgate/rootgate.sock"
+// The request socket and the approver socket: where a client finds each
+// when no flag names it, first from the environment, then by default.
+const (
+	SocketEnv             = "ROOTGATE_SOCKET"
+	DefaultSocket         = "/run/rootgate/rootgate.sock"
+	ApproverSocketEnv     = "ROOTGATE_APPROVER_SOCKET"
+	DefaultApproverSocket = "/run/rootgate/approve.sock"
+)
 
 // Socket returns the request socket to use: flag (if set), else
 // $ROOTGATE_SOCKET, else DefaultSocket.
-func Socket(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if s := os.Getenv("ROOTGATE_SOCKET"); s != "" {
-		return s
-	}
-	return DefaultSocket
-}
-
-// DefaultApproverSocket is the approver socket's path when
-// ROOTGATE_APPROVER_SOCKET is unset.
-const DefaultApproverSocket = "/run/rootgate/approve.sock"
+func Socket(flag string) string { return cmp.Or(flag, os.Getenv(SocketEnv), DefaultSocket) }
 
 // ApproverSocket returns the approver socket to use: flag (if set), else
 // $ROOTGATE_APPROVER_SOCKET, else DefaultApproverSocket.
 func ApproverSocket(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if s := os.Getenv("ROOTGATE_APPROVER_SOCKET"); s != "" {
-		return s
-	}
-	return DefaultApproverSocket
+	return cmp.Or(flag, os.Getenv(ApproverSocketEnv), DefaultApproverSocket)
 }
 
 // ConnectError is a failure to reach the daemon, with a hint saying what

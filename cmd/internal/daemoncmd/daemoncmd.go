@@ -29,28 +29,43 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/cliout"
 	"github.com/rootgate/rootgate/internal/slogjournal"
 	"github.com/rootgate/rootgate/internal/version"
 	"github.com/rootgate/rootgate/pipeline"
 )
 
-const usage = `usage: rootgated [flags]
+// synopsis is how rootgated is called, in its usage and manual page.
+const synopsis = "rootgated [flags]"
+
+const usage = `usage: ` + synopsis + `
 
 rootgated runs commands for rootgate clients once a policy rule or a person
 approves them. It must run as root.
 
 Examples:
   sudo rootgated --tty                       prompt on this terminal
-  sudo rootgated --policy /etc/rootgate/policy --socket /run/rootgate/rootgate.sock
+  sudo rootgated --policy ` + defaultPolicy + ` --socket ` + client.DefaultSocket + `
 
 Flags:
 `
+
+// out writes rootgated's own lines, "rootgated: KIND: text", to stderr or
+// the --tty terminal; everything else it says goes to its log.
+const out = cliout.Prog("rootgated")
+
+// Exit codes (the manual page's EXIT STATUS).
+const (
+	exitOK     = 0 // stopped by SIGTERM, SIGINT or an idle exit, or asked for its version or documents
+	exitFailed = 1 // could not start or serve
+	exitUsage  = 2 // bad flags or arguments
+)
 
 // options are the daemon's flags.
 type options struct {
 	socket        string
 	approverSock  string
-	approvers     clidoc.List
+	approvers     []string
 	runtimeDir    string
 	policy        string
 	tty           bool
@@ -116,104 +131,144 @@ func Main(args []string) int {
 // grows past it and collects more often meanwhile (docs/performance.md).
 const memoryLimit = 48 << 20
 
-func flags(o *options, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("rootgated", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprint(out, usage)
-		fs.PrintDefaults()
+// flags are rootgated's flags, read by its parsing, its manual page and
+// its completions.
+var flags = []clidoc.Flag{
+	{Name: "socket", Default: client.DefaultSocket, Usage: "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win"},
+	{Name: "approver-socket", Default: client.DefaultApproverSocket, Usage: "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then"},
+	{Name: "approver", Default: clidoc.List(nil), Usage: "admit `USER` or @GROUP as an approver besides root (repeatable)"},
+	{Name: "runtime-dir", Default: daemon.DefaultRuntimeDir, Usage: "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root"},
+	{Name: "policy", Default: defaultPolicy, Usage: "policy rules `file`; a missing file means ask for everything"},
+	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal"},
+	{Name: "unsafe-self-approval", Default: false, Usage: "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent"},
+	{Name: "prompt-timeout", Default: approval.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"},
+	{Name: "exec-timeout", Default: daemon.DefaultExecTimeout, Usage: "run time limit; a request may only lower it"},
+	{Name: "kill-grace", Default: pipeline.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL when a run is stopped"},
+	{Name: "max-skew", Default: daemon.DefaultMaxSkew, Usage: "largest accepted distance between a request's time and the clock"},
+	{Name: "max-runs", Default: daemon.DefaultMaxRuns, Usage: "approved runs in progress at once"},
+	{Name: "max-conns", Default: daemon.DefaultMaxConns, Usage: "connections in flight before \"server busy\""},
+	{Name: "max-conns-per-uid", Default: 0, Usage: "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns"},
+	{Name: "first-byte-timeout", Default: daemon.DefaultFirstByte, Usage: "how long a connection may send nothing before it is answered with an error and closed"},
+	{Name: "max-pending", Default: daemon.DefaultMaxPending, Usage: "requests of one uid waiting for a person's decision at once; more are refused"},
+	{Name: "prompt-rate", Default: daemon.DefaultPromptRate, Usage: "requests of one uid put to a person per minute; more are refused"},
+	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
+	{Name: "audit", Default: audit.DefaultPath, Usage: "audit log `file` (created 0600, its directory 0700); it cannot be turned off"},
+	{Name: "audit-max-size", Default: sizeFlag(defaultAuditMaxSize), Usage: "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates"},
+	{Name: "audit-keep", Default: defaultAuditKeep, Usage: "rotated audit files kept; older ones are removed after a rotation (0 keeps all)"},
+	{Name: "audit-min-free", Default: sizeFlag(defaultAuditMinFree), Usage: "refuse requests while the audit log's file system has less than this `size` free (bytes, or with K, M or G); 0 turns the guard off"},
+	{Name: "audit-reject-rate", Default: daemon.DefaultRejectRate, Usage: "rejected requests of one uid (root excepted) recorded per minute; past it they are counted in one dropped record"},
+	{Name: "version", Default: false, Usage: "print the version and exit"},
+	{Name: "man", Default: false, Usage: "print the rootgated(8) manual page in roff and exit"},
+	{Name: "completion", Default: "", Usage: "print a completion script for `shell` (bash, zsh or fish) and exit"},
+}
+
+// defaultPolicy is --policy's default.
+const defaultPolicy = "/etc/rootgate/policy"
+
+// parseOptions reads the flags parsed into v.
+func parseOptions(v clidoc.Values) options {
+	return options{
+		socket:        v.String("socket"),
+		approverSock:  v.String("approver-socket"),
+		approvers:     v.List("approver"),
+		runtimeDir:    v.String("runtime-dir"),
+		policy:        v.String("policy"),
+		tty:           v.Bool("tty"),
+		unsafeSelf:    v.Bool("unsafe-self-approval"),
+		promptTimeout: v.Duration("prompt-timeout"),
+		execTimeout:   v.Duration("exec-timeout"),
+		killGrace:     v.Duration("kill-grace"),
+		maxSkew:       v.Duration("max-skew"),
+		maxRuns:       v.Int("max-runs"),
+		maxConns:      v.Int("max-conns"),
+		maxConnsUID:   v.Int("max-conns-per-uid"),
+		firstByte:     v.Duration("first-byte-timeout"),
+		maxPending:    v.Int("max-pending"),
+		promptRate:    v.Int("prompt-rate"),
+		idleExit:      v.Duration("idle-exit"),
+		audit:         v.String("audit"),
+		auditMaxSize:  *v.Value("audit-max-size").(*byteSize),
+		auditKeep:     v.Int("audit-keep"),
+		auditMinFree:  *v.Value("audit-min-free").(*byteSize),
+		rejectRate:    v.Int("audit-reject-rate"),
+		version:       v.Bool("version"),
+		man:           v.Bool("man"),
+		completion:    v.String("completion"),
+		socketsGiven:  v.Given("socket") || v.Given("approver-socket"),
 	}
-	fs.StringVar(&o.socket, "socket", client.DefaultSocket, "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win")
-	fs.StringVar(&o.approverSock, "approver-socket", client.DefaultApproverSocket, "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then")
-	fs.Var(&o.approvers, "approver", "admit `USER` or @GROUP as an approver besides root (repeatable)")
-	fs.StringVar(&o.runtimeDir, "runtime-dir", daemon.DefaultRuntimeDir, "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root")
-	fs.StringVar(&o.policy, "policy", "/etc/rootgate/policy", "policy rules `file`; a missing file means ask for everything")
-	fs.BoolVar(&o.tty, "tty", false, "prompt for approval on the daemon's controlling terminal")
-	fs.BoolVar(&o.unsafeSelf, "unsafe-self-approval", false, "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent")
-	fs.DurationVar(&o.promptTimeout, "prompt-timeout", daemon.DefaultPromptTimeout, "how long an approval prompt waits for an answer")
-	fs.DurationVar(&o.execTimeout, "exec-timeout", daemon.DefaultExecTimeout, "run time limit; a request may only lower it")
-	fs.DurationVar(&o.killGrace, "kill-grace", pipeline.DefaultKillGrace, "time between SIGTERM and SIGKILL when a run is stopped")
-	fs.DurationVar(&o.maxSkew, "max-skew", daemon.DefaultMaxSkew, "largest accepted distance between a request's time and the clock")
-	fs.IntVar(&o.maxRuns, "max-runs", daemon.DefaultMaxRuns, "approved runs in progress at once")
-	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
-	fs.IntVar(&o.maxConnsUID, "max-conns-per-uid", 0, "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns")
-	fs.DurationVar(&o.firstByte, "first-byte-timeout", daemon.DefaultFirstByte, "how long a connection may send nothing before it is answered with an error and closed")
-	fs.IntVar(&o.maxPending, "max-pending", daemon.DefaultMaxPending, "requests of one uid waiting for a person's decision at once; more are refused")
-	fs.IntVar(&o.promptRate, "prompt-rate", daemon.DefaultPromptRate, "requests of one uid put to a person per minute; more are refused")
-	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
-	fs.StringVar(&o.audit, "audit", audit.DefaultPath, "audit log `file` (created 0600, its directory 0700); it cannot be turned off")
-	o.auditMaxSize = defaultAuditMaxSize
-	fs.Var(&o.auditMaxSize, "audit-max-size", "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates")
-	fs.IntVar(&o.auditKeep, "audit-keep", defaultAuditKeep, "rotated audit files kept; older ones are removed after a rotation (0 keeps all)")
-	o.auditMinFree = defaultAuditMinFree
-	fs.Var(&o.auditMinFree, "audit-min-free", "refuse requests while the audit log's file system has less than this `size` free (bytes, or with K, M or G); 0 turns the guard off")
-	fs.IntVar(&o.rejectRate, "audit-reject-rate", daemon.DefaultRejectRate, "rejected requests of one uid (root excepted) recorded per minute; past it they are counted in one dropped record")
-	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.BoolVar(&o.man, "man", false, "print the rootgated(8) manual page in roff and exit")
-	fs.StringVar(&o.completion, "completion", "", "print a completion script for `shell` (bash, zsh or fish) and exit")
-	return fs
+}
+
+// sizeFlag is a [byteSize] flag with default def: each parse gets a value
+// of its own, so none changes another's or the default.
+func sizeFlag(def byteSize) clidoc.Custom {
+	return func() flag.Value { v := def; return &v }
 }
 
 // run is rootgated's whole life; it returns the exit code.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
-	var o options
-	fs := flags(&o, stderr)
+	fs := clidoc.NewFlagSet("rootgated", flags, io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			fmt.Fprint(stderr, usage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return exitOK
 		}
-		return 2
+		out.Errorf(stderr, "%v", err)
+		out.Hintf(stderr, "run \"rootgated -h\" for the flags")
+		return exitUsage
 	}
-	o.socketsGiven = explicit(fs, "socket") || explicit(fs, "approver-socket")
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "rootgated: error: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		out.Errorf(stderr, "unexpected argument %q", fs.Arg(0))
+		return exitUsage
 	}
+	o := parseOptions(clidoc.ValuesOf(fs))
 	if o.version {
 		fmt.Fprintln(os.Stdout, "rootgated", version.String())
-		return 0
+		return exitOK
 	}
 	if o.man || o.completion != "" {
 		if err := writeDoc(os.Stdout, o.man, o.completion); err != nil {
-			fmt.Fprintf(stderr, "rootgated: error: %v\n", err)
-			return 2
+			out.Errorf(stderr, "%v", err)
+			return exitUsage
 		}
-		return 0
+		return exitOK
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}} {
 		if d.v <= 0 {
-			fmt.Fprintf(stderr, "rootgated: error: --%s must be positive\n", d.name)
-			return 2
+			out.Errorf(stderr, "--%s must be positive", d.name)
+			return exitUsage
 		}
 	}
 	if o.auditKeep < 0 || o.rejectRate < 1 {
-		fmt.Fprintln(stderr, "rootgated: error: --audit-keep must not be negative and --audit-reject-rate must be at least 1")
-		return 2
+		out.Errorf(stderr, "--audit-keep must not be negative and --audit-reject-rate must be at least 1")
+		return exitUsage
 	}
 	if o.maxConnsUID < 0 {
-		fmt.Fprintln(stderr, "rootgated: error: --max-conns-per-uid must not be negative")
-		return 2
+		out.Errorf(stderr, "--max-conns-per-uid must not be negative")
+		return exitUsage
 	}
 	if o.idleExit < 0 {
-		fmt.Fprintln(stderr, "rootgated: error: --idle-exit must not be negative")
-		return 2
+		out.Errorf(stderr, "--idle-exit must not be negative")
+		return exitUsage
 	}
 	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 {
-		fmt.Fprintln(stderr, "rootgated: error: --max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
-		return 2
+		out.Errorf(stderr, "--max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
+		return exitUsage
 	}
 	if o.audit == "" {
-		fmt.Fprintln(stderr, "rootgated: error: --audit must name a file: the audit log cannot be turned off")
-		return 2
+		out.Errorf(stderr, "--audit must name a file: the audit log cannot be turned off")
+		return exitUsage
 	}
 	if err := serve(ctx, &o, stderr); err != nil {
-		fmt.Fprintf(stderr, "rootgated: error: %v\n", err)
-		return 1
+		out.Errorf(stderr, "%v", err)
+		return exitFailed
 	}
-	return 0
+	return exitOK
 }
 
 func serve(ctx context.Context, o *options, stderr io.Writer) error {
@@ -266,7 +321,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		controllers = slices.Compact(controllers)
 		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Approver: term, Controllers: controllers})
 		if who := approval.Uninvolved(controllers, userName); who != "" {
-			fmt.Fprintf(logOut, "rootgated: this terminal is not asked about requests from %s: they can control it\n", who)
+			out.Warningf(logOut, "this terminal is not asked about requests from %s: they can control it", who)
 		}
 	}
 	var admit daemon.Admission
@@ -339,7 +394,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
 	if o.tty {
-		fmt.Fprintf(logOut, "rootgated: ready; prompts appear here. In another terminal, try:\n  sudo %s\n", firstRequest(socket))
+		out.Sayf(logOut, "ready", "prompts appear here; in another terminal, try:")
+		fmt.Fprintf(logOut, "  sudo %s\n", firstRequest(socket))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -405,13 +461,6 @@ func watchdog(ctx context.Context, log *slog.Logger, every time.Duration) {
 			notify(log, sdnotify.SdNotifyWatchdog)
 		}
 	}
-}
-
-// explicit reports whether the flag name was given on the command line.
-func explicit(fs *flag.FlagSet, name string) bool {
-	found := false
-	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
-	return found
 }
 
 // ttyOwner is the uid owning the terminal f: its owner could type into it,

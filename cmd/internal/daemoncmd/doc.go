@@ -4,21 +4,22 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
 )
 
 // Page describes rootgated for its manual page and completions, with the
-// flag set [Main] parses.
+// flag table [Main] parses.
 func Page() *clidoc.Page {
 	return &clidoc.Page{
 		Name:     "rootgated",
 		Section:  8,
 		Summary:  "rootgate's root daemon: runs agents' commands once a policy rule or a person approves them",
 		Version:  version.String(),
-		Synopsis: []string{"rootgated [flags]"},
-		Flags:    flags(&options{}, io.Discard),
+		Synopsis: []string{synopsis},
+		Flags:    flags,
 		Description: `rootgated takes requests from rootgate(1) clients on a Unix socket: an exact pipeline to run, as root or as the requester, with a reason. Each request is checked, then decided by the policy file or put to a person: on the daemon's own terminal (--tty) or through approver clients attached to the approver socket (rootgate approve). An approved pipeline runs without a shell, with a clean environment and a time limit, and every process it started is killed when it ends. The output goes back to the requester.
 
 rootgated must run as root. Under systemd it is started by rootgate.socket and rootgate-approve.socket and takes the sockets systemd hands over; started by hand, it binds --socket and --approver-socket itself.`,
@@ -28,7 +29,7 @@ rootgated must run as root. Under systemd it is started by rootgate.socket and r
 With Type=notify it sends READY=1 once it serves, STOPPING=1 when shutdown begins, and WATCHDOG=1 when WatchdogSec= is set. A socket-activated daemon exits by itself after --idle-exit with no connection, no attached approver, no run, and the replay window over.`},
 			{Title: "Signals", Text: `SIGTERM or SIGINT stop the daemon: waiting requests are answered "daemon stopping", running pipelines are killed, and it exits 0.`},
 			{Title: "Exit status", Text: `0 after SIGTERM, SIGINT or an idle exit; 1 when it could not start or serve (the reason is logged); 2 on bad usage.`},
-			{Title: "Files", Terms: true, Text: `/etc/rootgate/policy
+			{Title: "Files", Terms: true, Text: defaultPolicy + `
 The policy rules (--policy); a missing file means ask for everything.
 
 ` + client.DefaultSocket + `
@@ -37,7 +38,7 @@ The request socket (--socket), 0660 root:rootgate.
 ` + client.DefaultApproverSocket + `
 The approver socket (--approver-socket), 0600 root.
 
-/run/rootgate
+` + daemon.DefaultRuntimeDir + `
 Runtime state: the replay window (--runtime-dir).`},
 			{Title: "See also", Text: "rootgate(1), systemd.socket(5), systemd.service(5)"},
 		},
