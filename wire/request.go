@@ -75,6 +75,10 @@ type Request struct {
 	// EOFWithdraws: the client keeps its side open until it has read the
 	// answer, so the end of its stream withdraws the request.
 	EOFWithdraws bool
+	// Check: evaluate the policy for this request and say what it would
+	// decide, without asking anyone or running anything (opt-in
+	// extension; docs/protocol.md, "Check requests").
+	Check bool
 }
 
 // ReplayKey is what the replay window remembers: the id when the client
@@ -106,6 +110,7 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
 	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
 	"stdin":         decodeStdin,
+	"check":         func(r *Request, raw json.RawMessage) error { return decodeBool("check", raw, &r.Check) },
 	"timeout":       decodeTimeout,
 }
 
@@ -360,6 +365,9 @@ func (r *Request) validate() error {
 			return ErrPipelineMissing
 		}
 	case ActionPing:
+		if r.Check {
+			return errors.New(`"check" is for exec requests, not ping`)
+		}
 	default:
 		return errors.New(`field "action" must be "exec" or "ping"`)
 	}
