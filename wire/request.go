@@ -38,6 +38,9 @@ const (
 	MaxSessionLen = 256
 	MaxReasonLen  = 4096
 	MaxVersionLen = 256
+	// MaxTimeoutSeconds is the largest timeout a request may ask for (a
+	// year); the daemon lowers any timeout to its own limit anyway.
+	MaxTimeoutSeconds = 365 * 24 * 3600
 )
 
 // Actions.
@@ -345,7 +348,7 @@ func decodeTimeout(r *Request, raw json.RawMessage) error {
 		return errors.New(`field "timeout" must be a positive number of seconds`)
 	}
 	// More than a year means nothing for a run limit.
-	if f <= 0 || math.IsInf(f, 0) || f > 365*24*3600 {
+	if f <= 0 || math.IsInf(f, 0) || f > MaxTimeoutSeconds {
 		return errors.New(`field "timeout" must be a positive number of seconds`)
 	}
 	r.Timeout = time.Duration(f * float64(time.Second))
