@@ -46,7 +46,7 @@ func docExamples(t *testing.T) map[string]string {
 	policyDenied := result([][]string{{"rm", "-rf", "/"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeDeniedByPolicy, Message: "denied by policy rule at 1: deny any rm -rf /",
 		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: "deny any rm -rf /", Source: "/etc/rootgate/policy:1"}})
 	earlier := result([][]string{{"journalctl", "-u", "nginx"}, {"tail", "-n", "1"}}, &wire.Response{Status: wire.StatusOK,
-		Stages: []wire.StageResult{{ExitCode: 1, Stderr: []byte("Failed to open journal: Permission denied\n")}, {}},
+		Stages:    []wire.StageResult{{ExitCode: 1, Stderr: []byte("Failed to open journal: Permission denied\n")}, {}},
 		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: "allow unprivileged ...", Source: "/etc/rootgate/policy:3"}})
 	killed := result([][]string{{"apt-get", "upgrade", "-y"}}, &wire.Response{Status: wire.StatusError, Code: wire.CodeKilledStopping, Message: wire.ErrKilledStopping.Error(),
 		Stages: []wire.StageResult{{ExitCode: 143, Signal: "SIGTERM"}}, Stdout: []byte("Unpacking libc6 (2.39-0ubuntu8.4) over (2.39-0ubuntu8.3) ...\n"),
