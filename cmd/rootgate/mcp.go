@@ -12,7 +12,7 @@ import (
 	"github.com/rootgate/rootgate/internal/client"
 )
 
-// cmdMCP serves the MCP tools execute and ping on stdin and stdout until
+// cmdMCP serves the MCP tools execute, ping and check on stdin and stdout until
 // the client closes stdin.
 func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("mcp", stderr)
@@ -22,7 +22,7 @@ func cmdMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	var hosts clidoc.List
 	fs.Var(&hosts, "host", "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES] [--progress-interval D]\n\nServes the MCP tools execute and ping over stdin and stdout.\n\nFlags:\n")
+		fmt.Fprint(stderr, "usage: rootgate mcp [--socket P] [--host NAME=SOCKET]... [--max-text BYTES] [--progress-interval D]\n\nServes the MCP tools execute, ping and check over stdin and stdout.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
