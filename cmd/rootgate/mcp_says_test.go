@@ -141,3 +141,23 @@ func TestMCPStopDuringRun(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPSaysWhatFailed: through the real daemon, a pipeline whose last
+// stage succeeded says in its status line which earlier stage failed, and
+// an env refusal names the refused keys and the allowed ones.
+func TestMCPSaysWhatFailed(t *testing.T) {
+	e := startMCPEnv(t)
+	c := e.startMCP(t, 0)
+
+	pipe := [][]string{{"sh", "-c", "exit 2"}, {"sh", "-c", "kill -PIPE $$"}, {"true"}}
+	res, text, r := c.execute(t, map[string]any{"pipeline": pipe, "reason": "e2e: earlier stage"})
+	first, _, _ := strings.Cut(text, "\n")
+	if want := "status: ok: approved and run; the last command exited with code 0, but stage 1 exited with code 2 and stage 2 was killed by SIGPIPE (exit code 141)"; first != want || res.IsError || r.Status != "ok" {
+		t.Errorf("isError %v, status line %q\nwant %q", res.IsError, first, want)
+	}
+
+	_, text, r = c.execute(t, map[string]any{"argv": []string{"id"}, "reason": "e2e: env", "env": map[string]string{"LANG": "C.UTF-8", "LD_PRELOAD": "/x.so", "FOO_RG": "1"}})
+	if r.Status != "error" || !strings.Contains(r.Next, "Refused: FOO_RG, LD_PRELOAD. Allowed (rootgated's default list; the operator may have changed it): LANG, LANGUAGE, LC_*") {
+		t.Errorf("env refusal: %s", text)
+	}
+}
