@@ -76,6 +76,9 @@ type Decision struct {
 	// SelfApproval is set when Member was only asked because the broker's
 	// UnsafeSelfApproval is on: the requester could have typed the answer.
 	SelfApproval bool `json:"-"`
+	// Note, on a Deny from a person, is what they typed for the requester
+	// to read (wire.SanitizeNote applies before it is sent), or "".
+	Note string `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the

@@ -72,6 +72,7 @@ type Message struct {
 	Approve  *bool      `json:"approve,omitempty"`  // decision: true approves, false denies
 	Reason   string     `json:"reason,omitempty"`   // withdraw: why, e.g. "approved by root on pts/4"
 	Outcome  string     `json:"outcome,omitempty"`  // result: one line
+	Note     string     `json:"note,omitempty"`     // decision, deny only: a short note for the requester
 
 	// error
 	Message string `json:"message,omitempty"`

@@ -129,7 +129,13 @@ type remote struct {
 
 type pendingPrompt struct {
 	hash   string
-	answer chan bool
+	answer chan remoteAnswer
+}
+
+// remoteAnswer is a decision as an approver client sent it.
+type remoteAnswer struct {
+	approve bool
+	note    string // a deny note, sanitised
 }
 
 var _ approval.Approver = (*remote)(nil)
@@ -153,7 +159,7 @@ func (r *remote) sendLine(line []byte) error {
 // Approve implements [approval.Approver].
 func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	by := "approver " + r.name
-	pp := &pendingPrompt{hash: approval.RequestHash(p), answer: make(chan bool, 1)}
+	pp := &pendingPrompt{hash: approval.RequestHash(p), answer: make(chan remoteAnswer, 1)}
 	r.mu.Lock()
 	if r.pending == nil {
 		r.mu.Unlock()
@@ -176,15 +182,15 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " unreachable", By: by}
 	}
 	select {
-	case ok := <-pp.answer:
-		if ok {
+	case a := <-pp.answer:
+		if a.approve {
 			d := approval.Decision{Verdict: approval.Allow, By: by, After: r}
 			if r.agent != "" {
 				d.Agent = &approval.AgentOffer{Socket: r.agent, UID: uint32(r.peer.UID), GID: uint32(r.peer.GID), Groups: r.peer.Groups}
 			}
 			return d
 		}
-		return approval.Decision{Verdict: approval.Deny, Message: "denied by operator " + r.name, By: by}
+		return approval.Decision{Verdict: approval.Deny, Message: "denied by operator " + r.name, By: by, Note: a.note}
 	case <-r.done:
 		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " disconnected", By: by}
 	case <-ctx.Done():
@@ -357,7 +363,11 @@ func (r *remote) deliver(m *approval.Message) string {
 	case pp.hash != m.Hash:
 		return wire.ApproverHashMismatch(m.ID)
 	}
-	pp.answer <- *m.Approve
+	a := remoteAnswer{approve: *m.Approve}
+	if !a.approve {
+		a.note = wire.SanitizeNote(m.Note)
+	}
+	pp.answer <- a
 	return ""
 }
 

@@ -155,7 +155,7 @@ func (s *Server) dropped(r *audit.Record) {
 func durable(e auditEvent) bool {
 	switch e.Kind {
 	case eventReceived:
-		return e.Request != nil && e.Request.Action == wire.ActionPing
+		return e.Request != nil && (e.Request.Action == wire.ActionPing || e.Request.Check)
 	case eventDecided:
 		return e.Decision == nil || e.Decision.Verdict != approval.Allow
 	}
@@ -225,6 +225,7 @@ func request(q *wire.Request) *audit.Request {
 		Cwd:          q.Cwd,
 		StdinBytes:   len(q.Stdin),
 		Version:      q.Version,
+		Check:        q.Check,
 	}
 	r.Env, r.EnvSHA256 = audit.SplitEnv(q.Env)
 	if q.Stdin != nil {

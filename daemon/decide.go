@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -16,15 +17,7 @@ import (
 func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func(runsNothing bool) error) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
-	m := s.cfg.Policy.Evaluate(approval.Subject{
-		Privileged: req.Privileged,
-		User:       userName,
-		Session:    req.Session,
-		Host:       req.Host,
-		Stages:     req.Pipeline,
-		Paths:      p.cmd.Paths,
-		Env:        req.Env,
-	})
+	m := s.evaluate(p, userName)
 	if m.Action == approval.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
 		// Denied without a person: such records share the per-uid budget
 		// of refused requests, so a flood of them cannot fill the log.
@@ -88,4 +81,77 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	log.Info("asking for approval")
 	d := s.cfg.Approver.Approve(ctx, prompt)
 	return d, nil
+}
+
+// evaluate is the policy's verdict on p's request from the user userName.
+func (s *Server) evaluate(p *runPlan, userName string) approval.Match {
+	req := p.req
+	return s.cfg.Policy.Evaluate(approval.Subject{
+		Privileged: req.Privileged,
+		User:       userName,
+		Session:    req.Session,
+		Host:       req.Host,
+		Stages:     req.Pipeline,
+		Paths:      p.cmd.Paths,
+		Env:        req.Env,
+	})
+}
+
+// check answers a check request: what the policy would decide about p's
+// request, as its requester sent it. It asks no one and runs nothing.
+func (s *Server) check(p *runPlan) *wire.Response {
+	m := s.evaluate(p, userNameOf(p.peer.UID))
+	resp := &wire.Response{ID: p.req.ID, Status: wire.StatusOK}
+	switch {
+	case m.Action == approval.ActionDeny:
+		resp.Check, resp.Message = wire.CheckDeny, "the policy denies this request"
+	case m.Action == approval.ActionAllow && p.req.ForwardAgent:
+		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked: a policy rule allows it, but forward_agent is always put to a person"
+	case m.Action == approval.ActionAllow:
+		resp.Check, resp.Message = wire.CheckAllow, "the policy allows this request without asking"
+	default:
+		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked about this request"
+	}
+	resp.DecidedBy = s.policyDecider(m.Rule)
+	return resp
+}
+
+// policyDecider names rule as the decider of a request; nil for no rule.
+func (s *Server) policyDecider(rule *approval.Rule) *wire.DecidedBy {
+	if rule == nil {
+		return nil
+	}
+	name := s.cfg.Policy.Name()
+	if name == "" {
+		name = "policy"
+	}
+	return &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: rule.Text, Source: fmt.Sprintf("%s:%d", name, rule.Line)}
+}
+
+// decider names who decided d: the policy rule, or the person who
+// answered; nil when no one did (no approver, a timeout).
+func (s *Server) decider(d *approval.Decision, rule *approval.Rule) *wire.DecidedBy {
+	if rule != nil {
+		return s.policyDecider(rule)
+	}
+	if d.Member == nil || d.Verdict != approval.Allow && d.Verdict != approval.Deny {
+		return nil
+	}
+	by := &wire.DecidedBy{By: wire.DecidedByPerson, Note: d.Note}
+	// Member.Name is "USER on WHERE".
+	user, where, ok := strings.Cut(d.Member.Name, " on ")
+	if ok {
+		by.Approver = fmt.Sprintf("%s (uid %d) on %s", user, d.Member.UID, where)
+	} else {
+		by.Approver = fmt.Sprintf("%s (uid %d)", d.Member.Name, d.Member.UID)
+	}
+	switch d.Member.Approver.(type) {
+	case *remote:
+		by.Via = "remote"
+	case *approval.Desktop:
+		by.Via = "desktop"
+	default:
+		by.Via = "terminal"
+	}
+	return by
 }

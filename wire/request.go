@@ -38,6 +38,9 @@ const (
 	MaxSessionLen = 256
 	MaxReasonLen  = 4096
 	MaxVersionLen = 256
+	// MaxTimeoutSeconds is the largest timeout a request may ask for (a
+	// year); the daemon lowers any timeout to its own limit anyway.
+	MaxTimeoutSeconds = 365 * 24 * 3600
 )
 
 // Actions.
@@ -75,6 +78,10 @@ type Request struct {
 	// EOFWithdraws: the client keeps its side open until it has read the
 	// answer, so the end of its stream withdraws the request.
 	EOFWithdraws bool
+	// Check: evaluate the policy for this request and say what it would
+	// decide, without asking anyone or running anything (opt-in
+	// extension; docs/protocol.md, "Check requests").
+	Check bool
 }
 
 // ReplayKey is what the replay window remembers: the id when the client
@@ -106,6 +113,7 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
 	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
 	"stdin":         decodeStdin,
+	"check":         func(r *Request, raw json.RawMessage) error { return decodeBool("check", raw, &r.Check) },
 	"timeout":       decodeTimeout,
 }
 
@@ -340,7 +348,7 @@ func decodeTimeout(r *Request, raw json.RawMessage) error {
 		return errors.New(`field "timeout" must be a positive number of seconds`)
 	}
 	// More than a year means nothing for a run limit.
-	if f <= 0 || math.IsInf(f, 0) || f > 365*24*3600 {
+	if f <= 0 || math.IsInf(f, 0) || f > MaxTimeoutSeconds {
 		return errors.New(`field "timeout" must be a positive number of seconds`)
 	}
 	r.Timeout = time.Duration(f * float64(time.Second))
@@ -360,6 +368,9 @@ func (r *Request) validate() error {
 			return ErrPipelineMissing
 		}
 	case ActionPing:
+		if r.Check {
+			return errors.New(`"check" is for exec requests, not ping`)
+		}
 	default:
 		return errors.New(`field "action" must be "exec" or "ping"`)
 	}
