@@ -678,3 +678,28 @@ func TestTerminalNoColor(t *testing.T) {
 		t.Errorf("a colour sequence on screen: %q", m)
 	}
 }
+
+// TestKeyReadsMarkRunsAsPaste checks what the prompt passes on from each
+// read of the terminal: a run of two or more characters becomes a paste
+// (so its y is not the key y); single keys, escape sequences and pastes
+// the terminal marked pass through unchanged, also when a paste spans
+// reads.
+func TestKeyReadsMarkRunsAsPaste(t *testing.T) {
+	var k keyReads
+	for _, c := range []struct{ in, want string }{
+		{"y", "y"},
+		{"yes", pasteStart + "yes" + pasteEnd},
+		{"y\x1b[D", "y\x1b[D"},
+		{"\x1b[Dyy\r", "\x1b[D" + pasteStart + "yy" + pasteEnd + "\r"},
+		{"éy", pasteStart + "éy" + pasteEnd},
+		{"\x1bOA\x1b", "\x1bOA\x1b"},
+		{"\x1b]11;rgb:0/0/0\x07n", "\x1b]11;rgb:0/0/0\x07n"},
+		{"\x1b[200~y\x1b[201~yes", "\x1b[200~y\x1b[201~" + pasteStart + "yes" + pasteEnd},
+		{"\x1b[200~a", "\x1b[200~a"},
+		{"bc\x1b[201~y", "bc\x1b[201~y"},
+	} {
+		if got := string(k.mark([]byte(c.in))); got != c.want {
+			t.Errorf("mark(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
