@@ -159,7 +159,7 @@ func (b *Broker) timeout() time.Duration {
 	if b.Timeout > 0 {
 		return b.Timeout
 	}
-	return 60 * time.Second
+	return DefaultPromptTimeout
 }
 
 // errExpired is the cause given to members when the broker's time is up.

@@ -22,8 +22,8 @@ import (
 // UTF-8, so no terminal control sequence can survive and nothing displayed is
 // invisible. Nothing is shortened: the caller decides how to show a long text.
 
-// stdinPreviewBytes is how much of the request's stdin Render shows.
-const stdinPreviewBytes = 200
+// StdinPreviewBytes is how much of the request's stdin Render shows.
+const StdinPreviewBytes = 200
 
 // RequesterMark starts every line of the requester's own words (the id,
 // time, host, session, client version and reason it sent, and the lines of
@@ -69,7 +69,7 @@ func render(p *Prompt, wholeStdin bool) string {
 	if p.SelfApproval {
 		b.WriteString(SelfApprovalBanner)
 	}
-	field("Requester:", describeRequester(&p.Requester)+", per the kernel")
+	field("Requester:", DescribeRequester(&p.Requester)+", per the kernel")
 	b.WriteString("The requester says (its own words, not checked by rootgated):\n")
 	says("id:", noneIfEmpty(Sanitize(p.ID)))
 	t := "(none)"
@@ -148,7 +148,7 @@ func render(p *Prompt, wholeStdin bool) string {
 		field("SSH agent:", "not forwarded")
 	}
 	if p.RunTimeout > 0 {
-		field("Time limit:", displaySeconds(p.RunTimeout))
+		field("Time limit:", DisplaySeconds(p.RunTimeout))
 	} else {
 		field("Time limit:", "none")
 	}
@@ -162,7 +162,7 @@ func render(p *Prompt, wholeStdin bool) string {
 		fmt.Fprintf(&b, "Pipeline (%d stages; each stage's output is the next one's input):\n", len(p.Stages))
 	}
 	for i, s := range p.Stages {
-		fmt.Fprintf(&b, "  [%d] %s\n", i+1, quoteArgv(s.Argv))
+		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
 		fmt.Fprintf(&b, "      executable: %s\n", describePath(s))
 	}
 	return b.String()
@@ -180,7 +180,8 @@ func describePath(s Stage) string {
 	return path
 }
 
-func quoteArgv(argv []string) string {
+// QuoteArgv is argv for display, each word as [Quote] gives it.
+func QuoteArgv(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
 		q[i] = Quote(a)
@@ -188,7 +189,9 @@ func quoteArgv(argv []string) string {
 	return strings.Join(q, " ")
 }
 
-func describeRequester(r *Requester) string {
+// DescribeRequester is the requester as the kernel reported it, for display:
+// user name (or uid), uid, gid, pid and executable.
+func DescribeRequester(r *Requester) string {
 	user := Sanitize(r.User)
 	if user == "" {
 		user = strconv.Itoa(r.UID)
@@ -200,13 +203,13 @@ func describeRequester(r *Requester) string {
 	return fmt.Sprintf("%s (uid %d, gid %d, pid %d, exe %s)", user, r.UID, r.GID, r.PID, exe)
 }
 
-// runsAsRoot reports whether the prompt's run would have root's rights.
-func runsAsRoot(p *Prompt) bool {
+// RunsAsRoot reports whether the prompt's run would have root's rights.
+func RunsAsRoot(p *Prompt) bool {
 	return p.Privileged || p.RunAs == "root"
 }
 
-// runAsName is the run-as user for display.
-func runAsName(p *Prompt) string {
+// RunAsName is the run-as user for display, escaped.
+func RunAsName(p *Prompt) string {
 	switch {
 	case p.RunAs != "":
 		return Sanitize(p.RunAs)
@@ -217,21 +220,21 @@ func runAsName(p *Prompt) string {
 }
 
 func describeRunAs(p *Prompt) string {
-	if runsAsRoot(p) {
-		return runAsName(p) + "   *** PRIVILEGED: the command runs as ROOT ***"
+	if RunsAsRoot(p) {
+		return RunAsName(p) + "   *** PRIVILEGED: the command runs as ROOT ***"
 	}
-	return fmt.Sprintf("%s (uid %d, the requester's own user; not privileged)", runAsName(p), p.Requester.UID)
+	return fmt.Sprintf("%s (uid %d, the requester's own user; not privileged)", RunAsName(p), p.Requester.UID)
 }
 
 // stdinPreviewLen is how many leading bytes of data the stdin preview shows: at
-// most stdinPreviewBytes, backing off (by up to 3 bytes) so as not to split a
+// most StdinPreviewBytes, backing off (by up to 3 bytes) so as not to split a
 // UTF-8 sequence.
 func stdinPreviewLen(data []byte) int {
 	n := len(data)
-	if n <= stdinPreviewBytes {
+	if n <= StdinPreviewBytes {
 		return n
 	}
-	n = stdinPreviewBytes
+	n = StdinPreviewBytes
 	for k := n; k > n-utf8.UTFMax && k > 0; k-- {
 		if utf8.RuneStart(data[k]) {
 			return k
@@ -240,7 +243,8 @@ func stdinPreviewLen(data []byte) int {
 	return n
 }
 
-func displaySeconds(d time.Duration) string {
+// DisplaySeconds is d for display: whole seconds as "60s", else d.String().
+func DisplaySeconds(d time.Duration) string {
 	if d%time.Second == 0 {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}

@@ -283,8 +283,8 @@ func FuzzRender(f *testing.F) {
 		}
 		checkDisplaySafe(t, "Render", Render(p), true)
 		checkDisplaySafe(t, "RenderWhole", RenderWhole(p), true)
-		checkDisplaySafe(t, "describeRequester", describeRequester(&p.Requester), false)
-		checkDisplaySafe(t, "runAsName", runAsName(p), false)
+		checkDisplaySafe(t, "DescribeRequester", DescribeRequester(&p.Requester), false)
+		checkDisplaySafe(t, "RunAsName", RunAsName(p), false)
 		for _, s := range []string{id, host, session, reason, arg0, arg1, envKey, envValue, string(stdin)} {
 			checkDisplaySafe(t, "Sanitize", Sanitize(s), false)
 			checkDisplaySafe(t, "Quote", Quote(s), false)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -16,7 +18,7 @@ import (
 func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func(runsNothing bool) error) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
-	m := s.cfg.Policy.Evaluate(approval.Subject{
+	m := s.cfg.Policy.Evaluate(policy.Subject{
 		Privileged: req.Privileged,
 		User:       userName,
 		Session:    req.Session,
@@ -25,20 +27,20 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Paths:      p.cmd.Paths,
 		Env:        req.Env,
 	})
-	if m.Action == approval.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
+	if m.Action == policy.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
 		// Denied without a person: such records share the per-uid budget
 		// of refused requests, so a flood of them cannot fill the log.
 		p.unrecorded = true
-	} else if m.Action == approval.ActionDeny || m.Action == approval.ActionAllow && !req.ForwardAgent {
-		if err := receive(m.Action == approval.ActionDeny); err != nil {
+	} else if m.Action == policy.ActionDeny || m.Action == policy.ActionAllow && !req.ForwardAgent {
+		if err := receive(m.Action == policy.ActionDeny); err != nil {
 			return approval.Decision{}, err
 		}
 	}
 	switch m.Action {
-	case approval.ActionDeny:
+	case policy.ActionDeny:
 		p.rule = m.Rule
 		return approval.Decision{Verdict: approval.Deny, Message: m.Rule.DenyMessage(), Code: wire.CodeDeniedByPolicy, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
-	case approval.ActionAllow:
+	case policy.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:
 			// such a request is always put to a person.
@@ -80,7 +82,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
-	if _, err := approval.PromptLine(prompt, time.Now()); err != nil {
+	if _, err := remote.PromptLine(prompt, time.Now()); err != nil {
 		log.Warn("prompt refused", "err", err)
 		return approval.Decision{}, err
 	}

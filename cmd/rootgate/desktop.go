@@ -5,7 +5,7 @@ package main
 // Without sudo, the approver shows its notifications itself, on the session
 // bus of whoever runs it ($DBUS_SESSION_BUS_ADDRESS), or, with no
 // notification service there that has buttons, a zenity dialog on
-// $DISPLAY or $WAYLAND_DISPLAY ([approval.Desktop]).
+// $DISPLAY or $WAYLAND_DISPLAY ([desktop.Desktop]).
 //
 // Under sudo (euid 0, SUDO_UID set) the notification belongs on the
 // desktop of the user who ran sudo. That user's session bus
@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/desktop"
+	"github.com/rootgate/rootgate/approval/remote"
 )
 
 // dialogHelperArg, as the first argument of approve, makes rootgate the
@@ -54,7 +56,7 @@ const desktopName = "desktop"
 // timeout it may take to answer, and how long it has to withdraw its
 // notification after SIGTERM.
 const (
-	maxDialogRequest = approval.MaxDaemonLine
+	maxDialogRequest = remote.MaxDaemonLine
 	maxDialogAnswer  = 64 << 10
 	dialogGrace      = 10 * time.Second
 	dialogWaitDelay  = 5 * time.Second
@@ -87,7 +89,7 @@ func runDialogHelper(ctx context.Context, stdin io.Reader, stdout, stderr io.Wri
 		errorf(stderr, "desktop dialog: failed to read the prompt: %v", err)
 		return exitError
 	}
-	d := (&approval.Desktop{Timeout: req.Timeout, Operator: req.Operator, Name: desktopName, Zenity: findZenity()}).Approve(ctx, req.Prompt)
+	d := (&desktop.Desktop{Timeout: req.Timeout, Operator: req.Operator, Name: desktopName, Zenity: findZenity()}).Approve(ctx, req.Prompt)
 	if err := json.NewEncoder(stdout).Encode(dialogAnswer{Verdict: d.Verdict.String(), Message: d.Message}); err != nil {
 		errorf(stderr, "desktop dialog: failed to answer: %v", err)
 		return exitError
@@ -97,12 +99,12 @@ func runDialogHelper(ctx context.Context, stdin io.Reader, stdout, stderr io.Wri
 
 // desktopAsker returns what approve --desktop asks each prompt with: a
 // child run as the sudo user under sudo, else an in-process
-// [approval.Desktop].
+// [desktop.Desktop].
 func desktopAsker(operator string, stderr io.Writer) (func(deadline time.Time) approval.Approver, error) {
 	sudoUID := os.Getenv("SUDO_UID")
 	if os.Geteuid() != 0 || sudoUID == "" || sudoUID == "0" {
 		return func(deadline time.Time) approval.Approver {
-			return &approval.Desktop{Timeout: time.Until(deadline), Operator: operator, Name: desktopName, Zenity: findZenity()}
+			return &desktop.Desktop{Timeout: time.Until(deadline), Operator: operator, Name: desktopName, Zenity: findZenity()}
 		}, nil
 	}
 	uid, err := strconv.ParseUint(sudoUID, 10, 32)

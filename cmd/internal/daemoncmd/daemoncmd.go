@@ -25,6 +25,8 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
@@ -241,7 +243,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	logOut := stderr
 	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf}
-	var term *approval.Terminal
+	var term *terminal.Terminal
 	if o.tty {
 		var err error
 		if term, err = openTerminal(o.promptTimeout); err != nil {
@@ -276,11 +278,11 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 	}
 
-	policy, err := approval.LoadPolicy(o.policy)
+	pol, err := policy.Load(o.policy)
 	if err != nil {
 		return err
 	}
-	for _, r := range policy.AllowsAllPrivileged() {
+	for _, r := range pol.AllowsAllPrivileged() {
 		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
 	}
 
@@ -298,7 +300,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	srv, err := daemon.New(daemon.Config{
 		Version:        version.String(),
 		RuntimeDir:     o.runtimeDir,
-		Policy:         policy,
+		Policy:         pol,
 		Approver:       broker,
 		Broker:         broker,
 		Admission:      admit,
@@ -337,7 +339,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 			}
 		}
 	}
-	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
+	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(pol.Rules))
 	if o.tty {
 		fmt.Fprintf(logOut, "rootgated: ready; prompts appear here. In another terminal, try:\n  sudo %s\n", firstRequest(socket))
 	}
@@ -433,12 +435,12 @@ func userName(uid int) string {
 }
 
 // openTerminal opens the daemon's controlling terminal for prompts.
-func openTerminal(timeout time.Duration) (*approval.Terminal, error) {
+func openTerminal(timeout time.Duration) (*terminal.Terminal, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--tty: no controlling terminal: %w", err)
 	}
-	return &approval.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
+	return &terminal.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
 }
 
 // firstRequest is the command a newcomer can paste to try the daemon.

@@ -1,4 +1,4 @@
-package approval
+package terminal
 
 import (
 	"context"
@@ -17,12 +17,9 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/cancelreader"
+	"github.com/rootgate/rootgate/approval"
 	"golang.org/x/sys/unix"
 )
-
-// DefaultPromptTimeout is how long a [Terminal] prompt waits for an answer
-// when [Terminal.Timeout] is zero.
-const DefaultPromptTimeout = 60 * time.Second
 
 // maxHeldLog bounds what a [Terminal.LogWriter] holds back while a prompt is
 // on screen.
@@ -38,19 +35,12 @@ const Dwell = time.Second
 // on screen.
 const withdrawnBanner = "!!! The request shown before was withdrawn: this is a DIFFERENT request. Read it again."
 
-// withdrawnMessage is what a requester whose request went away is told.
-const withdrawnMessage = "request withdrawn"
-
-// errPromptTimeout is the cause of a prompt context that reached
-// Terminal.Timeout.
-var errPromptTimeout = errors.New("approval prompt timed out")
-
 // errHangup is what reading a terminal that hung up gives.
 var errHangup = errors.New("terminal closed or hung up")
 
-// Terminal is an [Approver] that asks the person at a terminal. For each
+// Terminal is an [approval.Approver] that asks the person at a terminal. For each
 // request it discards any keys typed before, then shows the whole of
-// [RenderWhole] in a pager fitted to the window, below it who asks and
+// [approval.RenderWhole] in a pager fitted to the window, below it who asks and
 // every stage on a line of its own, a huh Confirm ("Approve" / "Deny", Deny
 // focused), the keys that count and a countdown (see [promptModel]):
 //
@@ -58,9 +48,9 @@ var errHangup = errors.New("terminal closed or hung up")
 //   - y approves, once the pager has shown the request's last line; n, Esc
 //     or ctrl+c denies; Enter takes the highlighted answer, which is Deny
 //     unless the arrow keys (or h, l) moved it;
-//   - no answer within Timeout: [Expired];
+//   - no answer within Timeout: [approval.Expired];
 //   - the request's context ends first: the form is removed and the answer
-//     is [Withdrawn].
+//     is [approval.Withdrawn].
 //
 // A prompt that follows one withdrawn while on screen opens with a banner
 // saying it is a different request. With Accessible, the request is
@@ -107,9 +97,9 @@ type Terminal struct {
 	logs     []*heldLog
 }
 
-var _ Approver = (*Terminal)(nil)
+var _ approval.Approver = (*Terminal)(nil)
 
-// Approve implements [Approver]. It waits for its turn, shows the prompt and
+// Approve implements [approval.Approver]. It waits for its turn, shows the prompt and
 // returns:
 //
 //   - Allow, with an empty Message;
@@ -123,23 +113,23 @@ var _ Approver = (*Terminal)(nil)
 // Decision.By is "tty NAME" in every case. When ctx was cancelled with a
 // cause (context.WithCancelCause), say "approved by root on /dev/pts/4",
 // the outcome line on the terminal gives it: "withdrawn (approved by …)".
-func (t *Terminal) Approve(ctx context.Context, p *Prompt) Decision {
+func (t *Terminal) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	by := "tty " + t.name()
 	if ctx.Err() != nil || t.acquire(ctx) != nil {
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}
 	}
 	defer t.release()
 	if ctx.Err() != nil {
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}
 	}
 
 	t.holdLogs()
 	defer t.releaseLogs()
 	d, outcome := t.ask(ctx, p)
 	// Only the holder of the terminal touches AfterWithdrawn.
-	t.AfterWithdrawn = d.Verdict == Withdrawn
+	t.AfterWithdrawn = d.Verdict == approval.Withdrawn
 	if t.Out != nil {
-		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", Sanitize(p.ID), outcome)
+		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", approval.Sanitize(p.ID), outcome)
 	}
 	return d
 }
@@ -158,7 +148,7 @@ func (t *Terminal) timeout() time.Duration {
 	if t.Timeout > 0 {
 		return t.Timeout
 	}
-	return DefaultPromptTimeout
+	return approval.DefaultPromptTimeout
 }
 
 // acquire waits until the caller holds the terminal, in arrival order. It
@@ -208,12 +198,12 @@ func (t *Terminal) release() {
 
 // ask shows one prompt. It returns the decision and the words for the
 // outcome line.
-func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
+func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decision, string) {
 	name := t.name()
 	by := "tty " + name
-	fail := func(err error) (Decision, string) {
+	fail := func(err error) (approval.Decision, string) {
 		msg := fmt.Sprintf("approval prompt on %s failed: %v", name, err)
-		return Decision{Verdict: Unavailable, Message: msg, By: by}, "not asked: " + Sanitize(msg)
+		return approval.Decision{Verdict: approval.Unavailable, Message: msg, By: by}, "not asked: " + approval.Sanitize(msg)
 	}
 	if t.In == nil || t.Out == nil {
 		return fail(errors.New("no terminal"))
@@ -231,25 +221,25 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 
 	timeout := t.timeout()
 	deadline := time.Now().Add(timeout)
-	pctx, cancel := context.WithDeadlineCause(ctx, deadline, errPromptTimeout)
+	pctx, cancel := context.WithDeadlineCause(ctx, deadline, approval.ErrPromptTimeout)
 	defer cancel()
 
 	if t.Accessible {
 		ok, err := t.askAccessible(pctx, p, flush)
 		switch {
 		case pctx.Err() == nil && err == nil && ok:
-			return Decision{Verdict: Allow, By: by}, "approved"
+			return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 		case pctx.Err() == nil && err == nil:
-			return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+			return approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by}, "denied"
 		}
 		return t.ended(ctx, pctx, timeout, err, fail)
 	}
 
-	var ok bool // false: Deny is focused and is what Enter takes
+	var ok bool // false: approval.Deny is focused and is what Enter takes
 	m := &promptModel{
 		form:     newConfirmForm(p, &ok, lipgloss.NewRenderer(t.Out)),
 		p:        p,
-		text:     strings.TrimSuffix(RenderWhole(p), "\n"),
+		text:     strings.TrimSuffix(approval.RenderWhole(p), "\n"),
 		deadline: deadline,
 		banner:   t.AfterWithdrawn,
 		flush:    func() { _ = flush() },
@@ -277,27 +267,27 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 
 	switch state := m.form.State; {
 	case state == huh.StateCompleted && ok && m.armed && m.seenEnd:
-		return Decision{Verdict: Allow, By: by}, "approved"
+		return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 	case state == huh.StateCompleted || state == huh.StateAborted:
-		return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+		return approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by}, "denied"
 	}
 	return t.ended(ctx, pctx, timeout, err, fail)
 }
 
 // ended tells why a prompt ended without an answer: withdrawn, timed out,
 // or failed.
-func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err error, fail func(error) (Decision, string)) (Decision, string) {
+func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err error, fail func(error) (approval.Decision, string)) (approval.Decision, string) {
 	by := "tty " + t.name()
 	switch {
 	case ctx.Err() != nil:
 		outcome := "withdrawn"
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
-			outcome += " (" + Sanitize(cause.Error()) + ")"
+			outcome += " (" + approval.Sanitize(cause.Error()) + ")"
 		}
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}, outcome
-	case errors.Is(context.Cause(pctx), errPromptTimeout):
-		msg := "no approval decision within " + displaySeconds(timeout)
-		return Decision{Verdict: Expired, Message: msg, By: by}, "timed out (" + msg + ")"
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}, outcome
+	case errors.Is(context.Cause(pctx), approval.ErrPromptTimeout):
+		msg := "no approval decision within " + approval.DisplaySeconds(timeout)
+		return approval.Decision{Verdict: approval.Expired, Message: msg, By: by}, "timed out (" + msg + ")"
 	case errors.Is(err, errHangup), errors.Is(err, unix.EIO):
 		// EIO: a hung-up terminal also fails the window size query.
 		return fail(errHangup)
@@ -316,12 +306,12 @@ func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err e
 // The whole request, stdin included, is written first as plain lines, so a
 // screen reader reads all of it; then, for [Dwell], typed lines are
 // discarded (and flushed once more at its end) before the question.
-func (t *Terminal) askAccessible(ctx context.Context, p *Prompt, flush func() error) (bool, error) {
+func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush func() error) (bool, error) {
 	var head strings.Builder
 	if t.AfterWithdrawn {
 		head.WriteString(withdrawnBanner + "\n")
 	}
-	head.WriteString(RenderWhole(p))
+	head.WriteString(approval.RenderWhole(p))
 	if _, err := io.WriteString(t.Out, "\n"+head.String()); err != nil {
 		return false, err
 	}
@@ -347,11 +337,11 @@ func (t *Terminal) askAccessible(ctx context.Context, p *Prompt, flush func() er
 }
 
 // runAsWord is who a run would be, for the question.
-func runAsWord(p *Prompt) string {
+func runAsWord(p *approval.Prompt) string {
 	if p.Privileged {
 		return "ROOT"
 	}
-	return Sanitize(p.RunAs)
+	return approval.Sanitize(p.RunAs)
 }
 
 // ttyInput is the terminal as the form reads it. A hung-up terminal reads
@@ -391,9 +381,9 @@ func (t *Terminal) denyMessage(name string) string {
 // denial). Styles come from r and use no adaptive colour, so nothing
 // queries the terminal's background, and the focused button is marked by
 // text as well as by reverse video, so it shows without colour too.
-func newConfirmForm(p *Prompt, ok *bool, r *lipgloss.Renderer) *huh.Form {
-	title := "Run this command as " + runAsName(p) + "?"
-	if runsAsRoot(p) {
+func newConfirmForm(p *approval.Prompt, ok *bool, r *lipgloss.Renderer) *huh.Form {
+	title := "Run this command as " + approval.RunAsName(p) + "?"
+	if approval.RunsAsRoot(p) {
 		title = "Run this command as ROOT?"
 	}
 	keys := huh.NewDefaultKeyMap()
@@ -440,7 +430,7 @@ func promptTheme(r *lipgloss.Renderer) *huh.Theme {
 }
 
 // promptModel runs a huh form under our own Bubble Tea program. Above the
-// form it shows the whole request (text, [RenderWhole]) in a pager that
+// form it shows the whole request (text, [approval.RenderWhole]) in a pager that
 // fits the window, wrapped to its width; then who asks and every stage of
 // the pipeline, one line each, cut to the width and saying so; then the
 // form and a line saying which keys count. It adds:
@@ -454,7 +444,7 @@ func promptTheme(r *lipgloss.Renderer) *huh.Theme {
 //     usable size on terminals that report 0x0.
 type promptModel struct {
 	form     *huh.Form
-	p        *Prompt
+	p        *approval.Prompt
 	text     string // the request, without its last newline
 	deadline time.Time
 	banner   bool   // the previous prompt was withdrawn: say this is another
@@ -494,8 +484,8 @@ func (m *promptModel) Init() tea.Cmd {
 // deeper than any label of the daemon's otherwise. Either way no
 // continuation line can look like a line of the daemon's.
 func contPrefix(line string) string {
-	if strings.HasPrefix(line, RequesterMark) {
-		return RequesterMark + "  ↳ "
+	if strings.HasPrefix(line, approval.RequesterMark) {
+		return approval.RequesterMark + "  ↳ "
 	}
 	return strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))) + "    ↳ "
 }
@@ -526,9 +516,9 @@ func (m *promptModel) layout(w, h int) {
 	}
 	m.top = 0
 	m.scroll(0)
-	m.stages = []string{fit("Asked by "+describeRequester(&m.p.Requester)+", per the kernel", w)}
+	m.stages = []string{fit("Asked by "+approval.DescribeRequester(&m.p.Requester)+", per the kernel", w)}
 	for i, st := range m.p.Stages {
-		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, quoteArgv(st.Argv)), w))
+		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, approval.QuoteArgv(st.Argv)), w))
 	}
 }
 
@@ -563,7 +553,7 @@ func (m *promptModel) footer() []string {
 	default:
 		keys = " y approve · n or Esc deny · Enter takes the highlighted answer"
 	}
-	f = append(f, fit(keys, m.width), " times out in "+displaySeconds(left))
+	f = append(f, fit(keys, m.width), " times out in "+approval.DisplaySeconds(left))
 	return f
 }
 
