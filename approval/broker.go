@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -132,7 +133,7 @@ func (b *Broker) OffersAgent(requester int) bool {
 func NoEligibleMessage(uid int, user string) string {
 	who := "uid " + strconv.Itoa(uid)
 	if user != "" && user != strconv.Itoa(uid) {
-		who += " (" + Sanitize(user) + ")"
+		who += " (" + termsafe.Sanitize(user) + ")"
 	}
 	return "no eligible approver: the attached approvers can be controlled by " + who +
 		`, who sent this request; run the agent under its own account (README: "Secure setup")`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // The freedesktop.org Desktop Notifications service (the specification's
@@ -162,7 +163,7 @@ func (d *Desktop) notify(ctx, pctx context.Context, p *approval.Prompt, deny app
 	// the request would be decided unseen.
 	for _, c := range []string{"actions", "body"} {
 		if !slices.Contains(caps, c) {
-			return approval.Decision{}, fmt.Errorf("the notification service cannot show %q (it offers %s)", c, approval.Sanitize(strings.Join(caps, ", ")))
+			return approval.Decision{}, fmt.Errorf("the notification service cannot show %q (it offers %s)", c, termsafe.Sanitize(strings.Join(caps, ", ")))
 		}
 	}
 
@@ -270,7 +271,7 @@ func (d *Desktop) connect(ctx context.Context) (conn *dbus.Conn, release func(),
 		if err == nil {
 			err = context.Cause(ctx)
 		}
-		return nil, nil, fmt.Errorf("failed to connect to the session bus at %s: %w", approval.Sanitize(addr), err)
+		return nil, nil, fmt.Errorf("failed to connect to the session bus at %s: %w", termsafe.Sanitize(addr), err)
 	}
 	return conn, func() { conn.Close(); end() }, nil
 }

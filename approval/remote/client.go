@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // Reconnection backoff bounds.
@@ -245,11 +246,11 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 			}
 			mu.Unlock()
 		case MsgResult:
-			a.scr.println(fmt.Sprintf("rootgate: request %s %s", approval.Sanitize(m.ID), approval.Sanitize(m.Outcome)))
+			a.scr.println(fmt.Sprintf("rootgate: request %s %s", termsafe.Sanitize(m.ID), termsafe.Sanitize(m.Outcome)))
 		case MsgError:
-			a.scr.println("rootgate: rootgated says: " + approval.Sanitize(m.Message))
+			a.scr.println("rootgate: rootgated says: " + termsafe.Sanitize(m.Message))
 		default:
-			a.scr.println(fmt.Sprintf("rootgate: ignored an unknown %q message", approval.Sanitize(m.Type)))
+			a.scr.println(fmt.Sprintf("rootgate: ignored an unknown %q message", termsafe.Sanitize(m.Type)))
 		}
 	}
 }
@@ -291,7 +292,7 @@ func (a *Client) remember(id string, v approval.Verdict) {
 	if word == "" {
 		word = "withdrawn"
 	}
-	a.last = append(a.last, approval.Sanitize(id)+" "+word)
+	a.last = append(a.last, termsafe.Sanitize(id)+" "+word)
 	if len(a.last) > 3 {
 		a.last = a.last[1:]
 	}
@@ -301,7 +302,7 @@ func (a *Client) remember(id string, v approval.Verdict) {
 // It returns what became of the prompt here.
 func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval.Verdict {
 	if err := p.ctx.Err(); err != nil {
-		a.scr.println(fmt.Sprintf("rootgate: request %s withdrawn before it was shown (%v)", approval.Sanitize(p.msg.ID), context.Cause(p.ctx)))
+		a.scr.println(fmt.Sprintf("rootgate: request %s withdrawn before it was shown (%v)", termsafe.Sanitize(p.msg.ID), context.Cause(p.ctx)))
 		return approval.Withdrawn
 	}
 	a.scr.begin()

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -184,7 +185,7 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	case hello.Version != ProtoVersion:
 		Refuse(c, wire.ApproverVersion(hello.Version, ProtoVersion))
 		return
-	case utf8.RuneCountInString(hello.Name) > 64 || !wire.Displayable(hello.Name, false):
+	case utf8.RuneCountInString(hello.Name) > 64 || !termsafe.String(hello.Name, false):
 		Refuse(c, wire.ApproverHelloName)
 		return
 	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):

@@ -18,6 +18,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/cancelreader"
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,7 +130,7 @@ func (t *Terminal) Approve(ctx context.Context, p *approval.Prompt) approval.Dec
 	// Only the holder of the terminal touches AfterWithdrawn.
 	t.AfterWithdrawn = d.Verdict == approval.Withdrawn
 	if t.Out != nil {
-		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", approval.Sanitize(p.ID), outcome)
+		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", termsafe.Sanitize(p.ID), outcome)
 	}
 	return d
 }
@@ -203,7 +204,7 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	by := "tty " + name
 	fail := func(err error) (approval.Decision, string) {
 		msg := fmt.Sprintf("approval prompt on %s failed: %v", name, err)
-		return approval.Decision{Verdict: approval.Unavailable, Message: msg, By: by}, "not asked: " + approval.Sanitize(msg)
+		return approval.Decision{Verdict: approval.Unavailable, Message: msg, By: by}, "not asked: " + termsafe.Sanitize(msg)
 	}
 	if t.In == nil || t.Out == nil {
 		return fail(errors.New("no terminal"))
@@ -282,7 +283,7 @@ func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err e
 	case ctx.Err() != nil:
 		outcome := "withdrawn"
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
-			outcome += " (" + approval.Sanitize(cause.Error()) + ")"
+			outcome += " (" + termsafe.Sanitize(cause.Error()) + ")"
 		}
 		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}, outcome
 	case errors.Is(context.Cause(pctx), approval.ErrPromptTimeout):
@@ -341,7 +342,7 @@ func runAsWord(p *approval.Prompt) string {
 	if p.Privileged {
 		return "ROOT"
 	}
-	return approval.Sanitize(p.RunAs)
+	return termsafe.Sanitize(p.RunAs)
 }
 
 // ttyInput is the terminal as the form reads it. A hung-up terminal reads

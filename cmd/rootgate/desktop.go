@@ -42,6 +42,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/desktop"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // dialogHelperArg, as the first argument of approve, makes rootgate the
@@ -225,9 +226,9 @@ func (u *userDialog) Approve(ctx context.Context, p *approval.Prompt) approval.D
 		// The child was told nothing of a withdrawal we did not see.
 		return fail(errors.New("the dialog was withdrawn"))
 	case approval.Unavailable.String():
-		return fail(errors.New(approval.Sanitize(ans.Message)))
+		return fail(errors.New(termsafe.Sanitize(ans.Message)))
 	}
-	return fail(fmt.Errorf("unknown verdict %q from the dialog", approval.Sanitize(ans.Verdict)))
+	return fail(fmt.Errorf("unknown verdict %q from the dialog", termsafe.Sanitize(ans.Verdict)))
 }
 
 // expiredMessage words a timeout as the terminal prompt does.
@@ -238,11 +239,11 @@ func (u *userDialog) expiredMessage() string {
 // maxDialogComplaints bounds what of the dialog child's stderr is shown.
 const maxDialogComplaints = 16 << 10
 
-// relayLines writes each line of b to w through [approval.Sanitize], so no
+// relayLines writes each line of b to w through [termsafe.Sanitize], so no
 // control sequence of the child's reaches the operator's terminal.
 func relayLines(w io.Writer, b []byte) {
 	for line := range strings.Lines(string(b)) {
-		fmt.Fprintln(w, approval.Sanitize(strings.TrimSuffix(line, "\n")))
+		fmt.Fprintln(w, termsafe.Sanitize(strings.TrimSuffix(line, "\n")))
 	}
 }
 
@@ -269,7 +270,7 @@ type reporting struct {
 }
 
 func (r reporting) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
-	id := approval.Sanitize(p.ID)
+	id := termsafe.Sanitize(p.ID)
 	fmt.Fprintf(r.out, "rootgate: request %s shown on the desktop\n", id)
 	d := r.Approver.Approve(ctx, p)
 	outcome := map[approval.Verdict]string{
@@ -277,10 +278,10 @@ func (r reporting) Approve(ctx context.Context, p *approval.Prompt) approval.Dec
 		approval.Deny:        "denied",
 		approval.Expired:     "timed out",
 		approval.Withdrawn:   "withdrawn",
-		approval.Unavailable: "not asked: " + approval.Sanitize(d.Message),
+		approval.Unavailable: "not asked: " + termsafe.Sanitize(d.Message),
 	}[d.Verdict]
 	if cause := context.Cause(ctx); d.Verdict == approval.Withdrawn && cause != nil && !errors.Is(cause, context.Canceled) {
-		outcome += " (" + approval.Sanitize(cause.Error()) + ")"
+		outcome += " (" + termsafe.Sanitize(cause.Error()) + ")"
 	}
 	fmt.Fprintf(r.out, "rootgate: request %s %s\n", id, outcome)
 	return d
