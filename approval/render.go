@@ -16,11 +16,11 @@ import (
 // Rendering rules. Everything in a Prompt except the daemon's own numbers
 // comes from the requester, or from a file system the requester may have
 // shaped (a resolved path, a symlink target, /proc/PID/exe), so every such
-// string goes through [termsafe.Quote] or [termsafe.Sanitize] before it reaches a person. Both
-// escape every rune that is not printable (C0 and C1 controls, DEL, format
-// characters such as zero-width and bidi controls, separators other than the
-// ASCII space, unassigned code points) and every byte that is not valid
-// UTF-8, so no terminal control sequence can survive and nothing displayed is
+// string goes through [termsafe.Quote] or [termsafe.Sanitize] before it
+// reaches a person. Both escape every rune that is not printable (C0 and C1
+// controls, DEL, format characters such as zero-width and bidi controls,
+// separators other than the ASCII space, unassigned code points) and every
+// byte that is not valid UTF-8, so no terminal control sequence can survive and nothing displayed is
 // invisible. Nothing is shortened: the caller decides how to show a long text.
 
 // StdinPreviewBytes is how much of the request's stdin Render shows.
