@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -18,21 +20,21 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	req := p.req
 	userName := userNameOf(p.peer.UID)
 	m := s.evaluate(p, userName)
-	if m.Action == approval.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
+	if m.Action == policy.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
 		// Denied without a person: such records share the per-uid budget
 		// of refused requests, so a flood of them cannot fill the log.
 		p.unrecorded = true
-	} else if m.Action == approval.ActionDeny || m.Action == approval.ActionAllow && !req.ForwardAgent {
-		if err := receive(m.Action == approval.ActionDeny); err != nil {
+	} else if m.Action == policy.ActionDeny || m.Action == policy.ActionAllow && !req.ForwardAgent {
+		if err := receive(m.Action == policy.ActionDeny); err != nil {
 			return approval.Decision{}, err
 		}
 	}
 	switch m.Action {
-	case approval.ActionDeny:
+	case policy.ActionDeny:
 		p.rule = m.Rule
 		denied := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text)
 		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
-	case approval.ActionAllow:
+	case policy.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:
 			// such a request is always put to a person.
@@ -74,7 +76,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
-	if _, err := approval.PromptLine(prompt, time.Now()); err != nil {
+	if _, err := remote.PromptLine(prompt, time.Now()); err != nil {
 		log.Warn("prompt refused", "err", err)
 		return approval.Decision{}, err
 	}
@@ -84,9 +86,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 }
 
 // evaluate is the policy's verdict on p's request from the user userName.
-func (s *Server) evaluate(p *runPlan, userName string) approval.Match {
+func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 	req := p.req
-	return s.cfg.Policy.Evaluate(approval.Subject{
+	return s.cfg.Policy.Evaluate(policy.Subject{
 		Privileged: req.Privileged,
 		User:       userName,
 		Session:    req.Session,
@@ -103,11 +105,11 @@ func (s *Server) check(p *runPlan) *wire.Response {
 	m := s.evaluate(p, userNameOf(p.peer.UID))
 	resp := &wire.Response{ID: p.req.ID, Status: wire.StatusOK}
 	switch {
-	case m.Action == approval.ActionDeny:
+	case m.Action == policy.ActionDeny:
 		resp.Check, resp.Message = wire.CheckDeny, "the policy denies this request"
-	case m.Action == approval.ActionAllow && p.req.ForwardAgent:
+	case m.Action == policy.ActionAllow && p.req.ForwardAgent:
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked: a policy rule allows it, but forward_agent is always put to a person"
-	case m.Action == approval.ActionAllow:
+	case m.Action == policy.ActionAllow:
 		resp.Check, resp.Message = wire.CheckAllow, "the policy allows this request without asking"
 	default:
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked about this request"
@@ -117,7 +119,7 @@ func (s *Server) check(p *runPlan) *wire.Response {
 }
 
 // policyDecider names rule as the decider of a request; nil for no rule.
-func (s *Server) policyDecider(rule *approval.Rule) *wire.DecidedBy {
+func (s *Server) policyDecider(rule *policy.Rule) *wire.DecidedBy {
 	if rule == nil {
 		return nil
 	}
@@ -130,7 +132,7 @@ func (s *Server) policyDecider(rule *approval.Rule) *wire.DecidedBy {
 
 // decider names who decided d: the policy rule, or the person who
 // answered; nil when no one did (no approver, a timeout).
-func (s *Server) decider(d *approval.Decision, rule *approval.Rule) *wire.DecidedBy {
+func (s *Server) decider(d *approval.Decision, rule *policy.Rule) *wire.DecidedBy {
 	if rule != nil {
 		return s.policyDecider(rule)
 	}
@@ -145,12 +147,8 @@ func (s *Server) decider(d *approval.Decision, rule *approval.Rule) *wire.Decide
 	} else {
 		by.Approver = fmt.Sprintf("%s (uid %d)", d.Member.Name, d.Member.UID)
 	}
-	switch d.Member.Approver.(type) {
-	case *remote:
-		by.Via = "remote"
-	case *approval.Desktop:
-		by.Via = "desktop"
-	default:
+	by.Via = d.Member.Via
+	if by.Via == "" {
 		by.Via = "terminal"
 	}
 	return by

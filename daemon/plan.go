@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -25,7 +26,7 @@ type runPlan struct {
 	dir     *os.File           // the cwd, held open
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
-	rule    *approval.Rule // the policy rule that decided, if one did
+	rule    *policy.Rule // the policy rule that decided, if one did
 	// unrecorded: a policy denial past its uid's budget of records for
 	// requests refused without a person; counted in a dropped record.
 	unrecorded bool

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -46,7 +46,7 @@ func TestDenyNoteReachesRequester(t *testing.T) {
 	ch := d.ask(map[string]any{"reason": "note test"})
 	p := a.prompt()
 	no := false
-	a.send(&approval.Message{Type: approval.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &no,
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &no,
 		Note: "use \x1b]52;c;ZWNobyBwd25lZA==\x07apt\u202e instead,\n\tnot dpkg -i" + strings.Repeat(" x", 300)})
 	r := <-ch
 	if r.Code != wire.CodeDeniedByOperator || r.DecidedBy == nil {
@@ -70,7 +70,7 @@ func TestDenyNoteReachesRequester(t *testing.T) {
 	ch = d.ask(map[string]any{"reason": "note test", "pipeline": [][]string{{"echo", "ran"}}})
 	p = a.prompt()
 	yes := true
-	a.send(&approval.Message{Type: approval.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Note: "fine"})
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Note: "fine"})
 	r = wantOK(t, <-ch)
 	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Approver != "root (uid 0) on raw" || r.DecidedBy.Note != "" {
 		t.Fatalf("approved: got %s", r.raw)

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
@@ -55,7 +56,7 @@ type Config struct {
 	// RuntimeDir holds the replay window's file.
 	RuntimeDir string
 	// Policy holds the operator's rules; nil asks a person for everything.
-	Policy *approval.Policy
+	Policy *policy.Policy
 	// Approver is asked when the policy says ask; nil means nobody can be
 	// asked ([approval.Nobody]).
 	Approver approval.Approver

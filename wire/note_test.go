@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 func TestSanitizeNote(t *testing.T) {
@@ -19,7 +21,7 @@ func TestSanitizeNote(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := SanitizeNote(tc.in)
-			if got != tc.want || utf8.RuneCountInString(got) > MaxNoteLen || !Displayable(got, false) {
+			if got != tc.want || utf8.RuneCountInString(got) > MaxNoteLen || !termsafe.String(got, false) {
 				t.Errorf("SanitizeNote(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"unicode"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // Statuses.
@@ -79,7 +81,7 @@ type DecidedBy struct {
 	Rule     string `json:"rule,omitempty"`     // the policy rule's text
 	Source   string `json:"source,omitempty"`   // "FILE:LINE" of the rule
 	Approver string `json:"approver,omitempty"` // "NAME (uid N) on TTY"
-	Via      string `json:"via,omitempty"`      // "terminal", "desktop" or "remote"
+	Via      string `json:"via,omitempty"`      // "terminal" (the daemon's own --tty) or "remote"
 	Note     string `json:"note,omitempty"`     // a deny note the person typed, sanitised
 }
 
@@ -251,7 +253,7 @@ func SanitizeNote(s string) string {
 	n := 0
 	space := false
 	for _, c := range strings.ToValidUTF8(s, " ") {
-		if forbidden(c) || unicode.IsSpace(c) {
+		if !termsafe.Rune(c) || unicode.IsSpace(c) {
 			space = true
 			continue
 		}

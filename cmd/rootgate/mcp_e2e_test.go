@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 	"github.com/rootgate/rootgate/internal/testutil"
 )
@@ -517,7 +517,7 @@ stderr: empty
 // daemon's approver socket; it answers pings and hands on everything else.
 type testApprover struct {
 	conn net.Conn
-	msgs chan *approval.Message
+	msgs chan *remote.Message
 	mu   sync.Mutex // guards writes
 }
 
@@ -528,41 +528,41 @@ func attachApprover(t *testing.T, asock string) *testApprover {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	a := &testApprover{conn: conn, msgs: make(chan *approval.Message, 16)}
-	a.send(t, &approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Client: "e2e", Name: "e2e", Capabilities: []string{"terminal"}})
+	a := &testApprover{conn: conn, msgs: make(chan *remote.Message, 16)}
+	a.send(t, &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Client: "e2e", Name: "e2e", Capabilities: []string{"terminal"}})
 	go func() {
 		defer close(a.msgs)
 		br := bufio.NewReader(conn)
 		for {
-			m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+			m, err := remote.ReadMessage(br, remote.MaxDaemonLine)
 			if err != nil {
 				return
 			}
-			if m.Type == approval.MsgPing {
+			if m.Type == remote.MsgPing {
 				a.mu.Lock()
-				_ = approval.WriteMessage(conn, &approval.Message{Type: approval.MsgPong})
+				_ = remote.WriteMessage(conn, &remote.Message{Type: remote.MsgPong})
 				a.mu.Unlock()
 				continue
 			}
 			a.msgs <- m
 		}
 	}()
-	if m := a.next(t); m.Type != approval.MsgWelcome {
+	if m := a.next(t); m.Type != remote.MsgWelcome {
 		t.Fatalf("approver got %+v, want welcome", m)
 	}
 	return a
 }
 
-func (a *testApprover) send(t *testing.T, m *approval.Message) {
+func (a *testApprover) send(t *testing.T, m *remote.Message) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := approval.WriteMessage(a.conn, m); err != nil {
+	if err := remote.WriteMessage(a.conn, m); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (a *testApprover) next(t *testing.T) *approval.Message {
+func (a *testApprover) next(t *testing.T) *remote.Message {
 	t.Helper()
 	select {
 	case m, ok := <-a.msgs:
@@ -609,7 +609,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 	}()
 
 	prompt := a.next(t)
-	if prompt.Type != approval.MsgPrompt {
+	if prompt.Type != remote.MsgPrompt {
 		t.Fatalf("approver got %+v, want a prompt", prompt)
 	}
 	if prompt.Request.Reason != "e2e: wait, then be cancelled" || prompt.Request.Session != "mcp: e2e-agent" {
@@ -642,7 +642,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 
 	// Approved, the run starts; cancelling the call kills it.
 	yes := true
-	a.send(t, &approval.Message{Type: approval.MsgDecision, ID: prompt.ID, Hash: prompt.Hash, Approve: &yes})
+	a.send(t, &remote.Message{Type: remote.MsgDecision, ID: prompt.ID, Hash: prompt.Hash, Approve: &yes})
 	var pid int
 	waitFor(t, "the run to write its pid", func() bool {
 		b, err := os.ReadFile(pidFile)
@@ -667,7 +667,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 	})
 
 	// The approver is told how the approved run ended.
-	if m := a.next(t); m.Type != approval.MsgResult || m.ID != prompt.ID {
+	if m := a.next(t); m.Type != remote.MsgResult || m.ID != prompt.ID {
 		t.Errorf("approver got %+v, want the result of %s", m, prompt.ID)
 	}
 
@@ -699,12 +699,12 @@ func TestMCPWaitAndCancel(t *testing.T) {
 			"argv": []string{"env", "ASKME=1", "true"}, "reason": "e2e: abandoned"}})
 	}()
 	prompt = a.next(t)
-	if prompt.Type != approval.MsgPrompt || prompt.Request.Reason != "e2e: abandoned" {
+	if prompt.Type != remote.MsgPrompt || prompt.Request.Reason != "e2e: abandoned" {
 		t.Fatalf("approver got %+v, want the abandoned prompt", prompt)
 	}
 	stdin.Close()
 	go func() { exited <- cmd.Wait() }()
-	if m := a.next(t); m.Type != approval.MsgWithdraw || m.ID != prompt.ID || m.Reason != "client went away" {
+	if m := a.next(t); m.Type != remote.MsgWithdraw || m.ID != prompt.ID || m.Reason != "client went away" {
 		t.Errorf("approver got %+v, want the prompt withdrawn", m)
 	}
 	select {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 )
 
@@ -70,11 +70,11 @@ func TestMCPCheckAndNote(t *testing.T) {
 		done <- answer{res, text, r}
 	}()
 	p := a.next(t)
-	if p.Type != approval.MsgPrompt || p.Request.Reason != "e2e: note" {
+	if p.Type != remote.MsgPrompt || p.Request.Reason != "e2e: note" {
 		t.Fatalf("approver got %+v, want the prompt of the real request", p)
 	}
 	no := false
-	a.send(t, &approval.Message{Type: approval.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &no, Note: "use the\x1b[2J staging host"})
+	a.send(t, &remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &no, Note: "use the\x1b[2J staging host"})
 	got := <-done
 	by := got.r.DecidedBy
 	if got.r.Status != "denied" || by == nil || by.By != "person" || by.Approver != "root (uid 0) on e2e" || by.Via != "remote" || by.Note != "use the [2J staging host" {

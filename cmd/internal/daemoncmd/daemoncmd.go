@@ -25,6 +25,8 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
@@ -296,7 +298,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	}
 	logOut := stderr
 	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf}
-	var term *approval.Terminal
+	var term *terminal.Terminal
 	if o.tty {
 		var err error
 		if term, err = openTerminal(o.promptTimeout); err != nil {
@@ -319,7 +321,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		controllers = append(controllers, ttyOwner(term.In))
 		slices.Sort(controllers)
 		controllers = slices.Compact(controllers)
-		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Approver: term, Controllers: controllers})
+		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Via: "terminal", Approver: term, Controllers: controllers})
 		if who := approval.Uninvolved(controllers, userName); who != "" {
 			out.Warningf(logOut, "this terminal is not asked about requests from %s: they can control it", who)
 		}
@@ -331,11 +333,11 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 	}
 
-	policy, err := approval.LoadPolicy(o.policy)
+	pol, err := policy.Load(o.policy)
 	if err != nil {
 		return err
 	}
-	for _, r := range policy.AllowsAllPrivileged() {
+	for _, r := range pol.AllowsAllPrivileged() {
 		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
 	}
 
@@ -353,7 +355,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 	srv, err := daemon.New(daemon.Config{
 		Version:        version.String(),
 		RuntimeDir:     o.runtimeDir,
-		Policy:         policy,
+		Policy:         pol,
 		Approver:       broker,
 		Broker:         broker,
 		Admission:      admit,
@@ -392,7 +394,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 			}
 		}
 	}
-	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
+	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(pol.Rules))
 	if o.tty {
 		out.Sayf(logOut, "ready", "prompts appear here; in another terminal, try:")
 		fmt.Fprintf(logOut, "  sudo %s\n", firstRequest(socket))
@@ -482,12 +484,12 @@ func userName(uid int) string {
 }
 
 // openTerminal opens the daemon's controlling terminal for prompts.
-func openTerminal(timeout time.Duration) (*approval.Terminal, error) {
+func openTerminal(timeout time.Duration) (*terminal.Terminal, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--tty: no controlling terminal: %w", err)
 	}
-	return &approval.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
+	return &terminal.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
 }
 
 // firstRequest is the command a newcomer can paste to try the daemon.

@@ -17,6 +17,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -274,7 +275,7 @@ func (h *handler) buildRequest(req *mcp.CallToolRequest, in *ExecuteInput) *wire
 	// when the daemon would accept it as a session.
 	session := "mcp"
 	if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
-		if s := "mcp: " + p.ClientInfo.Name; utf8.RuneCountInString(s) <= wire.MaxSessionLen && wire.Displayable(s, false) {
+		if s := "mcp: " + p.ClientInfo.Name; utf8.RuneCountInString(s) <= wire.MaxSessionLen && termsafe.String(s, false) {
 			session = s
 		}
 	}

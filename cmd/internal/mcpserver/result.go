@@ -42,7 +42,7 @@ type DecidedBy struct {
 	Rule     string `json:"rule,omitempty" jsonschema:"the policy rule's text"`
 	Source   string `json:"source,omitempty" jsonschema:"the policy rule's file and line"`
 	Approver string `json:"approver,omitempty" jsonschema:"the person who decided, with their uid and where they sat"`
-	Via      string `json:"via,omitempty" jsonschema:"terminal, desktop or remote (an attached approver client)"`
+	Via      string `json:"via,omitempty" jsonschema:"terminal (the daemon's own --tty) or remote (an attached approver client)"`
 	Note     string `json:"note,omitempty" jsonschema:"what the person who denied wrote to you"`
 }
 

@@ -1,4 +1,4 @@
-package approval
+package terminal
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/cancelreader"
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,19 +38,12 @@ const Dwell = time.Second
 // on screen.
 const withdrawnBanner = "!!! The request shown before was withdrawn: this is a DIFFERENT request. Read it again."
 
-// withdrawnMessage is what a requester whose request went away is told.
-const withdrawnMessage = "request withdrawn"
-
-// errPromptTimeout is the cause of a prompt context that reached
-// Terminal.Timeout.
-var errPromptTimeout = errors.New("approval prompt timed out")
-
 // errHangup is what reading a terminal that hung up gives.
 var errHangup = errors.New("terminal closed or hung up")
 
-// Terminal is an [Approver] that asks the person at a terminal. For each
+// Terminal is an [approval.Approver] that asks the person at a terminal. For each
 // request it discards any keys typed before, then shows the whole of
-// [RenderWhole] in a pager fitted to the window, below it who asks and
+// [approval.RenderWhole] in a pager fitted to the window, below it who asks and
 // every stage on a line of its own, a huh Confirm ("Approve" / "Deny", Deny
 // focused), the keys that count and a countdown (see [promptModel]):
 //
@@ -56,9 +51,9 @@ var errHangup = errors.New("terminal closed or hung up")
 //   - y approves, once the pager has shown the request's last line; n, Esc
 //     or ctrl+c denies; Enter takes the highlighted answer, which is Deny
 //     unless the arrow keys (or h, l) moved it;
-//   - no answer within Timeout: [Expired];
+//   - no answer within Timeout: [approval.Expired];
 //   - the request's context ends first: the form is removed and the answer
-//     is [Withdrawn].
+//     is [approval.Withdrawn].
 //
 // A prompt that follows one withdrawn while on screen opens with a banner
 // saying it is a different request. With Accessible, the request is
@@ -105,9 +100,9 @@ type Terminal struct {
 	logs     []*heldLog
 }
 
-var _ Approver = (*Terminal)(nil)
+var _ approval.Approver = (*Terminal)(nil)
 
-// Approve implements [Approver]. It waits for its turn, shows the prompt and
+// Approve implements [approval.Approver]. It waits for its turn, shows the prompt and
 // returns:
 //
 //   - Allow, with an empty Message;
@@ -121,23 +116,23 @@ var _ Approver = (*Terminal)(nil)
 // Decision.By is "tty NAME" in every case. When ctx was cancelled with a
 // cause (context.WithCancelCause), say "approved by root on /dev/pts/4",
 // the outcome line on the terminal gives it: "withdrawn (approved by …)".
-func (t *Terminal) Approve(ctx context.Context, p *Prompt) Decision {
+func (t *Terminal) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	by := "tty " + t.name()
 	if ctx.Err() != nil || t.acquire(ctx) != nil {
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}
 	}
 	defer t.release()
 	if ctx.Err() != nil {
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}
 	}
 
 	t.holdLogs()
 	defer t.releaseLogs()
 	d, outcome := t.ask(ctx, p)
 	// Only the holder of the terminal touches AfterWithdrawn.
-	t.AfterWithdrawn = d.Verdict == Withdrawn
+	t.AfterWithdrawn = d.Verdict == approval.Withdrawn
 	if t.Out != nil {
-		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", Sanitize(p.ID), outcome)
+		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", termsafe.Sanitize(p.ID), outcome)
 	}
 	return d
 }
@@ -156,7 +151,7 @@ func (t *Terminal) timeout() time.Duration {
 	if t.Timeout > 0 {
 		return t.Timeout
 	}
-	return DefaultPromptTimeout
+	return approval.DefaultPromptTimeout
 }
 
 // acquire waits until the caller holds the terminal, in arrival order. It
@@ -206,12 +201,12 @@ func (t *Terminal) release() {
 
 // ask shows one prompt. It returns the decision and the words for the
 // outcome line.
-func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
+func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decision, string) {
 	name := t.name()
 	by := "tty " + name
-	fail := func(err error) (Decision, string) {
+	fail := func(err error) (approval.Decision, string) {
 		msg := fmt.Sprintf("approval prompt on %s failed: %v", name, err)
-		return Decision{Verdict: Unavailable, Message: msg, By: by}, "not asked: " + Sanitize(msg)
+		return approval.Decision{Verdict: approval.Unavailable, Message: msg, By: by}, "not asked: " + termsafe.Sanitize(msg)
 	}
 	if t.In == nil || t.Out == nil {
 		return fail(errors.New("no terminal"))
@@ -229,16 +224,16 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 
 	timeout := t.timeout()
 	deadline := time.Now().Add(timeout)
-	pctx, cancel := context.WithDeadlineCause(ctx, deadline, errPromptTimeout)
+	pctx, cancel := context.WithDeadlineCause(ctx, deadline, approval.ErrPromptTimeout)
 	defer cancel()
 
 	if t.Accessible {
 		ok, err := t.askAccessible(pctx, p, flush)
 		switch {
 		case pctx.Err() == nil && err == nil && ok:
-			return Decision{Verdict: Allow, By: by}, "approved"
+			return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 		case pctx.Err() == nil && err == nil:
-			return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+			return approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by}, "denied"
 		}
 		return t.ended(ctx, pctx, timeout, err, fail)
 	}
@@ -263,7 +258,7 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 	m := &promptModel{
 		form:     newConfirmForm(p, &ok),
 		p:        p,
-		text:     strings.TrimSuffix(RenderWhole(p), "\n"),
+		text:     strings.TrimSuffix(approval.RenderWhole(p), "\n"),
 		deadline: deadline,
 		banner:   t.AfterWithdrawn,
 		flush:    func() { _ = flush() },
@@ -316,27 +311,27 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 
 	switch state := m.form.State; {
 	case state == huh.StateCompleted && ok && m.armed && m.seenEnd:
-		return Decision{Verdict: Allow, By: by}, "approved"
+		return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 	case state == huh.StateCompleted || state == huh.StateAborted:
-		return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+		return approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by}, "denied"
 	}
 	return t.ended(ctx, pctx, timeout, err, fail)
 }
 
 // ended tells why a prompt ended without an answer: withdrawn, timed out,
 // or failed.
-func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err error, fail func(error) (Decision, string)) (Decision, string) {
+func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err error, fail func(error) (approval.Decision, string)) (approval.Decision, string) {
 	by := "tty " + t.name()
 	switch {
 	case ctx.Err() != nil:
 		outcome := "withdrawn"
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
-			outcome += " (" + Sanitize(cause.Error()) + ")"
+			outcome += " (" + termsafe.Sanitize(cause.Error()) + ")"
 		}
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}, outcome
-	case errors.Is(context.Cause(pctx), errPromptTimeout):
-		msg := "no approval decision within " + displaySeconds(timeout)
-		return Decision{Verdict: Expired, Message: msg, By: by}, "timed out (" + msg + ")"
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}, outcome
+	case errors.Is(context.Cause(pctx), approval.ErrPromptTimeout):
+		msg := "no approval decision within " + approval.DisplaySeconds(timeout)
+		return approval.Decision{Verdict: approval.Expired, Message: msg, By: by}, "timed out (" + msg + ")"
 	case errors.Is(err, errHangup), errors.Is(err, unix.EIO):
 		// EIO: a hung-up terminal also fails the window size query.
 		return fail(errHangup)
@@ -355,12 +350,12 @@ func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err e
 // The whole request, stdin included, is written first as plain lines, so a
 // screen reader reads all of it; then, for [Dwell], typed lines are
 // discarded (and flushed once more at its end) before the question.
-func (t *Terminal) askAccessible(ctx context.Context, p *Prompt, flush func() error) (bool, error) {
+func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush func() error) (bool, error) {
 	var head strings.Builder
 	if t.AfterWithdrawn {
 		head.WriteString(withdrawnBanner + "\n")
 	}
-	head.WriteString(RenderWhole(p))
+	head.WriteString(approval.RenderWhole(p))
 	if _, err := io.WriteString(t.Out, "\n"+head.String()); err != nil {
 		return false, err
 	}
@@ -389,11 +384,11 @@ func (t *Terminal) askAccessible(ctx context.Context, p *Prompt, flush func() er
 }
 
 // runAsWord is who a run would be, for the question.
-func runAsWord(p *Prompt) string {
+func runAsWord(p *approval.Prompt) string {
 	if p.Privileged {
 		return "ROOT"
 	}
-	return Sanitize(p.RunAs)
+	return termsafe.Sanitize(p.RunAs)
 }
 
 // readKeys returns what is typed on f, read by one goroutine of ours, and
@@ -555,9 +550,9 @@ func (t *Terminal) denyMessage(name string) string {
 // denial). Styles use no colour at all, so nothing
 // needs the terminal's background, and the focused button is marked by
 // text as well as by reverse video, so it shows without colour too.
-func newConfirmForm(p *Prompt, ok *bool) *huh.Form {
-	title := "Run this command as " + runAsName(p) + "?"
-	if runsAsRoot(p) {
+func newConfirmForm(p *approval.Prompt, ok *bool) *huh.Form {
+	title := "Run this command as " + approval.RunAsName(p) + "?"
+	if approval.RunsAsRoot(p) {
 		title = "Run this command as ROOT?"
 	}
 	keys := huh.NewDefaultKeyMap()
@@ -606,7 +601,7 @@ func promptTheme(bool) *huh.Styles {
 }
 
 // promptModel runs a huh form under our own Bubble Tea program. Above the
-// form it shows the whole request (text, [RenderWhole]) in a pager that
+// form it shows the whole request (text, [approval.RenderWhole]) in a pager that
 // fits the window, wrapped to its width; then who asks and every stage of
 // the pipeline, one line each, cut to the width and saying so; then the
 // form and a line saying which keys count. It adds:
@@ -620,7 +615,7 @@ func promptTheme(bool) *huh.Styles {
 //     usable size on terminals that report 0x0.
 type promptModel struct {
 	form     *huh.Form
-	p        *Prompt
+	p        *approval.Prompt
 	text     string // the request, without its last newline
 	deadline time.Time
 	banner   bool   // the previous prompt was withdrawn: say this is another
@@ -660,8 +655,8 @@ func (m *promptModel) Init() tea.Cmd {
 // deeper than any label of the daemon's otherwise. Either way no
 // continuation line can look like a line of the daemon's.
 func contPrefix(line string) string {
-	if strings.HasPrefix(line, RequesterMark) {
-		return RequesterMark + "  ↳ "
+	if strings.HasPrefix(line, approval.RequesterMark) {
+		return approval.RequesterMark + "  ↳ "
 	}
 	return strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))) + "    ↳ "
 }
@@ -692,9 +687,9 @@ func (m *promptModel) layout(w, h int) {
 	}
 	m.top = 0
 	m.scroll(0)
-	m.stages = []string{fit("Asked by "+describeRequester(&m.p.Requester)+", per the kernel", w)}
+	m.stages = []string{fit("Asked by "+approval.DescribeRequester(&m.p.Requester)+", per the kernel", w)}
 	for i, st := range m.p.Stages {
-		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, quoteArgv(st.Argv)), w))
+		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, approval.QuoteArgv(st.Argv)), w))
 	}
 }
 
@@ -729,7 +724,7 @@ func (m *promptModel) footer() []string {
 	default:
 		keys = " y approve · n or Esc deny · Enter takes the highlighted answer"
 	}
-	f = append(f, fit(keys, m.width), " times out in "+displaySeconds(left))
+	f = append(f, fit(keys, m.width), " times out in "+approval.DisplaySeconds(left))
 	return f
 }
 
