@@ -139,7 +139,7 @@ func (s *Server) decider(d *approval.Decision, rule *policy.Rule) *wire.DecidedB
 	if d.Member == nil || d.Verdict != approval.Allow && d.Verdict != approval.Deny {
 		return nil
 	}
-	by := &wire.DecidedBy{By: wire.DecidedByPerson, Note: d.Note}
+	by := &wire.DecidedBy{By: wire.DecidedByPerson, Note: wire.SanitizeNote(d.Note)}
 	// Member.Name is "USER on WHERE".
 	user, where, ok := strings.Cut(d.Member.Name, " on ")
 	if ok {

@@ -489,3 +489,43 @@ func TestPromptAccessibleShowsAllOfStdin(t *testing.T) {
 		t.Fatalf("the approved script did not run: %v", err)
 	}
 }
+
+// TestPromptDenyNote: m at the terminal prompt denies and asks for a note,
+// which reaches the requester cleaned (escapes made blanks) in
+// decided_by; n alone still denies without asking for one.
+func TestPromptDenyNote(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+
+	ch := d.ask(map[string]any{"id": "note-1", "pipeline": [][]string{{"rm", "-rf", "/srv/data"}}})
+	a.see("note-1")
+	a.see("m deny with a note")
+	a.notAnsweredKey(ch, "m")
+	a.see("A note for the requester")
+	pending(t, ch, "deny before the note is typed")
+	a.key("clean /var/cache/app \x1b[2Jinstead\r")
+	r := <-ch
+	if r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByOperator {
+		t.Fatalf("got %s, want denied by the operator", r.raw)
+	}
+	if r.DecidedBy == nil || r.DecidedBy.Note != "clean /var/cache/app [2Jinstead" {
+		t.Fatalf("the note did not reach the requester as typed and cleaned: %s", r.raw)
+	}
+
+	ch = d.ask(map[string]any{"id": "note-2", "pipeline": [][]string{{"rm", "-rf", "/srv/data"}}})
+	a.see("note-2")
+	a.notAnsweredKey(ch, "n")
+	if r := <-ch; r.Status != wire.StatusDenied || r.DecidedBy == nil || r.DecidedBy.Note != "" {
+		t.Fatalf("n: got %s, want a denial without a note", r.raw)
+	}
+}
+
+// notAnsweredKey types k once the prompt accepts keys (retyping it while
+// the dwell discards it, until the prompt leaves the screen or asks for a
+// note), failing if the request on ch was answered before k counted.
+func (a *approverProc) notAnsweredKey(ch chan response, k string) {
+	a.t.Helper()
+	a.notAnswered(ch, "a key during the dwell")
+	a.key(k)
+}

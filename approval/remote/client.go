@@ -315,7 +315,11 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 	switch d.Verdict {
 	case approval.Allow, approval.Deny:
 		ok := d.Verdict == approval.Allow
-		_ = send(&Message{Type: MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok})
+		m := &Message{Type: MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok}
+		if !ok {
+			m.Note = d.Note
+		}
+		_ = send(m)
 	}
 	return d.Verdict
 }

@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/muesli/cancelreader"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,8 +51,10 @@ var errHangup = errors.New("terminal closed or hung up")
 //
 //   - no key counts for [Dwell] after the prompt appears;
 //   - y approves, once the pager has shown the request's last line; n, Esc
-//     or ctrl+c denies; Enter takes the highlighted answer, which is Deny
-//     unless the arrow keys (or h, l) moved it;
+//     or ctrl+c denies; m denies and then asks, in line mode, for a note
+//     that reaches the requester ([approval.Decision].Note); Enter takes
+//     the highlighted answer, which is Deny unless the arrow keys (or h,
+//     l) moved it;
 //   - no answer within Timeout: [approval.Expired];
 //   - the request's context ends first: the form is removed and the answer
 //     is [approval.Withdrawn].
@@ -265,10 +269,11 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	}
 	v := &inlineView{m: m, out: out}
 	w, h := windowSize(fd)
-	keys, stopKeys, err := readKeys(t.In)
+	keys, stopReading, err := readKeys(t.In)
 	if err != nil {
 		return fail(err)
 	}
+	stopKeys := sync.OnceFunc(stopReading)
 	defer stopKeys()
 	prog := tea.NewProgram(v,
 		tea.WithInput(keys),
@@ -312,10 +317,41 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	switch state := m.form.State; {
 	case state == huh.StateCompleted && ok && m.armed && m.seenEnd:
 		return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
+	case state == huh.StateCompleted && m.wantNote:
+		stopKeys()
+		_ = unix.IoctlSetTermios(fd, unix.TCSETS, &restore)
+		note := t.readNote(pctx)
+		d := approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by, Note: note}
+		if note != "" {
+			return d, "denied, with a note"
+		}
+		return d, "denied"
 	case state == huh.StateCompleted || state == huh.StateAborted:
 		return approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by}, "denied"
 	}
 	return t.ended(ctx, pctx, timeout, err, fail)
+}
+
+// readNote asks, on the terminal in its normal line mode, for a deny
+// note for the requester, until Enter or the end of ctx: then the prompt
+// is answered with no note. The request stays denied whatever is typed;
+// the note is cleaned as the daemon cleans every note (wire.SanitizeNote).
+func (t *Terminal) readNote(ctx context.Context) string {
+	if _, err := io.WriteString(t.Out, "Denied. A note for the requester (one line, Enter sends it; Enter alone sends none):\r\n> "); err != nil {
+		return ""
+	}
+	in, err := cancelreader.NewReader(ttyInput{t.In})
+	if err != nil {
+		return ""
+	}
+	defer in.Close()
+	stop := context.AfterFunc(ctx, func() { in.Cancel() })
+	defer stop()
+	line, err := bufio.NewReader(io.LimitReader(in, 4<<10)).ReadString('\n')
+	if err != nil && ctx.Err() != nil {
+		return ""
+	}
+	return wire.SanitizeNote(line)
 }
 
 // ended tells why a prompt ended without an answer: withdrawn, timed out,
@@ -627,6 +663,7 @@ type promptModel struct {
 	stages        []string // who asks and each stage, cut to width
 	top           int      // the first line of lines in the pager
 	armed         bool     // Dwell has passed: keys count
+	wantNote      bool     // denied with m: ask for a note for the requester
 	seenEnd       bool     // the pager has shown the last line
 	refused       bool     // y was refused for want of paging
 	footerLines   int      // the footer's height at the last View
@@ -716,13 +753,13 @@ func (m *promptModel) footer() []string {
 	case !m.armed:
 		keys = " keys are not accepted yet: read the request"
 	case m.tooSmall():
-		keys = " window too small to show the request: enlarge it · n or Esc deny"
+		keys = " window too small to show the request: enlarge it · n or Esc deny · m deny with a note"
 	case m.refused && !m.seenEnd:
-		keys = " y refused: page to the end first (space, PgDn) · n or Esc deny"
+		keys = " y refused: page to the end first (space, PgDn) · n or Esc deny · m deny with a note"
 	case !m.seenEnd:
-		keys = " page to the end of the request before y counts · n or Esc deny"
+		keys = " page to the end of the request before y counts · n or Esc deny · m deny with a note"
 	default:
-		keys = " y approve · n or Esc deny · Enter takes the highlighted answer"
+		keys = " y approve · n or Esc deny · m deny with a note · Enter takes the highlighted answer"
 	}
 	f = append(f, fit(keys, m.width), " times out in "+approval.DisplaySeconds(left))
 	return f
@@ -804,6 +841,11 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 				m.refused = true
 				return m, nil
 			}
+		case "m", "M":
+			// Deny, then ask for a note: the form takes it as n.
+			m.wantNote = true
+			_, cmd := m.form.Update(tea.KeyPressMsg{Code: 'n', Text: "n"})
+			return m, cmd
 		}
 	}
 	_, cmd := m.form.Update(msg)

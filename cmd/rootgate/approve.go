@@ -18,7 +18,8 @@ import (
 
 // approveAbout is rootgate approve's help.
 const approveAbout = `Attach this terminal to rootgated as an approver: each request is shown
-here in full; y approves, n, Esc or Enter deny. Ctrl-C (between prompts) detaches.
+here in full; y approves, n, Esc or Enter deny, m denies with a note for the
+requester. Ctrl-C (between prompts) detaches.
 With --desktop, each request is a desktop notification instead: Approve
 approves; Deny, or closing it, denies. It is weaker than the terminal: any
 program of yours on the desktop can press Approve (docs/security.md).`
