@@ -75,6 +75,9 @@ type Request struct {
 	// EOFWithdraws: the client keeps its side open until it has read the
 	// answer, so the end of its stream withdraws the request.
 	EOFWithdraws bool
+	// Progress: the client asked for progress lines before the answer
+	// (docs/protocol.md, "Progress lines"; opt-in).
+	Progress bool
 }
 
 // ReplayKey is what the replay window remembers: the id when the client
@@ -105,6 +108,7 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 	},
 	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
 	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
+	"progress":      func(r *Request, raw json.RawMessage) error { return decodeBool("progress", raw, &r.Progress) },
 	"stdin":         decodeStdin,
 	"timeout":       decodeTimeout,
 }

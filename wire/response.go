@@ -180,6 +180,7 @@ type Outgoing struct {
 	Privileged   *bool             `json:"privileged,omitempty"`
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
 	EOFWithdraws bool              `json:"eof_withdraws,omitempty"`
+	Progress     bool              `json:"progress,omitempty"`
 	Cwd          string            `json:"cwd,omitempty"`
 	Stdin        []byte            `json:"stdin,omitempty"`
 	Timeout      float64           `json:"timeout,omitempty"`
