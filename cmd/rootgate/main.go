@@ -80,7 +80,7 @@ func commands() []command {
 		{name: "approve", summary: "approve requests on this terminal or desktop", run: func(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) int {
 			return cmdApprove(ctx, args, stderr)
 		}},
-		{name: "mcp", summary: "serve the MCP tools execute and ping on stdio", run: cmdMCP},
+		{name: "mcp", summary: "serve the MCP tools (execute, wait, cancel, output, ping) on stdio", run: cmdMCP},
 		{name: "audit", args: "verify|show", summary: "check or print the audit log", hidden: true, run: func(_ context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			return cmdAudit(args, stdout, stderr)
 		}},

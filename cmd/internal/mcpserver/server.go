@@ -1,12 +1,15 @@
 // Package mcpserver is rootgate's MCP server: it offers an AI agent the
-// tools execute and ping, turns each execute call into one request to a
-// rootgated socket, and renders the answer for a model to read.
+// tools execute, wait, cancel, output and ping, turns each execute call
+// into one request to a rootgated socket, and renders the answer for a
+// model to read.
 //
 // Build a server with [New] and run it on a transport (stdio for
-// `rootgate mcp`). A tool call holds its daemon connection open until the
-// answer comes; cancelling the call (notifications/cancelled) or losing the
-// client ends the call's context, which closes the connection, and the
-// daemon then withdraws the prompt or kills the run.
+// `rootgate mcp`). A request belongs to the MCP session: execute answers
+// within Config.Wait, with the result or with the request still pending
+// and its id, and wait, cancel and output take that id. The daemon
+// connection stays open until the answer comes; cancel, cancelling
+// execute before it returned the id, or the session's end closes it, and
+// the daemon then withdraws the prompt or kills the run.
 package mcpserver
 
 import (
@@ -15,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -25,9 +29,10 @@ import (
 // LocalHost is the host name that stands for the daemon on Config.Socket.
 const LocalHost = "local"
 
-// DefaultMaxText is how many bytes of each output stream a result shows
-// when Config.MaxText is zero.
-const DefaultMaxText = 100 << 10
+// DefaultMaxText is how many bytes of output a result shows in all (every
+// stream together) when Config.MaxText is zero: about what clients show
+// inline (Claude Code keeps some 25,000 tokens of a tool result).
+const DefaultMaxText = 40000
 
 // DefaultProgressEvery is the progress interval when Config.ProgressEvery
 // is zero.
@@ -44,9 +49,13 @@ type Config struct {
 	// Hosts maps more host names to request sockets, e.g. sockets forwarded
 	// from other machines with ssh -L.
 	Hosts map[string]string
-	// MaxText is how many bytes of each captured stream a result shows
-	// (head and tail kept, the cut said); DefaultMaxText if zero.
+	// MaxText is how many bytes of captured output a result shows, all
+	// streams together (heads and tails kept, the cuts said); the output
+	// tool reads the rest. DefaultMaxText if zero.
 	MaxText int
+	// Wait is how long execute and wait hold a tool call before they
+	// answer with the request still pending; DefaultWait if zero.
+	Wait time.Duration
 	// ProgressEvery is the interval of progress notifications while a call
 	// waits; DefaultProgressEvery if zero.
 	ProgressEvery time.Duration
@@ -114,11 +123,20 @@ func New(cfg Config) *mcp.Server {
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = DefaultPingTimeout
 	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = DefaultWait
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "rootgate", Title: "rootgate", Version: version.String()},
 		&mcp.ServerOptions{Instructions: Instructions})
 	exec, ping := executeTool(&cfg), pingTool(&cfg)
-	h := &handler{cfg: cfg, executeResolved: mustResolve(exec), pingResolved: mustResolve(ping)}
+	wait, cancel, output := waitTool(&cfg), cancelTool(), outputTool()
+	h := &handler{cfg: cfg, executeResolved: mustResolve(exec), pingResolved: mustResolve(ping),
+		waitResolved: mustResolve(wait), cancelResolved: mustResolve(cancel), outputResolved: mustResolve(output),
+		sessions: map[*mcp.ServerSession]*session{}}
 	s.AddTool(exec, h.execute)
+	s.AddTool(wait, h.wait)
+	s.AddTool(cancel, h.cancelCall)
+	s.AddTool(output, h.output)
 	s.AddTool(ping, h.ping)
 	return s
 }
@@ -136,4 +154,10 @@ type handler struct {
 	cfg             Config
 	executeResolved *jsonschema.Resolved
 	pingResolved    *jsonschema.Resolved
+	waitResolved    *jsonschema.Resolved
+	cancelResolved  *jsonschema.Resolved
+	outputResolved  *jsonschema.Resolved
+
+	mu       sync.Mutex // guards sessions
+	sessions map[*mcp.ServerSession]*session
 }
