@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,5 +125,56 @@ func TestMCPRunOutlivesCall(t *testing.T) {
 	res, ur, err := c.callTool(t, context.Background(), "wait", map[string]any{"id": "no-such-call"})
 	if err != nil || !res.IsError || !strings.Contains(ur.Message, `no call with id "no-such-call" in this session`) {
 		t.Errorf("wait for an unknown id: %+v %v", ur, err)
+	}
+}
+
+// TestMCPSessionEndWithdrawsPending: a request execute left pending
+// belongs to the session: when the client closes rootgate mcp's stdin,
+// the prompt is withdrawn and rootgate mcp exits 0.
+func TestMCPSessionEndWithdrawsPending(t *testing.T) {
+	e := startMCPEnv(t)
+	a := attachApprover(t, e.asock)
+	cmd := exec.Command(e.bin, "mcp", "--socket", e.sock, "--wait", "1s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute", Arguments: map[string]any{
+		"argv": []string{"env", "ASKME=1", "true"}, "reason": "e2e: left pending"}})
+	if err != nil || res.IsError {
+		t.Fatalf("execute: %v %+v", err, res)
+	}
+	prompt := a.next(t)
+	if prompt.Type != approval.MsgPrompt || prompt.Request.Reason != "e2e: left pending" {
+		t.Fatalf("approver got %+v", prompt)
+	}
+	// The tool call is over; the prompt is still up. The session ends.
+	stdin.Close()
+	if m := a.next(t); m.Type != approval.MsgWithdraw || m.ID != prompt.ID || m.Reason != "client went away" {
+		t.Errorf("approver got %+v, want the prompt withdrawn", m)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("rootgate mcp exited with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("rootgate mcp did not exit when its client left")
 	}
 }
