@@ -110,6 +110,8 @@ Use the execute tool instead of your own shell when a command needs root (instal
 
 A person reads every request: give an honest, specific reason saying what the command does and why you need it. A denial is final for that request: never send the same request again unchanged. Explain what you wanted to the user and ask how to proceed. If no approver is attached, ask the user to run "sudo rootgate approve" in a terminal.
 
+When execute answers with status pending, the request goes on (a person is deciding, or the command runs): call the wait tool with its id, again while it stays pending; never send the request again. Output too long to show is cut in the middle: read the rest with the output tool, never by running the command again.
+
 Use the ping tool to check that rootgated is reachable and an approver is attached before your first request, or when execute reports a connection error.`
 
 // New returns an MCP server offering execute and ping with cfg.
