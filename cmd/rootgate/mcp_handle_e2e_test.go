@@ -52,7 +52,7 @@ func TestMCPRunOutlivesCall(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("execute took %s with --wait 1s", took)
 	}
-	if r.Status != mcpserver.StatusPending || r.Phase != mcpserver.PhaseApproval || res.IsError || r.ID == "" ||
+	if r.Status != mcpserver.StatusPending || res.IsError || r.ID == "" ||
 		!strings.Contains(r.Next, `Call wait with {"id": "`+r.ID+`"}`) {
 		t.Fatalf("execute before the decision: %+v (isError %v)", r, res.IsError)
 	}
@@ -61,6 +61,12 @@ func TestMCPRunOutlivesCall(t *testing.T) {
 	if prompt.Type != approval.MsgPrompt || prompt.Request.Reason != "e2e: outlive the call" {
 		t.Fatalf("approver got %+v", prompt)
 	}
+	// The phase may still be "sent" when execute answered on a loaded
+	// machine; with the prompt up, wait says a person is asked.
+	waitFor(t, "wait to say a person is asked", func() bool {
+		_, r, err := c.callTool(t, context.Background(), "wait", map[string]any{"id": id, "wait": 0.2})
+		return err == nil && r.Status == mcpserver.StatusPending && r.Phase == mcpserver.PhaseApproval
+	})
 	yes := true
 	a.send(t, &approval.Message{Type: approval.MsgDecision, ID: prompt.ID, Hash: prompt.Hash, Approve: &yes})
 
@@ -97,7 +103,7 @@ func TestMCPRunOutlivesCall(t *testing.T) {
 		"argv":   []string{"sh", "-c", "sleep 300 & echo $! > " + pidFile + "; wait"},
 		"reason": "e2e: cancel me",
 	})
-	if err != nil || r.Status != mcpserver.StatusPending || r.Phase != mcpserver.PhaseRunning {
+	if err != nil || r.Status != mcpserver.StatusPending {
 		t.Fatalf("execute of a long run: %+v %v", r, err)
 	}
 	var pid int

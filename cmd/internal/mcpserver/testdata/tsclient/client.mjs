@@ -92,7 +92,7 @@ async function waitDone(id, opts = {}) {
 {
   const start = Date.now();
   const { r, res } = await call("execute", { argv: ["sh", "-c", "echo begin; sleep 5; echo end"], reason: "ts e2e: longer than the timeout" });
-  check(r.status === "pending" && r.phase === "running" && !res.isError, `execute of a long run: ${JSON.stringify(r)}`);
+  check(r.status === "pending" && !res.isError, `execute of a long run: ${JSON.stringify(r)}`);
   let timedOut = false;
   try {
     await call("wait", { id: r.id, wait: 10 }, { timeout: 1000 });
