@@ -119,3 +119,44 @@ func TestShares(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreBounds: a session keeps the last keepCalls finished calls and
+// at most keepBytes of their output, forgetting the oldest first, and
+// always the newest.
+func TestStoreBounds(t *testing.T) {
+	s := &session{calls: map[string]*call{}}
+	finished := func(id string, size int) *call {
+		c := &call{id: id, done: make(chan struct{}), size: size} // the size its output would have
+		close(c.done)
+		s.calls[id] = c
+		s.keep(c)
+		return c
+	}
+	for i := range keepCalls + 8 {
+		finished(fmt.Sprint("n", i), 10)
+	}
+	if len(s.kept) != keepCalls || s.get("n7") != nil || s.get("n8") == nil || s.bytes != keepCalls*10 {
+		t.Fatalf("kept %d calls, %d bytes; n7 %v, n8 %v", len(s.kept), s.bytes, s.get("n7") != nil, s.get("n8") != nil)
+	}
+	// Two calls of 100 MiB fit with the small ones; a third pushes out
+	// everything older than what fits in 256 MiB.
+	finished("big1", 100<<20)
+	finished("big2", 100<<20)
+	finished("big3", 100<<20)
+	if s.get("big1") != nil || s.get("big2") == nil || s.get("big3") == nil || s.bytes > keepBytes {
+		t.Fatalf("after three big calls: kept %d, %d bytes", len(s.kept), s.bytes)
+	}
+	// The newest is kept even alone over the bound.
+	finished("huge", keepBytes+1)
+	if len(s.kept) != 1 || s.get("huge") == nil || s.get("big3") != nil {
+		t.Fatalf("after a huge call: kept %d", len(s.kept))
+	}
+	// A pending call is never forgotten.
+	s.calls["pending"] = &call{id: "pending", done: make(chan struct{})}
+	for i := range keepCalls + 1 {
+		finished(fmt.Sprint("m", i), 1)
+	}
+	if s.get("pending") == nil {
+		t.Fatal("a pending call was forgotten")
+	}
+}

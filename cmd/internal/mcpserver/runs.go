@@ -70,6 +70,7 @@ type call struct {
 
 	resp *wire.Response // the answer, after done
 	err  error          // or why there is none
+	size int            // bytes of output resp holds
 }
 
 func (c *call) setPhase(p string) {
@@ -98,13 +99,13 @@ func (c *call) finished() bool {
 	}
 }
 
-// outputBytes is how much captured output c holds.
-func (c *call) outputBytes() int {
-	if c.resp == nil {
+// outputBytes is how much captured output resp holds.
+func outputBytes(resp *wire.Response) int {
+	if resp == nil {
 		return 0
 	}
-	n := len(c.resp.Stdout)
-	for _, st := range c.resp.Stages {
+	n := len(resp.Stdout)
+	for _, st := range resp.Stages {
 		n += len(st.Stderr)
 	}
 	return n
@@ -160,7 +161,7 @@ func (s *session) start(host, socket string, out *wire.Outgoing) *call {
 		if err != nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
-		c.resp, c.err = resp, err
+		c.resp, c.err, c.size = resp, err, outputBytes(resp)
 		close(c.done)
 		s.keep(c)
 	}()
@@ -173,11 +174,11 @@ func (s *session) keep(c *call) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.kept = append(s.kept, c)
-	s.bytes += c.outputBytes()
+	s.bytes += c.size
 	for len(s.kept) > 1 && (len(s.kept) > keepCalls || s.bytes > keepBytes) {
 		old := s.kept[0]
 		s.kept = s.kept[1:]
-		s.bytes -= old.outputBytes()
+		s.bytes -= old.size
 		delete(s.calls, old.id)
 	}
 }
