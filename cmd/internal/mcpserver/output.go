@@ -39,6 +39,18 @@ func shares(sizes []int, budget int) []int {
 	return out
 }
 
+// textSize is how much of the budget b could use: nothing when it is
+// binary, which is only summarised.
+func textSize(b []byte) int {
+	if len(b) == 0 {
+		return 0
+	}
+	if _, binary := sniff(b); binary {
+		return 0
+	}
+	return len(b)
+}
+
 // streamRef names a stream in the output tool's arguments.
 type streamRef struct {
 	id    string

@@ -103,6 +103,18 @@ func TestBudgetIsWholeResult(t *testing.T) {
 	}
 }
 
+// TestBinaryTakesNoBudget: binary output is only summarised, so the text
+// of the other streams gets the whole budget.
+func TestBinaryTakesNoBudget(t *testing.T) {
+	bin := append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 100000)...)
+	text := numbered(3000) // 24,893 bytes
+	resp := &wire.Response{ID: "c3", Status: wire.StatusOK, Stdout: bin, Stages: []wire.StageResult{{Stderr: text}}}
+	r := render(LocalHost, "/s", [][]string{{"cat"}}, resp, DefaultMaxText)
+	if !r.Stdout.Binary || r.Stages[0].Stderr.Text != string(text) {
+		t.Fatalf("stdout binary %v; stderr cut %d bytes", r.Stdout.Binary, r.Stages[0].Stderr.OmittedBytes)
+	}
+}
+
 func TestShares(t *testing.T) {
 	for _, tc := range []struct {
 		sizes  []int

@@ -93,9 +93,9 @@ func render(host, socket string, pipeline [][]string, resp *wire.Response, maxTe
 	}
 	if resp.HasRun() {
 		// The budget is the whole result's (output.go).
-		sizes := []int{len(resp.Stdout)}
+		sizes := []int{textSize(resp.Stdout)}
 		for _, st := range resp.Stages {
-			sizes = append(sizes, len(st.Stderr))
+			sizes = append(sizes, textSize(st.Stderr))
 		}
 		budget := shares(sizes, maxText)
 		for i, st := range resp.Stages {
