@@ -81,6 +81,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		return approval.Decision{}, err
 	}
 	log.Info("asking for approval")
+	p.progress(wire.ProgressApproval)
 	d := s.cfg.Approver.Approve(ctx, prompt)
 	return d, nil
 }

@@ -30,6 +30,8 @@ type runPlan struct {
 	// unrecorded: a policy denial past its uid's budget of records for
 	// requests refused without a person; counted in a dropped record.
 	unrecorded bool
+	// progress writes a progress line when the request asked for them.
+	progress func(phase string)
 }
 
 // close releases the pinned executables and the cwd.

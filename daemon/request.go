@@ -19,9 +19,10 @@ func errorResponse(id string, err error) *wire.Response {
 }
 
 // handle takes a request line through checks 3 to 11. It calls
-// eofWithdraws once the request is decoded and asks for it. It returns nil
-// when there is no one left to answer.
-func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), log *slog.Logger) *wire.Response {
+// eofWithdraws once the request is decoded and asks for it, and progress
+// when a request that asked for progress lines is put to a person or
+// starts to run. It returns nil when there is no one left to answer.
+func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	req, err := wire.Decode(line)
 	if err != nil {
@@ -118,6 +119,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		}
 		return s.check(plan)
 	}
+	plan.progress = func(phase string) {
+		if req.Progress {
+			progress(req.ID, phase)
+		}
+	}
 
 	d, err := s.decide(ctx, plan, log, receive)
 	switch {
@@ -179,6 +185,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if err := s.event(auditEvent{Kind: eventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
 		return errorResponse(req.ID, errAudit)
 	}
+	plan.progress(wire.ProgressRunning)
 	began := time.Now()
 	res, err := plan.cmd.Run(ctx)
 	if err != nil {

@@ -339,7 +339,14 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}()
 
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, log)
+	progress := func(id, phase string) {
+		// Progress lines are advisory: a client that cannot take one
+		// now is told the outcome by the answer line.
+		if err := wire.WriteProgress(stallGuard{c}, id, phase); err != nil {
+			log.Info("cannot send progress", "id", id, "err", err)
+		}
+	}
+	resp := s.handle(reqCtx, peer, line, eofWithdraws, progress, log)
 	if resp == nil {
 		return
 	}

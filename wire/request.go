@@ -83,6 +83,9 @@ type Request struct {
 	// decide, without asking anyone or running anything (opt-in
 	// extension; docs/protocol.md, "Check requests").
 	Check bool
+	// Progress: the client asked for progress lines before the answer
+	// (docs/protocol.md, "Progress lines"; opt-in).
+	Progress bool
 }
 
 // ReplayKey is what the replay window remembers: the id when the client
@@ -113,6 +116,7 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 	},
 	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
 	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
+	"progress":      func(r *Request, raw json.RawMessage) error { return decodeBool("progress", raw, &r.Progress) },
 	"stdin":         decodeStdin,
 	"check":         func(r *Request, raw json.RawMessage) error { return decodeBool("check", raw, &r.Check) },
 	"timeout":       decodeTimeout,

@@ -238,6 +238,7 @@ type Outgoing struct {
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
 	EOFWithdraws bool              `json:"eof_withdraws,omitempty"`
 	Check        bool              `json:"check,omitempty"`
+	Progress     bool              `json:"progress,omitempty"`
 	Cwd          string            `json:"cwd,omitempty"`
 	Stdin        []byte            `json:"stdin,omitempty"`
 	Timeout      float64           `json:"timeout,omitempty"`

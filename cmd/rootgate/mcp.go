@@ -13,30 +13,36 @@ import (
 )
 
 // mcpAbout is rootgate mcp's help.
-const mcpAbout = "Serves the MCP tools execute, ping and check over stdin and stdout."
+const mcpAbout = "Serves the MCP tools execute, wait, cancel, output, ping and check over stdin and stdout."
 
 // mcpFlags are rootgate mcp's flags.
 var mcpFlags = []clidoc.Flag{
 	{Name: "socket", Default: "", Usage: "request `path` of the local daemon (host \"local\")"},
-	{Name: "max-text", Default: mcpserver.DefaultMaxText, Usage: "show at most this many `bytes` of each output stream (head and tail)"},
+	{Name: "max-text", Default: mcpserver.DefaultMaxText, Usage: "show at most this many `bytes` of output in a result, all streams together (heads and tails; the output tool reads the rest)"},
+	{Name: "wait", Default: mcpserver.DefaultWait, Usage: "answer execute and wait calls within this `duration`, with the request still pending if need be"},
 	{Name: "progress-interval", Default: mcpserver.DefaultProgressEvery, Usage: "time between progress notifications while a call waits"},
 	{Name: "host", Default: clidoc.List(nil), Usage: "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)"},
 }
 
-// cmdMCP serves the MCP tools execute, ping and check on stdin and stdout until
-// the client closes stdin.
+// cmdMCP serves the MCP tools execute, wait, cancel, output, ping and
+// check on stdin and stdout until the client closes stdin; requests still
+// pending then are withdrawn (their runs killed).
 func cmdMCP(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	stderr := e.stderr
-	every, maxText := fl.Duration("progress-interval"), fl.Int("max-text")
+	every, wait, maxText := fl.Duration("progress-interval"), fl.Duration("wait"), fl.Int("max-text")
 	if every <= 0 {
 		errorf(stderr, "--progress-interval must be positive")
+		return exitUsage
+	}
+	if wait <= 0 || wait > mcpserver.MaxWait {
+		errorf(stderr, "--wait must be positive and at most %s", mcpserver.MaxWait)
 		return exitUsage
 	}
 	if maxText < 1024 {
 		errorf(stderr, "--max-text must be at least 1024")
 		return exitUsage
 	}
-	cfg := mcpserver.Config{Socket: client.Socket(fl.String("socket")), MaxText: maxText, ProgressEvery: every, Hosts: map[string]string{}}
+	cfg := mcpserver.Config{Socket: client.Socket(fl.String("socket")), MaxText: maxText, Wait: wait, ProgressEvery: every, Hosts: map[string]string{}}
 	for _, h := range fl.List("host") {
 		name, sock, err := mcpserver.ParseHost(h)
 		if err == nil {

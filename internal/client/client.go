@@ -77,12 +77,13 @@ func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
 // even when the daemon closed before reading the request (it answers
 // "server busy" that way).
 func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) {
-	return roundTrip(ctx, socket, line, true)
+	return roundTrip(ctx, socket, line, true, nil)
 }
 
 // roundTrip is RoundTrip; halfClose says whether to end the stream after
 // the line. A request saying eof_withdraws must not: its end withdraws it.
-func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool) ([]byte, error) {
+// Progress lines before the answer go to onProgress (when not nil).
+func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, onProgress func(phase string)) ([]byte, error) {
 	c, err := dial(ctx, socket)
 	if err != nil {
 		return nil, err
@@ -96,32 +97,42 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool) 
 		// without its newline is reported as such) and cancels nothing.
 		werr = c.CloseWrite()
 	}
-	resp, err := bufio.NewReader(c).ReadBytes('\n')
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if err != nil {
-		if werr != nil {
-			return nil, fmt.Errorf("send request: %w", werr)
+	br := bufio.NewReader(c)
+	for {
+		resp, err := br.ReadBytes('\n')
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if errors.Is(err, io.EOF) && len(resp) == 0 {
-			return nil, errors.New("daemon closed the connection without an answer")
+		if err != nil {
+			if werr != nil {
+				return nil, fmt.Errorf("send request: %w", werr)
+			}
+			if errors.Is(err, io.EOF) && len(resp) == 0 {
+				return nil, errors.New("daemon closed the connection without an answer")
+			}
+			return nil, fmt.Errorf("read answer: %w", err)
 		}
-		return nil, fmt.Errorf("read answer: %w", err)
+		if onProgress != nil {
+			if phase, ok := wire.ParseProgress(resp); ok {
+				onProgress(phase)
+				continue
+			}
+		}
+		return resp, nil
 	}
-	return resp, nil
 }
 
 // NewRequest returns a request with the fields every client request has:
-// a fresh id, this machine's host name, session, the current time and this
-// client's version.
+// a fresh id, this machine's host name, session, the current time in whole
+// seconds (2026-02-13T14:30:00Z: the form every daemon of the protocol
+// accepts) and this client's version.
 func NewRequest(session string) *wire.Outgoing {
 	host, _ := os.Hostname()
 	return &wire.Outgoing{
 		ID:      uuid.NewString(),
 		Host:    host,
 		Session: session,
-		Time:    time.Now().UTC().Format(time.RFC3339Nano),
+		Time:    time.Now().UTC().Truncate(time.Second).Format(time.RFC3339),
 		Version: version.String(),
 	}
 }
@@ -132,13 +143,23 @@ var ErrNotResponse = errors.New("daemon answered something that is not a rootgat
 // Do sends req with eof_withdraws set, keeps its side of the connection
 // open until the answer is read, and decodes the answer.
 func Do(ctx context.Context, socket string, req *wire.Outgoing) (*wire.Response, error) {
+	return DoProgress(ctx, socket, req, nil)
+}
+
+// DoProgress is [Do]; when onProgress is not nil, the request asks for
+// progress lines (docs/protocol.md) and onProgress gets each phase
+// ([wire.ProgressApproval], [wire.ProgressRunning]) as the daemon reports
+// it. A daemon that does not know the extension refuses the request with
+// an unknown-field error.
+func DoProgress(ctx context.Context, socket string, req *wire.Outgoing, onProgress func(phase string)) (*wire.Response, error) {
 	out := *req
 	out.EOFWithdraws = true
+	out.Progress = onProgress != nil
 	line, err := json.Marshal(&out)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	raw, err := roundTrip(ctx, socket, append(line, '\n'), false)
+	raw, err := roundTrip(ctx, socket, append(line, '\n'), false, onProgress)
 	if err != nil {
 		return nil, err
 	}

@@ -49,10 +49,7 @@ func checkTool(cfg *Config) *mcp.Tool {
 	for _, name := range []string{"argv", "pipeline", "privileged", "env", "cwd", "forward_agent", "host"} {
 		props[name] = exec.Properties[name]
 	}
-	out, err := jsonschema.For[CheckResult](nil)
-	if err != nil {
-		panic("mcpserver: check result schema: " + err.Error()) // a fixed type: cannot fail at run time
-	}
+	out := outputSchemaOf[CheckResult]()
 	out.Properties["status"].Enum = []any{wire.StatusOK, wire.StatusError}
 	out.Properties["check"].Enum = []any{wire.CheckAllow, wire.CheckAsk, wire.CheckDeny}
 	return &mcp.Tool{

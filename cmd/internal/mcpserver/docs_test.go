@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/wire"
@@ -77,7 +78,24 @@ func docExamples(t *testing.T) map[string]string {
 			Next:    connectionHint("web1", cfg.Hosts["web1"], &client.ConnectError{Err: syscall.ECONNREFUSED})},
 	}}
 	pingText, _ := ping.text()
+	h := &handler{cfg: Config{Wait: DefaultWait, MaxText: DefaultMaxText}}
+	pending := h.result(&call{id: exampleID, host: LocalHost, pipeline: [][]string{{"apt-get", "upgrade", "-y"}},
+		sent: time.Now(), done: make(chan struct{}), phase: PhaseApproval, changed: make(chan struct{})})
+	var seq strings.Builder
+	for i := 1; i <= 300; i++ {
+		fmt.Fprintf(&seq, "%d\n", i)
+	}
+	seqResp := &wire.Response{ID: exampleID, Status: wire.StatusOK, Stages: []wire.StageResult{{}}, Stdout: []byte(seq.String())}
+	cutExample := render(LocalHost, cfg.Socket, [][]string{{"seq", "300"}}, seqResp, 200)
+	outputExample := readRange(seqResp, OutputInput{ID: exampleID, From: 25, Count: 5}, DefaultMaxText)
 	return map[string]string{
+		"result-pending":       pending.text(),
+		"result-pending-json":  indent(pending),
+		"result-cut":           cutExample.text(),
+		"wait-input-schema":    indent(waitTool(&h.cfg).InputSchema),
+		"output-input-schema":  indent(outputTool().InputSchema),
+		"output":               outputExample.text(),
+		"output-json":          indent(outputExample),
 		"execute-input-schema": indent(executeSchema(cfg)),
 		"ping-input-schema":    indent(pingTool(cfg).InputSchema),
 		"instructions":         Instructions + "\n",
@@ -147,7 +165,7 @@ func TestDocs(t *testing.T) {
 			t.Errorf("docs/mcp.md lacks the generated block %q:\n<!-- generated: %s -->\n%s", name, name, w)
 		}
 	}
-	for _, v := range []any{Result{}, Stage{}, Stream{}, DaemonStatus{}, DecidedBy{}, CheckResult{}} {
+	for _, v := range []any{Result{}, Stage{}, Stream{}, DaemonStatus{}, DecidedBy{}, CheckResult{}, OutputResult{}} {
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {
 			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -42,8 +41,10 @@ var executeShape = wire.ShapeOf(reflect.TypeFor[ExecuteInput]())
 func ptr[T any](v T) *T { return &v }
 
 // executeSchema is the execute tool's input schema. It is written out by
-// hand, not inferred, so it can say "exactly one of argv and pipeline" and
-// tell the model how to use each field.
+// hand, not inferred, so it can tell the model how to use each field. It
+// has no top-level oneOf (some clients refuse every tool call of a
+// session when a schema has one): parseExecute enforces "exactly one of
+// argv and pipeline", with messages of its own.
 func executeSchema(cfg *Config) *jsonschema.Schema {
 	words := &jsonschema.Schema{Type: "array", MinItems: ptr(1), Items: &jsonschema.Schema{Type: "string"}}
 	hosts := make([]any, 0, len(cfg.Hosts)+1)
@@ -95,7 +96,6 @@ func executeSchema(cfg *Config) *jsonschema.Schema {
 			},
 		},
 		Required:             []string{"reason"},
-		OneOf:                []*jsonschema.Schema{{Required: []string{"argv"}}, {Required: []string{"pipeline"}}},
 		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
 	}
 }
@@ -104,20 +104,25 @@ const executeDescription = `Run a command, or a pipeline of commands, through ro
 
 A person may see the request (command, reason, working directory, environment, stdin preview) and decide; that can take a minute. A denial is final for this request: do not retry it unchanged; tell the user what you wanted and ask how to proceed.
 
-The result gives the status (ok, denied, timeout or error), each stage's exit code, and the output: standard output of the last command and standard error of each. It is an error result when the request was denied, timed out or failed, or when the last command exited non-zero. Very long output is shown as its beginning and end with the cut marked; binary output as its size and SHA-256.`
+A call that is not decided and run within a bounded wait (25 s by default) answers with status pending and the call's id: the request goes on, and the wait tool waits for its result (cancel withdraws it). Do not send such a request again.
+
+The result gives the status (ok, denied, timeout, error or pending), each stage's exit code, and the output: standard output of the last command and standard error of each. It is an error result when the request was denied, timed out or failed, or when the last command exited non-zero. Very long output is shown as its beginning and end with the cut marked; binary output as its size and SHA-256.`
+
+// executeOutputSchema is the output schema of execute, wait and cancel.
+func executeOutputSchema() *jsonschema.Schema {
+	out := outputSchemaOf[Result]()
+	out.Properties["status"].Enum = []any{wire.StatusOK, wire.StatusDenied, wire.StatusTimeout, wire.StatusError, StatusPending}
+	out.Properties["phase"].Enum = []any{PhaseSent, PhaseApproval, PhaseRunning}
+	return out
+}
 
 func executeTool(cfg *Config) *mcp.Tool {
-	out, err := jsonschema.For[Result](nil)
-	if err != nil {
-		panic("mcpserver: result schema: " + err.Error()) // a fixed type: cannot fail at run time
-	}
-	out.Properties["status"].Enum = []any{wire.StatusOK, wire.StatusDenied, wire.StatusTimeout, wire.StatusError}
 	return &mcp.Tool{
 		Name:         "execute",
 		Title:        "Run a command with approval",
 		Description:  executeDescription,
 		InputSchema:  executeSchema(cfg),
-		OutputSchema: out,
+		OutputSchema: executeOutputSchema(),
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}
 }
@@ -251,22 +256,15 @@ func (h *handler) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 	out := h.buildRequest(req, in)
 
-	stop := h.progress(ctx, req, host)
-	resp, err := client.Do(ctx, socket, out)
-	stop()
-	if err != nil {
-		if ctx.Err() != nil {
-			// The call was cancelled or the client left: the connection is
-			// closed, so the daemon withdrew the prompt or killed the run.
-			return nil, ctx.Err()
-		}
-		return resultOf(connectionResult(host, socket, err)), nil
+	// The request belongs to the session from here on. Until this call
+	// returns its id, cancelling the call withdraws it (the model never
+	// learnt the id, so it could neither wait for it nor cancel it).
+	c := h.sessionOf(req.Session).start(host, socket, out)
+	if err := h.await(ctx, req, c, h.cfg.Wait); err != nil {
+		c.cancel(errCallCanceled)
+		return nil, err
 	}
-	r := render(host, socket, out.Pipeline, resp, h.cfg.MaxText)
-	if resp.Code == wire.CodeEnvNotAllowed {
-		r.Next = envHint(in.Env)
-	}
-	return resultOf(r), nil
+	return resultOf(h.result(c)), nil
 }
 
 // buildRequest turns the arguments into a wire request.
@@ -296,43 +294,6 @@ func (h *handler) buildRequest(req *mcp.CallToolRequest, in *ExecuteInput) *wire
 	out.Timeout = in.Timeout
 	out.ForwardAgent = in.ForwardAgent
 	return out
-}
-
-// progress sends progress notifications while a call waits, if the client
-// asked for them with a progress token. The daemon says nothing until its
-// answer, so the messages can only tell the time waited. The returned
-// function stops them.
-func (h *handler) progress(ctx context.Context, req *mcp.CallToolRequest, host string) (stop func()) {
-	token := req.Params.GetProgressToken()
-	if token == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	start := time.Now()
-	notify := func(msg string) {
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token,
-			Progress:      time.Since(start).Seconds(),
-			Message:       msg,
-		})
-	}
-	go func() {
-		defer close(done)
-		notify(fmt.Sprintf("sent to rootgated (host %s): waiting for approval, then for the run to finish", host))
-		t := time.NewTicker(h.cfg.ProgressEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				notify(fmt.Sprintf("%s elapsed: waiting for approval or for the run to finish (rootgated does not say which until it answers)",
-					time.Since(start).Round(time.Second)))
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // connectionResult explains a failure to reach the daemon or to read its

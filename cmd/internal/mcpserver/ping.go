@@ -36,10 +36,7 @@ func pingTool(cfg *Config) *mcp.Tool {
 	for _, h := range cfg.hostNames() {
 		hosts = append(hosts, h)
 	}
-	out, err := jsonschema.For[PingResult](nil)
-	if err != nil {
-		panic("mcpserver: ping schema: " + err.Error()) // a fixed type: cannot fail at run time
-	}
+	out := outputSchemaOf[PingResult]()
 	return &mcp.Tool{
 		Name:  "ping",
 		Title: "Check that rootgated answers",

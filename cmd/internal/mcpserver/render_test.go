@@ -10,12 +10,14 @@ import (
 // TestCutKeepsCharacters: the head and tail of a long stream are cut at
 // character boundaries, so no character is split into invalid bytes.
 func TestCutKeepsCharacters(t *testing.T) {
-	b := []byte(strings.Repeat("é", 3000)) // 6000 bytes, 2 each
-	s := decodeStream(b, false, 1025)      // halves of 512.5 bytes fall mid-character
+	b := []byte(strings.Repeat("é", 3000))               // 6000 bytes, 2 each
+	s := decodeStream(b, false, 1025, streamRef{"x", 0}) // halves of 512.5 bytes fall mid-character
 	if s.InvalidUTF8Bytes != 0 || s.OmittedBytes != 6000-512-512 || s.Bytes != 6000 {
 		t.Fatalf("%+v", s)
 	}
-	head, tail, ok := strings.Cut(s.Text, "\n[... 4976 bytes cut here by rootgate mcp (bytes 513 to 5488 of 6000); the first 512 and the last 512 bytes are shown ...]\n")
+	head, tail, ok := strings.Cut(s.Text, `
+[... bytes 513 to 5488 of 6000 cut here by rootgate mcp (inside a line too long to show whole); read them with the output tool: {"id": "x", "stream": "stdout", "unit": "bytes", "from": 513, "count": 4976} ...]
+`)
 	if !ok || head != strings.Repeat("é", 256) || tail != strings.Repeat("é", 256) {
 		t.Fatalf("text %q", s.Text)
 	}

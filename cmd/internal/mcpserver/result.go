@@ -28,6 +28,8 @@ type Result struct {
 	Stages       []Stage    `json:"stages,omitempty" jsonschema:"one entry per command of the pipeline, in order, when it ran"`
 	Stdout       *Stream    `json:"stdout,omitempty" jsonschema:"the last stage's standard output, when it ran"`
 	Pipeline     [][]string `json:"pipeline,omitempty" jsonschema:"the commands as sent"`
+	// Phase: a pending call's (runs.go).
+	Phase string `json:"phase,omitempty" jsonschema:"while status is pending: sent (no word from rootgated yet), approval (a person is asked) or running (approved, the command runs)"`
 
 	// What happened, said plainly (issue 14).
 	DecidedBy      *DecidedBy `json:"decided_by,omitempty" jsonschema:"who decided the request: a policy rule (pre-approved forms run without asking: prefer them) or a person, with the note they typed when denying"`
@@ -86,6 +88,7 @@ type Stream struct {
 	Text             string `json:"text" jsonschema:"the output as UTF-8 text; invalid bytes appear as \\xNN"`
 	InvalidUTF8Bytes int    `json:"invalid_utf8_bytes,omitempty" jsonschema:"how many bytes were not valid UTF-8 and are shown as \\xNN"`
 	OmittedBytes     int    `json:"omitted_bytes,omitempty" jsonschema:"bytes cut from the middle of text to keep the result short; text holds the head and the tail with a marker line between"`
+	OmittedLines     int    `json:"omitted_lines,omitempty" jsonschema:"lines cut from the middle of text, when the cuts fall between lines; the output tool reads them"`
 }
 
 // resultOf wraps a result as a tool result: text for the model, the same
@@ -103,6 +106,9 @@ func resultOf(r *Result) *mcp.CallToolResult {
 }
 
 func (r *Result) isError() bool {
+	if r.Status == StatusPending {
+		return false
+	}
 	if r.Status != wire.StatusOK {
 		return true
 	}
@@ -127,10 +133,16 @@ func render(host, socket string, pipeline [][]string, resp *wire.Response, maxTe
 		return r
 	}
 	if resp.HasRun() {
+		// The budget is the whole result's (output.go).
+		sizes := []int{textSize(resp.Stdout)}
 		for _, st := range resp.Stages {
-			r.Stages = append(r.Stages, Stage{ExitCode: st.ExitCode, Signal: st.Signal, Stderr: decodeStream(st.Stderr, st.StderrTruncated, maxText)})
+			sizes = append(sizes, textSize(st.Stderr))
 		}
-		out := decodeStream(resp.Stdout, resp.StdoutTruncated, maxText)
+		budget := shares(sizes, maxText)
+		for i, st := range resp.Stages {
+			r.Stages = append(r.Stages, Stage{ExitCode: st.ExitCode, Signal: st.Signal, Stderr: decodeStream(st.Stderr, st.StderrTruncated, budget[i+1], streamRef{resp.ID, i + 1})})
+		}
+		out := decodeStream(resp.Stdout, resp.StdoutTruncated, budget[0], streamRef{resp.ID, 0})
 		r.Stdout = &out
 		if n := len(r.Stages); n > 0 {
 			r.ExitCode = ptr(r.Stages[n-1].ExitCode)
@@ -234,8 +246,8 @@ func errorHint(host, socket string, resp *wire.Response) string {
 
 // decodeStream makes a captured stream readable: binary output is only
 // summarised, text is decoded with invalid bytes escaped, and text over
-// maxText bytes keeps its head and tail around a marker.
-func decodeStream(b []byte, daemonTruncated bool, maxText int) Stream {
+// maxText bytes keeps its head and tail around a marker (output.go).
+func decodeStream(b []byte, daemonTruncated bool, maxText int, ref streamRef) Stream {
 	sum := sha256.Sum256(b)
 	s := Stream{Bytes: len(b), SHA256: hex.EncodeToString(sum[:]), DaemonTruncated: daemonTruncated}
 	if len(b) == 0 {
@@ -250,14 +262,15 @@ func decodeStream(b []byte, daemonTruncated bool, maxText int) Stream {
 		s.Text, s.InvalidUTF8Bytes = escapeInvalid(b)
 		return s
 	}
-	head := runeStartBefore(b, maxText/2)
-	tail := runeStartAfter(b, len(b)-(maxText-head))
+	head, tail, atLines := cut(b, maxText)
 	s.OmittedBytes = tail - head
+	if atLines {
+		s.OmittedLines = lineOf(b, tail) - lineOf(b, head)
+	}
 	h, n1 := escapeInvalid(b[:head])
 	t, n2 := escapeInvalid(b[tail:])
 	s.InvalidUTF8Bytes = n1 + n2
-	s.Text = h + fmt.Sprintf("\n[... %d bytes cut here by rootgate mcp (bytes %d to %d of %d); the first %d and the last %d bytes are shown ...]\n",
-		s.OmittedBytes, head+1, tail, len(b), head, len(b)-tail) + t
+	s.Text = h + cutMarker(b, head, tail, atLines, ref) + t
 	return s
 }
 

@@ -1,12 +1,15 @@
 // Package mcpserver is rootgate's MCP server: it offers an AI agent the
-// tools execute, ping and check, turns each execute call into one request to a
-// rootgated socket, and renders the answer for a model to read.
+// tools execute, wait, cancel, output, ping and check, turns each execute
+// call into one request to a rootgated socket, and renders the answer for
+// a model to read.
 //
 // Build a server with [New] and run it on a transport (stdio for
-// `rootgate mcp`). A tool call holds its daemon connection open until the
-// answer comes; cancelling the call (notifications/cancelled) or losing the
-// client ends the call's context, which closes the connection, and the
-// daemon then withdraws the prompt or kills the run.
+// `rootgate mcp`). A request belongs to the MCP session: execute answers
+// within Config.Wait, with the result or with the request still pending
+// and its id, and wait, cancel and output take that id. The daemon
+// connection stays open until the answer comes; cancel, cancelling
+// execute before it returned the id, or the session's end closes it, and
+// the daemon then withdraws the prompt or kills the run.
 package mcpserver
 
 import (
@@ -15,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -25,9 +29,10 @@ import (
 // LocalHost is the host name that stands for the daemon on Config.Socket.
 const LocalHost = "local"
 
-// DefaultMaxText is how many bytes of each output stream a result shows
-// when Config.MaxText is zero.
-const DefaultMaxText = 100 << 10
+// DefaultMaxText is how many bytes of output a result shows in all (every
+// stream together) when Config.MaxText is zero: about what clients show
+// inline (Claude Code keeps some 25,000 tokens of a tool result).
+const DefaultMaxText = 40000
 
 // DefaultProgressEvery is the progress interval when Config.ProgressEvery
 // is zero.
@@ -44,9 +49,13 @@ type Config struct {
 	// Hosts maps more host names to request sockets, e.g. sockets forwarded
 	// from other machines with ssh -L.
 	Hosts map[string]string
-	// MaxText is how many bytes of each captured stream a result shows
-	// (head and tail kept, the cut said); DefaultMaxText if zero.
+	// MaxText is how many bytes of captured output a result shows, all
+	// streams together (heads and tails kept, the cuts said); the output
+	// tool reads the rest. DefaultMaxText if zero.
 	MaxText int
+	// Wait is how long execute and wait hold a tool call before they
+	// answer with the request still pending; DefaultWait if zero.
+	Wait time.Duration
 	// ProgressEvery is the interval of progress notifications while a call
 	// waits; DefaultProgressEvery if zero.
 	ProgressEvery time.Duration
@@ -101,6 +110,8 @@ Use the execute tool instead of your own shell when a command needs root (instal
 
 A person reads every request: give an honest, specific reason saying what the command does and why you need it. A denial is final for that request: never send the same request again unchanged. Explain what you wanted to the user and ask how to proceed. If no approver is attached, ask the user to run "sudo rootgate approve" in a terminal.
 
+When execute answers with status pending, the request goes on (a person is deciding, or the command runs): call the wait tool with its id, again while it stays pending; never send the request again. Output too long to show is cut in the middle: read the rest with the output tool, never by running the command again.
+
 Use the ping tool to check that rootgated is reachable and an approver is attached before your first request, or when execute reports a connection error. Use the check tool to learn whether the policy runs a command without asking, asks a person, or denies it, and prefer the forms it allows.`
 
 // New returns an MCP server offering execute, ping and check with cfg.
@@ -114,11 +125,20 @@ func New(cfg Config) *mcp.Server {
 	if cfg.PingTimeout <= 0 {
 		cfg.PingTimeout = DefaultPingTimeout
 	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = DefaultWait
+	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "rootgate", Title: "rootgate", Version: version.String()},
 		&mcp.ServerOptions{Instructions: Instructions})
 	exec, ping, check := executeTool(&cfg), pingTool(&cfg), checkTool(&cfg)
-	h := &handler{cfg: cfg, executeResolved: mustResolve(exec), pingResolved: mustResolve(ping), checkResolved: mustResolve(check)}
+	wait, cancel, output := waitTool(&cfg), cancelTool(), outputTool()
+	h := &handler{cfg: cfg, executeResolved: mustResolve(exec), pingResolved: mustResolve(ping), checkResolved: mustResolve(check),
+		waitResolved: mustResolve(wait), cancelResolved: mustResolve(cancel), outputResolved: mustResolve(output),
+		sessions: map[*mcp.ServerSession]*session{}}
 	s.AddTool(exec, h.execute)
+	s.AddTool(wait, h.wait)
+	s.AddTool(cancel, h.cancelCall)
+	s.AddTool(output, h.output)
 	s.AddTool(ping, h.ping)
 	s.AddTool(check, h.check)
 	return s
@@ -138,4 +158,10 @@ type handler struct {
 	executeResolved *jsonschema.Resolved
 	pingResolved    *jsonschema.Resolved
 	checkResolved   *jsonschema.Resolved
+	waitResolved    *jsonschema.Resolved
+	cancelResolved  *jsonschema.Resolved
+	outputResolved  *jsonschema.Resolved
+
+	mu       sync.Mutex // guards sessions
+	sessions map[*mcp.ServerSession]*session
 }

@@ -1,0 +1,111 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// lineReader reads a request's answer lines as they come.
+type lineReader struct {
+	t testing.TB
+	c net.Conn
+	r *bufio.Reader
+}
+
+// open sends a request line (half-closing after it) and returns a reader
+// of the lines that come back.
+func (d *daemonProc) open(line string) *lineReader {
+	d.t.Helper()
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.Write([]byte(line)); err != nil {
+		d.t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	return &lineReader{t: d.t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+}
+
+// next returns the next line, or "" at the end of the stream.
+func (l *lineReader) next() string {
+	l.t.Helper()
+	s, err := l.r.ReadString('\n')
+	if err != nil && s != "" {
+		l.t.Fatalf("partial line %q: %v", s, err)
+	}
+	return s
+}
+
+// wantProgress reads a line and requires it to be the progress line of
+// id for phase.
+func (l *lineReader) wantProgress(id, phase string) {
+	l.t.Helper()
+	line := l.next()
+	got, ok := wire.ParseProgress([]byte(line))
+	if !ok || got != phase || line != `{"id":"`+id+`","progress":"`+phase+`"}`+"\n" {
+		l.t.Fatalf("got %q, want the %s progress line of %s", line, phase, id)
+	}
+}
+
+// wantAnswer reads the answer line, then requires the end of the stream.
+func (l *lineReader) wantAnswer() wire.Response {
+	l.t.Helper()
+	line := l.next()
+	var r wire.Response
+	if err := json.Unmarshal([]byte(line), &r); err != nil || r.Status == "" {
+		l.t.Fatalf("got %q, want an answer line", line)
+	}
+	if rest := l.next(); rest != "" {
+		l.t.Fatalf("more after the answer: %q", rest)
+	}
+	return r
+}
+
+// TestProgressLines: a request that says "progress": true hears when it
+// is put to a person and when its run starts, before the answer; one that
+// does not gets exactly one line, as in the base protocol.
+func TestProgressLines(t *testing.T) {
+	d := startDaemon(t, opts{policy: "allow any echo ...\nask any\n", args: []string{"--prompt-timeout", "30s"}})
+
+	t.Run("policy allows: running only", func(t *testing.T) {
+		l := d.open(request(map[string]any{"id": "pg-allow", "progress": true, "pipeline": [][]string{{"echo", "hi"}}}))
+		l.wantProgress("pg-allow", wire.ProgressRunning)
+		if r := l.wantAnswer(); r.Status != wire.StatusOK || string(r.Stdout) != "hi\n" {
+			t.Fatalf("answer %+v", r)
+		}
+	})
+	t.Run("without progress: one line", func(t *testing.T) {
+		l := d.open(request(map[string]any{"id": "pg-none", "pipeline": [][]string{{"echo", "hi"}}}))
+		if r := l.wantAnswer(); r.Status != wire.StatusOK {
+			t.Fatalf("answer %+v", r)
+		}
+	})
+	t.Run("refused: no progress", func(t *testing.T) {
+		l := d.open(request(map[string]any{"id": "pg-bad", "progress": true, "pipeline": [][]string{{"echo", "hi"}}, "env": map[string]string{"PATH": "/x"}}))
+		if r := l.wantAnswer(); r.Status != wire.StatusError {
+			t.Fatalf("answer %+v", r)
+		}
+	})
+	t.Run("a person decides: approval, then running", func(t *testing.T) {
+		a := startApprover(t, d.asock(), 0)
+		a.see("attached to rootgated")
+		l := d.open(request(map[string]any{"id": "pg-ask", "progress": true, "pipeline": [][]string{{"true"}}, "reason": "progress test"}))
+		// The approval line comes while the prompt waits for a key.
+		l.wantProgress("pg-ask", wire.ProgressApproval)
+		a.see("pg-ask")
+		a.see("n or Esc deny")
+		a.key("y")
+		l.wantProgress("pg-ask", wire.ProgressRunning)
+		if r := l.wantAnswer(); r.Status != wire.StatusOK {
+			t.Fatalf("answer %+v", r)
+		}
+	})
+}
