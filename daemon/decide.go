@@ -16,7 +16,7 @@ import (
 func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func(runsNothing bool) error) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
-	m := s.cfg.Policy.Evaluate(approval.Subject{
+	m := p.policy.Evaluate(approval.Subject{
 		Privileged: req.Privileged,
 		User:       userName,
 		Session:    req.Session,

@@ -23,6 +23,9 @@ func errorResponse(id string, err error) *wire.Response {
 // when there is no one left to answer.
 func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
+	// The request is decided against the policy in force now, whatever
+	// a reload does while it is checked or waits for a person.
+	policy := s.policy.Load()
 	req, err := wire.Decode(line)
 	if err != nil {
 		id := ""
@@ -101,6 +104,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return reject(err)
 	}
 	defer plan.close()
+	plan.policy = policy
 
 	d, err := s.decide(ctx, plan, log, receive)
 	switch {

@@ -96,28 +96,19 @@ type options struct {
 // Main runs rootgated with args (without the program name) until SIGINT or
 // SIGTERM, and returns the exit code.
 //
-// A daemon started with SIGHUP ignored (nohup) keeps ignoring it; otherwise
-// SIGHUP stops it like SIGTERM. Either way it has a handler, so runs start
-// with SIGHUP's default action rather than inheriting an ignore.
+// SIGHUP reloads the policy (docs/policy.md); it never stops the daemon,
+// started under nohup or not. Having a handler, runs start with SIGHUP's
+// default action rather than inheriting an ignore.
 func Main(args []string) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	stopOn := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
-	if signal.Ignored(syscall.SIGHUP) {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for range hup {
-			}
-		}()
-	} else {
-		stopOn = append(stopOn, syscall.SIGHUP)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return run(ctx, args, os.Stderr)
+	return run(ctx, args, os.Stderr, hup)
 }
 
 // memoryLimit is the Go runtime's soft memory limit for the daemon, unless
@@ -205,7 +196,7 @@ func sizeFlag(def byteSize) clidoc.Custom {
 }
 
 // run is rootgated's whole life; it returns the exit code.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Signal) int {
 	fs := clidoc.NewFlagSet("rootgated", flags, io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -264,14 +255,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		out.Errorf(stderr, "--audit must name a file: the audit log cannot be turned off")
 		return exitUsage
 	}
-	if err := serve(ctx, &o, stderr); err != nil {
+	if err := serve(ctx, &o, stderr, hup); err != nil {
 		out.Errorf(stderr, "%v", err)
 		return exitFailed
 	}
 	return exitOK
 }
 
-func serve(ctx context.Context, o *options, stderr io.Writer) error {
+// serve runs the daemon until ctx ends; each signal on hup reloads the
+// policy.
+func serve(ctx context.Context, o *options, stderr io.Writer, hup <-chan os.Signal) error {
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root")
 	}
@@ -331,12 +324,15 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 	}
 
-	policy, err := approval.LoadPolicy(o.policy)
+	loadPolicy := func() (*approval.Policy, error) {
+		return approval.LoadPolicyFiles(o.policy, approval.LoadOptions{Trusted: true})
+	}
+	policy, err := loadPolicy()
 	if err != nil {
 		return err
 	}
 	for _, r := range policy.AllowsAllPrivileged() {
-		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
+		log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
 	}
 
 	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep})
@@ -354,6 +350,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		Version:        version.String(),
 		RuntimeDir:     o.runtimeDir,
 		Policy:         policy,
+		LoadPolicy:     loadPolicy,
 		Approver:       broker,
 		Broker:         broker,
 		Admission:      admit,
@@ -407,6 +404,18 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		go func() { errs <- srv.ServeApprovers(ctx, aln) }()
 	}
 	notify(log, sdnotify.SdNotifyReady)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				// The unit's ExecReload= only sends the signal: the
+				// reload is done here, after systemctl reload returned.
+				_ = srv.ReloadPolicy() // logged and audited
+			}
+		}
+	}()
 	if iv, err := sdnotify.SdWatchdogEnabled(false); err != nil {
 		log.Warn("watchdog", "err", err)
 	} else if iv > 0 {
