@@ -92,8 +92,8 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
 		// No pattern, or "..." alone: every stage.
 		return ""
 	}
-	if len(argv) < len(r.words) || !r.rest && len(argv) != len(r.words) {
-		return fmt.Sprintf("pattern has %d word(s)%s, the stage %d", len(r.words), map[bool]string{true: " and more"}[r.rest], len(argv))
+	if len(argv) == 0 {
+		return "the stage is empty"
 	}
 	// The command as written counts only when it is a bare name: those are
 	// looked up in the daemon's fixed path. A written path with a '/' is
@@ -105,6 +105,13 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
 			return fmt.Sprintf("command %q does not match %q", argv[0], r.words[0])
 		}
 		return fmt.Sprintf("command %q (%s) does not match %q", argv[0], resolved, r.words[0])
+	}
+	if len(argv) < len(r.words) || !r.rest && len(argv) != len(r.words) {
+		more := ""
+		if r.rest {
+			more = " or more"
+		}
+		return fmt.Sprintf("the pattern takes %d word(s)%s, the stage has %d", len(r.words), more, len(argv))
 	}
 	for i := 1; i < len(r.words); i++ {
 		if !wordMatch(r.words[i], argv[i]) {

@@ -14,6 +14,9 @@ import (
 // The policy as the daemon reads it: the main file, then the drop-ins in
 // its directory PolicyDir (docs/policy.md, "Drop-in files").
 
+// DefaultPolicyFile is the policy file rootgated reads without --policy.
+const DefaultPolicyFile = "/etc/rootgate/policy"
+
 // DropInSuffix ends the name of every drop-in file that is read; other
 // names in the directory (editor backups, package manager leftovers) are
 // skipped, and so are names starting with ".".

@@ -154,7 +154,7 @@ var flags = []clidoc.Flag{
 }
 
 // defaultPolicy is --policy's default.
-const defaultPolicy = "/etc/rootgate/policy"
+const defaultPolicy = approval.DefaultPolicyFile
 
 // parseOptions reads the flags parsed into v.
 func parseOptions(v clidoc.Values) options {
