@@ -96,19 +96,28 @@ type options struct {
 // Main runs rootgated with args (without the program name) until SIGINT or
 // SIGTERM, and returns the exit code.
 //
-// SIGHUP reloads the policy (docs/policy.md); it never stops the daemon,
-// started under nohup or not. Having a handler, runs start with SIGHUP's
-// default action rather than inheriting an ignore.
+// SIGHUP reloads the policy (docs/policy.md) without stopping anything;
+// only a --tty daemon not started under nohup takes it as its terminal's
+// hangup and stops. Having a handler, runs start with SIGHUP's default
+// action rather than inheriting an ignore.
 func Main(args []string) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	hup := hangups{ignored: signal.Ignored(syscall.SIGHUP)}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	defer signal.Stop(ch)
+	hup.c = ch
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, args, os.Stderr, hup)
+}
+
+// hangups is how SIGHUP reaches serve.
+type hangups struct {
+	c       <-chan os.Signal
+	ignored bool // SIGHUP was ignored at start (nohup)
 }
 
 // memoryLimit is the Go runtime's soft memory limit for the daemon, unless
@@ -196,7 +205,7 @@ func sizeFlag(def byteSize) clidoc.Custom {
 }
 
 // run is rootgated's whole life; it returns the exit code.
-func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Signal) int {
+func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int {
 	fs := clidoc.NewFlagSet("rootgated", flags, io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -262,9 +271,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup <-chan os.Sig
 	return exitOK
 }
 
-// serve runs the daemon until ctx ends; each signal on hup reloads the
-// policy.
-func serve(ctx context.Context, o *options, stderr io.Writer, hup <-chan os.Signal) error {
+// serve runs the daemon until ctx ends; each SIGHUP reloads the policy,
+// except that it stops a --tty daemon not started under nohup.
+func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error {
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root")
 	}
@@ -409,7 +418,14 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup <-chan os.Sign
 			select {
 			case <-ctx.Done():
 				return
-			case <-hup:
+			case <-hup.c:
+				if o.tty && !hup.ignored {
+					// The terminal the daemon prompts on hung up
+					// (closed, or sudo passing its hangup on).
+					log.Info("SIGHUP: the terminal hung up; stopping")
+					cancel()
+					return
+				}
 				// The unit's ExecReload= only sends the signal: the
 				// reload is done here, after systemctl reload returned.
 				_ = srv.ReloadPolicy() // logged and audited
