@@ -1,17 +1,18 @@
-// Package approval decides whether a validated request may run.
-//
-// The kinds of [Approver] here: [Policy] (the operator's standing rules,
-// see docs/policy.md), [Terminal] (a huh form on a terminal), [Desktop]
-// (desktop notifications with Approve/Deny buttons, or a zenity dialog),
-// [Broker] (every attached approver at once, the first answer wins) and
-// [Nobody] (no person can be asked, so the answer is no). The package knows
-// nothing about the daemon's sockets or the pipelines it runs: it is handed
-// a [Prompt] that describes a request completely and answers with a
-// [Decision].
+// Package approval is what every decider shares: the [Decision] an
+// [Approver] gives about a [Prompt] (a request described completely), the
+// [Broker] that puts a prompt to every attached approver at once (the first
+// answer wins), [Nobody] (no person can be asked, so the answer is no), and
+// [Render], the one text of a prompt every approver shows. The deciders are
+// packages of their own: approval/policy (the operator's standing rules),
+// approval/terminal (a form on a terminal), approval/desktop (a desktop
+// notification or dialog) and approval/remote (approver clients attached to
+// the daemon). This package knows nothing about the daemon's sockets or the
+// pipelines it runs, and links no terminal or D-Bus library.
 package approval
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rootgate/rootgate/wire"
@@ -76,6 +77,9 @@ type Decision struct {
 	// SelfApproval is set when Member was only asked because the broker's
 	// UnsafeSelfApproval is on: the requester could have typed the answer.
 	SelfApproval bool `json:"-"`
+	// Note, on a Deny from a person, is what they typed for the requester
+	// to read (wire.SanitizeNote applies before it is sent), or "".
+	Note string `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the
@@ -144,6 +148,13 @@ type approverFunc func(ctx context.Context, p *Prompt) Decision
 
 // Approve implements [Approver] by calling f.
 func (f approverFunc) Approve(ctx context.Context, p *Prompt) Decision { return f(ctx, p) }
+
+// WithdrawnMessage is what a requester whose request went away is told.
+const WithdrawnMessage = "request withdrawn"
+
+// ErrPromptTimeout is the cause of a prompt context that reached its
+// prompt timeout.
+var ErrPromptTimeout = errors.New("approval prompt timed out")
 
 // Nobody is the Approver used when no person can be asked: it denies at once.
 type Nobody struct{}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -20,6 +21,7 @@ type Member struct {
 	Name     string // for messages, e.g. "root on pts/3"
 	Approver Approver
 	Agent    string // the SSH agent socket this approver offers, or ""
+	Via      string // how it is reached: "terminal" (the daemon's own), "remote"
 	// Controllers are the uids that could drive or write this approver's
 	// terminal or session (its process ancestry, login uid, SUDO_UID and
 	// the owners of its terminals), sorted; see daemon.Controllers. A
@@ -170,7 +172,7 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	ms, controlled := b.eligible(p)
 	if len(ms) == 0 {
 		if controlled {
-			return refusal(Deny, wire.NoEligibleApproverError(p.Requester.UID, Sanitize(p.Requester.User)), "no eligible approver")
+			return refusal(Deny, wire.NoEligibleApproverError(p.Requester.UID, termsafe.Sanitize(p.Requester.User)), "no eligible approver")
 		}
 		return Nobody{}.Approve(ctx, p)
 	}

@@ -8,22 +8,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // Rendering rules. Everything in a Prompt except the daemon's own numbers
 // comes from the requester, or from a file system the requester may have
 // shaped (a resolved path, a symlink target, /proc/PID/exe), so every such
-// string goes through [Quote] or [Sanitize] before it reaches a person. Both
-// escape every rune that is not printable (C0 and C1 controls, DEL, format
-// characters such as zero-width and bidi controls, separators other than the
-// ASCII space, unassigned code points) and every byte that is not valid
-// UTF-8, so no terminal control sequence can survive and nothing displayed is
+// string goes through [termsafe.Quote] or [termsafe.Sanitize] before it
+// reaches a person. Both escape every rune that is not printable (C0 and C1
+// controls, DEL, format characters such as zero-width and bidi controls,
+// separators other than the ASCII space, unassigned code points) and every
+// byte that is not valid UTF-8, so no terminal control sequence can survive and nothing displayed is
 // invisible. Nothing is shortened: the caller decides how to show a long text.
 
-// stdinPreviewBytes is how much of the request's stdin Render shows.
-const stdinPreviewBytes = 200
+// StdinPreviewBytes is how much of the request's stdin Render shows.
+const StdinPreviewBytes = 200
 
 // RequesterMark starts every line of the requester's own words (the id,
 // time, host, session, client version and reason it sent, and the lines of
@@ -69,23 +70,23 @@ func render(p *Prompt, wholeStdin bool) string {
 	if p.SelfApproval {
 		b.WriteString(SelfApprovalBanner)
 	}
-	field("Requester:", describeRequester(&p.Requester)+", per the kernel")
+	field("Requester:", DescribeRequester(&p.Requester)+", per the kernel")
 	b.WriteString("The requester says (its own words, not checked by rootgated):\n")
-	says("id:", noneIfEmpty(Sanitize(p.ID)))
+	says("id:", noneIfEmpty(termsafe.Sanitize(p.ID)))
 	t := "(none)"
 	if !p.Time.IsZero() {
 		t = p.Time.Format(time.RFC3339Nano)
 	}
 	says("time:", t)
-	says("host:", noneIfEmpty(Sanitize(p.Host)))
-	says("session:", noneIfEmpty(Sanitize(p.Session)))
-	says("client:", noneIfEmpty(Sanitize(p.Version)))
+	says("host:", noneIfEmpty(termsafe.Sanitize(p.Host)))
+	says("session:", noneIfEmpty(termsafe.Sanitize(p.Session)))
+	says("client:", noneIfEmpty(termsafe.Sanitize(p.Version)))
 	if p.Reason == "" {
 		says("reason:", "(none given)")
 	} else {
 		label := "reason:"
 		for line := range strings.SplitSeq(p.Reason, "\n") {
-			says(label, Sanitize(line))
+			says(label, termsafe.Sanitize(line))
 			label = ""
 		}
 	}
@@ -94,7 +95,7 @@ func render(p *Prompt, wholeStdin bool) string {
 	field("Run as:", describeRunAs(p))
 	cwd := "/"
 	if p.Cwd != "" {
-		cwd = Quote(p.Cwd)
+		cwd = termsafe.Quote(p.Cwd)
 	}
 	field("Directory:", cwd)
 	if len(p.Env) == 0 {
@@ -106,7 +107,7 @@ func render(p *Prompt, wholeStdin bool) string {
 		}
 		slices.Sort(keys)
 		for i, k := range keys {
-			kv := Quote(k) + "=" + Quote(p.Env[k])
+			kv := termsafe.Quote(k) + "=" + termsafe.Quote(p.Env[k])
 			if i == 0 {
 				field("Environment:", kv)
 			} else {
@@ -129,16 +130,16 @@ func render(p *Prompt, wholeStdin bool) string {
 		field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(p.Stdin), hex.EncodeToString(sum[:])))
 		more(fmt.Sprintf("all of it below: %d lines, each quoted (%s)", len(lines), end))
 		for i, line := range lines {
-			says(fmt.Sprintf("stdin %d:", i+1), Quote(line))
+			says(fmt.Sprintf("stdin %d:", i+1), termsafe.Quote(line))
 		}
 	default:
 		sum := sha256.Sum256(p.Stdin)
 		field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(p.Stdin), hex.EncodeToString(sum[:])))
 		n := stdinPreviewLen(p.Stdin)
 		if n == len(p.Stdin) {
-			more("all of it: " + Quote(string(p.Stdin)))
+			more("all of it: " + termsafe.Quote(string(p.Stdin)))
 		} else {
-			more(fmt.Sprintf("first %d bytes: %s", n, Quote(string(p.Stdin[:n]))))
+			more(fmt.Sprintf("first %d bytes: %s", n, termsafe.Quote(string(p.Stdin[:n]))))
 			more(fmt.Sprintf("... and %d more bytes not shown", len(p.Stdin)-n))
 		}
 	}
@@ -148,7 +149,7 @@ func render(p *Prompt, wholeStdin bool) string {
 		field("SSH agent:", "not forwarded")
 	}
 	if p.RunTimeout > 0 {
-		field("Time limit:", displaySeconds(p.RunTimeout))
+		field("Time limit:", DisplaySeconds(p.RunTimeout))
 	} else {
 		field("Time limit:", "none")
 	}
@@ -162,7 +163,7 @@ func render(p *Prompt, wholeStdin bool) string {
 		fmt.Fprintf(&b, "Pipeline (%d stages; each stage's output is the next one's input):\n", len(p.Stages))
 	}
 	for i, s := range p.Stages {
-		fmt.Fprintf(&b, "  [%d] %s\n", i+1, quoteArgv(s.Argv))
+		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
 		fmt.Fprintf(&b, "      executable: %s\n", describePath(s))
 	}
 	return b.String()
@@ -172,66 +173,69 @@ func render(p *Prompt, wholeStdin bool) string {
 func describePath(s Stage) string {
 	path := "(not resolved)"
 	if s.Path != "" {
-		path = Quote(s.Path)
+		path = termsafe.Quote(s.Path)
 	}
 	if s.Target != "" {
-		path += ", which is the file " + Quote(s.Target)
+		path += ", which is the file " + termsafe.Quote(s.Target)
 	}
 	return path
 }
 
-func quoteArgv(argv []string) string {
+// QuoteArgv is argv for display, each word as [termsafe.Quote] gives it.
+func QuoteArgv(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = Quote(a)
+		q[i] = termsafe.Quote(a)
 	}
 	return strings.Join(q, " ")
 }
 
-func describeRequester(r *Requester) string {
-	user := Sanitize(r.User)
+// DescribeRequester is the requester as the kernel reported it, for display:
+// user name (or uid), uid, gid, pid and executable.
+func DescribeRequester(r *Requester) string {
+	user := termsafe.Sanitize(r.User)
 	if user == "" {
 		user = strconv.Itoa(r.UID)
 	}
 	exe := "unknown"
 	if r.Exe != "" {
-		exe = Quote(r.Exe)
+		exe = termsafe.Quote(r.Exe)
 	}
 	return fmt.Sprintf("%s (uid %d, gid %d, pid %d, exe %s)", user, r.UID, r.GID, r.PID, exe)
 }
 
-// runsAsRoot reports whether the prompt's run would have root's rights.
-func runsAsRoot(p *Prompt) bool {
+// RunsAsRoot reports whether the prompt's run would have root's rights.
+func RunsAsRoot(p *Prompt) bool {
 	return p.Privileged || p.RunAs == "root"
 }
 
-// runAsName is the run-as user for display.
-func runAsName(p *Prompt) string {
+// RunAsName is the run-as user for display, escaped.
+func RunAsName(p *Prompt) string {
 	switch {
 	case p.RunAs != "":
-		return Sanitize(p.RunAs)
+		return termsafe.Sanitize(p.RunAs)
 	case p.Privileged:
 		return "root"
 	}
-	return Sanitize(p.Requester.User)
+	return termsafe.Sanitize(p.Requester.User)
 }
 
 func describeRunAs(p *Prompt) string {
-	if runsAsRoot(p) {
-		return runAsName(p) + "   *** PRIVILEGED: the command runs as ROOT ***"
+	if RunsAsRoot(p) {
+		return RunAsName(p) + "   *** PRIVILEGED: the command runs as ROOT ***"
 	}
-	return fmt.Sprintf("%s (uid %d, the requester's own user; not privileged)", runAsName(p), p.Requester.UID)
+	return fmt.Sprintf("%s (uid %d, the requester's own user; not privileged)", RunAsName(p), p.Requester.UID)
 }
 
 // stdinPreviewLen is how many leading bytes of data the stdin preview shows: at
-// most stdinPreviewBytes, backing off (by up to 3 bytes) so as not to split a
+// most StdinPreviewBytes, backing off (by up to 3 bytes) so as not to split a
 // UTF-8 sequence.
 func stdinPreviewLen(data []byte) int {
 	n := len(data)
-	if n <= stdinPreviewBytes {
+	if n <= StdinPreviewBytes {
 		return n
 	}
-	n = stdinPreviewBytes
+	n = StdinPreviewBytes
 	for k := n; k > n-utf8.UTFMax && k > 0; k-- {
 		if utf8.RuneStart(data[k]) {
 			return k
@@ -240,7 +244,8 @@ func stdinPreviewLen(data []byte) int {
 	return n
 }
 
-func displaySeconds(d time.Duration) string {
+// DisplaySeconds is d for display: whole seconds as "60s", else d.String().
+func DisplaySeconds(d time.Duration) string {
 	if d%time.Second == 0 {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
@@ -252,118 +257,6 @@ func noneIfEmpty(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// Quote returns s quoted for display the way a POSIX shell (bash) would read
-// it back as one word:
-//
-//   - bare when s is non-empty and made only of ASCII letters, digits and
-//     @%+=:,./-_ (apt, /usr/bin/apt, --yes);
-//   - in single quotes when it holds spaces, shell metacharacters or other
-//     printable characters ('a b', '*.log', 'café', 'say "hi"');
-//   - in ANSI-C quotes $'…' when it holds a single quote, a TAB, a line break,
-//     any other control or non-printable rune, or invalid UTF-8 ($'a\nb',
-//     $'it\'s', $'\x1b[31m', $'\u200b', $'\xff'). Inside them a backslash is
-//     \\, \n \t \r keep their names, other C0 controls and DEL are \xNN,
-//     other non-printable runes \uXXXX or \UXXXXXXXX, invalid bytes \xNN.
-//
-// The result never contains a control character or an invisible rune, so it
-// is always one visible line.
-func Quote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	bare := true
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\'' || !unicode.IsPrint(r) {
-			return ansiC(s)
-		}
-		if !safeBare(r) {
-			bare = false
-		}
-		i += size
-	}
-	if bare {
-		return s
-	}
-	return "'" + s + "'"
-}
-
-// safeBare reports whether r needs no quoting in any common shell.
-func safeBare(r rune) bool {
-	switch {
-	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
-		return true
-	}
-	return strings.ContainsRune("@%+=:,./-_", r)
-}
-
-func ansiC(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 3)
-	b.WriteString("$'")
-	writeEscaped(&b, s, true)
-	b.WriteByte('\'')
-	return b.String()
-}
-
-// Sanitize returns s made safe to show on one line of a terminal: printable
-// runes are kept, a backslash becomes \\, TAB, LF and CR become \t, \n and
-// \r, other C0 controls and DEL become \xNN, every other non-printable rune
-// (C1 controls, zero-width and bidi controls, U+FEFF, separators other than
-// the ASCII space, unassigned code points) becomes \uXXXX or \UXXXXXXXX, and
-// each byte of invalid UTF-8 becomes \xNN. The mapping is one to one, so two
-// different strings never look the same.
-func Sanitize(s string) string {
-	clean := true
-	for _, r := range s { // invalid UTF-8 yields utf8.RuneError, which is printable: check below
-		if r == '\\' || !unicode.IsPrint(r) {
-			clean = false
-			break
-		}
-	}
-	if clean && utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	writeEscaped(&b, s, false)
-	return b.String()
-}
-
-// writeEscaped writes s to b with the escapes described at [Quote] (quote: also
-// \' for a single quote) and [Sanitize].
-func writeEscaped(b *strings.Builder, s string, quote bool) {
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			fmt.Fprintf(b, `\x%02x`, s[i])
-			i++
-			continue
-		}
-		i += size
-		switch {
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\'' && quote:
-			b.WriteString(`\'`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(b, `\x%02x`, r)
-		case !unicode.IsPrint(r) && r <= 0xffff:
-			fmt.Fprintf(b, `\u%04x`, r)
-		case !unicode.IsPrint(r):
-			fmt.Fprintf(b, `\U%08x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
 }
 
 // SelfApprovalBanner heads a prompt with [Prompt.SelfApproval] set.

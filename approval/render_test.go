@@ -4,87 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
-
-func TestQuote(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-	}{
-		{"empty", "", "''"},
-		{"word", "apt", "apt"},
-		{"path", "/usr/bin/apt", "/usr/bin/apt"},
-		{"flag", "--yes=1,2:3@host%+_", "--yes=1,2:3@host%+_"},
-		{"space", "a b", "'a b'"},
-		{"glob", "*.log", "'*.log'"},
-		{"dollar", "$HOME", "'$HOME'"},
-		{"semicolon", "a;rm -rf /", "'a;rm -rf /'"},
-		{"tilde", "~root", "'~root'"},
-		{"double quotes", `say "hi"`, `'say "hi"'`},
-		{"backslash", `a\b`, `'a\b'`},
-		{"non-ascii", "café", "'café'"},
-		{"single quote", "it's", `$'it\'s'`},
-		{"newline", "a\nb", `$'a\nb'`},
-		{"tab", "a\tb", `$'a\tb'`},
-		{"cr", "a\rb", `$'a\rb'`},
-		{"backslash with newline", "a\\\n", `$'a\\\n'`},
-		{"sgr", "\x1b[31mred\x1b[0m", `$'\x1b[31mred\x1b[0m'`},
-		{"osc title", "\x1b]0;title\x07", `$'\x1b]0;title\x07'`},
-		{"del", "a\x7f", `$'a\x7f'`},
-		{"c1 csi", "\u009b2J", `$'\u009b2J'`},
-		{"zero width space", "ro\u200bot", `$'ro\u200bot'`},
-		{"bom", "\ufeffx", `$'\ufeffx'`},
-		{"word joiner", "a\u2060b", `$'a\u2060b'`},
-		{"rtl override", "txt.\u202eexe", `$'txt.\u202eexe'`},
-		{"rtl isolate", "\u2067x\u2069", `$'\u2067x\u2069'`},
-		{"nbsp", "a\u00a0b", `$'a\u00a0b'`},
-		{"line separator", "a\u2028b", `$'a\u2028b'`},
-		{"tag character", "a\U000e0041", `$'a\U000e0041'`},
-		{"invalid utf-8", "a\xffb", `$'a\xffb'`},
-		{"truncated utf-8", "caf\xc3", `$'caf\xc3'`},
-		{"replacement char is printable", "a\ufffdb", "'a\ufffdb'"},
-		{"emoji", "🚀", "'🚀'"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Quote(tt.in); got != tt.want {
-				t.Errorf("Quote(%q) = %s, want %s", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestSanitize(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-	}{
-		{"empty", "", ""},
-		{"plain", "workstation.local", "workstation.local"},
-		{"spaces and quotes", `it's "fine"`, `it's "fine"`},
-		{"non-ascii", "café ☕", "café ☕"},
-		{"backslash", `C:\x`, `C:\\x`},
-		{"newline", "a\nb", `a\nb`},
-		{"tab", "a\tb", `a\tb`},
-		{"cr", "a\rb", `a\rb`},
-		{"nul", "a\x00b", `a\x00b`},
-		{"esc", "\x1b[2J", `\x1b[2J`},
-		{"bel", "\x07", `\x07`},
-		{"del", "\x7f", `\x7f`},
-		{"c1", "\u0085\u009b", `\u0085\u009b`},
-		{"zero width", "\u200b\u200c\u200d\u200e\u200f\u2060\ufeff", `\u200b\u200c\u200d\u200e\u200f\u2060\ufeff`},
-		{"bidi", "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", `\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069`},
-		{"invalid utf-8", "\xc3\x28\xff", `\xc3(\xff`},
-		{"escaped looking text stays distinct", `\x1b`, `\\x1b`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Sanitize(tt.in); got != tt.want {
-				t.Errorf("Sanitize(%q) = %s, want %s", tt.in, got, tt.want)
-			}
-		})
-	}
-}
 
 func TestRenderFull(t *testing.T) {
 	p := &Prompt{
@@ -248,21 +170,11 @@ func TestRenderShowsLongArgumentsWhole(t *testing.T) {
 
 // checkDisplaySafe fails unless s is valid UTF-8 with nothing but printable
 // runes (and '\n' if newlines is set): no C0 or C1 control, DEL, zero-width,
-// bidi or other invisible rune.
+// bidi or other invisible rune: [termsafe.String].
 func checkDisplaySafe(t *testing.T, what, s string, newlines bool) {
 	t.Helper()
-	if !utf8.ValidString(s) {
-		t.Fatalf("%s output is not valid UTF-8: %q", what, s)
-	}
-	for i, r := range s {
-		if r == '\n' && newlines {
-			continue
-		}
-		if !unicode.IsPrint(r) || r == 0x7f || (0x80 <= r && r <= 0x9f) ||
-			(0x200b <= r && r <= 0x200f) || r == 0x2060 || r == 0xfeff ||
-			(0x202a <= r && r <= 0x202e) || (0x2066 <= r && r <= 0x2069) {
-			t.Fatalf("%s output has %U at byte %d: %q", what, r, i, s)
-		}
+	if !termsafe.String(s, false) && !(newlines && termsafe.String(strings.ReplaceAll(s, "\n", ""), false)) {
+		t.Fatalf("%s output is not safe to show: %q", what, s)
 	}
 }
 
@@ -283,11 +195,11 @@ func FuzzRender(f *testing.F) {
 		}
 		checkDisplaySafe(t, "Render", Render(p), true)
 		checkDisplaySafe(t, "RenderWhole", RenderWhole(p), true)
-		checkDisplaySafe(t, "describeRequester", describeRequester(&p.Requester), false)
-		checkDisplaySafe(t, "runAsName", runAsName(p), false)
+		checkDisplaySafe(t, "DescribeRequester", DescribeRequester(&p.Requester), false)
+		checkDisplaySafe(t, "RunAsName", RunAsName(p), false)
 		for _, s := range []string{id, host, session, reason, arg0, arg1, envKey, envValue, string(stdin)} {
-			checkDisplaySafe(t, "Sanitize", Sanitize(s), false)
-			checkDisplaySafe(t, "Quote", Quote(s), false)
+			checkDisplaySafe(t, "Sanitize", termsafe.Sanitize(s), false)
+			checkDisplaySafe(t, "Quote", termsafe.Quote(s), false)
 		}
 	})
 }

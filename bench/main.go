@@ -48,7 +48,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -724,12 +724,12 @@ func attachApprover(ctx context.Context, sock string) (stop func(), err error) {
 		return nil, err
 	}
 	br := bufio.NewReaderSize(c, 64<<10)
-	if err := approval.WriteMessage(c, &approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Name: "bench"}); err != nil {
+	if err := remote.WriteMessage(c, &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "bench"}); err != nil {
 		c.Close()
 		return nil, err
 	}
-	m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
-	if err != nil || m.Type != approval.MsgWelcome {
+	m, err := remote.ReadMessage(br, remote.MaxDaemonLine)
+	if err != nil || m.Type != remote.MsgWelcome {
 		c.Close()
 		return nil, fmt.Errorf("approver not welcomed: %v %+v", err, m)
 	}
@@ -738,20 +738,20 @@ func attachApprover(ctx context.Context, sock string) (stop func(), err error) {
 		defer close(done)
 		yes := true
 		for {
-			m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+			m, err := remote.ReadMessage(br, remote.MaxDaemonLine)
 			if err != nil {
 				return
 			}
-			var reply *approval.Message
+			var reply *remote.Message
 			switch m.Type {
-			case approval.MsgPrompt:
-				reply = &approval.Message{Type: approval.MsgDecision, ID: m.ID, Hash: m.Hash, Approve: &yes}
-			case approval.MsgPing:
-				reply = &approval.Message{Type: approval.MsgPong}
+			case remote.MsgPrompt:
+				reply = &remote.Message{Type: remote.MsgDecision, ID: m.ID, Hash: m.Hash, Approve: &yes}
+			case remote.MsgPing:
+				reply = &remote.Message{Type: remote.MsgPong}
 			default:
 				continue
 			}
-			if approval.WriteMessage(c, reply) != nil {
+			if remote.WriteMessage(c, reply) != nil {
 				return
 			}
 		}

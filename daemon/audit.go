@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
@@ -41,7 +42,7 @@ type auditEvent struct {
 	Request  *wire.Request
 	Err      error
 	Decision *approval.Decision
-	Rule     *approval.Rule // the policy rule that decided, if one did
+	Rule     *policy.Rule // the policy rule that decided, if one did
 	Plan     *runPlan
 	Result   *pipeline.Result
 	Duration time.Duration // of the run, with Result
@@ -155,7 +156,7 @@ func (s *Server) dropped(r *audit.Record) {
 func durable(e auditEvent) bool {
 	switch e.Kind {
 	case eventReceived:
-		return e.Request != nil && e.Request.Action == wire.ActionPing
+		return e.Request != nil && (e.Request.Action == wire.ActionPing || e.Request.Check)
 	case eventDecided:
 		return e.Decision == nil || e.Decision.Verdict != approval.Allow
 	}
@@ -225,6 +226,7 @@ func request(q *wire.Request) *audit.Request {
 		Cwd:          q.Cwd,
 		StdinBytes:   len(q.Stdin),
 		Version:      q.Version,
+		Check:        q.Check,
 	}
 	r.Env, r.EnvSHA256 = audit.SplitEnv(q.Env)
 	if q.Stdin != nil {
@@ -236,7 +238,7 @@ func request(q *wire.Request) *audit.Request {
 	return r
 }
 
-func decision(d *approval.Decision, rule *approval.Rule) *audit.Decision {
+func decision(d *approval.Decision, rule *policy.Rule) *audit.Decision {
 	r := &audit.Decision{Verdict: d.Verdict.String(), By: d.By, Message: d.Message}
 	if rule != nil {
 		r.PolicyFile, r.PolicyLine, r.PolicyRule = rule.File, rule.Line, rule.Text

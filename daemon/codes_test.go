@@ -176,6 +176,23 @@ func TestEveryCodeProduced(t *testing.T) {
 			p.stop()
 			return <-ch
 		}},
+		{wire.CodeKilledStopping, func(t *testing.T) response {
+			p := startFaked(t, "", allow(), daemon.Config{})
+			started := filepath.Join(p.dir, "started")
+			ch := make(chan response, 1)
+			line := request(map[string]any{"time": p.clock.Now().Format(time.RFC3339Nano),
+				"pipeline": [][]string{{"sh", "-c", "touch " + started + "; exec sleep 60"}}})
+			go func() {
+				r, err := trySendAs(p.sock, 0, 0, []uint32{}, line)
+				if err != nil {
+					r.raw = err.Error()
+				}
+				ch <- r
+			}()
+			waitFor(t, "the run to start", 10*time.Second, func() bool { _, err := os.Stat(started); return err == nil })
+			p.stop()
+			return <-ch
+		}},
 		{wire.CodeStart, func(t *testing.T) response {
 			// One argument past the kernel's limit (MAX_ARG_STRLEN) fails
 			// at execve, after the approval.

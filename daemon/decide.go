@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -16,30 +19,22 @@ import (
 func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func(runsNothing bool) error) (approval.Decision, error) {
 	req := p.req
 	userName := userNameOf(p.peer.UID)
-	m := p.policy.Evaluate(approval.Subject{
-		Privileged: req.Privileged,
-		User:       userName,
-		Session:    req.Session,
-		Host:       req.Host,
-		Stages:     req.Pipeline,
-		Paths:      p.cmd.Paths,
-		Env:        req.Env,
-	})
-	if m.Action == approval.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
+	m := s.evaluate(p, userName)
+	if m.Action == policy.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
 		// Denied without a person: such records share the per-uid budget
 		// of refused requests, so a flood of them cannot fill the log.
 		p.unrecorded = true
-	} else if m.Action == approval.ActionDeny || m.Action == approval.ActionAllow && !req.ForwardAgent {
-		if err := receive(m.Action == approval.ActionDeny); err != nil {
+	} else if m.Action == policy.ActionDeny || m.Action == policy.ActionAllow && !req.ForwardAgent {
+		if err := receive(m.Action == policy.ActionDeny); err != nil {
 			return approval.Decision{}, err
 		}
 	}
 	switch m.Action {
-	case approval.ActionDeny:
+	case policy.ActionDeny:
 		p.rule = m.Rule
 		denied := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text)
 		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
-	case approval.ActionAllow:
+	case policy.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:
 			// such a request is always put to a person.
@@ -81,11 +76,80 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
-	if _, err := approval.PromptLine(prompt, time.Now()); err != nil {
+	if _, err := remote.PromptLine(prompt, time.Now()); err != nil {
 		log.Warn("prompt refused", "err", err)
 		return approval.Decision{}, err
 	}
 	log.Info("asking for approval")
 	d := s.cfg.Approver.Approve(ctx, prompt)
 	return d, nil
+}
+
+// evaluate is the policy's verdict on p's request from the user userName.
+func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
+	req := p.req
+	return p.policy.Evaluate(policy.Subject{
+		Privileged: req.Privileged,
+		User:       userName,
+		Session:    req.Session,
+		Host:       req.Host,
+		Stages:     req.Pipeline,
+		Paths:      p.cmd.Paths,
+		Env:        req.Env,
+	})
+}
+
+// check answers a check request: what the policy would decide about p's
+// request, as its requester sent it. It asks no one and runs nothing.
+func (s *Server) check(p *runPlan) *wire.Response {
+	m := s.evaluate(p, userNameOf(p.peer.UID))
+	resp := &wire.Response{ID: p.req.ID, Status: wire.StatusOK}
+	switch {
+	case m.Action == policy.ActionDeny:
+		resp.Check, resp.Message = wire.CheckDeny, "the policy denies this request"
+	case m.Action == policy.ActionAllow && p.req.ForwardAgent:
+		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked: a policy rule allows it, but forward_agent is always put to a person"
+	case m.Action == policy.ActionAllow:
+		resp.Check, resp.Message = wire.CheckAllow, "the policy allows this request without asking"
+	default:
+		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked about this request"
+	}
+	resp.DecidedBy = s.policyDecider(m.Rule)
+	return resp
+}
+
+// policyDecider names rule as the decider of a request; nil for no rule.
+func (s *Server) policyDecider(rule *policy.Rule) *wire.DecidedBy {
+	if rule == nil {
+		return nil
+	}
+	name := rule.File // the policy file or the drop-in holding the rule
+	if name == "" {
+		name = "policy"
+	}
+	return &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: rule.Text, Source: fmt.Sprintf("%s:%d", name, rule.Line)}
+}
+
+// decider names who decided d: the policy rule, or the person who
+// answered; nil when no one did (no approver, a timeout).
+func (s *Server) decider(d *approval.Decision, rule *policy.Rule) *wire.DecidedBy {
+	if rule != nil {
+		return s.policyDecider(rule)
+	}
+	if d.Member == nil || d.Verdict != approval.Allow && d.Verdict != approval.Deny {
+		return nil
+	}
+	by := &wire.DecidedBy{By: wire.DecidedByPerson, Note: d.Note}
+	// Member.Name is "USER on WHERE".
+	user, where, ok := strings.Cut(d.Member.Name, " on ")
+	if ok {
+		by.Approver = fmt.Sprintf("%s (uid %d) on %s", user, d.Member.UID, where)
+	} else {
+		by.Approver = fmt.Sprintf("%s (uid %d)", d.Member.Name, d.Member.UID)
+	}
+	by.Via = d.Member.Via
+	if by.Via == "" {
+		by.Via = "terminal"
+	}
+	return by
 }

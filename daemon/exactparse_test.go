@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -149,7 +149,7 @@ func TestApproverExactNames(t *testing.T) {
 			a := dialApprover(t, d)
 			a.sendLine(tc.line)
 			m := a.next()
-			if want := "expected a hello message: bad message: " + tc.want; m.Type != approval.MsgError || m.Message != want {
+			if want := "expected a hello message: bad message: " + tc.want; m.Type != remote.MsgError || m.Message != want {
 				t.Errorf("%s: got %+v, want error %q", tc.line, m, want)
 			}
 		}
@@ -157,14 +157,14 @@ func TestApproverExactNames(t *testing.T) {
 
 	t.Run("hello name counts characters", func(t *testing.T) {
 		a := dialApprover(t, d)
-		a.send(&approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Name: strings.Repeat("é", 64)})
-		if m := a.next(); m.Type != approval.MsgWelcome {
+		a.send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: strings.Repeat("é", 64)})
+		if m := a.next(); m.Type != remote.MsgWelcome {
 			t.Errorf("64 two-byte characters: got %+v, want welcome", m)
 		}
 		a.c.Close()
 		b := dialApprover(t, d)
-		b.send(&approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Name: strings.Repeat("é", 65)})
-		if m := b.next(); m.Type != approval.MsgError || m.Message != "hello: name must be at most 64 displayable characters" {
+		b.send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: strings.Repeat("é", 65)})
+		if m := b.next(); m.Type != remote.MsgError || m.Message != "hello: name must be at most 64 displayable characters" {
 			t.Errorf("65 characters: got %+v, want the name error", m)
 		}
 	})
@@ -186,7 +186,7 @@ func TestApproverExactNames(t *testing.T) {
 				ch := d.ask(map[string]any{"pipeline": [][]string{{"echo", "approved"}}})
 				p := a.prompt()
 				a.sendLine(fmt.Sprintf(tc.line, p.ID, p.Hash))
-				if m := a.next(); m.Type != approval.MsgError || m.Message != "bad message: "+tc.want {
+				if m := a.next(); m.Type != remote.MsgError || m.Message != "bad message: "+tc.want {
 					t.Errorf("got %+v, want error %q", m, "bad message: "+tc.want)
 				}
 				if r := <-ch; r.Status == wire.StatusOK || string(r.Stdout) != "" {

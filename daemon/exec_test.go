@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
@@ -47,17 +48,17 @@ func askAs(d *daemonProc, u testUser, groups []uint32, line string) chan respons
 // prompts reads a raw approver's messages in the background, without
 // failing the test from another goroutine: each prompt or result goes to
 // the channel, pings are answered. It ends when the connection does.
-func (a *rawApprover) prompts() chan *approval.Message {
-	ch := make(chan *approval.Message, 8)
+func (a *rawApprover) prompts() chan *remote.Message {
+	ch := make(chan *remote.Message, 8)
 	go func() {
 		for {
-			m, err := approval.ReadMessage(a.r, approval.MaxDaemonLine)
+			m, err := remote.ReadMessage(a.r, remote.MaxDaemonLine)
 			if err != nil {
 				close(ch)
 				return
 			}
-			if m.Type == approval.MsgPing {
-				_ = approval.WriteMessage(a.c, &approval.Message{Type: approval.MsgPong})
+			if m.Type == remote.MsgPing {
+				_ = remote.WriteMessage(a.c, &remote.Message{Type: remote.MsgPong})
 				continue
 			}
 			ch <- m
@@ -149,7 +150,7 @@ func TestProcSelfCwdLink(t *testing.T) {
 	id := "plain-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	ch = askAs(d, agent, []uint32{}, request(map[string]any{"id": id, "cwd": dir, "pipeline": [][]string{{"./plain", "--version"}}}))
 	m := <-msgs
-	if m == nil || m.Type != approval.MsgPrompt {
+	if m == nil || m.Type != remote.MsgPrompt {
 		t.Fatalf("got %+v, want a prompt", m)
 	}
 	want := approval.Stage{Argv: []string{"./plain", "--version"}, Path: filepath.Join(dir, "plain"), Target: "/usr/bin/zgrep"}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -30,52 +30,52 @@ type rawApprover struct {
 func attachRaw(t testing.TB, d *daemonProc) *rawApprover {
 	t.Helper()
 	a := dialApprover(t, d)
-	a.send(&approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Name: "raw"})
-	if m := a.next(); m.Type != approval.MsgWelcome {
+	a.send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "raw"})
+	if m := a.next(); m.Type != remote.MsgWelcome {
 		t.Fatalf("got %+v, want welcome", m)
 	}
 	return a
 }
 
-func (a *rawApprover) send(m *approval.Message) {
+func (a *rawApprover) send(m *remote.Message) {
 	a.t.Helper()
-	if err := approval.WriteMessage(a.c, m); err != nil {
+	if err := remote.WriteMessage(a.c, m); err != nil {
 		a.t.Fatal(err)
 	}
 }
 
 // next reads the next message other than a ping, within 30 s.
-func (a *rawApprover) next() *approval.Message {
+func (a *rawApprover) next() *remote.Message {
 	a.t.Helper()
 	// One deadline for the whole wait: the daemon's pings must not
 	// extend it.
 	_ = a.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
-		m, err := approval.ReadMessage(a.r, approval.MaxDaemonLine)
+		m, err := remote.ReadMessage(a.r, remote.MaxDaemonLine)
 		if err != nil {
 			a.t.Fatalf("approver read: %v", err)
 		}
-		if m.Type != approval.MsgPing {
+		if m.Type != remote.MsgPing {
 			return m
 		}
-		a.send(&approval.Message{Type: approval.MsgPong})
+		a.send(&remote.Message{Type: remote.MsgPong})
 	}
 }
 
 // prompt waits for the next prompt.
-func (a *rawApprover) prompt() *approval.Message {
+func (a *rawApprover) prompt() *remote.Message {
 	a.t.Helper()
 	m := a.next()
-	if m.Type != approval.MsgPrompt {
+	if m.Type != remote.MsgPrompt {
 		a.t.Fatalf("got %+v, want a prompt", m)
 	}
 	return m
 }
 
 // decide answers prompt p.
-func (a *rawApprover) decide(p *approval.Message, approve bool) {
+func (a *rawApprover) decide(p *remote.Message, approve bool) {
 	a.t.Helper()
-	a.send(&approval.Message{Type: approval.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &approve})
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &approve})
 }
 
 // TestPromptLimits: one requester can keep at most --max-pending requests
@@ -110,15 +110,15 @@ func TestApproverFlood(t *testing.T) {
 	a := attachRaw(t, d)
 	yes := true
 	for i := range 33 { // one more than the daemon takes
-		a.send(&approval.Message{Type: approval.MsgDecision, ID: "nope", Hash: "x", Approve: &yes})
+		a.send(&remote.Message{Type: remote.MsgDecision, ID: "nope", Hash: "x", Approve: &yes})
 		if i%10 == 0 {
 			d.alive()
 		}
 	}
-	var last *approval.Message
+	var last *remote.Message
 	for range 33 {
 		last = a.next()
-		if last.Type != approval.MsgError {
+		if last.Type != remote.MsgError {
 			t.Fatalf("got %+v, want error", last)
 		}
 	}
@@ -126,7 +126,7 @@ func TestApproverFlood(t *testing.T) {
 		t.Errorf("last message %q, want %q", last.Message, want)
 	}
 	_ = a.c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if m, err := approval.ReadMessage(a.r, approval.MaxDaemonLine); err == nil {
+	if m, err := remote.ReadMessage(a.r, remote.MaxDaemonLine); err == nil {
 		t.Errorf("still connected: got %+v", m)
 	}
 	d.alive()
@@ -184,7 +184,7 @@ func TestExecutableSwappedAfterApproval(t *testing.T) {
 				continue
 			}
 			wantOK(t, r)
-			if m := a.next(); m.Type != approval.MsgResult {
+			if m := a.next(); m.Type != remote.MsgResult {
 				t.Fatalf("got %+v, want the result", m)
 			}
 			if strings.Contains(string(r.Stdout), "evil") {
@@ -354,7 +354,7 @@ func TestRequesterDies(t *testing.T) {
 	cl := startRequester(t, d, request(nil))
 	p := a.prompt()
 	cl.Process.Kill()
-	if m := a.next(); m.Type != approval.MsgWithdraw || m.ID != p.ID {
+	if m := a.next(); m.Type != remote.MsgWithdraw || m.ID != p.ID {
 		t.Fatalf("got %+v, want the prompt withdrawn", m)
 	}
 

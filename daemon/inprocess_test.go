@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -74,10 +75,10 @@ type inServer struct {
 
 // startServer serves cfg with policy text until the test ends. Given no
 // clock (cfg.Now), the server gets a fake one, at clock.
-func startServer(t *testing.T, policy string, cfg daemon.Config) *inServer {
+func startServer(t *testing.T, policyText string, cfg daemon.Config) *inServer {
 	t.Helper()
 	dir := shortDir(t)
-	pol, err := approval.ParsePolicy("policy", strings.NewReader(policy))
+	pol, err := policy.Parse("policy", strings.NewReader(policyText))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -40,7 +40,7 @@ func pending(t *testing.T, ch chan response, what string) {
 	}
 }
 
-// tapFor is half of approval.Dwell (1 s).
+// tapFor is half of terminal.Dwell (1 s).
 const tapFor = 500 * time.Millisecond
 
 // tapY taps y every 50 ms for tapFor from now, as an
@@ -341,7 +341,7 @@ func readBytes(t *testing.T, pid int) int {
 }
 
 func TestApproverSkipsOverlongLine(t *testing.T) {
-	// The daemon never sends a line over approval.MaxDaemonLine; a client
+	// The daemon never sends a line over remote.MaxDaemonLine; a client
 	// that gets one anyway reads past it and keeps its session.
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "a")
@@ -371,10 +371,10 @@ func TestApproverSkipsOverlongLine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	send(approval.Message{Type: approval.MsgWelcome, Version: approval.ProtoVersion, Daemon: "fake", PromptTimeout: 60})
+	send(remote.Message{Type: remote.MsgWelcome, Version: remote.ProtoVersion, Daemon: "fake", PromptTimeout: 60})
 	a.see("attached to rootgated fake")
-	send(map[string]string{"type": approval.MsgResult, "id": "x", "outcome": strings.Repeat("o", approval.MaxDaemonLine)})
-	send(approval.Message{Type: approval.MsgPing})
+	send(map[string]string{"type": remote.MsgResult, "id": "x", "outcome": strings.Repeat("o", remote.MaxDaemonLine)})
+	send(remote.Message{Type: remote.MsgPing})
 	line, err := br.ReadString('\n')
 	if err != nil || !strings.Contains(line, `"pong"`) {
 		t.Fatalf("after an overlong line, the approver answered %q, %v; want a pong", line, err)

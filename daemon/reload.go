@@ -3,7 +3,7 @@ package daemon
 import (
 	"errors"
 
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/audit"
 )
 
@@ -31,8 +31,8 @@ func (s *Server) ReloadPolicy() error {
 		if old := s.policy.Load(); old != nil {
 			rec.Policy.Rules = len(old.Rules)
 		}
-		var pe *approval.PolicyError
-		var fe *approval.PolicyFileError
+		var pe *policy.ParseError
+		var fe *policy.FileError
 		switch {
 		case errors.As(err, &pe):
 			rec.Policy.File, rec.Policy.Line = pe.Name, pe.Line

@@ -25,7 +25,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	now := s.cfg.Now()
 	// The request is decided against the policy in force now, whatever
 	// a reload does while it is checked or waits for a person.
-	policy := s.policy.Load()
+	pol := s.policy.Load()
 	req, err := wire.Decode(line)
 	if err != nil {
 		id := ""
@@ -71,7 +71,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return nil
 	}
 	if err := req.CheckTime(now, s.cfg.MaxSkew); err != nil {
-		return reject(err)
+		resp := reject(err)
+		if wire.CodeOf(err) == wire.CodeStaleTime {
+			resp.DaemonTime = now.UTC().Format(time.RFC3339)
+		}
+		return resp
 	}
 	if err := s.cfg.EnvAllow.Check(req.Env); err != nil {
 		return reject(err)
@@ -104,7 +108,20 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return reject(err)
 	}
 	defer plan.close()
-	plan.policy = policy
+	plan.policy = pol
+	if req.Check {
+		// Like a ping, a check runs nothing and asks no one.
+		if !s.reject.allow(peer.UID, now) {
+			return s.check(plan)
+		}
+		switch err := receive(true); {
+		case errors.Is(err, errAuditFull):
+			return reject(err)
+		case err != nil:
+			return errorResponse(req.ID, err)
+		}
+		return s.check(plan)
+	}
 
 	d, err := s.decide(ctx, plan, log, receive)
 	switch {
@@ -115,8 +132,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	case err != nil:
 		return reject(err)
 	}
+	by := s.decider(&d, plan.rule)
 	if plan.unrecorded {
-		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message}
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message, DecidedBy: by}
 	}
 	if s.event(auditEvent{Kind: eventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
 		return errorResponse(req.ID, errAudit)
@@ -124,12 +142,14 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	// fail ends a decided request in an error, recorded as failed.
 	fail := func(msg error) *wire.Response {
 		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: msg})
-		return errorResponse(req.ID, msg)
+		resp := errorResponse(req.ID, msg)
+		resp.DecidedBy = by
+		return resp
 	}
 	switch d.Verdict {
 	case approval.Allow:
 	case approval.Deny, approval.Unavailable:
-		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message}
+		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message, DecidedBy: by}
 	case approval.Expired:
 		return &wire.Response{ID: req.ID, Status: wire.StatusTimeout, Code: wire.CodePromptTimeout, Message: d.Message}
 	default: // withdrawn: the client left or the daemon is stopping
@@ -175,10 +195,20 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if d.After != nil {
 		d.After.Outcome(req.ID, outcomeLine(res))
 	}
-	if res.Canceled {
-		return s.gone(ctx, req.ID)
-	}
 	resp := runResponse(req.ID, res)
+	resp.DecidedBy = by
+	if res.Canceled {
+		if context.Cause(ctx) == errClientGone {
+			return nil
+		}
+		// The daemon is stopping: say that the run started and was
+		// killed, with what it wrote, so it is not taken for one that
+		// never began.
+		resp.Status = wire.StatusError
+		resp.Code = wire.CodeKilledStopping
+		resp.Message = wire.ErrKilledStopping.Error()
+		return resp
+	}
 	if res.TimedOut {
 		resp.Status = wire.StatusTimeout
 		resp.Code = wire.CodeRunTimeout

@@ -368,7 +368,7 @@ func TestShutdownAnswersAndKills(t *testing.T) {
 	c.(*net.UnixConn).CloseWrite()
 	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
 	d.stop()
-	wantError(t, readResponse(t, c), "daemon stopping")
+	wantError(t, readResponse(t, c), wire.ErrKilledStopping.Error()) // it ran: not "daemon stopping"
 	noSurvivors(t, marker)
 }
 

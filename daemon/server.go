@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
@@ -57,10 +58,10 @@ type Config struct {
 	RuntimeDir string
 	// Policy holds the operator's rules; nil asks a person for everything.
 	// It is the policy in force until [Server.ReloadPolicy] replaces it.
-	Policy *approval.Policy
+	Policy *policy.Policy
 	// LoadPolicy reads the policy again for [Server.ReloadPolicy]; nil
 	// means the policy cannot be reloaded.
-	LoadPolicy func() (*approval.Policy, error)
+	LoadPolicy func() (*policy.Policy, error)
 	// Approver is asked when the policy says ask; nil means nobody can be
 	// asked ([approval.Nobody]).
 	Approver approval.Approver
@@ -124,7 +125,7 @@ type Server struct {
 	reject *rejectLimit        // per-uid caps of rejected records
 	// policy is the policy in force; each request takes it once, when
 	// it is received, and decides against that one.
-	policy atomic.Pointer[approval.Policy]
+	policy atomic.Pointer[policy.Policy]
 	reload sync.Mutex // one ReloadPolicy at a time
 }
 

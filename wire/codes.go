@@ -33,6 +33,7 @@ const (
 	CodeDeniedByOperator   = "denied_by_operator"   // denied: a person said no
 	CodePromptTimeout      = "prompt_timeout"       // timeout: no one decided in time
 	CodeRunTimeout         = "run_timeout"          // timeout: the run was killed at its time limit
+	CodeKilledStopping     = "killed_stopping"      // error: the run had started and was killed as the daemon stopped
 )
 
 // codes maps every code to with the status it comes with.
@@ -46,6 +47,7 @@ var codes = map[string]string{
 	CodeNoApprover: StatusDenied, CodeNoEligibleApprover: StatusDenied,
 	CodeDeniedByPolicy: StatusDenied, CodeDeniedByOperator: StatusDenied,
 	CodePromptTimeout: StatusTimeout, CodeRunTimeout: StatusTimeout,
+	CodeKilledStopping: StatusError,
 }
 
 // CodeStatus returns the status a code comes with, and whether the code is

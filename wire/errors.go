@@ -27,6 +27,9 @@ var (
 	ErrServerBusy = coded(CodeBusy, "server busy")
 	// ErrStopping: the daemon is shutting down.
 	ErrStopping = coded(CodeStopping, "daemon stopping")
+	// ErrKilledStopping: the daemon stopped while the run was going; the
+	// response carries what the run wrote before it was killed.
+	ErrKilledStopping = coded(CodeKilledStopping, "daemon stopping: the command had started and was killed; the stages and output so far are in this response")
 )
 
 // ReadTimeout bounds how long a peer may take to send its request line.

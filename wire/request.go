@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // Limits of the request fields.
@@ -38,6 +39,9 @@ const (
 	MaxSessionLen = 256
 	MaxReasonLen  = 4096
 	MaxVersionLen = 256
+	// MaxTimeoutSeconds is the largest timeout a request may ask for (a
+	// year); the daemon lowers any timeout to its own limit anyway.
+	MaxTimeoutSeconds = 365 * 24 * 3600
 )
 
 // Actions.
@@ -75,6 +79,10 @@ type Request struct {
 	// EOFWithdraws: the client keeps its side open until it has read the
 	// answer, so the end of its stream withdraws the request.
 	EOFWithdraws bool
+	// Check: evaluate the policy for this request and say what it would
+	// decide, without asking anyone or running anything (opt-in
+	// extension; docs/protocol.md, "Check requests").
+	Check bool
 }
 
 // ReplayKey is what the replay window remembers: the id when the client
@@ -106,6 +114,7 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
 	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
 	"stdin":         decodeStdin,
+	"check":         func(r *Request, raw json.RawMessage) error { return decodeBool("check", raw, &r.Check) },
 	"timeout":       decodeTimeout,
 }
 
@@ -134,7 +143,7 @@ func Decode(line []byte) (*Request, error) {
 		r.ID = uuid.NewString()
 	}
 	if err := r.validate(); err != nil {
-		if r.IDGiven && (r.ID == "" || utf8.RuneCountInString(r.ID) > MaxIDLen || !Displayable(r.ID, false)) {
+		if r.IDGiven && (r.ID == "" || utf8.RuneCountInString(r.ID) > MaxIDLen || !termsafe.String(r.ID, false)) {
 			r.ID = ""
 		}
 		return r, invalidRequest(err)
@@ -340,7 +349,7 @@ func decodeTimeout(r *Request, raw json.RawMessage) error {
 		return errors.New(`field "timeout" must be a positive number of seconds`)
 	}
 	// More than a year means nothing for a run limit.
-	if f <= 0 || math.IsInf(f, 0) || f > 365*24*3600 {
+	if f <= 0 || math.IsInf(f, 0) || f > MaxTimeoutSeconds {
 		return errors.New(`field "timeout" must be a positive number of seconds`)
 	}
 	r.Timeout = time.Duration(f * float64(time.Second))
@@ -360,6 +369,9 @@ func (r *Request) validate() error {
 			return ErrPipelineMissing
 		}
 	case ActionPing:
+		if r.Check {
+			return errors.New(`"check" is for exec requests, not ping`)
+		}
 	default:
 		return errors.New(`field "action" must be "exec" or "ping"`)
 	}
@@ -376,7 +388,7 @@ func (r *Request) validate() error {
 			return fmt.Errorf("pipeline[%d][0] must not be empty", i)
 		}
 		for j, arg := range stage {
-			if !Displayable(arg, true) {
+			if !termsafe.String(arg, true) {
 				return charError(fmt.Sprintf("pipeline[%d][%d]", i, j))
 			}
 		}
@@ -402,7 +414,7 @@ func (r *Request) validate() error {
 		if utf8.RuneCountInString(f.val) > f.max {
 			return fmt.Errorf("%s exceeds %d characters", f.name, f.max)
 		}
-		if !Displayable(f.val, f.multiline) {
+		if !termsafe.String(f.val, f.multiline) {
 			return charError(f.name)
 		}
 	}
@@ -413,7 +425,7 @@ func (r *Request) validate() error {
 		if !envKey.MatchString(k) {
 			return fmt.Errorf("env key %q is not a valid name", k)
 		}
-		if !Displayable(v, false) {
+		if !termsafe.String(v, false) {
 			return charError(fmt.Sprintf("env[%q]", k))
 		}
 	}
@@ -421,33 +433,6 @@ func (r *Request) validate() error {
 		return ErrAgentNeedsUnprivileged
 	}
 	return nil
-}
-
-// Displayable reports whether s may be shown to an approver: valid UTF-8
-// without C0/C1 controls, DEL, zero-width or bidi control characters. With
-// multiline, TAB and LF are allowed (argv elements and reason).
-func Displayable(s string, multiline bool) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, c := range s {
-		if forbidden(c) && !(multiline && (c == '\t' || c == '\n')) {
-			return false
-		}
-	}
-	return true
-}
-
-func forbidden(c rune) bool {
-	switch {
-	case c < 0x20, c >= 0x7f && c <= 0x9f:
-		return true
-	case c >= 0x200b && c <= 0x200f, c == 0x2060, c == 0xfeff:
-		return true
-	case c >= 0x202a && c <= 0x202e, c >= 0x2066 && c <= 0x2069:
-		return true
-	}
-	return false
 }
 
 // CheckTime is check 6: the request's time must be an RFC 3339 date-time

@@ -12,6 +12,8 @@ import (
 	"testing/iotest"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 const exampleTime = "2026-02-13T14:30:00Z"
@@ -390,13 +392,13 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
 		if err != nil {
-			if r != nil && r.ID != "" && !Displayable(r.ID, false) {
+			if r != nil && r.ID != "" && !termsafe.String(r.ID, false) {
 				t.Fatalf("echoed an undisplayable id %q", r.ID)
 			}
 			return
 		}
 		// Whatever decodes is displayable, within limits, and consistent.
-		if r.ID == "" || !Displayable(r.ID, false) || !Displayable(r.Host, false) || !Displayable(r.Reason, true) {
+		if r.ID == "" || !termsafe.String(r.ID, false) || !termsafe.String(r.Host, false) || !termsafe.String(r.Reason, true) {
 			t.Fatalf("accepted undisplayable fields: %+v", r)
 		}
 		if r.Action == ActionExec && (len(r.Pipeline) < 1 || len(r.Pipeline) > MaxStages) {
@@ -407,7 +409,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("accepted empty stage %q", st)
 			}
 			for _, a := range st {
-				if !Displayable(a, true) || strings.ContainsRune(a, 0) {
+				if !termsafe.String(a, true) || strings.ContainsRune(a, 0) {
 					t.Fatalf("accepted argument %q", a)
 				}
 			}

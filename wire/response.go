@@ -5,6 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"strings"
+	"unicode"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // Statuses.
@@ -41,6 +45,44 @@ type Response struct {
 	// cannot tell.
 	Approver *bool  `json:"approver,omitempty"`
 	Version  string `json:"version"`
+
+	// Additive fields (docs/protocol.md): a client may ignore them.
+	// Check, on the answer to a check request: "allow", "ask" or "deny".
+	Check string `json:"check,omitempty"`
+	// DecidedBy, on the answer to a request that was decided (or checked
+	// and matched a policy rule): who decided.
+	DecidedBy *DecidedBy `json:"decided_by,omitempty"`
+	// DaemonTime, on a refusal for the request's time: the daemon's clock,
+	// RFC 3339 in whole seconds UTC.
+	DaemonTime string `json:"daemon_time,omitempty"`
+}
+
+// Values of [DecidedBy].By.
+const (
+	DecidedByPolicy = "policy"
+	DecidedByPerson = "person"
+)
+
+// Check answers ([Response].Check).
+const (
+	CheckAllow = "allow"
+	CheckAsk   = "ask"
+	CheckDeny  = "deny"
+)
+
+// MaxNoteLen is how many characters of a person's deny note a response
+// carries at most.
+const MaxNoteLen = 200
+
+// DecidedBy says who decided a request: a policy rule (Rule, Source) or
+// a person (Approver, Via, and Note when they typed one).
+type DecidedBy struct {
+	By       string `json:"by"`                 // DecidedByPolicy or DecidedByPerson
+	Rule     string `json:"rule,omitempty"`     // the policy rule's text
+	Source   string `json:"source,omitempty"`   // "FILE:LINE" of the rule
+	Approver string `json:"approver,omitempty"` // "NAME (uid N) on TTY"
+	Via      string `json:"via,omitempty"`      // "terminal" (the daemon's own --tty) or "remote"
+	Note     string `json:"note,omitempty"`     // a deny note the person typed, sanitised
 }
 
 // StageResult is one stage's outcome.
@@ -102,6 +144,18 @@ func WriteResponse(w io.Writer, r *Response) error {
 		e.raw(`,"approver":`)
 		e.json(*r.Approver)
 	}
+	if r.Check != "" {
+		e.raw(`,"check":`)
+		e.str(r.Check)
+	}
+	if r.DecidedBy != nil {
+		e.raw(`,"decided_by":`)
+		e.json(r.DecidedBy)
+	}
+	if r.DaemonTime != "" {
+		e.raw(`,"daemon_time":`)
+		e.str(r.DaemonTime)
+	}
 	e.raw(`,"version":`)
 	e.str(r.Version)
 	e.raw("}\n")
@@ -116,6 +170,9 @@ func WriteResponse(w io.Writer, r *Response) error {
 // 64 KiB, for few large writes, when it is long.
 func bufferSize(r *Response) int {
 	n := len(r.ID) + len(r.Code) + len(r.Message) + len(r.Version) + 256
+	if r.DecidedBy != nil {
+		n += len(r.DecidedBy.Rule) + len(r.DecidedBy.Source) + len(r.DecidedBy.Approver) + 6*len(r.DecidedBy.Note) + 128
+	}
 	if r.HasRun() {
 		n += base64.StdEncoding.EncodedLen(len(r.Stdout))
 		for _, s := range r.Stages {
@@ -180,8 +237,37 @@ type Outgoing struct {
 	Privileged   *bool             `json:"privileged,omitempty"`
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
 	EOFWithdraws bool              `json:"eof_withdraws,omitempty"`
+	Check        bool              `json:"check,omitempty"`
 	Cwd          string            `json:"cwd,omitempty"`
 	Stdin        []byte            `json:"stdin,omitempty"`
 	Timeout      float64           `json:"timeout,omitempty"`
 	Version      string            `json:"version,omitempty"`
+}
+
+// SanitizeNote makes a person's deny note fit to travel to the requester:
+// invalid UTF-8, control, zero-width and bidi characters and runs of
+// blanks become one space, the ends are trimmed, and at most
+// [MaxNoteLen] characters are kept.
+func SanitizeNote(s string) string {
+	var b strings.Builder
+	n := 0
+	space := false
+	for _, c := range strings.ToValidUTF8(s, " ") {
+		if !termsafe.Rune(c) || unicode.IsSpace(c) {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			if n++; n > MaxNoteLen {
+				break
+			}
+			b.WriteByte(' ')
+		}
+		space = false
+		if n++; n > MaxNoteLen {
+			break
+		}
+		b.WriteRune(c)
+	}
+	return strings.TrimRight(b.String(), " ")
 }

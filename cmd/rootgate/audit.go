@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // Exit codes of audit verify besides exitOK, exitUsage and exitError
@@ -101,7 +101,7 @@ func cmdAuditVerify(_ context.Context, e *env, fl clidoc.Values, _ []string) int
 	var p *audit.Problem
 	switch {
 	case errors.As(err, &p):
-		sayf(stderr, "broken", "%s", approval.Sanitize(p.Error()))
+		sayf(stderr, "broken", "%s", termsafe.Sanitize(p.Error()))
 		return exitBroken
 	case err != nil:
 		return fail(stderr, err)
@@ -110,7 +110,7 @@ func cmdAuditVerify(_ context.Context, e *env, fl clidoc.Values, _ []string) int
 	if sum.Genesis != "" {
 		fmt.Fprintf(stdout, "genesis %s\n", sum.Genesis)
 	} else {
-		fmt.Fprintf(stdout, "starts with a rotated record after %s (pruned or not given): earlier records not checked\n", approval.Sanitize(sum.After))
+		fmt.Fprintf(stdout, "starts with a rotated record after %s (pruned or not given): earlier records not checked\n", termsafe.Sanitize(sum.After))
 	}
 	fmt.Fprintf(stdout, "last hash %s\n", sum.LastHash)
 	return exitOK
@@ -135,7 +135,7 @@ func cmdAuditShow(_ context.Context, e *env, fl clidoc.Values, _ []string) int {
 	err = audit.ReadAll(names, func(rd audit.Read) error {
 		if rd.Err != nil {
 			bad++
-			warningf(stderr, "%s:%d: %s", approval.Sanitize(rd.File), rd.Line, approval.Sanitize(rd.Err.Error()))
+			warningf(stderr, "%s:%d: %s", termsafe.Sanitize(rd.File), rd.Line, termsafe.Sanitize(rd.Err.Error()))
 			return nil
 		}
 		r := rd.Record
@@ -174,7 +174,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // and indented detail lines. Every string from the record is escaped.
 func formatRecord(r *audit.Record) string {
 	var b strings.Builder
-	q := approval.Sanitize
+	q := termsafe.Sanitize
 	fmt.Fprintf(&b, "%s  #%d  %s", r.Time.UTC().Format(time.RFC3339Nano), r.Seq, q(string(r.Kind)))
 	if r.ID != "" {
 		fmt.Fprintf(&b, "  %s", q(r.ID))
@@ -193,13 +193,13 @@ func formatRecord(r *audit.Record) string {
 		}
 		line("run as", "%s", map[bool]string{true: "root (privileged)", false: "the requester"}[rq.Privileged])
 		if rq.Reason != "" {
-			line("reason", "%s", approval.Quote(rq.Reason))
+			line("reason", "%s", termsafe.Quote(rq.Reason))
 		}
 		if rq.Cwd != "" {
-			line("cwd", "%s", approval.Quote(rq.Cwd))
+			line("cwd", "%s", termsafe.Quote(rq.Cwd))
 		}
 		for _, k := range sortedKeys(rq.Env) {
-			line("env", "%s=%s", q(k), approval.Quote(rq.Env[k]))
+			line("env", "%s=%s", q(k), termsafe.Quote(rq.Env[k]))
 		}
 		for _, k := range sortedKeys(rq.EnvSHA256) {
 			line("env", "%s=(secret, sha256 %s)", q(k), q(rq.EnvSHA256[k]))
@@ -208,7 +208,7 @@ func formatRecord(r *audit.Record) string {
 			line("stdin", "%d bytes, sha256 %s", rq.StdinBytes, q(rq.StdinSHA256))
 		}
 		if rq.Host != "" || rq.Session != "" {
-			line("from", "host %s session %s", approval.Quote(rq.Host), approval.Quote(rq.Session))
+			line("from", "host %s session %s", termsafe.Quote(rq.Host), termsafe.Quote(rq.Session))
 		}
 		if rq.Timeout != "" {
 			line("timeout", "%s", q(rq.Timeout))
@@ -247,13 +247,13 @@ func formatRecord(r *audit.Record) string {
 	if ru := r.Run; ru != nil {
 		line("run as", "%s (uid %d gid %d)", q(ru.RunAsUser), ru.RunAsUID, ru.RunAsGID)
 		for i, st := range ru.Stages {
-			exe := approval.Quote(st.Path)
+			exe := termsafe.Quote(st.Path)
 			if st.Target != "" {
-				exe += " -> " + approval.Quote(st.Target)
+				exe += " -> " + termsafe.Quote(st.Target)
 			}
 			line("stage "+strconv.Itoa(i+1), "%s", exe)
 		}
-		line("cwd", "%s", approval.Quote(ru.Cwd))
+		line("cwd", "%s", termsafe.Quote(ru.Cwd))
 		line("limit", "%s", q(ru.Timeout))
 	}
 	if res := r.Result; res != nil {
@@ -287,7 +287,7 @@ func quoteOrNone(s string) string {
 	if s == "" {
 		return "(unknown)"
 	}
-	return approval.Quote(s)
+	return termsafe.Quote(s)
 }
 
 func pipelineText(p [][]string) string {
@@ -295,7 +295,7 @@ func pipelineText(p [][]string) string {
 	for i, argv := range p {
 		words := make([]string, len(argv))
 		for j, w := range argv {
-			words[j] = approval.Quote(w)
+			words[j] = termsafe.Quote(w)
 		}
 		stages[i] = strings.Join(words, " ")
 	}

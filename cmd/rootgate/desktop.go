@@ -5,7 +5,7 @@ package main
 // Without sudo, the approver shows its notifications itself, on the session
 // bus of whoever runs it ($DBUS_SESSION_BUS_ADDRESS), or, with no
 // notification service there that has buttons, a zenity dialog on
-// $DISPLAY or $WAYLAND_DISPLAY ([approval.Desktop]).
+// $DISPLAY or $WAYLAND_DISPLAY ([desktop.Desktop]).
 //
 // Under sudo (euid 0, SUDO_UID set) the notification belongs on the
 // desktop of the user who ran sudo. That user's session bus
@@ -40,7 +40,10 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/desktop"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // dialogHelperArg, as the first argument of approve, makes rootgate the
@@ -61,7 +64,7 @@ const desktopName = "desktop"
 // timeout it may take to answer, and how long it has to withdraw its
 // notification after SIGTERM.
 const (
-	maxDialogRequest = approval.MaxDaemonLine
+	maxDialogRequest = remote.MaxDaemonLine
 	maxDialogAnswer  = 64 << 10
 	dialogGrace      = 10 * time.Second
 	dialogWaitDelay  = 5 * time.Second
@@ -94,7 +97,7 @@ func runDialogHelper(ctx context.Context, stdin io.Reader, stdout, stderr io.Wri
 		errorf(stderr, "desktop dialog: failed to read the prompt: %v", err)
 		return exitError
 	}
-	d := (&approval.Desktop{Timeout: req.Timeout, Operator: req.Operator, Name: desktopName, Zenity: findZenity()}).Approve(ctx, req.Prompt)
+	d := (&desktop.Desktop{Timeout: req.Timeout, Operator: req.Operator, Name: desktopName, Zenity: findZenity()}).Approve(ctx, req.Prompt)
 	if err := json.NewEncoder(stdout).Encode(dialogAnswer{Verdict: d.Verdict.String(), Message: d.Message}); err != nil {
 		errorf(stderr, "desktop dialog: failed to answer: %v", err)
 		return exitError
@@ -104,12 +107,12 @@ func runDialogHelper(ctx context.Context, stdin io.Reader, stdout, stderr io.Wri
 
 // desktopAsker returns what approve --desktop asks each prompt with: a
 // child run as the sudo user under sudo, else an in-process
-// [approval.Desktop].
+// [desktop.Desktop].
 func desktopAsker(operator string, stderr io.Writer) (func(deadline time.Time) approval.Approver, error) {
 	sudoUID := os.Getenv("SUDO_UID")
 	if os.Geteuid() != 0 || sudoUID == "" || sudoUID == "0" {
 		return func(deadline time.Time) approval.Approver {
-			return &approval.Desktop{Timeout: time.Until(deadline), Operator: operator, Name: desktopName, Zenity: findZenity()}
+			return &desktop.Desktop{Timeout: time.Until(deadline), Operator: operator, Name: desktopName, Zenity: findZenity()}
 		}, nil
 	}
 	uid, err := strconv.ParseUint(sudoUID, 10, 32)
@@ -230,9 +233,9 @@ func (u *userDialog) Approve(ctx context.Context, p *approval.Prompt) approval.D
 		// The child was told nothing of a withdrawal we did not see.
 		return fail(errors.New("the dialog was withdrawn"))
 	case approval.Unavailable.String():
-		return fail(errors.New(approval.Sanitize(ans.Message)))
+		return fail(errors.New(termsafe.Sanitize(ans.Message)))
 	}
-	return fail(fmt.Errorf("unknown verdict %q from the dialog", approval.Sanitize(ans.Verdict)))
+	return fail(fmt.Errorf("unknown verdict %q from the dialog", termsafe.Sanitize(ans.Verdict)))
 }
 
 // expiredMessage words a timeout as the terminal prompt does.
@@ -243,11 +246,11 @@ func (u *userDialog) expiredMessage() string {
 // maxDialogComplaints bounds what of the dialog child's stderr is shown.
 const maxDialogComplaints = 16 << 10
 
-// relayLines writes each line of b to w through [approval.Sanitize], so no
+// relayLines writes each line of b to w through [termsafe.Sanitize], so no
 // control sequence of the child's reaches the operator's terminal.
 func relayLines(w io.Writer, b []byte) {
 	for line := range strings.Lines(string(b)) {
-		fmt.Fprintln(w, approval.Sanitize(strings.TrimSuffix(line, "\n")))
+		fmt.Fprintln(w, termsafe.Sanitize(strings.TrimSuffix(line, "\n")))
 	}
 }
 
@@ -274,7 +277,7 @@ type reporting struct {
 }
 
 func (r reporting) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
-	id := approval.Sanitize(p.ID)
+	id := termsafe.Sanitize(p.ID)
 	fmt.Fprintf(r.out, "rootgate: request %s shown on the desktop\n", id)
 	d := r.Approver.Approve(ctx, p)
 	outcome := map[approval.Verdict]string{
@@ -282,10 +285,10 @@ func (r reporting) Approve(ctx context.Context, p *approval.Prompt) approval.Dec
 		approval.Deny:        "denied",
 		approval.Expired:     "timed out",
 		approval.Withdrawn:   "withdrawn",
-		approval.Unavailable: "not asked: " + approval.Sanitize(d.Message),
+		approval.Unavailable: "not asked: " + termsafe.Sanitize(d.Message),
 	}[d.Verdict]
 	if cause := context.Cause(ctx); d.Verdict == approval.Withdrawn && cause != nil && !errors.Is(cause, context.Canceled) {
-		outcome += " (" + approval.Sanitize(cause.Error()) + ")"
+		outcome += " (" + termsafe.Sanitize(cause.Error()) + ")"
 	}
 	fmt.Fprintf(r.out, "rootgate: request %s %s\n", id, outcome)
 	return d

@@ -94,7 +94,7 @@ func commands() []command {
 		{name: "ping", summary: "check that rootgated answers", flags: []clidoc.Flag{socketFlag}, run: cmdPing},
 		{name: "approve", summary: "approve requests on this terminal or desktop", about: approveAbout, flags: approveFlags, run: cmdApprove},
 		{name: "approve " + dialogHelperArg, summary: "the desktop dialog helper of approve --desktop", hidden: true, run: cmdDialogHelper},
-		{name: "mcp", summary: "serve the MCP tools execute and ping on stdio", about: mcpAbout, flags: mcpFlags, run: cmdMCP},
+		{name: "mcp", summary: "serve the MCP tools execute, ping and check on stdio", about: mcpAbout, flags: mcpFlags, run: cmdMCP},
 		{name: "audit", args: "verify|show", summary: "check or print the audit log", about: auditAbout, hidden: true, run: cmdAudit},
 		{name: "audit verify", summary: "check the audit log's hash chain, across rotated files", about: auditAbout, flags: auditFlags, run: cmdAuditVerify},
 		{name: "audit show", summary: "print audit records readably", about: auditAbout, flags: auditShowFlags, run: cmdAuditShow},

@@ -13,7 +13,7 @@ import (
 )
 
 // mcpAbout is rootgate mcp's help.
-const mcpAbout = "Serves the MCP tools execute and ping over stdin and stdout."
+const mcpAbout = "Serves the MCP tools execute, ping and check over stdin and stdout."
 
 // mcpFlags are rootgate mcp's flags.
 var mcpFlags = []clidoc.Flag{
@@ -23,7 +23,7 @@ var mcpFlags = []clidoc.Flag{
 	{Name: "host", Default: clidoc.List(nil), Usage: "`NAME=SOCKET`: another daemon, e.g. one forwarded with ssh -L (repeatable)"},
 }
 
-// cmdMCP serves the MCP tools execute and ping on stdin and stdout until
+// cmdMCP serves the MCP tools execute, ping and check on stdin and stdout until
 // the client closes stdin.
 func cmdMCP(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	stderr := e.stderr

@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 	"github.com/rootgate/rootgate/internal/testutil"
 )
@@ -213,9 +213,14 @@ var uuidRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 
 // checkResult compares a result field by field with want and the text
 // with wantText. An empty want.ID stands for any UUID, which ID in
-// wantText then stands for; "none" wants no id.
+// wantText then stands for; "none" wants no id. A policy rule in
+// want.DecidedBy adds its "decided by" line after wantText's first.
 func checkResult(t *testing.T, res *mcp.CallToolResult, text string, got, want mcpserver.Result, wantText string, wantError bool) {
 	t.Helper()
+	if d := want.DecidedBy; d != nil && d.By == "policy" {
+		first, rest, _ := strings.Cut(wantText, "\n")
+		wantText = first + "\ndecided by: the policy rule at " + d.Source + ": " + d.Rule + "\n" + rest
+	}
 	if want.ID == "" { // a request the daemon saw: any fresh UUID
 		if !uuidRe.MatchString(got.ID) {
 			t.Errorf("id %q is not a UUID", got.ID)
@@ -239,6 +244,12 @@ func checkResult(t *testing.T, res *mcp.CallToolResult, text string, got, want m
 
 func ptrTo[T any](v T) *T { return &v }
 
+// rule is the decided_by of line n of mcpPolicy.
+func (e *mcpEnv) rule(n int) *mcpserver.DecidedBy {
+	text := strings.TrimSpace(strings.Split(mcpPolicy, "\n")[n-1])
+	return &mcpserver.DecidedBy{By: "policy", Rule: text, Source: e.dir + "/policy:" + strconv.Itoa(n)}
+}
+
 func TestMCPExecute(t *testing.T) {
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0, "--max-text", "4096", "--host", "gone="+e.dir+"/nothing-here")
@@ -246,7 +257,7 @@ func TestMCPExecute(t *testing.T) {
 	t.Run("single command", func(t *testing.T) {
 		res, text, r := c.execute(t, map[string]any{"argv": []string{"sh", "-c", "echo out; echo err >&2"}, "reason": "e2e: one command"})
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "ok", Host: "local", ExitCode: ptrTo(0),
+			Status: "ok", Host: "local", ExitCode: ptrTo(0), DecidedBy: e.rule(3),
 			Stages:   []mcpserver.Stage{{ExitCode: 0, Stderr: textStream("err\n")}},
 			Stdout:   ptrTo(textStream("out\n")),
 			Pipeline: [][]string{{"sh", "-c", "echo out; echo err >&2"}},
@@ -266,7 +277,7 @@ err
 		pipe := [][]string{{"printf", `b\na\n`}, {"sort"}, {"sh", "-c", "cat; echo last >&2; exit 3"}}
 		res, text, r := c.execute(t, map[string]any{"pipeline": pipe, "reason": "e2e: pipeline"})
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "ok", Host: "local", ExitCode: ptrTo(3),
+			Status: "ok", Host: "local", ExitCode: ptrTo(3), DecidedBy: e.rule(3),
 			Stages: []mcpserver.Stage{
 				{ExitCode: 0, Stderr: textStream("")},
 				{ExitCode: 0, Stderr: textStream("")},
@@ -297,7 +308,7 @@ last
 			"stdin": "fed through MCP", "env": map[string]string{"LANG": "C.UTF-8"}})
 		out := "/tmp\nC.UTF-8\nfed through MCP"
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "ok", Host: "local", ExitCode: ptrTo(0),
+			Status: "ok", Host: "local", ExitCode: ptrTo(0), DecidedBy: e.rule(3),
 			Stages:   []mcpserver.Stage{{Stderr: textStream("")}},
 			Stdout:   ptrTo(textStream(out)),
 			Pipeline: [][]string{argv},
@@ -316,9 +327,9 @@ stderr: empty
 
 	t.Run("denied by policy", func(t *testing.T) {
 		res, text, r := c.execute(t, map[string]any{"argv": []string{"rm", "-rf", "/nonexistent"}, "reason": "e2e: denied"})
-		next := "This denial is final for this request: do not send it again unchanged. Tell the user what you wanted to do and why, and ask how to proceed."
+		next := "The operator's policy forbids this. Do not try to reach the same effect another way (through sh -c, another program, a script, or by splitting it into steps): that is what the rule forbids. Tell the user what you wanted to do and why, and ask them how to proceed."
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "denied", Host: "local", Message: "denied by policy rule at 1: deny  any  rm ...", Next: next,
+			Status: "denied", Host: "local", Message: "denied by policy rule at 1: deny  any  rm ...", Next: next, DecidedBy: e.rule(1),
 			Pipeline: [][]string{{"rm", "-rf", "/nonexistent"}},
 		}, "status: denied: denied by policy rule at 1: deny  any  rm ...\nhost: local, request id: ID\nnext: "+next+"\n", true)
 	})
@@ -328,7 +339,7 @@ stderr: empty
 		res, text, r := c.execute(t, map[string]any{"argv": argv, "reason": "e2e: too slow", "timeout": 0.5})
 		next := "The run was killed at its time limit; the output is what it wrote before. Ask again with a larger timeout only if the command really needs longer (rootgated's own limit still applies)."
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "timeout", Host: "local", Message: "run exceeded its time limit of 500ms", Next: next, TimeLimitHit: true,
+			Status: "timeout", Host: "local", Message: "run exceeded its time limit of 500ms", Next: next, TimeLimitHit: true, DecidedBy: e.rule(3),
 			ExitCode: ptrTo(143),
 			Stages:   []mcpserver.Stage{{ExitCode: 143, Signal: "SIGTERM", Stderr: textStream("")}},
 			Stdout:   ptrTo(textStream("started\n")),
@@ -355,7 +366,7 @@ next: `+next+"\n", true)
 		marker := "\n[... 9797 bytes cut here by rootgate mcp (bytes 2049 to 11845 of 13893); the first 2048 and the last 2048 bytes are shown ...]\n"
 		shown := full[:2048] + marker + full[13893-2048:]
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "ok", Host: "local", ExitCode: ptrTo(0),
+			Status: "ok", Host: "local", ExitCode: ptrTo(0), DecidedBy: e.rule(3),
 			Stages:   []mcpserver.Stage{{Stderr: textStream("")}},
 			Stdout:   &mcpserver.Stream{Bytes: 13893, SHA256: sha(full), Text: shown, OmittedBytes: 9797},
 			Pipeline: [][]string{{"seq", "3000"}},
@@ -373,7 +384,7 @@ stderr: empty
 		argv := []string{"printf", `\211PNG\r\n\032\n\000\000\000\rIHDR`}
 		res, text, r := c.execute(t, map[string]any{"argv": argv, "reason": "e2e: binary"})
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "ok", Host: "local", ExitCode: ptrTo(0),
+			Status: "ok", Host: "local", ExitCode: ptrTo(0), DecidedBy: e.rule(3),
 			Stages:   []mcpserver.Stage{{Stderr: textStream("")}},
 			Stdout:   &mcpserver.Stream{Bytes: 16, SHA256: sha(png), Binary: true, ContentType: "image/png"},
 			Pipeline: [][]string{argv},
@@ -387,7 +398,7 @@ stderr: empty
 		zeros := strings.Repeat("\x00", 4096)
 		res, text, r = c.execute(t, map[string]any{"argv": []string{"head", "-c", "4096", "/dev/zero"}, "reason": "e2e: zeros"})
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "ok", Host: "local", ExitCode: ptrTo(0),
+			Status: "ok", Host: "local", ExitCode: ptrTo(0), DecidedBy: e.rule(3),
 			Stages:   []mcpserver.Stage{{Stderr: textStream("")}},
 			Stdout:   &mcpserver.Stream{Bytes: 4096, SHA256: sha(zeros), Binary: true, ContentType: "application/octet-stream"},
 			Pipeline: [][]string{{"head", "-c", "4096", "/dev/zero"}},
@@ -404,7 +415,7 @@ stderr: empty
 		res, text, r := c.execute(t, map[string]any{"argv": argv, "reason": "e2e: latin-1"})
 		raw := "caf\xe9 cr\xe8me\n"
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "ok", Host: "local", ExitCode: ptrTo(0),
+			Status: "ok", Host: "local", ExitCode: ptrTo(0), DecidedBy: e.rule(3),
 			Stages:   []mcpserver.Stage{{Stderr: textStream("")}},
 			Stdout:   &mcpserver.Stream{Bytes: 11, SHA256: sha(raw), Text: `caf\xe9 cr\xe8me` + "\n", InvalidUTF8Bytes: 2},
 			Pipeline: [][]string{argv},
@@ -431,7 +442,7 @@ stderr: empty
 		sock := e.dir + "/nothing-here"
 		res, text, r := c.execute(t, map[string]any{"argv": []string{"id"}, "reason": "e2e: elsewhere", "host": "gone"})
 		msg := "cannot connect to " + sock + ": dial unix " + sock + ": connect: no such file or directory"
-		next := "No rootgated socket at " + sock + ". Ask the user to start rootgated (`sudo systemctl start rootgate.socket`, or `sudo rootgated --tty` in a terminal), then try again."
+		next := "Host gone's socket " + sock + " does not answer: the forward to that machine (e.g. its ssh -L) is down, or rootgated there is not running. Ask the user to restore the forward or start rootgated on gone, then check with ping."
 		checkResult(t, res, text, r, mcpserver.Result{Status: "error", Host: "gone", ID: "none", Message: msg, Next: next},
 			"status: error: "+msg+"\nhost: gone\nnext: "+next+"\n", true)
 	})
@@ -449,7 +460,7 @@ stderr: empty
 			{Host: "local", Socket: e.sock, Reachable: true, Version: "dev", Approver: "no", Next: noApprover},
 			{Host: "gone", Socket: sock, Approver: "unknown",
 				Message: "cannot connect to " + sock + ": dial unix " + sock + ": connect: no such file or directory",
-				Next:    "No rootgated socket at " + sock + ". Ask the user to start rootgated (`sudo systemctl start rootgate.socket`, or `sudo rootgated --tty` in a terminal), then try again."},
+				Next:    "Host gone's socket " + sock + " does not answer: the forward to that machine (e.g. its ssh -L) is down, or rootgated there is not running. Ask the user to restore the forward or start rootgated on gone, then check with ping."},
 		}
 		gb, _ := json.Marshal(r.Daemons)
 		wb, _ := json.Marshal(want)
@@ -482,7 +493,7 @@ func TestMCPUnprivileged(t *testing.T) {
 	argv := []string{"id", "-un"}
 	res, text, r := c.execute(t, map[string]any{"argv": argv, "reason": "e2e: who am I", "privileged": false})
 	checkResult(t, res, text, r, mcpserver.Result{
-		Status: "ok", Host: "local", ExitCode: ptrTo(0),
+		Status: "ok", Host: "local", ExitCode: ptrTo(0), DecidedBy: e.rule(3),
 		Stages:   []mcpserver.Stage{{Stderr: textStream("")}},
 		Stdout:   ptrTo(textStream("nobody\n")),
 		Pipeline: [][]string{argv},
@@ -506,7 +517,7 @@ stderr: empty
 // daemon's approver socket; it answers pings and hands on everything else.
 type testApprover struct {
 	conn net.Conn
-	msgs chan *approval.Message
+	msgs chan *remote.Message
 	mu   sync.Mutex // guards writes
 }
 
@@ -517,41 +528,41 @@ func attachApprover(t *testing.T, asock string) *testApprover {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	a := &testApprover{conn: conn, msgs: make(chan *approval.Message, 16)}
-	a.send(t, &approval.Message{Type: approval.MsgHello, Version: approval.ProtoVersion, Client: "e2e", Name: "e2e", Capabilities: []string{"terminal"}})
+	a := &testApprover{conn: conn, msgs: make(chan *remote.Message, 16)}
+	a.send(t, &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Client: "e2e", Name: "e2e", Capabilities: []string{"terminal"}})
 	go func() {
 		defer close(a.msgs)
 		br := bufio.NewReader(conn)
 		for {
-			m, err := approval.ReadMessage(br, approval.MaxDaemonLine)
+			m, err := remote.ReadMessage(br, remote.MaxDaemonLine)
 			if err != nil {
 				return
 			}
-			if m.Type == approval.MsgPing {
+			if m.Type == remote.MsgPing {
 				a.mu.Lock()
-				_ = approval.WriteMessage(conn, &approval.Message{Type: approval.MsgPong})
+				_ = remote.WriteMessage(conn, &remote.Message{Type: remote.MsgPong})
 				a.mu.Unlock()
 				continue
 			}
 			a.msgs <- m
 		}
 	}()
-	if m := a.next(t); m.Type != approval.MsgWelcome {
+	if m := a.next(t); m.Type != remote.MsgWelcome {
 		t.Fatalf("approver got %+v, want welcome", m)
 	}
 	return a
 }
 
-func (a *testApprover) send(t *testing.T, m *approval.Message) {
+func (a *testApprover) send(t *testing.T, m *remote.Message) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := approval.WriteMessage(a.conn, m); err != nil {
+	if err := remote.WriteMessage(a.conn, m); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (a *testApprover) next(t *testing.T) *approval.Message {
+func (a *testApprover) next(t *testing.T) *remote.Message {
 	t.Helper()
 	select {
 	case m, ok := <-a.msgs:
@@ -598,7 +609,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 	}()
 
 	prompt := a.next(t)
-	if prompt.Type != approval.MsgPrompt {
+	if prompt.Type != remote.MsgPrompt {
 		t.Fatalf("approver got %+v, want a prompt", prompt)
 	}
 	if prompt.Request.Reason != "e2e: wait, then be cancelled" || prompt.Request.Session != "mcp: e2e-agent" {
@@ -631,7 +642,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 
 	// Approved, the run starts; cancelling the call kills it.
 	yes := true
-	a.send(t, &approval.Message{Type: approval.MsgDecision, ID: prompt.ID, Hash: prompt.Hash, Approve: &yes})
+	a.send(t, &remote.Message{Type: remote.MsgDecision, ID: prompt.ID, Hash: prompt.Hash, Approve: &yes})
 	var pid int
 	waitFor(t, "the run to write its pid", func() bool {
 		b, err := os.ReadFile(pidFile)
@@ -656,7 +667,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 	})
 
 	// The approver is told how the approved run ended.
-	if m := a.next(t); m.Type != approval.MsgResult || m.ID != prompt.ID {
+	if m := a.next(t); m.Type != remote.MsgResult || m.ID != prompt.ID {
 		t.Errorf("approver got %+v, want the result of %s", m, prompt.ID)
 	}
 
@@ -688,12 +699,12 @@ func TestMCPWaitAndCancel(t *testing.T) {
 			"argv": []string{"env", "ASKME=1", "true"}, "reason": "e2e: abandoned"}})
 	}()
 	prompt = a.next(t)
-	if prompt.Type != approval.MsgPrompt || prompt.Request.Reason != "e2e: abandoned" {
+	if prompt.Type != remote.MsgPrompt || prompt.Request.Reason != "e2e: abandoned" {
 		t.Fatalf("approver got %+v, want the abandoned prompt", prompt)
 	}
 	stdin.Close()
 	go func() { exited <- cmd.Wait() }()
-	if m := a.next(t); m.Type != approval.MsgWithdraw || m.ID != prompt.ID || m.Reason != "client went away" {
+	if m := a.next(t); m.Type != remote.MsgWithdraw || m.ID != prompt.ID || m.Reason != "client went away" {
 		t.Errorf("approver got %+v, want the prompt withdrawn", m)
 	}
 	select {

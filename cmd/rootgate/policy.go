@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/pipeline"
 )
@@ -19,7 +20,7 @@ const exitBadPolicy = 1
 
 // policyAbout is the help of the policy commands.
 const policyAbout = `check reads the policy file as rootgated would at start or on reload
-(systemctl reload rootgate): FILE (default ` + approval.DefaultPolicyFile + `), then its
+(systemctl reload rootgate): FILE (default ` + policy.DefaultFile + `), then its
 drop-ins FILE.d/*.policy in name order, with the same ownership checks
 (root's, not writable by group or others). It prints one ok line and exits
 0, or the first error with its file and line and exits 1.
@@ -33,7 +34,7 @@ decision, 1 when the policy cannot be read.
 
 // policyTestFlags are rootgate policy test's flags.
 var policyTestFlags = []clidoc.Flag{
-	{Name: "policy", Default: approval.DefaultPolicyFile, Usage: "policy `file`; its drop-ins FILE.d/*.policy are read too"},
+	{Name: "policy", Default: policy.DefaultFile, Usage: "policy `file`; its drop-ins FILE.d/*.policy are read too"},
 	{Name: "user", Default: "", Usage: "the requester's user `name` (default: you)"},
 	{Name: "no-privilege", Default: false, Usage: "the request runs as the requester instead of root"},
 	{Name: "env", Default: clidoc.List(nil), Usage: "`KEY=VALUE` the request carries (repeatable)"},
@@ -60,7 +61,7 @@ func cmdPolicyCheck(_ context.Context, e *env, _ clidoc.Values, args []string) i
 		errorf(e.stderr, "unexpected argument %q", args[1])
 		return exitUsage
 	}
-	file := approval.DefaultPolicyFile
+	file := policy.DefaultFile
 	if len(args) == 1 {
 		// A file named is one to check: its absence is an error, while
 		// the daemon's default file may be missing (no rules).
@@ -70,7 +71,7 @@ func cmdPolicyCheck(_ context.Context, e *env, _ clidoc.Values, args []string) i
 			return exitBadPolicy
 		}
 	}
-	p, err := approval.LoadPolicyFiles(file, approval.LoadOptions{Trusted: true})
+	p, err := policy.LoadFiles(file, policy.LoadOptions{Trusted: true})
 	if err != nil {
 		errorf(e.stderr, "%v", err)
 		return exitBadPolicy
@@ -90,7 +91,7 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		errorWithHint(e.stderr, err.Error(), "rootgate policy test -- systemctl status nginx")
 		return exitUsage
 	}
-	s := approval.Subject{
+	s := policy.Subject{
 		Privileged: !fl.Bool("no-privilege"),
 		User:       fl.String("user"),
 		Session:    fl.String("session"),
@@ -123,7 +124,7 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		}
 		s.Paths = append(s.Paths, x.Path)
 	}
-	p, err := approval.LoadPolicyFiles(fl.String("policy"), approval.LoadOptions{})
+	p, err := policy.LoadFiles(fl.String("policy"), policy.LoadOptions{})
 	if err != nil {
 		errorf(e.stderr, "%v", err)
 		return exitBadPolicy
@@ -135,7 +136,7 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		if path == "" {
 			path = "not found"
 		}
-		fmt.Fprintf(e.stdout, "stage %d: %s (%s)\n", i+1, quoteWords(st.Argv), path)
+		fmt.Fprintf(e.stdout, "stage %d: %s (%s)\n", i+1, approval.QuoteArgv(st.Argv), path)
 		if st.Rule != nil {
 			fmt.Fprintf(e.stdout, "  %s by %s:%d: %s\n", st.Action, st.Rule.File, st.Rule.Line, st.Rule.Text)
 		} else {
@@ -150,13 +151,4 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		warningf(e.stderr, "%v: rootgated would refuse the request", err)
 	}
 	return exitOK
-}
-
-// quoteWords joins argv, each word quoted where it needs it.
-func quoteWords(argv []string) string {
-	q := make([]string, len(argv))
-	for i, w := range argv {
-		q[i] = approval.Quote(w)
-	}
-	return strings.Join(q, " ")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
@@ -123,12 +124,19 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 		return resp.Stages[len(resp.Stages)-1].ExitCode
 	case wire.StatusDenied:
 		sayf(stderr, "denied", "%s", resp.Message)
+		if d := resp.DecidedBy; d != nil && d.Note != "" {
+			sayf(stderr, "note", "%s wrote: %q", d.Approver, d.Note)
+		}
 		return exitDenied
 	case wire.StatusTimeout:
 		sayf(stderr, "timeout", "%s", resp.Message)
 		return exitTimeout
 	}
 	errorf(stderr, "%s", resp.Message)
+	if resp.Code == wire.CodeStaleTime && resp.DaemonTime != "" {
+		hintf(stderr, "rootgated's clock says %s, this machine's %s: if they differ, check time synchronisation (timedatectl) on both machines",
+			resp.DaemonTime, time.Now().UTC().Format(time.RFC3339))
+	}
 	return exitError
 }
 

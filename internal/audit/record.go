@@ -115,6 +115,9 @@ type Request struct {
 	StdinSHA256 string            `json:"stdin_sha256,omitempty"` // absent when there is no stdin
 	Timeout     string            `json:"timeout,omitempty"`      // the run time limit asked for
 	Version     string            `json:"version,omitempty"`      // the client's
+	// Check: a check request, evaluated against the policy and never
+	// asked about or run.
+	Check bool `json:"check,omitempty"`
 }
 
 // Line describes a raw request line without holding it.

@@ -25,6 +25,8 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
@@ -163,7 +165,7 @@ var flags = []clidoc.Flag{
 }
 
 // defaultPolicy is --policy's default.
-const defaultPolicy = approval.DefaultPolicyFile
+const defaultPolicy = policy.DefaultFile
 
 // parseOptions reads the flags parsed into v.
 func parseOptions(v clidoc.Values) options {
@@ -298,7 +300,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	}
 	logOut := stderr
 	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf}
-	var term *approval.Terminal
+	var term *terminal.Terminal
 	if o.tty {
 		var err error
 		if term, err = openTerminal(o.promptTimeout); err != nil {
@@ -321,7 +323,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		controllers = append(controllers, ttyOwner(term.In))
 		slices.Sort(controllers)
 		controllers = slices.Compact(controllers)
-		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Approver: term, Controllers: controllers})
+		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Via: "terminal", Approver: term, Controllers: controllers})
 		if who := approval.Uninvolved(controllers, userName); who != "" {
 			out.Warningf(logOut, "this terminal is not asked about requests from %s: they can control it", who)
 		}
@@ -333,14 +335,14 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		}
 	}
 
-	loadPolicy := func() (*approval.Policy, error) {
-		return approval.LoadPolicyFiles(o.policy, approval.LoadOptions{Trusted: true})
+	loadPolicy := func() (*policy.Policy, error) {
+		return policy.LoadFiles(o.policy, policy.LoadOptions{Trusted: true})
 	}
-	policy, err := loadPolicy()
+	pol, err := loadPolicy()
 	if err != nil {
 		return err
 	}
-	for _, r := range policy.AllowsAllPrivileged() {
+	for _, r := range pol.AllowsAllPrivileged() {
 		log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
 	}
 
@@ -358,7 +360,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	srv, err := daemon.New(daemon.Config{
 		Version:        version.String(),
 		RuntimeDir:     o.runtimeDir,
-		Policy:         policy,
+		Policy:         pol,
 		LoadPolicy:     loadPolicy,
 		Approver:       broker,
 		Broker:         broker,
@@ -398,7 +400,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 			}
 		}
 	}
-	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(policy.Rules))
+	log.Info("serving", "audit", o.audit, "socket", socket, "activated", activated, "approvers", aln != nil, "version", version.String(), "tty", o.tty, "policy_rules", len(pol.Rules))
 	if o.tty {
 		out.Sayf(logOut, "ready", "prompts appear here; in another terminal, try:")
 		fmt.Fprintf(logOut, "  sudo %s\n", firstRequest(socket))
@@ -507,12 +509,12 @@ func userName(uid int) string {
 }
 
 // openTerminal opens the daemon's controlling terminal for prompts.
-func openTerminal(timeout time.Duration) (*approval.Terminal, error) {
+func openTerminal(timeout time.Duration) (*terminal.Terminal, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--tty: no controlling terminal: %w", err)
 	}
-	return &approval.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
+	return &terminal.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
 }
 
 // firstRequest is the command a newcomer can paste to try the daemon.

@@ -41,7 +41,23 @@ func docExamples(t *testing.T) map[string]string {
 		Stages: []wire.StageResult{{}}, Stdout: []byte("Bienvenue \xe0 bord\n")})
 	binary := result([][]string{{"cat", "/var/lib/app/logo.png"}}, &wire.Response{Status: wire.StatusOK,
 		Stages: []wire.StageResult{{}}, Stdout: []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10")})
-	denied := result([][]string{{"rm", "-rf", "/var/lib/app"}}, &wire.Response{Status: wire.StatusDenied, Message: "denied by operator root on pts/3"})
+	denied := result([][]string{{"rm", "-rf", "/var/lib/app"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeDeniedByOperator, Message: "denied by operator root on pts/3",
+		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPerson, Approver: "root (uid 0) on pts/3", Via: "remote", Note: "not the data dir: clean /var/cache/app instead"}})
+	policyDenied := result([][]string{{"rm", "-rf", "/"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeDeniedByPolicy, Message: "denied by policy rule at 1: deny any rm -rf /",
+		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: "deny any rm -rf /", Source: "/etc/rootgate/policy:1"}})
+	earlier := result([][]string{{"journalctl", "-u", "nginx"}, {"tail", "-n", "1"}}, &wire.Response{Status: wire.StatusOK,
+		Stages:    []wire.StageResult{{ExitCode: 1, Stderr: []byte("Failed to open journal: Permission denied\n")}, {}},
+		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: "allow unprivileged ...", Source: "/etc/rootgate/policy:3"}})
+	killed := result([][]string{{"apt-get", "upgrade", "-y"}}, &wire.Response{Status: wire.StatusError, Code: wire.CodeKilledStopping, Message: wire.ErrKilledStopping.Error(),
+		Stages: []wire.StageResult{{ExitCode: 143, Signal: "SIGTERM"}}, Stdout: []byte("Unpacking libc6 (2.39-0ubuntu8.4) over (2.39-0ubuntu8.3) ...\n"),
+		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPerson, Approver: "root (uid 0) on pts/3", Via: "remote"}})
+	stale := result([][]string{{"id"}}, &wire.Response{Status: wire.StatusError, Code: wire.CodeStaleTime, Message: "request too old: 95s (max 60s)", DaemonTime: "2026-02-13T14:31:35Z"})
+	stale.ClientTime = "2026-02-13T14:30:00Z"
+	stale.Next = staleHint(stale.DaemonTime, stale.ClientTime)
+	checked := &CheckResult{Status: wire.StatusOK, Check: wire.CheckAllow, Host: LocalHost, Message: "the policy allows this request without asking",
+		DecidedBy: &DecidedBy{By: wire.DecidedByPolicy, Rule: "allow privileged systemctl status [a-z0-9]*", Source: "/etc/rootgate/policy:4"},
+		Next:      "execute runs this without asking anyone, sent in exactly this form (same command, arguments, privileged, env and host).",
+		Pipeline:  [][]string{{"systemctl", "status", "nginx"}}}
 	noApprover := result([][]string{{"apt-get", "install", "-y", "nginx"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeNoApprover, Message: `no approver attached: run "sudo rootgate approve" in a terminal`})
 	slow := result([][]string{{"apt-get", "upgrade", "-y"}}, &wire.Response{Status: wire.StatusTimeout, Message: "run exceeded its time limit of 1m0s",
 		Stages: []wire.StageResult{{ExitCode: 143, Signal: "SIGTERM"}}, Stdout: []byte("Reading package lists...\n")})
@@ -58,7 +74,7 @@ func docExamples(t *testing.T) map[string]string {
 		{Host: "local", Socket: cfg.Socket, Reachable: true, Version: "1.0.0", Approver: "yes"},
 		{Host: "web1", Socket: cfg.Hosts["web1"], Approver: "unknown",
 			Message: "cannot connect to " + cfg.Hosts["web1"] + ": dial unix " + cfg.Hosts["web1"] + ": connect: connection refused",
-			Next:    connectionHint(cfg.Hosts["web1"], &client.ConnectError{Err: syscall.ECONNREFUSED})},
+			Next:    connectionHint("web1", cfg.Hosts["web1"], &client.ConnectError{Err: syscall.ECONNREFUSED})},
 	}}
 	pingText, _ := ping.text()
 	return map[string]string{
@@ -71,6 +87,13 @@ func docExamples(t *testing.T) map[string]string {
 		"result-latin1":        latin1.text(),
 		"result-binary":        binary.text(),
 		"result-denied":        denied.text(),
+		"result-policy-denied": policyDenied.text(),
+		"result-earlier-stage": earlier.text(),
+		"result-killed":        killed.text(),
+		"result-stale-time":    stale.text(),
+		"check-input-schema":   indent(checkTool(cfg).InputSchema),
+		"check":                checked.text(),
+		"check-json":           indent(checked),
 		"result-no-approver":   noApprover.text(),
 		"result-time-limit":    slow.text(),
 		"result-no-daemon":     connErr.text(),
@@ -124,7 +147,7 @@ func TestDocs(t *testing.T) {
 			t.Errorf("docs/mcp.md lacks the generated block %q:\n<!-- generated: %s -->\n%s", name, name, w)
 		}
 	}
-	for _, v := range []any{Result{}, Stage{}, Stream{}, DaemonStatus{}} {
+	for _, v := range []any{Result{}, Stage{}, Stream{}, DaemonStatus{}, DecidedBy{}, CheckResult{}} {
 		rt := reflect.TypeOf(v)
 		for i := range rt.NumField() {
 			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")

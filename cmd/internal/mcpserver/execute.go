@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -80,7 +82,7 @@ func executeSchema(cfg *Config) *jsonschema.Schema {
 				Description: "Text fed to the first command's standard input (otherwise it reads nothing). The approver sees its size and a preview.",
 			},
 			"timeout": {
-				Type: "number", ExclusiveMinimum: ptr(0.0),
+				Type: "number", ExclusiveMinimum: ptr(0.0), Maximum: ptr(float64(wire.MaxTimeoutSeconds)),
 				Description: "Run time limit in seconds; the run is killed when it passes. It can only lower the daemon's own limit (300 s by default). The time waiting for approval does not count.",
 			},
 			"forward_agent": {
@@ -152,12 +154,15 @@ func parseExecute(raw json.RawMessage, resolved *jsonschema.Resolved) (*ExecuteI
 	if r, ok := fields["reason"]; !ok || isNull("reason") || string(bytes.TrimSpace(r)) == `""` {
 		return nil, &inputError{"reason is missing: say in a sentence or two what the command does and why you need it; the approver reads it"}
 	}
+	if err := checkEarly(fields); err != nil {
+		return nil, err
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, &inputError{"the arguments are not valid JSON"}
 	}
 	if err := resolved.Validate(v); err != nil {
-		return nil, &inputError{"invalid arguments: " + strings.TrimPrefix(err.Error(), "validating root: ") + " (see the input schema's descriptions)"}
+		return nil, &inputError{"invalid arguments: " + cutValues(strings.TrimPrefix(err.Error(), "validating root: "), v) + " (see the input schema's descriptions)"}
 	}
 	// The schema saw the arguments as a generic value: a repeated key, or
 	// an escaped lone surrogate (which decodes to U+FFFD), it cannot see.
@@ -171,6 +176,63 @@ func parseExecute(raw json.RawMessage, resolved *jsonschema.Resolved) (*ExecuteI
 		return nil, &inputError{"invalid arguments: " + err.Error()}
 	}
 	return &in, nil
+}
+
+// checkEarly gives the arguments whose schema errors would mislead their
+// own messages: a reason of blanks only (the schema's minLength passes
+// it), and a timeout out of range (the schema's words print a rational
+// such as 0/1).
+func checkEarly(fields map[string]json.RawMessage) error {
+	var reason string
+	if json.Unmarshal(fields["reason"], &reason) == nil && strings.TrimSpace(reason) == "" {
+		return &inputError{"reason is blank (only spaces or line breaks): say in a sentence or two what the command does and why you need it; the approver reads it"}
+	}
+	raw, ok := fields["timeout"]
+	if !ok {
+		return nil
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
+		return nil // not a number: the schema says so
+	}
+	switch {
+	case f <= 0:
+		return &inputError{fmt.Sprintf("timeout must be more than 0 seconds (got %s); leave it out for rootgated's own limit", strconv.FormatFloat(f, 'g', -1, 64))}
+	case f > wire.MaxTimeoutSeconds:
+		return &inputError{fmt.Sprintf("timeout must be at most %d seconds (a year; got %s); rootgated lowers it to its own limit (300 s by default) anyway, so leave it out for that limit",
+			wire.MaxTimeoutSeconds, strconv.FormatFloat(f, 'g', -1, 64))}
+	}
+	return nil
+}
+
+// maxEchoed is how many characters of a value an error message repeats.
+const maxEchoed = 64
+
+// cutValues shortens, in a schema error message, every string of the
+// arguments v longer than maxEchoed characters: its head, and how long it
+// is.
+func cutValues(msg string, v any) string {
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			if utf8.RuneCountInString(v) > maxEchoed && strings.Contains(msg, v) {
+				head := []rune(v)[:maxEchoed]
+				msg = strings.ReplaceAll(msg, v, fmt.Sprintf("%s… (%d characters in all)", string(head), utf8.RuneCountInString(v)))
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				walk(k)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return msg
 }
 
 // execute handles a call of the execute tool.
@@ -200,7 +262,11 @@ func (h *handler) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		}
 		return resultOf(connectionResult(host, socket, err)), nil
 	}
-	return resultOf(render(host, socket, out.Pipeline, resp, h.cfg.MaxText)), nil
+	r := render(host, socket, out.Pipeline, resp, h.cfg.MaxText)
+	if resp.Code == wire.CodeEnvNotAllowed {
+		r.Next = envHint(in.Env)
+	}
+	return resultOf(r), nil
 }
 
 // buildRequest turns the arguments into a wire request.
@@ -209,7 +275,7 @@ func (h *handler) buildRequest(req *mcp.CallToolRequest, in *ExecuteInput) *wire
 	// when the daemon would accept it as a session.
 	session := "mcp"
 	if p := req.Session.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
-		if s := "mcp: " + p.ClientInfo.Name; utf8.RuneCountInString(s) <= wire.MaxSessionLen && wire.Displayable(s, false) {
+		if s := "mcp: " + p.ClientInfo.Name; utf8.RuneCountInString(s) <= wire.MaxSessionLen && termsafe.String(s, false) {
 			session = s
 		}
 	}
@@ -274,13 +340,17 @@ func (h *handler) progress(ctx context.Context, req *mcp.CallToolRequest, host s
 // No id: the daemon never saw the request.
 func connectionResult(host, socket string, err error) *Result {
 	r := &Result{Status: wire.StatusError, Host: host, Message: err.Error()}
-	r.Next = connectionHint(socket, err)
+	r.Next = connectionHint(host, socket, err)
 	return r
 }
 
-func connectionHint(socket string, err error) string {
+func connectionHint(host, socket string, err error) string {
 	var ce *client.ConnectError
 	switch {
+	case host != "" && host != LocalHost && errors.As(err, &ce) && (errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)):
+		// A --host socket is most often a forward (ssh -L) to another
+		// machine: starting the local daemon would not help.
+		return fmt.Sprintf("Host %s's socket %s does not answer: the forward to that machine (e.g. its ssh -L) is down, or rootgated there is not running. Ask the user to restore the forward or start rootgated on %s, then check with ping.", host, socket, host)
 	case errors.As(err, &ce) && errors.Is(err, os.ErrPermission):
 		return fmt.Sprintf("This user may not use %s: only root and members of group rootgate may. Ask the user to run `sudo usermod -aG rootgate $USER`, then restart this MCP server from a new login session.", socket)
 	case errors.As(err, &ce) && errors.Is(err, os.ErrNotExist):

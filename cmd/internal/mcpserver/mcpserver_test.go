@@ -50,7 +50,7 @@ func TestToolsList(t *testing.T) {
 	for _, tl := range res.Tools {
 		tools[tl.Name] = tl
 	}
-	if len(tools) != 2 || tools["execute"] == nil || tools["ping"] == nil {
+	if len(tools) != 3 || tools["execute"] == nil || tools["ping"] == nil || tools["check"] == nil {
 		t.Fatalf("tools: %v", tools)
 	}
 	if init := cs.InitializeResult(); !strings.Contains(init.Instructions, "never send the same request again unchanged") ||
@@ -196,6 +196,14 @@ func TestExecuteRejectsBadArguments(t *testing.T) {
 		{"no reason", `{"argv":["ls"]}`, `reason is missing: say in a sentence or two what the command does and why you need it; the approver reads it`},
 		{"empty reason", `{"argv":["ls"],"reason":""}`, `reason is missing: say in a sentence or two what the command does and why you need it; the approver reads it`},
 		{"null reason", `{"argv":["ls"],"reason":null}`, `reason is missing: say in a sentence or two what the command does and why you need it; the approver reads it`},
+		{"blank reason", `{"argv":["ls"],"reason":" \n\t "}`, `reason is blank (only spaces or line breaks): say in a sentence or two what the command does and why you need it; the approver reads it`},
+		{"zero timeout", `{"argv":["ls"],"reason":"r","timeout":0}`, `timeout must be more than 0 seconds (got 0); leave it out for rootgated's own limit`},
+		{"negative timeout", `{"argv":["ls"],"reason":"r","timeout":-0.5}`, `timeout must be more than 0 seconds (got -0.5); leave it out for rootgated's own limit`},
+		{"huge timeout", `{"argv":["ls"],"reason":"r","timeout":1e9}`, `timeout must be at most 31536000 seconds (a year; got 1e+09); rootgated lowers it to its own limit (300 s by default) anyway, so leave it out for that limit`},
+		{"long reason", `{"argv":["ls"],"reason":"` + strings.Repeat("a", 5000) + `"}`,
+			`invalid arguments: validating /properties/reason: maxLength: "` + strings.Repeat("a", 64) + `… (5000 characters in all)" contains 5000 Unicode code points, more than 4096 (see the input schema's descriptions)`},
+		{"long host", `{"argv":["ls"],"reason":"r","host":"` + strings.Repeat("h", 5000) + `"}`,
+			`invalid arguments: validating /properties/host: enum: ` + strings.Repeat("h", 64) + `… (5000 characters in all) does not equal any of: [local] (see the input schema's descriptions)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := call(t, cs, "execute", json.RawMessage(tc.args))
@@ -216,7 +224,6 @@ func TestExecuteRejectsBadArguments(t *testing.T) {
 		{"look-alike field", `{"argv":["ls"],"reason":"r","Privileged":false}`, "Privileged"},
 		{"repeated field", `{"argv":["id"],"argv":["ls"],"reason":"r"}`, `duplicate field "argv"`},
 		{"lone surrogate", `{"argv":["ls","\ud800"],"reason":"r"}`, `argv[1] contains an escaped lone surrogate`},
-		{"zero timeout", `{"argv":["ls"],"reason":"r","timeout":0}`, "exclusiveMinimum"},
 		{"unknown host", `{"argv":["ls"],"reason":"r","host":"web9"}`, "enum"},
 		{"17 stages", `{"pipeline":[["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"],["a"]],"reason":"r"}`, "maxItems"},
 	} {
@@ -287,9 +294,21 @@ func TestPingWithoutDaemon(t *testing.T) {
 	if want := "local: not reachable on " + sock + ": " + d.Message + "\nnext: " + d.Next + "\n"; text(t, res) != want {
 		t.Errorf("text %q\nwant %q", text(t, res), want)
 	}
-	if res := call(t, cs, "ping", json.RawMessage(`{"host":"web1"}`)); !res.IsError || !strings.HasPrefix(text(t, res), "invalid arguments: ") {
-		t.Errorf("unknown host: %v", text(t, res))
+	// Argument errors carry a structured result too, valid by the schema.
+	res = call(t, cs, "ping", json.RawMessage(`{"host":"web1"}`))
+	var bad mcpserver.PingResult
+	remarshal(t, res.StructuredContent, &bad)
+	wantMsg := "invalid arguments: validating /properties/host: enum: web1 does not equal any of: [local]"
+	wantNext := `Nothing was asked. Call ping with {} for every host, or with {"host": one of local}.`
+	if !res.IsError || bad.Daemons == nil || len(bad.Daemons) != 0 || bad.Message != wantMsg || bad.Next != wantNext ||
+		text(t, res) != "status: error: "+wantMsg+"\nnext: "+wantNext+"\n" {
+		t.Errorf("unknown host: %+v\n%s", bad, text(t, res))
 	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate(t, tools.Tools[slices.IndexFunc(tools.Tools, func(t *mcp.Tool) bool { return t.Name == "ping" })], res.StructuredContent)
 }
 
 // fakeSocket listens on a fresh socket and answers every connection with

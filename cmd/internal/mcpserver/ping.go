@@ -15,7 +15,9 @@ import (
 
 // PingResult is the ping tool's structured result.
 type PingResult struct {
-	Daemons []DaemonStatus `json:"daemons" jsonschema:"one entry per host asked"`
+	Daemons []DaemonStatus `json:"daemons" jsonschema:"one entry per host asked; empty when the arguments were refused"`
+	Message string         `json:"message,omitempty" jsonschema:"why the arguments were refused (nothing was asked)"`
+	Next    string         `json:"next,omitempty" jsonschema:"what to do about it"`
 }
 
 // DaemonStatus is what a ping learnt about one daemon.
@@ -70,8 +72,15 @@ func (h *handler) ping(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 			err = json.Unmarshal(a, &in)
 		}
 		if err != nil {
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
-				Text: fmt.Sprintf("invalid arguments: %v; give {} or {\"host\": one of %s}", err, strings.Join(h.cfg.hostNames(), ", ")),
+			res := PingResult{Daemons: []DaemonStatus{},
+				Message: "invalid arguments: " + cutValues(strings.TrimPrefix(err.Error(), "validating root: "), v),
+				Next:    fmt.Sprintf("Nothing was asked. Call ping with {} for every host, or with {\"host\": one of %s}.", strings.Join(h.cfg.hostNames(), ", "))}
+			raw, err := json.Marshal(&res)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{IsError: true, StructuredContent: json.RawMessage(raw), Content: []mcp.Content{&mcp.TextContent{
+				Text: "status: error: " + res.Message + "\nnext: " + res.Next + "\n",
 			}}}, nil
 		}
 	}
@@ -121,16 +130,16 @@ func pingOne(ctx context.Context, host, socket string, timeout time.Duration) Da
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer within %s", timeout)
 			d.Message = err.Error()
-			d.Next = connectionHint(socket, context.DeadlineExceeded)
+			d.Next = connectionHint(host, socket, context.DeadlineExceeded)
 			return d
 		}
 		d.Message = err.Error()
-		d.Next = connectionHint(socket, err)
+		d.Next = connectionHint(host, socket, err)
 		return d
 	}
 	if resp.Status != wire.StatusOK {
 		d.Message = fmt.Sprintf("rootgated answered %s: %s", resp.Status, resp.Message)
-		d.Next = errorHint(socket, resp)
+		d.Next = errorHint(host, socket, resp)
 		return d
 	}
 	d.Reachable = true

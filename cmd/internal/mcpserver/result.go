@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,6 +28,45 @@ type Result struct {
 	Stages       []Stage    `json:"stages,omitempty" jsonschema:"one entry per command of the pipeline, in order, when it ran"`
 	Stdout       *Stream    `json:"stdout,omitempty" jsonschema:"the last stage's standard output, when it ran"`
 	Pipeline     [][]string `json:"pipeline,omitempty" jsonschema:"the commands as sent"`
+
+	// What happened, said plainly (issue 14).
+	DecidedBy      *DecidedBy `json:"decided_by,omitempty" jsonschema:"who decided the request: a policy rule (pre-approved forms run without asking: prefer them) or a person, with the note they typed when denying"`
+	KilledStopping bool       `json:"killed_stopping,omitempty" jsonschema:"the command had started and was killed because rootgated stopped; stages and stdout hold what it wrote before. It may have done part of its work: do not assume it did not run"`
+	DaemonTime     string     `json:"daemon_time,omitempty" jsonschema:"on a refusal for the request's time: rootgated's clock (RFC 3339, UTC)"`
+	ClientTime     string     `json:"client_time,omitempty" jsonschema:"on a refusal for the request's time: this machine's clock when the answer came (RFC 3339, UTC)"`
+}
+
+// DecidedBy says who decided a request.
+type DecidedBy struct {
+	By       string `json:"by" jsonschema:"policy: a rule of the operator's policy file; person: someone at an approver"`
+	Rule     string `json:"rule,omitempty" jsonschema:"the policy rule's text"`
+	Source   string `json:"source,omitempty" jsonschema:"the policy rule's file and line"`
+	Approver string `json:"approver,omitempty" jsonschema:"the person who decided, with their uid and where they sat"`
+	Via      string `json:"via,omitempty" jsonschema:"terminal (the daemon's own --tty) or remote (an attached approver client)"`
+	Note     string `json:"note,omitempty" jsonschema:"what the person who denied wrote to you"`
+}
+
+// decidedBy converts the daemon's decided_by.
+func decidedBy(d *wire.DecidedBy) *DecidedBy {
+	if d == nil {
+		return nil
+	}
+	return &DecidedBy{By: d.By, Rule: d.Rule, Source: d.Source, Approver: d.Approver, Via: d.Via, Note: d.Note}
+}
+
+// text says who decided, in one line.
+func (d *DecidedBy) text() string {
+	switch d.By {
+	case wire.DecidedByPolicy:
+		return fmt.Sprintf("the policy rule at %s: %s", d.Source, d.Rule)
+	case wire.DecidedByPerson:
+		s := d.Approver
+		if d.Via != "" {
+			s += " (" + d.Via + ")"
+		}
+		return s
+	}
+	return d.By
 }
 
 // Stage is one command's outcome.
@@ -76,7 +117,7 @@ func inputResult(err error) *Result {
 
 // render turns the daemon's answer into a result.
 func render(host, socket string, pipeline [][]string, resp *wire.Response, maxText int) *Result {
-	r := &Result{Status: resp.Status, Host: host, ID: resp.ID, Message: resp.Message, Pipeline: pipeline}
+	r := &Result{Status: resp.Status, Host: host, ID: resp.ID, Message: resp.Message, Pipeline: pipeline, DecidedBy: decidedBy(resp.DecidedBy)}
 	switch resp.Status {
 	case wire.StatusOK, wire.StatusDenied, wire.StatusTimeout, wire.StatusError:
 	default:
@@ -108,8 +149,13 @@ func render(host, socket string, pipeline [][]string, resp *wire.Response, maxTe
 			r.Next = "No one is there to approve. Ask the user to run `sudo rootgate approve` in a terminal, then send the request again."
 		case wire.CodeNoEligibleApprover:
 			r.Next = "Every attached approver is in a terminal or session your own account can control, so rootgate will not ask them (you could answer for the user). Do not retry: tell the user to run you under an account of your own (README \"Secure setup\")."
+		case wire.CodeDeniedByPolicy:
+			r.Next = "The operator's policy forbids this. Do not try to reach the same effect another way (through sh -c, another program, a script, or by splitting it into steps): that is what the rule forbids. Tell the user what you wanted to do and why, and ask them how to proceed."
 		default:
-			r.Next = "This denial is final for this request: do not send it again unchanged. Tell the user what you wanted to do and why, and ask how to proceed."
+			r.Next = "This denial is final for this request: do not send it again unchanged, and do not try to reach the same effect another way (through sh -c, another program or a script). Tell the user what you wanted to do and why, and ask how to proceed."
+			if r.DecidedBy != nil && r.DecidedBy.Note != "" {
+				r.Next = "The person who denied it wrote a note (in decided_by): take it into account. " + r.Next
+			}
 		}
 	case wire.StatusTimeout:
 		if resp.Code == wire.CodeRunTimeout || resp.Code == "" && resp.HasRun() {
@@ -119,30 +165,67 @@ func render(host, socket string, pipeline [][]string, resp *wire.Response, maxTe
 			r.Next = "No one decided in time. Ask the user whether they saw the request before sending it again."
 		}
 	case wire.StatusError:
-		r.Next = errorHint(socket, resp)
+		r.Next = errorHint(host, socket, resp)
+		switch resp.Code {
+		case wire.CodeKilledStopping:
+			r.KilledStopping = true
+			r.Next = "rootgated stopped while the command ran and killed it: the command HAD STARTED and may have done part of its work; below is what it wrote. Do not assume it did not run: check the state it changes (e.g. with a read-only command) before deciding whether to send it again, once ping says rootgated is back."
+		case wire.CodeStaleTime:
+			r.DaemonTime = resp.DaemonTime
+			r.ClientTime = time.Now().UTC().Format(time.RFC3339)
+			if r.DaemonTime != "" {
+				r.Next = staleHint(r.DaemonTime, r.ClientTime)
+			}
+		}
 	}
 	return r
 }
 
+// staleHint says what to do about a request refused for its time, with
+// both clocks.
+func staleHint(daemonTime, clientTime string) string {
+	return fmt.Sprintf("rootgated's clock says %s, this machine's %s. If they differ by more than a few seconds, the clocks are out of sync: ask the user to check time synchronisation (timedatectl, NTP) on both machines. If they agree, the request was delayed on its way: send it again.", daemonTime, clientTime)
+}
+
+// envHint says which of the env keys sent rootgated's default allowlist
+// refuses, and which keys it allows.
+func envHint(env map[string]string) string {
+	allow := wire.DefaultEnvAllow()
+	var refused []string
+	for k := range env {
+		if wire.CodeOf(wire.EnvPolicy(allow).Check(map[string]string{k: env[k]})) == wire.CodeEnvNotAllowed {
+			refused = append(refused, k)
+		}
+	}
+	slices.Sort(refused)
+	s := "Only allowlisted environment variables may be set. "
+	if len(refused) > 0 {
+		s += "Refused: " + strings.Join(refused, ", ") + ". "
+	}
+	return s + "Allowed (rootgated's default list; the operator may have changed it): " + strings.Join(allow, ", ") + ". Never PATH, LD_* or SSH_AUTH_SOCK (use forward_agent). Leave the refused keys out and send the request again."
+}
+
 // errorHint says what to do about an error answer, by its code.
-func errorHint(socket string, resp *wire.Response) string {
+func errorHint(host, socket string, resp *wire.Response) string {
 	switch resp.Code {
 	case "":
 		return fmt.Sprintf("rootgated on %s is older than this rootgate mcp (its answer carries no code). Correct the request as the message says, or ask the user to install the same release of rootgate and rootgated.", socket)
 	case wire.CodeUnknownField:
 		return fmt.Sprintf("rootgated on %s is older than this rootgate mcp and does not know a field the message names: leave out that argument, or ask the user to upgrade rootgated.", socket)
+	case wire.CodeEnvNotAllowed:
+		return envHint(nil)
 	case wire.CodeNotFound:
 		return "Programs are looked up in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin, not in your PATH: check the name, give an absolute path, or check that the program is installed."
-	case wire.CodeEnvNotAllowed:
-		return "Only allowlisted environment variables may be set (LANG, LC_*, TZ, TERM, DEBIAN_FRONTEND, proxies and a few more); leave that one out."
 	case wire.CodeTooLarge:
 		return "The request is over 1 MiB, most likely because of stdin: send less (about 700 KiB of stdin fit), or let the command read a file instead."
 	case wire.CodeStopping:
 		return "rootgated is shutting down. Wait until it is started again (check with ping), then send the request again."
-	case wire.CodeBusy, wire.CodeRateLimit:
-		return "rootgated has too many requests in flight. Wait a little, then try again."
+	case wire.CodeBusy:
+		return "rootgated has too many connections in flight. Wait a little, then try again."
+	case wire.CodeRateLimit:
+		return "Too many of your requests are waiting for a person, or you asked too often. Wait until the requests already sent are decided, then retry later; do not send more meanwhile."
 	case wire.CodeStaleTime:
-		return "This machine's clock and rootgated's differ by more than rootgated allows. Ask the user to check the clocks (timedatectl)."
+		return "This machine's clock and rootgated's differ by more than rootgated allows. Ask the user to check time synchronisation (timedatectl, NTP) on both machines."
 	case wire.CodeNoAgent:
 		return "forward_agent needs an approver who offers an SSH agent: ask the user to start `rootgate approve --forward-agent`, or do without forward_agent."
 	}
@@ -238,13 +321,29 @@ func (r *Result) text() string {
 	var sb strings.Builder
 	switch r.Status {
 	case wire.StatusOK:
-		if *r.ExitCode == 0 {
+		failed := r.failedStages()
+		switch {
+		case *r.ExitCode == 0 && failed == "":
 			fmt.Fprintf(&sb, "status: ok: approved and run; exit code 0\n")
-		} else {
+		case *r.ExitCode == 0:
+			fmt.Fprintf(&sb, "status: ok: approved and run; the last command exited with code 0, but %s\n", failed)
+		default:
 			fmt.Fprintf(&sb, "status: ok: approved and run, but the last command exited with code %d\n", *r.ExitCode)
 		}
 	default:
 		fmt.Fprintf(&sb, "status: %s: %s\n", r.Status, r.Message)
+	}
+	if r.DecidedBy != nil {
+		fmt.Fprintf(&sb, "decided by: %s\n", r.DecidedBy.text())
+		if r.DecidedBy.Note != "" {
+			fmt.Fprintf(&sb, "note from %s: %q\n", r.DecidedBy.Approver, r.DecidedBy.Note)
+		}
+	}
+	if r.KilledStopping {
+		sb.WriteString("the command had started when rootgated stopped and killed it; below is what it wrote before\n")
+	}
+	if r.DaemonTime != "" {
+		fmt.Fprintf(&sb, "rootgated's clock: %s; this machine's clock: %s\n", r.DaemonTime, r.ClientTime)
 	}
 	switch {
 	case r.ID != "":
@@ -306,6 +405,24 @@ func writeStream(sb *strings.Builder, name string, s *Stream) {
 	if s.DaemonTruncated {
 		fmt.Fprintf(sb, "%s was cut by rootgated at 16 MiB: only the first %d bytes were captured, the rest was discarded\n", name, wire.MaxCapture)
 	}
+}
+
+// failedStages names the stages before the last that failed (a non-zero
+// exit code or a signal), e.g. "stage 1 exited with code 2", or "".
+func (r *Result) failedStages() string {
+	var parts []string
+	for i, st := range r.Stages {
+		if i == len(r.Stages)-1 {
+			break
+		}
+		switch {
+		case st.Signal != "":
+			parts = append(parts, fmt.Sprintf("stage %d was killed by %s (exit code %d)", i+1, st.Signal, st.ExitCode))
+		case st.ExitCode != 0:
+			parts = append(parts, fmt.Sprintf("stage %d exited with code %d", i+1, st.ExitCode))
+		}
+	}
+	return strings.Join(parts, " and ")
 }
 
 // plural writes n and the noun, with an s unless n is 1.

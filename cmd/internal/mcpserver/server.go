@@ -1,5 +1,5 @@
 // Package mcpserver is rootgate's MCP server: it offers an AI agent the
-// tools execute and ping, turns each execute call into one request to a
+// tools execute, ping and check, turns each execute call into one request to a
 // rootgated socket, and renders the answer for a model to read.
 //
 // Build a server with [New] and run it on a transport (stdio for
@@ -101,9 +101,9 @@ Use the execute tool instead of your own shell when a command needs root (instal
 
 A person reads every request: give an honest, specific reason saying what the command does and why you need it. A denial is final for that request: never send the same request again unchanged. Explain what you wanted to the user and ask how to proceed. If no approver is attached, ask the user to run "sudo rootgate approve" in a terminal.
 
-Use the ping tool to check that rootgated is reachable and an approver is attached before your first request, or when execute reports a connection error.`
+Use the ping tool to check that rootgated is reachable and an approver is attached before your first request, or when execute reports a connection error. Use the check tool to learn whether the policy runs a command without asking, asks a person, or denies it, and prefer the forms it allows.`
 
-// New returns an MCP server offering execute and ping with cfg.
+// New returns an MCP server offering execute, ping and check with cfg.
 func New(cfg Config) *mcp.Server {
 	if cfg.MaxText <= 0 {
 		cfg.MaxText = DefaultMaxText
@@ -116,10 +116,11 @@ func New(cfg Config) *mcp.Server {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "rootgate", Title: "rootgate", Version: version.String()},
 		&mcp.ServerOptions{Instructions: Instructions})
-	exec, ping := executeTool(&cfg), pingTool(&cfg)
-	h := &handler{cfg: cfg, executeResolved: mustResolve(exec), pingResolved: mustResolve(ping)}
+	exec, ping, check := executeTool(&cfg), pingTool(&cfg), checkTool(&cfg)
+	h := &handler{cfg: cfg, executeResolved: mustResolve(exec), pingResolved: mustResolve(ping), checkResolved: mustResolve(check)}
 	s.AddTool(exec, h.execute)
 	s.AddTool(ping, h.ping)
+	s.AddTool(check, h.check)
 	return s
 }
 
@@ -136,4 +137,5 @@ type handler struct {
 	cfg             Config
 	executeResolved *jsonschema.Resolved
 	pingResolved    *jsonschema.Resolved
+	checkResolved   *jsonschema.Resolved
 }

@@ -1,4 +1,4 @@
-package approval
+package desktop
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/approval"
 )
 
 // startXvfb starts a private X server (Debian package xvfb), points
@@ -97,13 +99,13 @@ func TestDesktopZenity(t *testing.T) {
 		name    string
 		keys    []string // nil: no answer
 		timeout time.Duration
-		verdict Verdict
+		verdict approval.Verdict
 		message string
 	}{
-		{"approve", []string{"Tab", "Return"}, time.Minute, Allow, ""},
-		{"enter denies", []string{"Return"}, time.Minute, Deny, "denied by operator alice on desktop"},
-		{"escape denies", []string{"Escape"}, time.Minute, Deny, "denied by operator alice on desktop"},
-		{"no answer", nil, 2 * time.Second, Expired, "no approval decision within 2s"},
+		{"approve", []string{"Tab", "Return"}, time.Minute, approval.Allow, ""},
+		{"enter denies", []string{"Return"}, time.Minute, approval.Deny, "denied by operator alice on desktop"},
+		{"escape denies", []string{"Escape"}, time.Minute, approval.Deny, "denied by operator alice on desktop"},
+		{"no answer", nil, 2 * time.Second, approval.Expired, "no approval decision within 2s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			noDialog(t)
@@ -126,7 +128,7 @@ func TestDesktopZenity(t *testing.T) {
 		ch := desktopAsync(ctx, d, desktopPrompt())
 		xdotool(t, "search", "--sync", "--limit", "1", "--name", rootTitle)
 		cancel()
-		if got := decided(t, ch); got.Verdict != Withdrawn {
+		if got := decided(t, ch); got.Verdict != approval.Withdrawn {
 			t.Errorf("decision %+v, want withdrawn", got)
 		}
 		// The dialog goes: zenity was killed.
@@ -137,7 +139,7 @@ func TestDesktopZenity(t *testing.T) {
 		t.Setenv("DISPLAY", ":9999")
 		d := &Desktop{BusAddress: noBus, Operator: "alice", Timeout: time.Minute, Zenity: zenity}
 		got := d.Approve(t.Context(), desktopPrompt())
-		if got.Verdict != Unavailable || !strings.Contains(got.Message, "failed to connect to the session bus") ||
+		if got.Verdict != approval.Unavailable || !strings.Contains(got.Message, "failed to connect to the session bus") ||
 			!strings.Contains(got.Message, "and no zenity dialog either: zenity cannot open the display") {
 			t.Errorf("decision %+v, want unavailable", got)
 		}

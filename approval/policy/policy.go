@@ -1,4 +1,4 @@
-package approval
+package policy
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 
 // The policy file: the operator's standing decisions (docs/policy.md).
 //
-// A file is read whole by [ParsePolicy] into a [Policy], a list of [Rule]s
+// A file is read whole by [Parse] into a [Policy], a list of [Rule]s
 // in file order. [Policy.Evaluate] gives each stage of a request the action
 // of the first rule that matches it and combines the stages' actions into
 // one [Match]: deny beats ask, ask beats allow.
@@ -61,7 +61,7 @@ const (
 // arguments when written last and unquoted.
 const restWord = "..."
 
-// Rule is one rule of a policy file. Only [ParsePolicy] makes rules that
+// Rule is one rule of a policy file. Only [Parse] makes rules that
 // match anything: a Rule built by hand has no scope and matches no request.
 type Rule struct {
 	File   string // the name its file was parsed under (see [ParsePolicy])
@@ -113,7 +113,7 @@ type Policy struct {
 }
 
 // Name returns the name the policy was parsed under (the file's path for
-// [LoadPolicy]), or "" for a nil or zero Policy.
+// [Load]), or "" for a nil or zero Policy.
 func (p *Policy) Name() string {
 	if p == nil {
 		return ""
@@ -121,27 +121,27 @@ func (p *Policy) Name() string {
 	return p.name
 }
 
-// PolicyError reports a line of a policy file that does not parse. Its
+// ParseError reports a line of a policy file that does not parse. Its
 // text is "policy NAME:LINE: what is wrong". A bad glob unwraps to
 // [path.ErrBadPattern].
-type PolicyError struct {
-	Name string // as given to ParsePolicy
+type ParseError struct {
+	Name string // as given to Parse
 	Line int    // 1-based
 	Err  error  // what is wrong with the line
 }
 
-func (e *PolicyError) Error() string {
+func (e *ParseError) Error() string {
 	return fmt.Sprintf("policy %s:%d: %v", e.Name, e.Line, e.Err)
 }
 
 // Unwrap returns e.Err.
-func (e *PolicyError) Unwrap() error { return e.Err }
+func (e *ParseError) Unwrap() error { return e.Err }
 
-// LoadPolicy reads and parses the policy file at path (see [ParsePolicy]).
+// Load reads and parses the policy file at path (see [Parse]).
 // A file that does not exist is not an error: the result is an empty
 // Policy, which asks about everything. Any other failure to read the file
-// is returned as is, and a line that does not parse as a [*PolicyError].
-func LoadPolicy(path string) (*Policy, error) {
+// is returned as is, and a line that does not parse as a [*ParseError].
+func Load(path string) (*Policy, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Policy{name: path}, nil
@@ -150,10 +150,10 @@ func LoadPolicy(path string) (*Policy, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	defer f.Close()
-	return ParsePolicy(path, f)
+	return Parse(path, f)
 }
 
-// ParsePolicy reads a policy file from r; name (usually the file's path)
+// Parse reads a policy file from r; name (usually the file's path)
 // only labels errors. The grammar is in docs/policy.md: one rule a line,
 //
 //	ACTION SCOPE[,QUALIFIER...] [PATTERN...]
@@ -161,9 +161,9 @@ func LoadPolicy(path string) (*Policy, error) {
 // with blank lines and "#" comments ignored. Every glob is checked here, so
 // a Policy that parsed never meets a bad pattern while evaluating.
 //
-// The first line that does not parse stops the parse with a [*PolicyError];
+// The first line that does not parse stops the parse with a [*ParseError];
 // an error reading r is returned wrapped.
-func ParsePolicy(name string, r io.Reader) (*Policy, error) {
+func Parse(name string, r io.Reader) (*Policy, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", name, err)
@@ -175,7 +175,7 @@ func ParsePolicy(name string, r io.Reader) (*Policy, error) {
 		line = strings.TrimSuffix(line, "\n")
 		rule, ok, err := parseRule(line)
 		if err != nil {
-			return nil, &PolicyError{Name: name, Line: n, Err: err}
+			return nil, &ParseError{Name: name, Line: n, Err: err}
 		}
 		if ok {
 			rule.File, rule.Line = name, n

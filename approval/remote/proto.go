@@ -1,4 +1,4 @@
-package approval
+package remote
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -65,13 +66,14 @@ type Message struct {
 	SelfApproval bool  `json:"self_approval,omitempty"`
 
 	// prompt, withdraw, decision, result
-	ID       string     `json:"id,omitempty"`
-	Hash     string     `json:"hash,omitempty"`     // RequestHash of the prompt's request
-	Deadline *time.Time `json:"deadline,omitempty"` // prompt: when it times out
-	Request  *Prompt    `json:"request,omitempty"`  // prompt
-	Approve  *bool      `json:"approve,omitempty"`  // decision: true approves, false denies
-	Reason   string     `json:"reason,omitempty"`   // withdraw: why, e.g. "approved by root on pts/4"
-	Outcome  string     `json:"outcome,omitempty"`  // result: one line
+	ID       string           `json:"id,omitempty"`
+	Hash     string           `json:"hash,omitempty"`     // RequestHash of the prompt's request
+	Deadline *time.Time       `json:"deadline,omitempty"` // prompt: when it times out
+	Request  *approval.Prompt `json:"request,omitempty"`  // prompt
+	Approve  *bool            `json:"approve,omitempty"`  // decision: true approves, false denies
+	Reason   string           `json:"reason,omitempty"`   // withdraw: why, e.g. "approved by root on pts/4"
+	Outcome  string           `json:"outcome,omitempty"`  // result: one line
+	Note     string           `json:"note,omitempty"`     // decision, deny only: a short note for the requester
 
 	// error
 	Message string `json:"message,omitempty"`
@@ -79,7 +81,7 @@ type Message struct {
 
 // RequestHash is the SHA-256 of a prompt's JSON form, hex. A decision must
 // carry it, so it can only answer the exact request that was shown.
-func RequestHash(p *Prompt) string {
+func RequestHash(p *approval.Prompt) string {
 	b, err := json.Marshal(p)
 	if err != nil {
 		panic("approval: prompt does not marshal: " + err.Error()) // only plain fields
@@ -170,7 +172,7 @@ func WriteMessage(w io.Writer, m *Message) error {
 // twice its size (U+2028 and U+2029 become \u2028), stdin stays base64, and
 // the resolved paths and the requester's executable add at most 33 ×
 // PATH_MAX bytes, six each when they are not UTF-8 (\ufffd).
-func PromptLine(p *Prompt, deadline time.Time) ([]byte, error) {
+func PromptLine(p *approval.Prompt, deadline time.Time) ([]byte, error) {
 	b, err := EncodeMessage(&Message{Type: MsgPrompt, ID: p.ID, Hash: RequestHash(p), Deadline: &deadline, Request: p})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package approval
+package desktop
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"github.com/rootgate/rootgate/approval"
 )
 
 // startBus starts a private session bus (dbus-daemon from Debian's dbus
@@ -127,24 +128,24 @@ func (s *notifyService) emit(t *testing.T, member string, args ...any) {
 	}
 }
 
-func desktopPrompt() *Prompt {
-	return &Prompt{
+func desktopPrompt() *approval.Prompt {
+	return &approval.Prompt{
 		ID:         "req-1",
-		Requester:  Requester{UID: 1000, GID: 1000, PID: 4242, User: "alice", Exe: "/usr/bin/agent"},
-		Stages:     []Stage{{Argv: []string{"echo", "\x1b[31m", "<b>&"}, Path: "/usr/bin/echo"}},
+		Requester:  approval.Requester{UID: 1000, GID: 1000, PID: 4242, User: "alice", Exe: "/usr/bin/agent"},
+		Stages:     []approval.Stage{{Argv: []string{"echo", "\x1b[31m", "<b>&"}, Path: "/usr/bin/echo"}},
 		Privileged: true,
 		RunAs:      "root",
 	}
 }
 
 // desktopAsync runs d.Approve in the background.
-func desktopAsync(ctx context.Context, d *Desktop, p *Prompt) <-chan Decision {
-	ch := make(chan Decision, 1)
+func desktopAsync(ctx context.Context, d *Desktop, p *approval.Prompt) <-chan approval.Decision {
+	ch := make(chan approval.Decision, 1)
 	go func() { ch <- d.Approve(ctx, p) }()
 	return ch
 }
 
-func decided(t *testing.T, ch <-chan Decision) Decision {
+func decided(t *testing.T, ch <-chan approval.Decision) approval.Decision {
 	t.Helper()
 	select {
 	case d := <-ch:
@@ -159,24 +160,24 @@ func TestDesktopAnswers(t *testing.T) {
 	tests := []struct {
 		name    string
 		answer  func(t *testing.T, s *notifyService, id uint32)
-		verdict Verdict
+		verdict approval.Verdict
 		message string
 		closes  bool // Desktop must close the notification itself
 	}{
 		{"approve", func(t *testing.T, s *notifyService, id uint32) {
 			s.emit(t, "ActionInvoked", id, "approve")
-		}, Allow, "", true},
+		}, approval.Allow, "", true},
 		{"deny", func(t *testing.T, s *notifyService, id uint32) {
 			s.emit(t, "ActionInvoked", id, "deny")
-		}, Deny, "denied by operator alice on desktop", true},
+		}, approval.Deny, "denied by operator alice on desktop", true},
 		{"closed without an answer", func(t *testing.T, s *notifyService, id uint32) {
 			s.emit(t, "NotificationClosed", id, uint32(2)) // dismissed by the user
-		}, Deny, "denied by operator alice on desktop", false},
+		}, approval.Deny, "denied by operator alice on desktop", false},
 		{"a click on the body is no answer", func(t *testing.T, s *notifyService, id uint32) {
 			s.emit(t, "ActionInvoked", id, "default")
 			s.emit(t, "ActionInvoked", id+100, "approve") // another notification's
 			s.emit(t, "ActionInvoked", id, "approve")
-		}, Allow, "", true},
+		}, approval.Allow, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,7 +221,7 @@ func TestDesktopIgnoresForgedSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.emit(t, "ActionInvoked", n.id, "deny")
-	if got := decided(t, ch); got.Verdict != Deny {
+	if got := decided(t, ch); got.Verdict != approval.Deny {
 		t.Errorf("verdict %v after a forged approve and a real deny, want deny", got.Verdict)
 	}
 }
@@ -232,7 +233,7 @@ func TestDesktopExpires(t *testing.T) {
 	ch := desktopAsync(t.Context(), d, desktopPrompt())
 	n := s.wait(t)
 	got := decided(t, ch)
-	if got.Verdict != Expired || got.Message != "no approval decision within 300ms" {
+	if got.Verdict != approval.Expired || got.Message != "no approval decision within 300ms" {
 		t.Errorf("decision %+v, want timeout %q", got, "no approval decision within 300ms")
 	}
 	s.waitClosed(t, n.id)
@@ -247,7 +248,7 @@ func TestDesktopWithdrawn(t *testing.T) {
 	n := s.wait(t)
 	cancel()
 	got := decided(t, ch)
-	if got.Verdict != Withdrawn || got.Message != "request withdrawn" {
+	if got.Verdict != approval.Withdrawn || got.Message != "request withdrawn" {
 		t.Errorf("decision %+v, want withdrawn", got)
 	}
 	s.waitClosed(t, n.id)
@@ -289,7 +290,7 @@ func TestDesktopBody(t *testing.T) {
 			if strings.Contains(n.body, tt.absent) {
 				t.Errorf("body holds %q:\n%s", tt.absent, n.body)
 			}
-			if tt.absent == "&amp;" && n.body != Render(p) {
+			if tt.absent == "&amp;" && n.body != approval.Render(p) {
 				t.Errorf("plain body differs from Render:\n%s", n.body)
 			}
 		})
@@ -320,7 +321,7 @@ func TestDesktopUnavailable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := &Desktop{BusAddress: tt.addr(t), Operator: "alice", Timeout: time.Minute}
 			got := d.Approve(t.Context(), desktopPrompt())
-			if got.Verdict != Unavailable || !strings.HasPrefix(got.Message, "desktop prompt on desktop failed: ") || !strings.Contains(got.Message, tt.message) {
+			if got.Verdict != approval.Unavailable || !strings.HasPrefix(got.Message, "desktop prompt on desktop failed: ") || !strings.Contains(got.Message, tt.message) {
 				t.Errorf("decision %+v, want unavailable with %q", got, tt.message)
 			}
 		})
@@ -336,7 +337,7 @@ func TestDesktopRefusesHiddenStdin(t *testing.T) {
 	p := desktopPrompt()
 	p.Stdin = []byte(strings.Repeat("echo harmless\n", 20) + "rm -rf /srv/data\n")
 	got := d.Approve(t.Context(), p)
-	if got.Verdict != Unavailable || !strings.Contains(got.Message, "cannot show all of the request's stdin") || !strings.Contains(got.Message, "approve it from a terminal") {
+	if got.Verdict != approval.Unavailable || !strings.Contains(got.Message, "cannot show all of the request's stdin") || !strings.Contains(got.Message, "approve it from a terminal") {
 		t.Fatalf("decision %+v, want unavailable and sent to a terminal", got)
 	}
 	select {
@@ -350,7 +351,7 @@ func TestDesktopRefusesHiddenStdin(t *testing.T) {
 	ch := desktopAsync(t.Context(), d, p)
 	n := s.wait(t)
 	s.emit(t, "ActionInvoked", n.id, "deny")
-	if dec := decided(t, ch); dec.Verdict != Deny {
+	if dec := decided(t, ch); dec.Verdict != approval.Deny {
 		t.Fatalf("short stdin: %+v, want the operator's deny", dec)
 	}
 }

@@ -1,4 +1,4 @@
-package approval
+package desktop
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rootgate/rootgate/approval"
 )
 
 // maxZenityStderr bounds what of zenity's stderr is kept to tell a display
@@ -23,20 +25,20 @@ const maxZenityStderr = 16 << 10
 // The text goes in with --no-markup, so nothing in it is read as Pango
 // markup, and the focused answer is Deny (--default-cancel), so Enter
 // denies. zenity is killed when pctx ends, which takes the dialog down.
-func (d *Desktop) zenity(ctx, pctx context.Context, p *Prompt, timeout time.Duration, deny Decision, fail func(error) Decision) (Decision, error) {
+func (d *Desktop) zenity(ctx, pctx context.Context, p *approval.Prompt, timeout time.Duration, deny approval.Decision, fail func(error) approval.Decision) (approval.Decision, error) {
 	if d.Zenity == "" {
-		return Decision{}, errors.New("no zenity configured")
+		return approval.Decision{}, errors.New("no zenity configured")
 	}
 	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
-		return Decision{}, errors.New("no display: neither DISPLAY nor WAYLAND_DISPLAY is set")
+		return approval.Decision{}, errors.New("no display: neither DISPLAY nor WAYLAND_DISPLAY is set")
 	}
 	secs := int((timeout + time.Second - 1) / time.Second)
-	title := "rootgate: run this command as " + runAsName(p) + "?"
-	if runsAsRoot(p) {
+	title := "rootgate: run this command as " + approval.RunAsName(p) + "?"
+	if approval.RunsAsRoot(p) {
 		title = "rootgate: run this command as ROOT?"
 	}
 	cmd := exec.CommandContext(pctx, d.Zenity, "--question", "--no-markup",
-		"--title", title, "--text", Render(p),
+		"--title", title, "--text", approval.Render(p),
 		"--ok-label", "Approve", "--cancel-label", "Deny", "--default-cancel",
 		"--timeout", strconv.Itoa(secs), "--width", "800")
 	// The text is UTF-8 whatever the locale: in the C locale GTK cannot
@@ -52,17 +54,17 @@ func (d *Desktop) zenity(ctx, pctx context.Context, p *Prompt, timeout time.Dura
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
-		return Decision{Verdict: Allow, By: d.name()}, nil
+		return approval.Decision{Verdict: approval.Allow, By: d.name()}, nil
 	case errors.As(err, &exit) && exit.ExitCode() == 1:
 		// zenity also exits 1 when it cannot open the display.
 		if strings.Contains(stderr.String(), "cannot open display") {
-			return Decision{}, errors.New("zenity cannot open the display")
+			return approval.Decision{}, errors.New("zenity cannot open the display")
 		}
 		return deny, nil
 	case errors.As(err, &exit) && exit.ExitCode() == 5:
-		return Decision{Verdict: Expired, Message: "no approval decision within " + displaySeconds(timeout), By: d.name()}, nil
+		return approval.Decision{Verdict: approval.Expired, Message: "no approval decision within " + approval.DisplaySeconds(timeout), By: d.name()}, nil
 	}
-	return Decision{}, fmt.Errorf("zenity failed: %w", err)
+	return approval.Decision{}, fmt.Errorf("zenity failed: %w", err)
 }
 
 // cappedWriter keeps the first max bytes written to it.

@@ -1,4 +1,4 @@
-package approval
+package remote
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/approval"
 )
 
 func readOne(s string, max int) (*Message, error) {
@@ -27,7 +29,7 @@ func TestReadMessageErrors(t *testing.T) {
 		{"duplicate field", `{"type":"decision","id":"a","hash":"h","approve":false,"approve":true}` + "\n", `bad message: duplicate field "approve"`},
 		{"trailing data", `{"type":"pong"} {"type":"decision"}` + "\n", "bad message: data after the message"},
 		{"no type", `{}` + "\n", "bad message: no type"},
-		{"not an object", `[]` + "\n", "bad message: json: cannot unmarshal array into Go value of type approval.Message"},
+		{"not an object", `[]` + "\n", "bad message: json: cannot unmarshal array into Go value of type remote.Message"},
 		{"too long", `{"type":"` + strings.Repeat("x", 200) + `"}` + "\n", "message line too long"},
 		{"no newline", `{"type":"pong"}`, "unexpected EOF"},
 	} {
@@ -193,9 +195,9 @@ func TestReadMessageEveryFieldExact(t *testing.T) {
 		}
 	}
 	check(reflect.TypeFor[Message](), func(k string) string { return `{"type":"pong",` + k + `}` })
-	check(reflect.TypeFor[Prompt](), func(k string) string { return `{"type":"prompt","request":{` + k + `}}` })
-	check(reflect.TypeFor[Stage](), func(k string) string { return `{"type":"prompt","request":{"stages":[{` + k + `}]}}` })
-	check(reflect.TypeFor[Requester](), func(k string) string { return `{"type":"prompt","request":{"requester":{` + k + `}}}` })
+	check(reflect.TypeFor[approval.Prompt](), func(k string) string { return `{"type":"prompt","request":{` + k + `}}` })
+	check(reflect.TypeFor[approval.Stage](), func(k string) string { return `{"type":"prompt","request":{"stages":[{` + k + `}]}}` })
+	check(reflect.TypeFor[approval.Requester](), func(k string) string { return `{"type":"prompt","request":{"requester":{` + k + `}}}` })
 }
 
 func TestPromptLineBound(t *testing.T) {
@@ -204,13 +206,13 @@ func TestPromptLineBound(t *testing.T) {
 	// resolved paths are PATH_MAX bytes of invalid UTF-8 (6 bytes each as
 	// \ufffd), and '<' that must not become \u003c.
 	bad := strings.Repeat("\xff", 4096)
-	p := &Prompt{ID: "big", Requester: Requester{Exe: bad}}
+	p := &approval.Prompt{ID: "big", Requester: approval.Requester{Exe: bad}}
 	for i := range 16 {
 		arg := "<"
 		if i == 0 {
 			arg = strings.Repeat("\u2028", (1<<20)/3)
 		}
-		p.Stages = append(p.Stages, Stage{Argv: []string{"cat", arg}, Path: bad, Target: bad})
+		p.Stages = append(p.Stages, approval.Stage{Argv: []string{"cat", arg}, Path: bad, Target: bad})
 	}
 	line, err := PromptLine(p, time.Now())
 	if err != nil || len(line) > MaxDaemonLine {
@@ -220,7 +222,7 @@ func TestPromptLineBound(t *testing.T) {
 		t.Fatalf("the client cannot read the prompt back: %v", err)
 	}
 
-	p = &Prompt{Stages: []Stage{{Argv: []string{"echo", strings.Repeat("<", 3<<20)}}}}
+	p = &approval.Prompt{Stages: []approval.Stage{{Argv: []string{"echo", strings.Repeat("<", 3<<20)}}}}
 	if line, err := PromptLine(p, time.Now()); err != nil || !bytes.Contains(line, []byte(`"<<<`)) {
 		t.Fatalf("'<' is escaped or refused: %.40q, %v", line, err)
 	}

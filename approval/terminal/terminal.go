@@ -1,4 +1,4 @@
-package approval
+package terminal
 
 import (
 	"context"
@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/charmbracelet/bubbles/key"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/huh"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/huh/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/cancelreader"
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,19 +38,12 @@ const Dwell = time.Second
 // on screen.
 const withdrawnBanner = "!!! The request shown before was withdrawn: this is a DIFFERENT request. Read it again."
 
-// withdrawnMessage is what a requester whose request went away is told.
-const withdrawnMessage = "request withdrawn"
-
-// errPromptTimeout is the cause of a prompt context that reached
-// Terminal.Timeout.
-var errPromptTimeout = errors.New("approval prompt timed out")
-
 // errHangup is what reading a terminal that hung up gives.
 var errHangup = errors.New("terminal closed or hung up")
 
-// Terminal is an [Approver] that asks the person at a terminal. For each
+// Terminal is an [approval.Approver] that asks the person at a terminal. For each
 // request it discards any keys typed before, then shows the whole of
-// [RenderWhole] in a pager fitted to the window, below it who asks and
+// [approval.RenderWhole] in a pager fitted to the window, below it who asks and
 // every stage on a line of its own, a huh Confirm ("Approve" / "Deny", Deny
 // focused), the keys that count and a countdown (see [promptModel]):
 //
@@ -54,9 +51,9 @@ var errHangup = errors.New("terminal closed or hung up")
 //   - y approves, once the pager has shown the request's last line; n, Esc
 //     or ctrl+c denies; Enter takes the highlighted answer, which is Deny
 //     unless the arrow keys (or h, l) moved it;
-//   - no answer within Timeout: [Expired];
+//   - no answer within Timeout: [approval.Expired];
 //   - the request's context ends first: the form is removed and the answer
-//     is [Withdrawn].
+//     is [approval.Withdrawn].
 //
 // A prompt that follows one withdrawn while on screen opens with a banner
 // saying it is a different request. With Accessible, the request is
@@ -103,9 +100,9 @@ type Terminal struct {
 	logs     []*heldLog
 }
 
-var _ Approver = (*Terminal)(nil)
+var _ approval.Approver = (*Terminal)(nil)
 
-// Approve implements [Approver]. It waits for its turn, shows the prompt and
+// Approve implements [approval.Approver]. It waits for its turn, shows the prompt and
 // returns:
 //
 //   - Allow, with an empty Message;
@@ -119,23 +116,23 @@ var _ Approver = (*Terminal)(nil)
 // Decision.By is "tty NAME" in every case. When ctx was cancelled with a
 // cause (context.WithCancelCause), say "approved by root on /dev/pts/4",
 // the outcome line on the terminal gives it: "withdrawn (approved by …)".
-func (t *Terminal) Approve(ctx context.Context, p *Prompt) Decision {
+func (t *Terminal) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	by := "tty " + t.name()
 	if ctx.Err() != nil || t.acquire(ctx) != nil {
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}
 	}
 	defer t.release()
 	if ctx.Err() != nil {
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}
 	}
 
 	t.holdLogs()
 	defer t.releaseLogs()
 	d, outcome := t.ask(ctx, p)
 	// Only the holder of the terminal touches AfterWithdrawn.
-	t.AfterWithdrawn = d.Verdict == Withdrawn
+	t.AfterWithdrawn = d.Verdict == approval.Withdrawn
 	if t.Out != nil {
-		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", Sanitize(p.ID), outcome)
+		fmt.Fprintf(t.Out, "rootgate: request %s %s\r\n", termsafe.Sanitize(p.ID), outcome)
 	}
 	return d
 }
@@ -154,7 +151,7 @@ func (t *Terminal) timeout() time.Duration {
 	if t.Timeout > 0 {
 		return t.Timeout
 	}
-	return DefaultPromptTimeout
+	return approval.DefaultPromptTimeout
 }
 
 // acquire waits until the caller holds the terminal, in arrival order. It
@@ -204,12 +201,12 @@ func (t *Terminal) release() {
 
 // ask shows one prompt. It returns the decision and the words for the
 // outcome line.
-func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
+func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decision, string) {
 	name := t.name()
 	by := "tty " + name
-	fail := func(err error) (Decision, string) {
+	fail := func(err error) (approval.Decision, string) {
 		msg := fmt.Sprintf("approval prompt on %s failed: %v", name, err)
-		return Decision{Verdict: Unavailable, Message: msg, By: by}, "not asked: " + Sanitize(msg)
+		return approval.Decision{Verdict: approval.Unavailable, Message: msg, By: by}, "not asked: " + termsafe.Sanitize(msg)
 	}
 	if t.In == nil || t.Out == nil {
 		return fail(errors.New("no terminal"))
@@ -227,73 +224,114 @@ func (t *Terminal) ask(ctx context.Context, p *Prompt) (Decision, string) {
 
 	timeout := t.timeout()
 	deadline := time.Now().Add(timeout)
-	pctx, cancel := context.WithDeadlineCause(ctx, deadline, errPromptTimeout)
+	pctx, cancel := context.WithDeadlineCause(ctx, deadline, approval.ErrPromptTimeout)
 	defer cancel()
 
 	if t.Accessible {
 		ok, err := t.askAccessible(pctx, p, flush)
 		switch {
 		case pctx.Err() == nil && err == nil && ok:
-			return Decision{Verdict: Allow, By: by}, "approved"
+			return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 		case pctx.Err() == nil && err == nil:
-			return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+			return approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by}, "denied"
 		}
 		return t.ended(ctx, pctx, timeout, err, fail)
 	}
 
+	// Raw mode, the window size and drawing are done here, not by Bubble
+	// Tea: its renderer redraws only the cells that changed, with cursor
+	// motions for blanks, and queries the terminal when it starts.
+	raw, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return fail(err)
+	}
+	restore := *raw
+	makeRaw(raw)
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, raw); err != nil {
+		return fail(fmt.Errorf("failed to put the terminal in raw mode: %w", err))
+	}
+	defer func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, &restore) }()
+
+	profile := colorprofile.Env(os.Environ())
+	out := &colorprofile.Writer{Forward: t.Out, Profile: profile}
 	var ok bool // false: Deny is focused and is what Enter takes
 	m := &promptModel{
-		form:     newConfirmForm(p, &ok, lipgloss.NewRenderer(t.Out)),
+		form:     newConfirmForm(p, &ok),
 		p:        p,
-		text:     strings.TrimSuffix(RenderWhole(p), "\n"),
+		text:     strings.TrimSuffix(approval.RenderWhole(p), "\n"),
 		deadline: deadline,
 		banner:   t.AfterWithdrawn,
 		flush:    func() { _ = flush() },
 	}
-	prog := tea.NewProgram(m,
-		tea.WithInput(ttyInput{t.In}),
-		tea.WithOutput(ttyOutput{t.Out, t.Out.Fd()}),
+	v := &inlineView{m: m, out: out}
+	w, h := windowSize(fd)
+	keys, stopKeys, err := readKeys(t.In)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopKeys()
+	prog := tea.NewProgram(v,
+		tea.WithInput(keys),
+		tea.WithOutput(out),
+		tea.WithoutRenderer(),
+		tea.WithColorProfile(profile),
+		tea.WithWindowSize(w, h),
 		// The daemon owns SIGINT and SIGTERM: they end the request
 		// contexts, which withdraws the prompt.
 		tea.WithoutSignalHandler(),
 	)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, unix.SIGWINCH)
+	defer signal.Stop(winch)
 	done := make(chan struct{})
 	go func() {
-		select {
-		case <-pctx.Done():
-			prog.Send(endPromptMsg{}) // returns at once if prog has stopped
-		case <-done:
+		for {
+			select {
+			case <-pctx.Done():
+				prog.Send(endPromptMsg{}) // returns at once if prog has stopped
+				return
+			case <-winch:
+				w, h := windowSize(fd)
+				prog.Send(tea.WindowSizeMsg{Width: w, Height: h})
+			case <-done:
+				return
+			}
 		}
 	}()
-	if _, err := io.WriteString(t.Out, "\r\n"); err != nil {
+	if _, err := io.WriteString(t.Out, "\r\n"+ansi.HideCursor+ansi.SetModeBracketedPaste); err != nil {
 		return fail(err)
 	}
-	_, err := prog.Run()
+	_, err = prog.Run()
 	close(done)
+	v.draw() // the last view, normally none: the form leaves the screen
+	_, _ = io.WriteString(t.Out, ansi.ResetModeBracketedPaste+ansi.ShowCursor)
+	if err == nil {
+		err = v.err
+	}
 
 	switch state := m.form.State; {
 	case state == huh.StateCompleted && ok && m.armed && m.seenEnd:
-		return Decision{Verdict: Allow, By: by}, "approved"
+		return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 	case state == huh.StateCompleted || state == huh.StateAborted:
-		return Decision{Verdict: Deny, Message: t.denyMessage(name), By: by}, "denied"
+		return approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by}, "denied"
 	}
 	return t.ended(ctx, pctx, timeout, err, fail)
 }
 
 // ended tells why a prompt ended without an answer: withdrawn, timed out,
 // or failed.
-func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err error, fail func(error) (Decision, string)) (Decision, string) {
+func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err error, fail func(error) (approval.Decision, string)) (approval.Decision, string) {
 	by := "tty " + t.name()
 	switch {
 	case ctx.Err() != nil:
 		outcome := "withdrawn"
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
-			outcome += " (" + Sanitize(cause.Error()) + ")"
+			outcome += " (" + termsafe.Sanitize(cause.Error()) + ")"
 		}
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: by}, outcome
-	case errors.Is(context.Cause(pctx), errPromptTimeout):
-		msg := "no approval decision within " + displaySeconds(timeout)
-		return Decision{Verdict: Expired, Message: msg, By: by}, "timed out (" + msg + ")"
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}, outcome
+	case errors.Is(context.Cause(pctx), approval.ErrPromptTimeout):
+		msg := "no approval decision within " + approval.DisplaySeconds(timeout)
+		return approval.Decision{Verdict: approval.Expired, Message: msg, By: by}, "timed out (" + msg + ")"
 	case errors.Is(err, errHangup), errors.Is(err, unix.EIO):
 		// EIO: a hung-up terminal also fails the window size query.
 		return fail(errHangup)
@@ -312,12 +350,12 @@ func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err e
 // The whole request, stdin included, is written first as plain lines, so a
 // screen reader reads all of it; then, for [Dwell], typed lines are
 // discarded (and flushed once more at its end) before the question.
-func (t *Terminal) askAccessible(ctx context.Context, p *Prompt, flush func() error) (bool, error) {
+func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush func() error) (bool, error) {
 	var head strings.Builder
 	if t.AfterWithdrawn {
 		head.WriteString(withdrawnBanner + "\n")
 	}
-	head.WriteString(RenderWhole(p))
+	head.WriteString(approval.RenderWhole(p))
 	if _, err := io.WriteString(t.Out, "\n"+head.String()); err != nil {
 		return false, err
 	}
@@ -338,16 +376,152 @@ func (t *Terminal) askAccessible(ctx context.Context, p *Prompt, flush func() er
 	defer stop()
 	ok := false
 	title := fmt.Sprintf("That is the whole request. Run this command as %s? Type y and Enter to approve; Enter alone denies.", runAsWord(p))
-	err = huh.NewConfirm().Title(title).Value(&ok).RunAccessible(t.Out, in)
+	confirm := huh.NewConfirm().Title(title).Value(&ok)
+	confirm.WithTheme(huh.ThemeFunc(promptTheme))
+	out := &colorprofile.Writer{Forward: t.Out, Profile: colorprofile.Env(os.Environ())}
+	err = confirm.RunAccessible(out, in)
 	return ok && ctx.Err() == nil, err
 }
 
 // runAsWord is who a run would be, for the question.
-func runAsWord(p *Prompt) string {
+func runAsWord(p *approval.Prompt) string {
 	if p.Privileged {
 		return "ROOT"
 	}
-	return Sanitize(p.RunAs)
+	return termsafe.Sanitize(p.RunAs)
+}
+
+// readKeys returns what is typed on f, read by one goroutine of ours, and
+// a function that stops that goroutine and waits until it has. Bubble Tea
+// v2 reads the terminal itself from goroutines that can outlive
+// Program.Run and go on reading it during the next prompt, taking its
+// keys; given a pipe, what outlives Run reads only that pipe, closed by
+// stop.
+func readKeys(f *os.File) (io.Reader, func(), error) {
+	in, err := cancelreader.NewReader(ttyInput{f})
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		var k keyReads
+		buf := make([]byte, 4096)
+		for {
+			n, err := in.Read(buf)
+			if n > 0 {
+				if _, werr := pw.Write(k.mark(buf[:n])); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				if errors.Is(err, cancelreader.ErrCanceled) {
+					err = nil
+				}
+				pw.CloseWithError(err)
+				return
+			}
+		}
+	}()
+	stop := func() {
+		pr.Close() // a write to the pipe now fails
+		in.Cancel()
+		<-copied
+		in.Close()
+	}
+	return pr, stop, nil
+}
+
+// keyReads marks, in what is read from the terminal, each run of two or
+// more characters that came in one read as a bracketed paste, so Bubble Tea
+// gives it as a PasteMsg, not as keys: "yes" typed (or pasted, or sent by a
+// program) in one go is text, not the key y. Bubble Tea v1 did this itself.
+// Escape sequences, control keys and pastes the terminal marked pass
+// through as they are.
+type keyReads struct {
+	inPaste bool // inside a paste the terminal marked
+}
+
+const (
+	pasteStart = "\x1b[200~"
+	pasteEnd   = "\x1b[201~"
+)
+
+func (k *keyReads) mark(b []byte) []byte {
+	out := make([]byte, 0, len(b)+2*len(pasteStart))
+	run := 0 // where the current run of characters starts
+	flush := func(i int) {
+		if utf8.RuneCount(b[run:i]) >= 2 {
+			out = append(out, pasteStart...)
+			out = append(out, b[run:i]...)
+			out = append(out, pasteEnd...)
+		} else {
+			out = append(out, b[run:i]...)
+		}
+	}
+	i := 0
+	for i < len(b) {
+		if k.inPaste {
+			end := strings.Index(string(b[i:]), pasteEnd)
+			if end < 0 {
+				return append(out, b[i:]...)
+			}
+			out = append(out, b[i:i+end+len(pasteEnd)]...)
+			i += end + len(pasteEnd)
+			k.inPaste = false
+			run = i
+			continue
+		}
+		c := b[i]
+		if c >= 0x20 && c != 0x7f {
+			i++ // part of a run of characters
+			continue
+		}
+		flush(i)
+		n := 1
+		if c == 0x1b {
+			n = escapeLen(b[i:])
+			if string(b[i:i+n]) == pasteStart {
+				k.inPaste = true
+			}
+		}
+		out = append(out, b[i:i+n]...)
+		i += n
+		run = i
+	}
+	flush(len(b))
+	return out
+}
+
+// escapeLen is the length of the escape sequence b starts with: CSI, SS3,
+// OSC, or ESC and one more byte (alt and a key); all of b if it ends first.
+func escapeLen(b []byte) int {
+	if len(b) < 2 {
+		return len(b)
+	}
+	switch b[1] {
+	case '[':
+		for i := 2; i < len(b); i++ {
+			if b[i] >= 0x40 && b[i] <= 0x7e {
+				return i + 1
+			}
+		}
+		return len(b)
+	case 'O':
+		return min(3, len(b))
+	case ']':
+		for i := 2; i < len(b); i++ {
+			if b[i] == 0x07 {
+				return i + 1
+			}
+			if b[i] == 0x1b && i+1 < len(b) && b[i+1] == '\\' {
+				return i + 2
+			}
+		}
+		return len(b)
+	}
+	return 2
 }
 
 // ttyInput is the terminal as the form reads it. A hung-up terminal reads
@@ -363,17 +537,6 @@ func (f ttyInput) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// ttyOutput is the terminal as the form writes it. Bubble Tea v1.3.6 can
-// ask for the window size from a goroutine that outlives Program.Run
-// (checkResize); a descriptor number taken beforehand keeps that goroutine
-// off the *os.File, which the caller may close once Approve returns.
-type ttyOutput struct {
-	*os.File
-	fd uintptr
-}
-
-func (f ttyOutput) Fd() uintptr { return f.fd }
-
 func (t *Terminal) denyMessage(name string) string {
 	if t.Operator == "" {
 		return "denied by the operator on " + name
@@ -384,12 +547,12 @@ func (t *Terminal) denyMessage(name string) string {
 // newConfirmForm builds the prompt's form: a huh Confirm bound to ok
 // (false, so Deny is focused), titled with the run-as user, described by
 // nothing else: [promptModel] draws the request above it. Esc and ctrl+c abort the form (a
-// denial). Styles come from r and use no adaptive colour, so nothing
-// queries the terminal's background, and the focused button is marked by
+// denial). Styles use no colour at all, so nothing
+// needs the terminal's background, and the focused button is marked by
 // text as well as by reverse video, so it shows without colour too.
-func newConfirmForm(p *Prompt, ok *bool, r *lipgloss.Renderer) *huh.Form {
-	title := "Run this command as " + runAsName(p) + "?"
-	if runsAsRoot(p) {
+func newConfirmForm(p *approval.Prompt, ok *bool) *huh.Form {
+	title := "Run this command as " + approval.RunAsName(p) + "?"
+	if approval.RunsAsRoot(p) {
 		title = "Run this command as ROOT?"
 	}
 	keys := huh.NewDefaultKeyMap()
@@ -403,7 +566,7 @@ func newConfirmForm(p *Prompt, ok *bool, r *lipgloss.Renderer) *huh.Form {
 			Value(ok),
 	)).
 		WithKeyMap(keys).
-		WithTheme(promptTheme(r)).
+		WithTheme(huh.ThemeFunc(promptTheme)).
 		WithShowHelp(false).
 		WithShowErrors(false)
 	form.SubmitCmd = tea.Quit
@@ -411,9 +574,11 @@ func newConfirmForm(p *Prompt, ok *bool, r *lipgloss.Renderer) *huh.Form {
 	return form
 }
 
-func promptTheme(r *lipgloss.Renderer) *huh.Theme {
-	plain := r.NewStyle()
-	var t huh.Theme
+// promptTheme is the form's theme, the same on a dark or a light
+// background.
+func promptTheme(bool) *huh.Styles {
+	plain := lipgloss.NewStyle()
+	var t huh.Styles
 	t.Form.Base = plain
 	t.Group.Base = plain
 	t.Group.Title = plain.Bold(true)
@@ -436,7 +601,7 @@ func promptTheme(r *lipgloss.Renderer) *huh.Theme {
 }
 
 // promptModel runs a huh form under our own Bubble Tea program. Above the
-// form it shows the whole request (text, [RenderWhole]) in a pager that
+// form it shows the whole request (text, [approval.RenderWhole]) in a pager that
 // fits the window, wrapped to its width; then who asks and every stage of
 // the pipeline, one line each, cut to the width and saying so; then the
 // form and a line saying which keys count. It adds:
@@ -450,7 +615,7 @@ func promptTheme(r *lipgloss.Renderer) *huh.Theme {
 //     usable size on terminals that report 0x0.
 type promptModel struct {
 	form     *huh.Form
-	p        *Prompt
+	p        *approval.Prompt
 	text     string // the request, without its last newline
 	deadline time.Time
 	banner   bool   // the previous prompt was withdrawn: say this is another
@@ -490,8 +655,8 @@ func (m *promptModel) Init() tea.Cmd {
 // deeper than any label of the daemon's otherwise. Either way no
 // continuation line can look like a line of the daemon's.
 func contPrefix(line string) string {
-	if strings.HasPrefix(line, RequesterMark) {
-		return RequesterMark + "  ↳ "
+	if strings.HasPrefix(line, approval.RequesterMark) {
+		return approval.RequesterMark + "  ↳ "
 	}
 	return strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))) + "    ↳ "
 }
@@ -522,9 +687,9 @@ func (m *promptModel) layout(w, h int) {
 	}
 	m.top = 0
 	m.scroll(0)
-	m.stages = []string{fit("Asked by "+describeRequester(&m.p.Requester)+", per the kernel", w)}
+	m.stages = []string{fit("Asked by "+approval.DescribeRequester(&m.p.Requester)+", per the kernel", w)}
 	for i, st := range m.p.Stages {
-		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, quoteArgv(st.Argv)), w))
+		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, approval.QuoteArgv(st.Argv)), w))
 	}
 }
 
@@ -559,7 +724,7 @@ func (m *promptModel) footer() []string {
 	default:
 		keys = " y approve · n or Esc deny · Enter takes the highlighted answer"
 	}
-	f = append(f, fit(keys, m.width), " times out in "+displaySeconds(left))
+	f = append(f, fit(keys, m.width), " times out in "+approval.DisplaySeconds(left))
 	return f
 }
 
@@ -590,7 +755,7 @@ func (m *promptModel) scroll(d int) {
 	m.top = max(min(m.top+d, len(m.lines)-m.pagerHeight()), 0)
 }
 
-func (m *promptModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 	switch msg := msg.(type) {
 	case endPromptMsg:
 		m.ended = true
@@ -616,7 +781,7 @@ func (m *promptModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.layout(msg.Width, msg.Height)
 		_, cmd := m.form.Update(msg)
 		return m, cmd
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		if !m.armed {
 			return m, nil // too early to be an answer to this request
 		}
@@ -628,7 +793,7 @@ func (m *promptModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case "up", "k":
 			m.scroll(-1)
 			return m, nil
-		case "pgdown", " ", "f", "ctrl+f":
+		case "pgdown", "space", " ", "f", "ctrl+f":
 			m.scroll(ph - 1)
 			return m, nil
 		case "pgup", "b", "ctrl+b":
@@ -669,6 +834,86 @@ func (m *promptModel) View() string {
 	view = append(view, m.lines[m.top:end]...)
 	view = append(view, footer...)
 	return strings.Join(view, "\n") + "\n"
+}
+
+// inlineView runs a [promptModel] under a Bubble Tea program that has no
+// renderer: after each message it draws the model's view whole below the
+// cursor, in place of the view drawn before, each line cut to the window's
+// width and the view to its height (its last lines kept). Every line is
+// written in full, blanks included, so what is on screen is also in the
+// bytes written, in order.
+type inlineView struct {
+	m     *promptModel
+	out   io.Writer
+	last  string // the view drawn last
+	lines int    // how many lines it took
+	err   error  // the first write error
+}
+
+func (v *inlineView) Init() tea.Cmd {
+	cmd := v.m.Init()
+	v.draw()
+	return cmd
+}
+
+func (v *inlineView) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	_, cmd := v.m.Update(msg)
+	v.draw()
+	if v.err != nil {
+		return v, tea.Quit
+	}
+	return v, cmd
+}
+
+// View is empty: the program has no renderer; draw draws.
+func (v *inlineView) View() tea.View { return tea.View{} }
+
+// draw replaces the view on screen with the model's current one.
+func (v *inlineView) draw() {
+	view := v.m.View()
+	if view == v.last || v.err != nil {
+		return
+	}
+	v.last = view
+	lines := strings.Split(strings.TrimSuffix(view, "\n"), "\n")
+	if view == "" {
+		lines = nil
+	}
+	// A view as tall as the window would scroll it: keep one line spare.
+	if h := max(v.m.height-1, 1); len(lines) > h {
+		lines = lines[len(lines)-h:]
+	}
+	var b strings.Builder
+	if v.lines > 0 {
+		b.WriteString(ansi.CursorUp(v.lines))
+	}
+	b.WriteString("\r" + ansi.EraseScreenBelow)
+	for _, line := range lines {
+		b.WriteString(ansi.Truncate(line, v.m.width, "") + ansi.ResetStyle + "\r\n")
+	}
+	v.lines = len(lines)
+	_, v.err = io.WriteString(v.out, b.String())
+}
+
+// makeRaw sets tio as cfmakeraw(3) does: keys are read one by one, unechoed
+// and unprocessed, and output is written as is.
+func makeRaw(tio *unix.Termios) {
+	tio.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+	tio.Oflag &^= unix.OPOST
+	tio.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+	tio.Cflag &^= unix.CSIZE | unix.PARENB
+	tio.Cflag |= unix.CS8
+	tio.Cc[unix.VMIN] = 1
+	tio.Cc[unix.VTIME] = 0
+}
+
+// windowSize is the size of the terminal on fd, 0x0 when it does not say.
+func windowSize(fd int) (w, h int) {
+	ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ)
+	if err != nil {
+		return 0, 0
+	}
+	return int(ws.Col), int(ws.Row)
 }
 
 // LogWriter returns a writer for log output that passes writes through to

@@ -1,4 +1,4 @@
-package approval
+package policy
 
 import (
 	"errors"
@@ -28,9 +28,9 @@ ask    any
 
 func mustParse(t testing.TB, text string) *Policy {
 	t.Helper()
-	p, err := ParsePolicy("test", strings.NewReader(text))
+	p, err := Parse("test", strings.NewReader(text))
 	if err != nil {
-		t.Fatalf("ParsePolicy(%q): %v", text, err)
+		t.Fatalf("Parse(%q): %v", text, err)
 	}
 	return p
 }
@@ -110,19 +110,19 @@ func TestParsePolicyErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := ParsePolicy("test", strings.NewReader(tt.text))
+			p, err := Parse("test", strings.NewReader(tt.text))
 			if err == nil {
-				t.Fatalf("ParsePolicy(%q) = %d rules, want error %q", tt.text, len(p.Rules), tt.want)
+				t.Fatalf("Parse(%q) = %d rules, want error %q", tt.text, len(p.Rules), tt.want)
 			}
 			if got := err.Error(); got != tt.want {
-				t.Errorf("ParsePolicy(%q) error:\n got %s\nwant %s", tt.text, got, tt.want)
+				t.Errorf("Parse(%q) error:\n got %s\nwant %s", tt.text, got, tt.want)
 			}
-			var pe *PolicyError
+			var pe *ParseError
 			if !errors.As(err, &pe) {
-				t.Fatalf("error %v is %T, want *PolicyError", err, err)
+				t.Fatalf("error %v is %T, want *ParseError", err, err)
 			}
 			if pe.Name != "test" {
-				t.Errorf("PolicyError.Name = %q, want %q", pe.Name, "test")
+				t.Errorf("ParseError.Name = %q, want %q", pe.Name, "test")
 			}
 			if got := errors.Is(err, path.ErrBadPattern); got != tt.badGlob {
 				t.Errorf("errors.Is(err, path.ErrBadPattern) = %v, want %v", got, tt.badGlob)
@@ -133,9 +133,9 @@ func TestParsePolicyErrors(t *testing.T) {
 
 func TestParsePolicyReadError(t *testing.T) {
 	boom := errors.New("boom")
-	_, err := ParsePolicy("test", iotest.ErrReader(boom))
+	_, err := Parse("test", iotest.ErrReader(boom))
 	if err == nil || err.Error() != "policy test: boom" || !errors.Is(err, boom) {
-		t.Errorf("ParsePolicy(failing reader) error = %v, want %q wrapping boom", err, "policy test: boom")
+		t.Errorf("Parse(failing reader) error = %v, want %q wrapping boom", err, "policy test: boom")
 	}
 }
 
@@ -211,7 +211,7 @@ func TestParsePolicyRules(t *testing.T) {
 				tt.want[i].File = "test"
 			}
 			if !reflect.DeepEqual(p.Rules, tt.want) {
-				t.Errorf("ParsePolicy(%q) rules:\n got %#v\nwant %#v", tt.text, p.Rules, tt.want)
+				t.Errorf("Parse(%q) rules:\n got %#v\nwant %#v", tt.text, p.Rules, tt.want)
 			}
 			if p.Name() != "test" {
 				t.Errorf("Name() = %q, want %q", p.Name(), "test")
@@ -466,7 +466,7 @@ func TestExamplePolicy(t *testing.T) {
 // TestDocs holds docs/policy.md to the code: it repeats the design's
 // example, and every block fenced as "policy" parses.
 func TestDocs(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestDocs(t *testing.T) {
 			t.Fatalf("docs/policy.md: unterminated policy block")
 		}
 		blocks++
-		if _, err := ParsePolicy("docs/policy.md", strings.NewReader(block)); err != nil {
+		if _, err := Parse("docs/policy.md", strings.NewReader(block)); err != nil {
 			t.Errorf("policy block %d does not parse: %v\n%s", blocks, err, block)
 		}
 		rest = after
@@ -498,9 +498,9 @@ func TestDocs(t *testing.T) {
 		{"alow any ls\n", `policy /etc/rootgate/policy:1: unknown action "alow"`},
 		{"allow user=alice ls\n", `policy /etc/rootgate/policy:1: unknown scope "user=alice"`},
 	} {
-		_, err := ParsePolicy("/etc/rootgate/policy", strings.NewReader(tt.text))
+		_, err := Parse("/etc/rootgate/policy", strings.NewReader(tt.text))
 		if err == nil || err.Error() != tt.want {
-			t.Errorf("ParsePolicy(%q) = %v, want %s", tt.text, err, tt.want)
+			t.Errorf("Parse(%q) = %v, want %s", tt.text, err, tt.want)
 		}
 		if !strings.Contains(doc, tt.want) {
 			t.Errorf("docs/policy.md does not quote %s", tt.want)
@@ -572,12 +572,12 @@ func TestLoadPolicy(t *testing.T) {
 	dir := t.TempDir()
 
 	missing := filepath.Join(dir, "missing")
-	p, err := LoadPolicy(missing)
+	p, err := Load(missing)
 	if err != nil {
-		t.Fatalf("LoadPolicy(missing) error = %v, want nil", err)
+		t.Fatalf("Load(missing) error = %v, want nil", err)
 	}
 	if p == nil || len(p.Rules) != 0 || p.Name() != missing {
-		t.Fatalf("LoadPolicy(missing) = %+v, want an empty policy named %q", p, missing)
+		t.Fatalf("Load(missing) = %+v, want an empty policy named %q", p, missing)
 	}
 	if m := p.Evaluate(Subject{Privileged: true, Stages: stages("id")}); m.Action != ActionAsk {
 		t.Errorf("empty policy: Evaluate = %v, want ask", m.Action)
@@ -587,29 +587,29 @@ func TestLoadPolicy(t *testing.T) {
 	if err := os.WriteFile(good, []byte(examplePolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err = LoadPolicy(good)
+	p, err = Load(good)
 	if err != nil || len(p.Rules) != 7 || p.Name() != good {
-		t.Fatalf("LoadPolicy(good) = %+v, %v; want 7 rules named %q", p, err, good)
+		t.Fatalf("Load(good) = %+v, %v; want 7 rules named %q", p, err, good)
 	}
 
 	bad := filepath.Join(dir, "bad")
 	if err := os.WriteFile(bad, []byte("allow any\nalow any\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadPolicy(bad)
+	_, err = Load(bad)
 	if want := fmt.Sprintf("policy %s:2: unknown action \"alow\"", bad); err == nil || err.Error() != want {
-		t.Errorf("LoadPolicy(bad) error = %v, want %s", err, want)
+		t.Errorf("Load(bad) error = %v, want %s", err, want)
 	}
 
-	_, err = LoadPolicy(dir)
+	_, err = Load(dir)
 	if err == nil || !strings.HasPrefix(err.Error(), "policy "+dir+": ") {
-		t.Errorf("LoadPolicy(directory) error = %v, want one naming the policy", err)
+		t.Errorf("Load(directory) error = %v, want one naming the policy", err)
 	}
 
 	notDir := filepath.Join(good, "x")
-	_, err = LoadPolicy(notDir)
+	_, err = Load(notDir)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("LoadPolicy(%q) error = %v, want a failure other than not-exist", notDir, err)
+		t.Errorf("Load(%q) error = %v, want a failure other than not-exist", notDir, err)
 	}
 }
 
@@ -669,11 +669,11 @@ func TestFormatRuleRoundTrip(t *testing.T) {
 func FuzzParsePolicy(f *testing.F) {
 	f.Add(examplePolicy)
 	f.Fuzz(func(t *testing.T, text string) {
-		p, err := ParsePolicy("fuzz", strings.NewReader(text))
+		p, err := Parse("fuzz", strings.NewReader(text))
 		if err != nil {
-			var pe *PolicyError
+			var pe *ParseError
 			if !errors.As(err, &pe) {
-				t.Fatalf("error %v is %T, want *PolicyError", err, err)
+				t.Fatalf("error %v is %T, want *ParseError", err, err)
 			}
 			if lines := strings.Count(text, "\n") + 1; pe.Line < 1 || pe.Line > lines {
 				t.Fatalf("error %v: line %d outside 1..%d", err, pe.Line, lines)
@@ -691,13 +691,13 @@ func FuzzParsePolicy(f *testing.F) {
 				t.Fatalf("rule %d text %q: holds a newline or surrounding blanks", i, r.Text)
 			}
 			// The text as written means the same on its own.
-			q, err := ParsePolicy("text", strings.NewReader(r.Text))
+			q, err := Parse("text", strings.NewReader(r.Text))
 			if err != nil || len(q.Rules) != 1 || !sameRule(q.Rules[0], *r) {
 				t.Fatalf("rule %q reparsed = %v, %v", r.Text, q, err)
 			}
 			// So does its canonical form.
 			canon := formatRule(r)
-			q, err = ParsePolicy("canon", strings.NewReader(canon))
+			q, err = Parse("canon", strings.NewReader(canon))
 			if err != nil || len(q.Rules) != 1 || !sameRule(q.Rules[0], *r) {
 				t.Fatalf("rule %q formatted as %q reparsed = %v, %v", r.Text, canon, q, err)
 			}

@@ -1,4 +1,4 @@
-package approval
+package policy
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 // example lines ("#   allow …").
 func docPolicyExamples(t *testing.T, file string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", file))
+	b, err := os.ReadFile(filepath.Join("..", "..", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestDocPolicyExamples(t *testing.T) {
 			t.Errorf("%s has no policy example", file)
 		}
 		for i, block := range blocks {
-			p, err := ParsePolicy(file, strings.NewReader(block))
+			p, err := Parse(file, strings.NewReader(block))
 			if err != nil {
 				t.Errorf("%s: example %d does not parse: %v\n%s", file, i+1, err, block)
 				continue
@@ -88,7 +88,7 @@ func TestDocPolicyExamples(t *testing.T) {
 // TestDocPolicyClaims checks what docs/policy.md says about its examples
 // of env= and of globs and path components, and its table of errors.
 func TestDocPolicyClaims(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestDocPolicyClaims(t *testing.T) {
 		problem := strings.TrimSuffix(strings.TrimPrefix(cells[0], "| `"), "`")
 		line := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(cells[1], "`"), " |"), "`")
 		rows++
-		_, err := ParsePolicy("t", strings.NewReader(line))
+		_, err := Parse("t", strings.NewReader(line))
 		if want := "policy t:1: " + problem; err == nil || err.Error() != want {
 			t.Errorf("docs/policy.md says %s gives %q; it gives %v", line, want, err)
 		}

@@ -1,4 +1,4 @@
-package approval
+package policy
 
 import (
 	"errors"
@@ -12,21 +12,21 @@ import (
 )
 
 // The policy as the daemon reads it: the main file, then the drop-ins in
-// its directory PolicyDir (docs/policy.md, "Drop-in files").
+// its directory [Dir] (docs/policy.md, "Drop-in files").
 
-// DefaultPolicyFile is the policy file rootgated reads without --policy.
-const DefaultPolicyFile = "/etc/rootgate/policy"
+// DefaultFile is the policy file rootgated reads without --policy.
+const DefaultFile = "/etc/rootgate/policy"
 
 // DropInSuffix ends the name of every drop-in file that is read; other
 // names in the directory (editor backups, package manager leftovers) are
 // skipped, and so are names starting with ".".
 const DropInSuffix = ".policy"
 
-// PolicyDir returns the drop-in directory of the policy file at path:
+// Dir returns the drop-in directory of the policy file at path:
 // path with ".d" appended (/etc/rootgate/policy.d for /etc/rootgate/policy).
-func PolicyDir(path string) string { return path + ".d" }
+func Dir(path string) string { return path + ".d" }
 
-// LoadOptions says how [LoadPolicyFiles] reads.
+// LoadOptions says how [LoadFiles] reads.
 type LoadOptions struct {
 	// Trusted requires each file read, and the drop-in directory, to be
 	// owned by root and writable by no group or other: the policy decides
@@ -35,22 +35,22 @@ type LoadOptions struct {
 	Trusted bool
 }
 
-// LoadPolicyFiles reads the policy file at path and then each drop-in of
-// [PolicyDir](path) whose name ends in [DropInSuffix] and does not start
+// LoadFiles reads the policy file at path and then each drop-in of
+// [Dir](path) whose name ends in [DropInSuffix] and does not start
 // with ".", in lexical (byte) order, and returns them as one [Policy]: the
 // main file's rules first, then each drop-in's, so the first rule that
 // matches a stage wins as within one file. Each [Rule] keeps its file and
 // line. A missing main file or directory adds no rules.
 //
 // The first file that does not parse stops the load with its
-// [*PolicyError]; a file or directory refused by opts with a
-// [*PolicyFileError].
-func LoadPolicyFiles(path string, opts LoadOptions) (*Policy, error) {
+// [*ParseError]; a file or directory refused by opts with a
+// [*FileError].
+func LoadFiles(path string, opts LoadOptions) (*Policy, error) {
 	p, err := loadPolicyFile(path, opts, true)
 	if err != nil {
 		return nil, err
 	}
-	dir := PolicyDir(path)
+	dir := Dir(path)
 	d, err := os.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return p, nil
@@ -64,7 +64,7 @@ func LoadPolicyFiles(path string, opts LoadOptions) (*Policy, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if !fi.IsDir() {
-		return nil, &PolicyFileError{Name: dir, Why: "not a directory"}
+		return nil, &FileError{Name: dir, Why: "not a directory"}
 	}
 	if err := checkTrusted(dir, fi, opts); err != nil {
 		return nil, err
@@ -105,12 +105,12 @@ func loadPolicyFile(path string, opts LoadOptions, missingOK bool) (*Policy, err
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &PolicyFileError{Name: path, Why: "not a regular file"}
+		return nil, &FileError{Name: path, Why: "not a regular file"}
 	}
 	if err := checkTrusted(path, fi, opts); err != nil {
 		return nil, err
 	}
-	p, err := ParsePolicy(path, f)
+	p, err := Parse(path, f)
 	if err != nil {
 		return nil, err
 	}
@@ -125,28 +125,28 @@ func checkTrusted(name string, fi fs.FileInfo, opts LoadOptions) error {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return &PolicyFileError{Name: name, Why: "cannot tell its owner"}
+		return &FileError{Name: name, Why: "cannot tell its owner"}
 	}
 	if st.Uid != 0 {
-		return &PolicyFileError{Name: name, Why: fmt.Sprintf("owned by uid %d, not root", st.Uid)}
+		return &FileError{Name: name, Why: fmt.Sprintf("owned by uid %d, not root", st.Uid)}
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return &PolicyFileError{Name: name, Why: fmt.Sprintf("writable by group or others (mode %04o)", fi.Mode().Perm())}
+		return &FileError{Name: name, Why: fmt.Sprintf("writable by group or others (mode %04o)", fi.Mode().Perm())}
 	}
 	return nil
 }
 
-// PolicyFileError reports a policy file or drop-in directory that is not
+// FileError reports a policy file or drop-in directory that is not
 // read: "policy NAME: WHY".
-type PolicyFileError struct {
+type FileError struct {
 	Name string
 	Why  string
 }
 
-func (e *PolicyFileError) Error() string { return fmt.Sprintf("policy %s: %s", e.Name, e.Why) }
+func (e *FileError) Error() string { return fmt.Sprintf("policy %s: %s", e.Name, e.Why) }
 
 // Files returns the files p was read from, in the order read: for
-// [LoadPolicyFiles] the main file (when it exists) and then each drop-in.
+// [LoadFiles] the main file (when it exists) and then each drop-in.
 func (p *Policy) Files() []string {
 	if p == nil {
 		return nil

@@ -1,4 +1,4 @@
-package approval
+package policy
 
 import (
 	"os"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestLoadPolicyFilesOrder: the main file's rules come first, then each
+// TestLoadFilesOrder: the main file's rules come first, then each
 // drop-in's in byte order of the names; other names are skipped; each
 // rule keeps its file and line, and the first match wins across files.
-func TestLoadPolicyFilesOrder(t *testing.T) {
+func TestLoadFilesOrder(t *testing.T) {
 	dir := t.TempDir()
 	main := filepath.Join(dir, "policy")
 	files := map[string]string{
@@ -22,7 +22,7 @@ func TestLoadPolicyFilesOrder(t *testing.T) {
 		"policy.d/c.policy~":       "not a rule\n",
 		"policy.d/10-first.policy": "deny any echo first\n",
 	}
-	if err := os.Mkdir(PolicyDir(main), 0o755); err != nil {
+	if err := os.Mkdir(Dir(main), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for name, text := range files {
@@ -30,11 +30,11 @@ func TestLoadPolicyFilesOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p, err := LoadPolicyFiles(main, LoadOptions{Trusted: true})
+	p, err := LoadFiles(main, LoadOptions{Trusted: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := PolicyDir(main)
+	d := Dir(main)
 	wantFiles := []string{main, d + "/10-first.policy", d + "/A.policy", d + "/b.policy"}
 	if !slices.Equal(p.Files(), wantFiles) {
 		t.Errorf("Files() = %q, want %q", p.Files(), wantFiles)

@@ -1,4 +1,4 @@
-package approval
+package terminal
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/creack/pty"
+	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/testutil"
 )
 
@@ -122,14 +123,14 @@ func (s *screen) send(keys string) {
 }
 
 // approveAsync runs Approve in the background.
-func approveAsync(ctx context.Context, term *Terminal, p *Prompt) <-chan Decision {
-	ch := make(chan Decision, 1)
+func approveAsync(ctx context.Context, term *Terminal, p *approval.Prompt) <-chan approval.Decision {
+	ch := make(chan approval.Decision, 1)
 	go func() { ch <- term.Approve(ctx, p) }()
 	return ch
 }
 
 // decision waits for the decision on ch.
-func decision(t *testing.T, ch <-chan Decision) Decision {
+func decision(t *testing.T, ch <-chan approval.Decision) approval.Decision {
 	t.Helper()
 	select {
 	case d := <-ch:
@@ -140,16 +141,16 @@ func decision(t *testing.T, ch <-chan Decision) Decision {
 	panic("unreachable")
 }
 
-func testPrompt(id string, argv ...string) *Prompt {
-	return &Prompt{
+func testPrompt(id string, argv ...string) *approval.Prompt {
+	return &approval.Prompt{
 		ID:         id,
 		Host:       "workstation.local",
 		Session:    "project-alpha",
 		Version:    "rootgate/0.1.0",
 		Time:       time.Date(2026, 2, 13, 14, 30, 0, 0, time.UTC),
 		Reason:     "Install nginx to set up a web server",
-		Requester:  Requester{UID: 1000, GID: 1000, PID: 4242, User: "alice", Exe: "/usr/bin/python3.12"},
-		Stages:     []Stage{{Argv: argv, Path: "/usr/bin/" + argv[0]}},
+		Requester:  approval.Requester{UID: 1000, GID: 1000, PID: 4242, User: "alice", Exe: "/usr/bin/python3.12"},
+		Stages:     []approval.Stage{{Argv: argv, Path: "/usr/bin/" + argv[0]}},
 		Privileged: true,
 		RunAs:      "root",
 		Cwd:        "/",
@@ -160,10 +161,10 @@ func testPrompt(id string, argv ...string) *Prompt {
 // showPrompt starts Approve in the background and waits, reading the screen
 // from offset from on, until the request's text and its form are up. It
 // returns the decision channel and the screen offset past the form.
-func showPrompt(t *testing.T, ctx context.Context, term *Terminal, s *screen, from int, p *Prompt) (<-chan Decision, int) {
+func showPrompt(t *testing.T, ctx context.Context, term *Terminal, s *screen, from int, p *approval.Prompt) (<-chan approval.Decision, int) {
 	t.Helper()
 	ch := approveAsync(ctx, term, p)
-	at := s.waitFor(from, RequesterMark+"id:      "+p.ID+"\n")
+	at := s.waitFor(from, approval.RequesterMark+"id:      "+p.ID+"\n")
 	at = s.waitFor(at, "> Deny")
 	at = s.waitFor(at, "keys are not accepted yet")
 	at = s.waitFor(at, "n or Esc deny")
@@ -212,7 +213,7 @@ func checkFormErased(t *testing.T, raw, outcome string) {
 	}
 }
 
-func checkDecision(t *testing.T, got, want Decision) {
+func checkDecision(t *testing.T, got, want approval.Decision) {
 	t.Helper()
 	if got != want {
 		t.Errorf("decision = %+v, want %+v", got, want)
@@ -229,7 +230,7 @@ func TestTerminalApprove(t *testing.T) {
 	text := s.Text()
 	for _, want := range []string{
 		"The requester says (its own words, not checked by rootgated):\n",
-		RequesterMark + "reason:  Install nginx to set up a web server\n",
+		approval.RequesterMark + "reason:  Install nginx to set up a web server\n",
 		"Run as:      root   *** PRIVILEGED",
 		"Command (1 stage):\n  [1] apt install nginx\n      executable: /usr/bin/apt\n",
 		"Run this command as ROOT?",
@@ -241,7 +242,7 @@ func TestTerminalApprove(t *testing.T) {
 		}
 	}
 	s.send("y")
-	checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
+	checkDecision(t, decision(t, ch), approval.Decision{Verdict: approval.Allow, By: "tty " + term.Name})
 	s.waitFor(at, "rootgate: request req-y approved")
 	checkFormErased(t, s.Raw(), "rootgate: request req-y approved")
 	if raw := s.Raw(); strings.Contains(raw, "\x1b]11;") || strings.Contains(raw, "\x1b]10;") {
@@ -258,7 +259,7 @@ func TestTerminalPasteDoesNotAnswer(t *testing.T) {
 	s.send("\x1b[200~y\x1b[201~yes\x1b[D")
 	s.waitFor(at, "> Approve")
 	s.send("n")
-	if d := decision(t, ch); d.Verdict != Deny {
+	if d := decision(t, ch); d.Verdict != approval.Deny {
 		t.Errorf("decision = %+v, want a denial: pasted text answered the prompt", d)
 	}
 }
@@ -268,7 +269,7 @@ func TestTerminalLongCommand(t *testing.T) {
 	term, s := newTerminal(t, 24, 80)
 	script := strings.Repeat("echo 0123456789; ", 400) + "\nrm -rf /tmp/x"
 	p := testPrompt("req-long", "sh", "-c", script)
-	p.Stages = append(p.Stages, Stage{Argv: []string{"tee", "/etc/shadow"}, Path: "/usr/bin/tee"})
+	p.Stages = append(p.Stages, approval.Stage{Argv: []string{"tee", "/etc/shadow"}, Path: "/usr/bin/tee"})
 	ch := approveAsync(context.Background(), term, p)
 	at := s.waitFor(0, "page to the end of the request before y counts")
 	// Every stage has its line in the form, the long one cut saying so.
@@ -286,7 +287,7 @@ func TestTerminalLongCommand(t *testing.T) {
 		t.Error("the wrapped command has no continuation mark")
 	}
 	s.send("y")
-	checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
+	checkDecision(t, decision(t, ch), approval.Decision{Verdict: approval.Allow, By: "tty " + term.Name})
 }
 
 func TestTerminalDeny(t *testing.T) {
@@ -303,8 +304,8 @@ func TestTerminalDeny(t *testing.T) {
 			term, s := newTerminal(t, 40, 120)
 			ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-n", "reboot"))
 			s.send(tt.keys)
-			checkDecision(t, decision(t, ch), Decision{
-				Verdict: Deny,
+			checkDecision(t, decision(t, ch), approval.Decision{
+				Verdict: approval.Deny,
 				Message: "denied by operator root on " + term.Name,
 				By:      "tty " + term.Name,
 			})
@@ -323,7 +324,7 @@ func TestTerminalArrowKeys(t *testing.T) {
 		s.send("\x1b[D")
 		s.waitFor(at, "> Approve")
 		s.send("\r")
-		checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
+		checkDecision(t, decision(t, ch), approval.Decision{Verdict: approval.Allow, By: "tty " + term.Name})
 	})
 	t.Run("left, right, enter denies", func(t *testing.T) {
 		t.Parallel()
@@ -334,7 +335,7 @@ func TestTerminalArrowKeys(t *testing.T) {
 		s.send("\x1b[C")
 		s.waitFor(at, "> Deny")
 		s.send("\r")
-		if d := decision(t, ch); d.Verdict != Deny {
+		if d := decision(t, ch); d.Verdict != approval.Deny {
 			t.Errorf("decision = %+v, want a denial", d)
 		}
 	})
@@ -345,8 +346,8 @@ func TestTerminalTimeout(t *testing.T) {
 	term, s := newTerminal(t, 40, 120)
 	term.Timeout = 2 * time.Second
 	ch, at := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-t", "true"))
-	checkDecision(t, decision(t, ch), Decision{
-		Verdict: Expired,
+	checkDecision(t, decision(t, ch), approval.Decision{
+		Verdict: approval.Expired,
 		Message: "no approval decision within 2s",
 		By:      "tty " + term.Name,
 	})
@@ -361,7 +362,7 @@ func TestTerminalWithdrawnWhileShown(t *testing.T) {
 	defer cancel()
 	ch, at := showPrompt(t, ctx, term, s, 0, testPrompt("req-w", "true"))
 	cancel()
-	checkDecision(t, decision(t, ch), Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+	checkDecision(t, decision(t, ch), approval.Decision{Verdict: approval.Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
 	s.waitFor(at, "rootgate: request req-w withdrawn")
 	checkFormErased(t, s.Raw(), "rootgate: request req-w withdrawn")
 }
@@ -373,7 +374,7 @@ func TestTerminalWithdrawnWithCause(t *testing.T) {
 	defer cancel(nil)
 	ch, at := showPrompt(t, ctx, term, s, 0, testPrompt("req-wc", "true"))
 	cancel(errors.New("approved by root on /dev/pts/9\x1b[2J"))
-	checkDecision(t, decision(t, ch), Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+	checkDecision(t, decision(t, ch), approval.Decision{Verdict: approval.Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
 	s.waitFor(at, `rootgate: request req-wc withdrawn (approved by root on /dev/pts/9\x1b[2J)`)
 }
 
@@ -383,7 +384,7 @@ func TestTerminalWithdrawnBeforeApprove(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	checkDecision(t, term.Approve(ctx, testPrompt("req-gone", "true")),
-		Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+		approval.Decision{Verdict: approval.Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
 	// The next request is the first thing on the screen.
 	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-next", "true"))
 	s.send("n")
@@ -402,7 +403,7 @@ func TestTerminalDiscardsTypeAhead(t *testing.T) {
 	at := s.waitFor(0, "y")
 	ch, _ := showPrompt(t, context.Background(), term, s, at, testPrompt("req-ahead", "true"))
 	s.send("n")
-	if d := decision(t, ch); d.Verdict != Deny {
+	if d := decision(t, ch); d.Verdict != approval.Deny {
 		t.Errorf("decision = %+v, want a denial: a key typed before the prompt answered it", d)
 	}
 }
@@ -447,28 +448,28 @@ func TestTerminalFIFO(t *testing.T) {
 	}
 
 	s.send("n")
-	if d := decision(t, chA); d.Verdict != Deny {
+	if d := decision(t, chA); d.Verdict != approval.Deny {
 		t.Errorf("A: %+v, want a denial", d)
 	}
 	at = s.waitFor(at, "rootgate: request req-a denied")
 	at2 := s.waitFor(at, "> Deny")
-	if shown := s.Text()[at:at2]; !strings.Contains(shown, RequesterMark+"id:      req-b\n") || strings.Contains(shown, "req-c") {
+	if shown := s.Text()[at:at2]; !strings.Contains(shown, approval.RequesterMark+"id:      req-b\n") || strings.Contains(shown, "req-c") {
 		t.Fatalf("after A, the screen shows:\n%s\nwant B alone", shown)
 	}
 	at2 = s.waitFor(at2, "y approve ·")
 
 	s.send("y")
-	if d := decision(t, chB); d.Verdict != Allow {
+	if d := decision(t, chB); d.Verdict != approval.Allow {
 		t.Errorf("B: %+v, want an approval", d)
 	}
 	at = s.waitFor(at2, "rootgate: request req-b approved")
 	at2 = s.waitFor(at, "> Deny")
-	if shown := s.Text()[at:at2]; !strings.Contains(shown, RequesterMark+"id:      req-c\n") {
+	if shown := s.Text()[at:at2]; !strings.Contains(shown, approval.RequesterMark+"id:      req-c\n") {
 		t.Fatalf("after B, the screen shows:\n%s\nwant C", shown)
 	}
 	s.waitFor(at2, "n or Esc deny")
 	s.send("n")
-	if d := decision(t, chC); d.Verdict != Deny {
+	if d := decision(t, chC); d.Verdict != approval.Deny {
 		t.Errorf("C: %+v, want a denial", d)
 	}
 	s.waitFor(at2, "rootgate: request req-c denied")
@@ -483,11 +484,11 @@ func TestTerminalQueuedWithdrawnNeverShown(t *testing.T) {
 	chB := approveAsync(ctxB, term, testPrompt("req-queued", "true"))
 	waitQueued(t, term, 1)
 	cancelB()
-	checkDecision(t, decision(t, chB), Decision{Verdict: Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
+	checkDecision(t, decision(t, chB), approval.Decision{Verdict: approval.Withdrawn, Message: "request withdrawn", By: "tty " + term.Name})
 	waitQueued(t, term, 0)
 
 	s.send("y")
-	if d := decision(t, chA); d.Verdict != Allow {
+	if d := decision(t, chA); d.Verdict != approval.Allow {
 		t.Errorf("A: %+v, want an approval", d)
 	}
 	at = s.waitFor(at, "rootgate: request req-first approved")
@@ -510,7 +511,7 @@ func TestTerminalZeroSize(t *testing.T) {
 	// Taken as 80x24, the request is taller than its pager.
 	pageToEnd(s, at)
 	s.send("y")
-	checkDecision(t, decision(t, ch), Decision{Verdict: Allow, By: "tty " + term.Name})
+	checkDecision(t, decision(t, ch), approval.Decision{Verdict: approval.Allow, By: "tty " + term.Name})
 }
 
 func TestTerminalNotATerminal(t *testing.T) {
@@ -523,7 +524,7 @@ func TestTerminalNotATerminal(t *testing.T) {
 	defer w.Close()
 	term := &Terminal{In: r, Out: w, Name: "pipe", Operator: "root"}
 	d := term.Approve(context.Background(), testPrompt("req-pipe", "true"))
-	if d.Verdict != Unavailable || !strings.HasPrefix(d.Message, "approval prompt on pipe failed: not a terminal") || d.By != "tty pipe" {
+	if d.Verdict != approval.Unavailable || !strings.HasPrefix(d.Message, "approval prompt on pipe failed: not a terminal") || d.By != "tty pipe" {
 		t.Errorf("decision = %+v, want a denial saying the prompt failed", d)
 	}
 }
@@ -534,7 +535,7 @@ func TestTerminalGone(t *testing.T) {
 	ch, _ := showPrompt(t, context.Background(), term, s, 0, testPrompt("req-hangup", "true"))
 	s.master.Close() // hang up
 	d := decision(t, ch)
-	want := Decision{Verdict: Unavailable, Message: "approval prompt on " + term.Name + " failed: terminal closed or hung up", By: "tty " + term.Name}
+	want := approval.Decision{Verdict: approval.Unavailable, Message: "approval prompt on " + term.Name + " failed: terminal closed or hung up", By: "tty " + term.Name}
 	if d != want {
 		t.Errorf("decision = %+v, want %+v", d, want)
 	}
@@ -612,12 +613,12 @@ func TestTerminalAccessible(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name, keys string
-		want       Verdict
+		want       approval.Verdict
 	}{
-		{"y approves", "y\r", Allow},
-		{"yes approves", "yes\r", Allow},
-		{"enter alone denies", "\r", Deny},
-		{"n denies", "n\r", Deny},
+		{"y approves", "y\r", approval.Allow},
+		{"yes approves", "yes\r", approval.Allow},
+		{"enter alone denies", "\r", approval.Deny},
+		{"n denies", "n\r", approval.Deny},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -630,7 +631,7 @@ func TestTerminalAccessible(t *testing.T) {
 			if d.Verdict != tt.want {
 				t.Fatalf("got %+v", d)
 			}
-			s.waitFor(at, "rootgate: request acc "+map[Verdict]string{Allow: "approved", Deny: "denied"}[tt.want])
+			s.waitFor(at, "rootgate: request acc "+map[approval.Verdict]string{approval.Allow: "approved", approval.Deny: "denied"}[tt.want])
 			if strings.Contains(s.Raw(), "\x1b[?1049") || strings.Contains(s.Raw(), "\x1b[2K") {
 				t.Error("accessible mode redrew the screen")
 			}
@@ -644,7 +645,7 @@ func TestTerminalAccessible(t *testing.T) {
 		ch := approveAsync(ctx, term, testPrompt("acc-w", "reboot"))
 		s.waitFor(0, "[y/N]")
 		cancel()
-		if d := decision(t, ch); d.Verdict != Withdrawn {
+		if d := decision(t, ch); d.Verdict != approval.Withdrawn {
 			t.Fatalf("got %+v", d)
 		}
 	})
@@ -655,7 +656,7 @@ func TestTerminalAccessible(t *testing.T) {
 		term.Timeout = time.Second
 		ch := approveAsync(context.Background(), term, testPrompt("acc-t", "reboot"))
 		s.waitFor(0, "[y/N]")
-		if d := decision(t, ch); d.Verdict != Expired || d.Message != "no approval decision within 1s" {
+		if d := decision(t, ch); d.Verdict != approval.Expired || d.Message != "no approval decision within 1s" {
 			t.Fatalf("got %+v", d)
 		}
 	})
@@ -676,5 +677,30 @@ func TestTerminalNoColor(t *testing.T) {
 	decision(t, ch)
 	if m := sgrColour.FindString(s.Raw()); m != "" {
 		t.Errorf("a colour sequence on screen: %q", m)
+	}
+}
+
+// TestKeyReadsMarkRunsAsPaste checks what the prompt passes on from each
+// read of the terminal: a run of two or more characters becomes a paste
+// (so its y is not the key y); single keys, escape sequences and pastes
+// the terminal marked pass through unchanged, also when a paste spans
+// reads.
+func TestKeyReadsMarkRunsAsPaste(t *testing.T) {
+	var k keyReads
+	for _, c := range []struct{ in, want string }{
+		{"y", "y"},
+		{"yes", pasteStart + "yes" + pasteEnd},
+		{"y\x1b[D", "y\x1b[D"},
+		{"\x1b[Dyy\r", "\x1b[D" + pasteStart + "yy" + pasteEnd + "\r"},
+		{"éy", pasteStart + "éy" + pasteEnd},
+		{"\x1bOA\x1b", "\x1bOA\x1b"},
+		{"\x1b]11;rgb:0/0/0\x07n", "\x1b]11;rgb:0/0/0\x07n"},
+		{"\x1b[200~y\x1b[201~yes", "\x1b[200~y\x1b[201~" + pasteStart + "yes" + pasteEnd},
+		{"\x1b[200~a", "\x1b[200~a"},
+		{"bc\x1b[201~y", "bc\x1b[201~y"},
+	} {
+		if got := string(k.mark([]byte(c.in))); got != c.want {
+			t.Errorf("mark(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package approval
+package desktop
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // The freedesktop.org Desktop Notifications service (the specification's
@@ -34,17 +36,17 @@ const notifyTimeout = 5 * time.Second
 // subset of HTML in which only these three characters are special.
 var markupEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-// Desktop is an [Approver] that asks through a desktop notification with
+// Desktop is an [approval.Approver] that asks through a desktop notification with
 // an Approve and a Deny button, sent to the freedesktop.org Notifications
 // service on a D-Bus session bus, or, where there is none that can show
 // buttons, through a zenity question dialog. The notification's body is the
-// whole of [Render]; its summary says as whom the command would run.
+// whole of [approval.Render]; its summary says as whom the command would run.
 //
 //   - Approve approves; Deny, or closing the notification without
 //     pressing either, denies;
-//   - no answer within Timeout: [Expired], and the notification is closed;
+//   - no answer within Timeout: [approval.Expired], and the notification is closed;
 //   - the request's context ends first: the notification is closed and the
-//     answer is [Withdrawn].
+//     answer is [approval.Withdrawn].
 //
 // Desktop runs with the rights of whoever calls it and talks to that
 // user's bus: a root process serving another user's desktop should call it
@@ -72,9 +74,9 @@ type Desktop struct {
 	Zenity string
 }
 
-var _ Approver = (*Desktop)(nil)
+var _ approval.Approver = (*Desktop)(nil)
 
-// Approve implements [Approver]. It shows the notification and returns:
+// Approve implements [approval.Approver]. It shows the notification and returns:
 //
 //   - Allow, with an empty Message;
 //   - Deny, "denied by operator OPERATOR on NAME" (a Deny button or a
@@ -90,33 +92,33 @@ var _ Approver = (*Desktop)(nil)
 // Approve button approves, Deny, Enter or closing the window denies.
 //
 // Decision.By is NAME in every case.
-func (d *Desktop) Approve(ctx context.Context, p *Prompt) Decision {
+func (d *Desktop) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	name := d.name()
 	if ctx.Err() != nil {
-		return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: name}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: name}
 	}
 	timeout := d.Timeout
 	if timeout <= 0 {
-		timeout = DefaultPromptTimeout
+		timeout = approval.DefaultPromptTimeout
 	}
-	pctx, cancel := context.WithDeadlineCause(ctx, time.Now().Add(timeout), errPromptTimeout)
+	pctx, cancel := context.WithDeadlineCause(ctx, time.Now().Add(timeout), approval.ErrPromptTimeout)
 	defer cancel()
 
-	fail := func(err error) Decision {
+	fail := func(err error) approval.Decision {
 		switch {
 		case ctx.Err() != nil:
-			return Decision{Verdict: Withdrawn, Message: withdrawnMessage, By: name}
-		case errors.Is(context.Cause(pctx), errPromptTimeout):
-			return Decision{Verdict: Expired, Message: "no approval decision within " + displaySeconds(timeout), By: name}
+			return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: name}
+		case errors.Is(context.Cause(pctx), approval.ErrPromptTimeout):
+			return approval.Decision{Verdict: approval.Expired, Message: "no approval decision within " + approval.DisplaySeconds(timeout), By: name}
 		}
-		return Decision{Verdict: Unavailable, Message: fmt.Sprintf("desktop prompt on %s failed: %v", name, err), By: name}
+		return approval.Decision{Verdict: approval.Unavailable, Message: fmt.Sprintf("desktop prompt on %s failed: %v", name, err), By: name}
 	}
-	deny := Decision{Verdict: Deny, Message: fmt.Sprintf("denied by operator %s on %s", d.Operator, name), By: name}
+	deny := approval.Decision{Verdict: approval.Deny, Message: fmt.Sprintf("denied by operator %s on %s", d.Operator, name), By: name}
 	// A dialog shows only a preview of stdin, and nothing that will run
 	// may hide behind an Approve button: such a request is for a terminal,
 	// whose pager shows all of it.
-	if len(p.Stdin) > stdinPreviewBytes {
-		return Decision{Verdict: Unavailable, Message: fmt.Sprintf("desktop prompt on %s cannot show all of the request's stdin (%d bytes): approve it from a terminal", name, len(p.Stdin)), By: name}
+	if len(p.Stdin) > approval.StdinPreviewBytes {
+		return approval.Decision{Verdict: approval.Unavailable, Message: fmt.Sprintf("desktop prompt on %s cannot show all of the request's stdin (%d bytes): approve it from a terminal", name, len(p.Stdin)), By: name}
 	}
 
 	dec, err := d.notify(ctx, pctx, p, deny, fail)
@@ -137,11 +139,11 @@ func (d *Desktop) Approve(ctx context.Context, p *Prompt) Decision {
 // notify asks through the notification service. Its error says why no
 // notification could be shown, and then it decided nothing; once one was
 // shown, it always returns a Decision and no error.
-func (d *Desktop) notify(ctx, pctx context.Context, p *Prompt, deny Decision, fail func(error) Decision) (Decision, error) {
+func (d *Desktop) notify(ctx, pctx context.Context, p *approval.Prompt, deny approval.Decision, fail func(error) approval.Decision) (approval.Decision, error) {
 	name := d.name()
 	conn, release, err := d.connect(pctx)
 	if err != nil {
-		return Decision{}, err
+		return approval.Decision{}, err
 	}
 	defer release()
 
@@ -150,37 +152,37 @@ func (d *Desktop) notify(ctx, pctx context.Context, p *Prompt, deny Decision, fa
 	// pass a signal off as the service's.
 	var owner string
 	if err := conn.BusObject().CallWithContext(pctx, "org.freedesktop.DBus.GetNameOwner", 0, notifyName).Store(&owner); err != nil {
-		return Decision{}, fmt.Errorf("no notification service on the session bus: %w", err)
+		return approval.Decision{}, fmt.Errorf("no notification service on the session bus: %w", err)
 	}
 	obj := conn.Object(owner, notifyPath)
 	var caps []string
 	if err := obj.CallWithContext(pctx, notifyIface+".GetCapabilities", 0).Store(&caps); err != nil {
-		return Decision{}, fmt.Errorf("failed to ask the notification service for its capabilities: %w", err)
+		return approval.Decision{}, fmt.Errorf("failed to ask the notification service for its capabilities: %w", err)
 	}
 	// Without buttons the operator could not answer, and without a body
 	// the request would be decided unseen.
 	for _, c := range []string{"actions", "body"} {
 		if !slices.Contains(caps, c) {
-			return Decision{}, fmt.Errorf("the notification service cannot show %q (it offers %s)", c, Sanitize(strings.Join(caps, ", ")))
+			return approval.Decision{}, fmt.Errorf("the notification service cannot show %q (it offers %s)", c, termsafe.Sanitize(strings.Join(caps, ", ")))
 		}
 	}
 
 	// Subscribe before Notify so that no answer can slip past.
 	if err := conn.AddMatchSignalContext(pctx, dbus.WithMatchSender(owner), dbus.WithMatchObjectPath(notifyPath), dbus.WithMatchInterface(notifyIface)); err != nil {
-		return Decision{}, fmt.Errorf("failed to subscribe to the notification service's signals: %w", err)
+		return approval.Decision{}, fmt.Errorf("failed to subscribe to the notification service's signals: %w", err)
 	}
 	signals := make(chan *dbus.Signal, 16)
 	conn.Signal(signals)
 	defer conn.RemoveSignal(signals)
 
-	body := Render(p)
+	body := approval.Render(p)
 	// A service without body markup shows the text as it is; one with it
 	// would read <, > and & as markup.
 	if slices.Contains(caps, "body-markup") {
 		body = markupEscaper.Replace(body)
 	}
-	summary := "rootgate: run this command as " + runAsName(p) + "?"
-	if runsAsRoot(p) {
+	summary := "rootgate: run this command as " + approval.RunAsName(p) + "?"
+	if approval.RunsAsRoot(p) {
 		summary = "rootgate: run this command as ROOT?"
 	}
 	hints := map[string]dbus.Variant{
@@ -196,7 +198,7 @@ func (d *Desktop) notify(ctx, pctx context.Context, p *Prompt, deny Decision, fa
 		[]string{actionApprove, "Approve", actionDeny, "Deny"}, hints, int32(0)).Store(&id)
 	ncancel()
 	if err != nil {
-		return Decision{}, fmt.Errorf("failed to show the notification: %w", err)
+		return approval.Decision{}, fmt.Errorf("failed to show the notification: %w", err)
 	}
 	closeNote := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
@@ -225,7 +227,7 @@ func (d *Desktop) notify(ctx, pctx context.Context, p *Prompt, deny Decision, fa
 				switch key {
 				case actionApprove:
 					closeNote()
-					return Decision{Verdict: Allow, By: name}, nil
+					return approval.Decision{Verdict: approval.Allow, By: name}, nil
 				case actionDeny:
 					closeNote()
 					return deny, nil
@@ -269,7 +271,7 @@ func (d *Desktop) connect(ctx context.Context) (conn *dbus.Conn, release func(),
 		if err == nil {
 			err = context.Cause(ctx)
 		}
-		return nil, nil, fmt.Errorf("failed to connect to the session bus at %s: %w", Sanitize(addr), err)
+		return nil, nil, fmt.Errorf("failed to connect to the session bus at %s: %w", termsafe.Sanitize(addr), err)
 	}
 	return conn, func() { conn.Close(); end() }, nil
 }

@@ -1,0 +1,364 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
+)
+
+// Reconnection backoff bounds.
+const (
+	backoffMin = 250 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
+// Client is the approver client's end of the protocol (rootgate approve):
+// it attaches to rootgated's approver socket, re-attaching after the
+// daemon goes away, puts each prompt to the operator through Ask, one at a
+// time and first come first served, and sends the answer back. Set the
+// fields before calling Run, once.
+type Client struct {
+	Socket   string // the approver socket
+	Name     string // where it asks, e.g. "pts/3", or "desktop"
+	Kind     string // how it asks, the hello's first capability: "terminal" or "desktop"
+	Operator string // who sits here
+	Agent    string // the SSH agent socket offered, or ""
+	Version  string // the client's version, told in the hello
+	// Out receives status lines; they are held while a prompt is up.
+	Out io.Writer
+	// Ask makes what asks the operator about one prompt, which must be
+	// decided by deadline. afterWithdrawn says the prompt shown before was
+	// withdrawn while on screen, so this one must say it is a different
+	// request.
+	Ask func(deadline time.Time, afterWithdrawn bool) approval.Approver
+
+	scr  *screen
+	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
+	// afterWithdrawn: the last prompt shown here was withdrawn while on
+	// screen, so the next one says it is a different request; the worker's.
+	afterWithdrawn bool
+}
+
+// RefusedError is a daemon's refusal to attach the client: retrying
+// cannot help.
+type RefusedError struct{ Message string }
+
+func (e *RefusedError) Error() string { return "rootgated refused this approver: " + e.Message }
+
+// Run attaches, and re-attaches quietly after the daemon goes away, until
+// ctx ends (Ctrl-C; then it returns nil) or the daemon refuses the client
+// (a [*RefusedError]) or the socket refuses it (an error that is
+// [os.ErrPermission]).
+func (a *Client) Run(ctx context.Context) error {
+	a.scr = &screen{out: a.Out}
+	backoff := backoffMin
+	waiting := false
+	for ctx.Err() == nil {
+		c, err := net.Dial("unix", a.Socket)
+		if err != nil {
+			if errors.Is(err, os.ErrPermission) {
+				return fmt.Errorf("cannot attach to %s: %w", a.Socket, err)
+			}
+			if !waiting {
+				a.scr.println(fmt.Sprintf("rootgate: waiting for rootgated at %s (%v); retrying quietly", a.Socket, err))
+				waiting = true
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		waiting = false
+		attached, err := a.session(ctx, c.(*net.UnixConn))
+		if attached {
+			backoff = backoffMin
+		}
+		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+			return refused
+		}
+		if ctx.Err() == nil {
+			a.scr.println("rootgate: connection to rootgated lost; reconnecting")
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+		}
+	}
+	a.scr.println("rootgate: detached")
+	return nil
+}
+
+// prompt is a request waiting to be shown.
+type prompt struct {
+	msg    *Message
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// session runs one connection: hello, welcome, then prompts until the
+// connection ends. attached says whether the daemon accepted us.
+func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, err error) {
+	defer c.Close()
+	connCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(connCtx, func() { c.Close() })
+	defer stop()
+
+	var wmu sync.Mutex
+	send := func(m *Message) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
+		return WriteMessage(c, m)
+	}
+	caps := []string{a.Kind}
+	if a.Agent != "" {
+		caps = append(caps, "forward-agent")
+	}
+	if err := send(&Message{Type: MsgHello, Version: ProtoVersion, Client: a.Version,
+		Name: a.Name, Capabilities: caps, AgentSocket: a.Agent}); err != nil {
+		return false, err
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	_ = c.SetReadDeadline(time.Now().Add(HelloWithin))
+	welcome, err := ReadMessage(br, MaxDaemonLine)
+	if err != nil {
+		return false, err
+	}
+	if welcome.Type == MsgError {
+		return false, &RefusedError{welcome.Message}
+	}
+	if welcome.Type != MsgWelcome {
+		return false, &RefusedError{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
+	}
+	a.scr.println(fmt.Sprintf("rootgate: attached to rootgated %s at %s as %s on %s; waiting for requests (prompts time out after %ds)",
+		welcome.Daemon, a.Socket, a.Operator, a.Name, int(welcome.PromptTimeout)))
+	notAsked := ""
+	if who := approval.Uninvolved(welcome.NotAsked, lookupUserName); who != "" {
+		if welcome.SelfApproval {
+			notAsked = "; UNSAFE: asked about " + who + " too, who can control this terminal (--unsafe-self-approval)"
+		} else {
+			notAsked = "; not asked about " + who + ": they can control this terminal"
+		}
+		a.scr.println("rootgate: requests from " + who + " are not shown here: that uid can control this terminal or session and could answer for you")
+		if welcome.SelfApproval {
+			a.scr.println("rootgate: UNSAFE: rootgated runs with --unsafe-self-approval, so they are shown anyway, with a warning banner")
+		}
+	}
+
+	var mu sync.Mutex // guards queue and byID
+	queue := []*prompt{}
+	byID := map[string]*prompt{}
+	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the worker: one prompt at a time, first come first served
+		defer wg.Done()
+		for {
+			mu.Lock()
+			var p *prompt
+			if len(queue) > 0 {
+				p, queue = queue[0], queue[1:]
+			}
+			left := len(queue)
+			mu.Unlock()
+			if p == nil {
+				select {
+				case <-connCtx.Done():
+					return
+				case <-wake:
+					continue
+				}
+			}
+			a.remember(p.msg.ID, a.show(p, send, left))
+			mu.Lock()
+			delete(byID, p.msg.ID)
+			n := len(queue)
+			mu.Unlock()
+			if n == 0 {
+				a.scr.println("rootgate: idle, nothing queued; waiting for requests (last: " + strings.Join(a.last, ", ") + ")" + notAsked)
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		mu.Lock()
+		for _, p := range byID {
+			p.cancel(errors.New("connection to rootgated lost"))
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
+
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(DaemonSilentFor))
+		m, err := readDaemonMessage(br)
+		if errors.Is(err, ErrLineTooLong) {
+			// One message we cannot take must not cost the session:
+			// the others' prompts are still waiting here.
+			a.scr.println(fmt.Sprintf("rootgate: skipped a message from rootgated over %d bytes; if it was a prompt, it times out unanswered here", MaxDaemonLine))
+			continue
+		}
+		if err != nil {
+			return true, err
+		}
+		switch m.Type {
+		case MsgPing:
+			_ = send(&Message{Type: MsgPong})
+		case MsgPrompt:
+			if m.Request == nil || m.Deadline == nil || RequestHash(m.Request) != m.Hash {
+				a.scr.println("rootgate: ignored a malformed prompt")
+				continue
+			}
+			pctx, pcancel := context.WithCancelCause(connCtx)
+			p := &prompt{msg: m, ctx: pctx, cancel: pcancel}
+			mu.Lock()
+			queue = append(queue, p)
+			byID[m.ID] = p
+			n := len(queue)
+			mu.Unlock()
+			if n > 1 {
+				a.scr.println(fmt.Sprintf("rootgate: %d requests queued", n))
+			}
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		case MsgWithdraw:
+			mu.Lock()
+			if p := byID[m.ID]; p != nil {
+				p.cancel(errors.New(m.Reason))
+			}
+			mu.Unlock()
+		case MsgResult:
+			a.scr.println(fmt.Sprintf("rootgate: request %s %s", termsafe.Sanitize(m.ID), termsafe.Sanitize(m.Outcome)))
+		case MsgError:
+			a.scr.println("rootgate: rootgated says: " + termsafe.Sanitize(m.Message))
+		default:
+			a.scr.println(fmt.Sprintf("rootgate: ignored an unknown %q message", termsafe.Sanitize(m.Type)))
+		}
+	}
+}
+
+// readDaemonMessage reads one message line from the daemon. A line over
+// MaxDaemonLine is read to its end and dropped: the error is then
+// ErrLineTooLong and the next call reads the next line.
+func readDaemonMessage(br *bufio.Reader) (*Message, error) {
+	var line []byte
+	n := 0
+	for {
+		chunk, err := br.ReadSlice('\n')
+		n += len(chunk)
+		if n <= MaxDaemonLine {
+			line = append(line, chunk...)
+		} else {
+			line = nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && (n == 0 || !errors.Is(err, io.EOF)) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, io.ErrUnexpectedEOF
+		}
+		break
+	}
+	if n > MaxDaemonLine {
+		return nil, ErrLineTooLong
+	}
+	return ReadMessage(bufio.NewReader(bytes.NewReader(line)), MaxDaemonLine)
+}
+
+// remember keeps the outcome of the last few prompts for the idle line.
+func (a *Client) remember(id string, v approval.Verdict) {
+	word := map[approval.Verdict]string{approval.Allow: "approved", approval.Deny: "denied", approval.Expired: "timed out"}[v]
+	if word == "" {
+		word = "withdrawn"
+	}
+	a.last = append(a.last, termsafe.Sanitize(id)+" "+word)
+	if len(a.last) > 3 {
+		a.last = a.last[1:]
+	}
+}
+
+// show puts one prompt on the terminal and sends the operator's answer.
+// It returns what became of the prompt here.
+func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval.Verdict {
+	if err := p.ctx.Err(); err != nil {
+		a.scr.println(fmt.Sprintf("rootgate: request %s withdrawn before it was shown (%v)", termsafe.Sanitize(p.msg.ID), context.Cause(p.ctx)))
+		return approval.Withdrawn
+	}
+	a.scr.begin()
+	defer a.scr.end()
+	if queued > 0 {
+		fmt.Fprintf(a.scr.out, "rootgate: %d more request(s) queued after this one\n", queued)
+	}
+	d := a.Ask(*p.msg.Deadline, a.afterWithdrawn).Approve(p.ctx, p.msg.Request)
+	a.afterWithdrawn = d.Verdict == approval.Withdrawn
+	switch d.Verdict {
+	case approval.Allow, approval.Deny:
+		ok := d.Verdict == approval.Allow
+		_ = send(&Message{Type: MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok})
+	}
+	return d.Verdict
+}
+
+// screen serialises our status lines with the prompts: while a prompt is
+// up, lines are held and printed after it.
+type screen struct {
+	mu   sync.Mutex
+	busy bool
+	held []string
+	out  io.Writer
+}
+
+func (s *screen) println(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy {
+		s.held = append(s.held, line)
+		return
+	}
+	fmt.Fprintln(s.out, line)
+}
+
+func (s *screen) begin() {
+	s.mu.Lock()
+	s.busy = true
+	s.mu.Unlock()
+}
+
+func (s *screen) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy = false
+	for _, l := range s.held {
+		fmt.Fprintln(s.out, l)
+	}
+	s.held = nil
+}
+
+// lookupUserName names uid, or "" when it has no passwd entry.
+func lookupUserName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return ""
+}

@@ -1,0 +1,325 @@
+package remote
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// Connection timing, one set for both ends: the daemon pings every
+// PingEvery and drops an approver it has heard nothing from for SilentFor;
+// an approver client drops a daemon it has heard nothing from for
+// DaemonSilentFor. The hello must come within HelloWithin of connecting,
+// and the client waits as long for the welcome. Each line's write must end
+// within WriteWithin.
+const (
+	PingEvery       = 15 * time.Second
+	SilentFor       = 3 * PingEvery
+	DaemonSilentFor = 4 * PingEvery
+	HelloWithin     = 10 * time.Second
+	WriteWithin     = 10 * time.Second
+)
+
+// An approver that sends more than maxRefused refused decisions within
+// refusedWithin is disconnected: a client gone wrong (or an attacker at an
+// admitted uid) must not keep the daemon busy refusing a flood.
+const (
+	maxRefused    = 32
+	refusedWithin = time.Minute
+)
+
+// Peer is an approver client's process as the kernel reported it when it
+// connected.
+type Peer struct {
+	UID, GID, PID int
+	Groups        []uint32 // its supplementary groups
+	User          string   // the user name of UID, or the number
+	// Controllers are the uids that can control the client's terminal or
+	// session: their requests are not put to it (see [approval.Member]).
+	Controllers []int
+}
+
+// Host is the daemon's end of the protocol: it attaches approver clients
+// to a broker. Set the fields before the first call to Serve.
+type Host struct {
+	// Broker is where clients attach; its Timeout is each prompt's.
+	Broker *approval.Broker
+	// Version is the daemon's version, told in the welcome.
+	Version string
+	// Log receives attach, detach and refusal lines; nil discards them.
+	Log *slog.Logger
+}
+
+// remote is an attached approver client: a broker member whose Approve
+// sends a prompt over its connection and waits for the decision.
+type remote struct {
+	c     *net.UnixConn
+	peer  Peer
+	name  string // "USER on WHERE"
+	agent string // the SSH agent socket it offers, or ""
+
+	wmu sync.Mutex // serialises writes
+
+	mu      sync.Mutex // guards pending
+	pending map[string]*pendingPrompt
+
+	timeout time.Duration
+	done    chan struct{} // closed when the connection is over
+}
+
+type pendingPrompt struct {
+	hash   string
+	answer chan answer
+}
+
+// answer is a decision as an approver client sent it.
+type answer struct {
+	approve bool
+	note    string // a deny note, sanitised
+}
+
+var _ approval.Approver = (*remote)(nil)
+
+func (r *remote) send(m *Message) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
+	return WriteMessage(r.c, m)
+}
+
+// sendLine writes one encoded message line.
+func (r *remote) sendLine(line []byte) error {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
+	_, err := r.c.Write(line)
+	return err
+}
+
+// Approve implements [approval.Approver].
+func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
+	by := "approver " + r.name
+	pp := &pendingPrompt{hash: RequestHash(p), answer: make(chan answer, 1)}
+	r.mu.Lock()
+	if r.pending == nil {
+		r.mu.Unlock()
+		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " disconnected", By: by}
+	}
+	r.pending[p.ID] = pp
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.pending != nil {
+			delete(r.pending, p.ID)
+		}
+		r.mu.Unlock()
+	}()
+	line, err := PromptLine(p, time.Now().Add(r.timeout))
+	if err != nil { // the daemon checks this first: a request so large never gets here
+		return approval.Decision{Verdict: approval.Unavailable, Message: err.Error(), By: by}
+	}
+	if err := r.sendLine(line); err != nil {
+		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " unreachable", By: by}
+	}
+	select {
+	case a := <-pp.answer:
+		if a.approve {
+			d := approval.Decision{Verdict: approval.Allow, By: by, After: r}
+			if r.agent != "" {
+				d.Agent = &approval.AgentOffer{Socket: r.agent, UID: uint32(r.peer.UID), GID: uint32(r.peer.GID), Groups: r.peer.Groups}
+			}
+			return d
+		}
+		return approval.Decision{Verdict: approval.Deny, Message: "denied by operator " + r.name, By: by, Note: a.note}
+	case <-r.done:
+		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " disconnected", By: by}
+	case <-ctx.Done():
+		reason := "request withdrawn"
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			reason = c.Error()
+		}
+		_ = r.send(&Message{Type: MsgWithdraw, ID: p.ID, Reason: reason})
+		return approval.Decision{Verdict: approval.Withdrawn, Message: "request withdrawn", By: by}
+	}
+}
+
+// Outcome implements [approval.Outcomer]: the approver that approved a
+// request is told how it ended.
+func (r *remote) Outcome(id, line string) {
+	_ = r.send(&Message{Type: MsgResult, ID: id, Outcome: line})
+}
+
+// Refuse tells an approver client why it is refused; the caller closes c.
+func Refuse(c *net.UnixConn, msg string) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = WriteMessage(c, &Message{Type: MsgError, Message: msg})
+}
+
+// Serve runs one approver connection from peer, whom the caller has
+// admitted, until the connection ends or ctx does: it reads the hello,
+// attaches the client to the broker, welcomes it, pings it, and hands its
+// decisions to the prompts they answer. It closes c.
+func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
+	defer c.Close()
+	log := h.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("approver_uid", peer.UID, "approver_pid", peer.PID)
+	br := bufio.NewReaderSize(c, 64<<10)
+	_ = c.SetReadDeadline(time.Now().Add(HelloWithin))
+	hello, err := ReadMessage(br, MaxApproverLine)
+	if err != nil {
+		Refuse(c, wire.ApproverNoHello(err))
+		return
+	}
+	switch {
+	case hello.Type != MsgHello:
+		Refuse(c, wire.ApproverNotHello(hello.Type))
+		return
+	case hello.Version != ProtoVersion:
+		Refuse(c, wire.ApproverVersion(hello.Version, ProtoVersion))
+		return
+	case utf8.RuneCountInString(hello.Name) > 64 || !termsafe.String(hello.Name, false):
+		Refuse(c, wire.ApproverHelloName)
+		return
+	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):
+		Refuse(c, wire.ApproverHelloAgent)
+		return
+	}
+	where := hello.Name
+	if where == "" {
+		where = "an approver client"
+	}
+	r := &remote{
+		c: c, peer: peer, name: peer.User + " on " + where, agent: hello.AgentSocket,
+		pending: map[string]*pendingPrompt{}, timeout: h.Broker.Timeout, done: make(chan struct{}),
+	}
+	// Attach before the welcome: an approver told it is attached must be
+	// asked about the very next request (a client may act on the welcome
+	// at once, as tests and scripts do). Holding the write lock meanwhile
+	// keeps a prompt for such a request from going out before the welcome.
+	r.wmu.Lock()
+	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: "remote", Approver: r, Agent: r.agent, Controllers: peer.Controllers})
+	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
+	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
+		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval})
+	r.wmu.Unlock()
+	if err != nil {
+		detach()
+		return
+	}
+	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", peer.Controllers)
+	defer func() {
+		detach()
+		r.mu.Lock()
+		r.pending = nil
+		r.mu.Unlock()
+		close(r.done)
+		log.Info("approver detached", "name", r.name)
+	}()
+
+	connCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		t := time.NewTicker(PingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-connCtx.Done():
+				c.Close() // ends the read loop
+				return
+			case <-t.C:
+				if r.send(&Message{Type: MsgPing}) != nil {
+					c.Close()
+					return
+				}
+			}
+		}
+	}()
+	var refused []time.Time // when the decisions of the last refusedWithin were refused
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(SilentFor))
+		m, err := ReadMessage(br, MaxApproverLine)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				var ne net.Error
+				if !errors.As(err, &ne) {
+					Refuse(c, err.Error())
+				}
+			}
+			return
+		}
+		switch m.Type {
+		case MsgPong:
+		case MsgDecision:
+			msg := r.deliver(m)
+			if msg == "" {
+				continue
+			}
+			log.Warn("decision refused", "id", m.ID, "why", msg)
+			now := time.Now()
+			refused = append(slices.DeleteFunc(refused, func(t time.Time) bool { return now.Sub(t) >= refusedWithin }), now)
+			if len(refused) > maxRefused {
+				log.Warn("approver dropped: too many refused decisions")
+				Refuse(c, wire.ApproverTooManyRefused(maxRefused))
+				return
+			}
+			if r.send(&Message{Type: MsgError, ID: m.ID, Message: msg}) != nil {
+				return // it does not read what it is told: drop it
+			}
+		default:
+			Refuse(c, wire.ApproverUnknownType(m.Type))
+			return
+		}
+	}
+}
+
+// deliver hands a decision to its waiting prompt; it returns why it was
+// refused, or "".
+func (r *remote) deliver(m *Message) string {
+	if m.Approve == nil {
+		return wire.ApproverNoVerdict
+	}
+	r.mu.Lock()
+	pp := r.pending[m.ID]
+	if pp != nil && pp.hash == m.Hash {
+		delete(r.pending, m.ID)
+	}
+	r.mu.Unlock()
+	switch {
+	case pp == nil:
+		return wire.ApproverNoPrompt(m.ID)
+	case pp.hash != m.Hash:
+		return wire.ApproverHashMismatch(m.ID)
+	}
+	a := answer{approve: *m.Approve}
+	if !a.approve {
+		a.note = wire.SanitizeNote(m.Note)
+	}
+	pp.answer <- a
+	return ""
+}
+
+// notAsked lists the uids (without root, whose requests anyone may
+// approve) an approver with these controllers is not asked about.
+func notAsked(controllers []int) []int {
+	var out []int
+	for _, u := range controllers {
+		if u != 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}

@@ -1,0 +1,207 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/testutil"
+)
+
+// askFunc is an approval.Approver made of a function: the operator.
+type askFunc func(ctx context.Context, p *approval.Prompt) approval.Decision
+
+func (f askFunc) Approve(ctx context.Context, p *approval.Prompt) approval.Decision { return f(ctx, p) }
+
+// pair is a Host serving a socket and a Client attached to it, both ends of
+// the protocol in this process over a real Unix socket.
+type pair struct {
+	broker *approval.Broker
+	out    *testutil.SyncBuffer
+	answer chan approval.Verdict // what the operator answers next
+	shown  chan *approval.Prompt // what the operator was shown
+	stop   func() error          // detaches the client; Run's error
+}
+
+func attach(t *testing.T) *pair {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "rg-remote-") // short: sun_path holds 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "a.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pair{
+		broker: &approval.Broker{Timeout: time.Minute},
+		out:    &testutil.SyncBuffer{},
+		answer: make(chan approval.Verdict, 1),
+		shown:  make(chan *approval.Prompt, 1),
+	}
+	host := &Host{Broker: p.broker, Version: "test-daemon"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				host.Serve(ctx, c, Peer{UID: 0, User: "root"})
+			}()
+		}
+	}()
+	client := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Operator: "op", Version: "test-client", Out: p.out,
+		Ask: func(time.Time, bool) approval.Approver {
+			return askFunc(func(ctx context.Context, pr *approval.Prompt) approval.Decision {
+				p.shown <- pr
+				select {
+				case v := <-p.answer:
+					return approval.Decision{Verdict: v}
+				case <-ctx.Done():
+					return approval.Decision{Verdict: approval.Withdrawn}
+				}
+			})
+		}}
+	cctx, ccancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- client.Run(cctx) }()
+	var once sync.Once
+	var runErr error
+	p.stop = func() error {
+		once.Do(func() {
+			ccancel()
+			runErr = <-done
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		p.stop()
+		cancel()
+		ln.Close()
+		wg.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for p.broker.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client never attached; it says:\n%s", p.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return p
+}
+
+func remotePrompt(id string) *approval.Prompt {
+	return &approval.Prompt{ID: id, Requester: approval.Requester{UID: 1000, User: "agent"},
+		Stages: []approval.Stage{{Argv: []string{"id"}, Path: "/usr/bin/id"}}, Privileged: true}
+}
+
+// TestHostClient runs both ends of the approver protocol against each
+// other: a prompt reaches the operator whole, approvals and denials come
+// back to the broker, a withdrawn request is withdrawn at the client, and
+// Ctrl-C detaches.
+func TestHostClient(t *testing.T) {
+	p := attach(t)
+	if !strings.Contains(p.out.String(), "rootgate: attached to rootgated test-daemon") {
+		t.Errorf("no attach line; the client says:\n%s", p.out.String())
+	}
+
+	for _, tt := range []struct {
+		id   string
+		v    approval.Verdict
+		want approval.Decision
+	}{
+		{"r-allow", approval.Allow, approval.Decision{Verdict: approval.Allow, By: "approver root on pts/9"}},
+		{"r-deny", approval.Deny, approval.Decision{Verdict: approval.Deny, Message: "denied by operator root on pts/9", By: "approver root on pts/9"}},
+	} {
+		p.answer <- tt.v
+		d := p.broker.Approve(context.Background(), remotePrompt(tt.id))
+		if d.Verdict != tt.want.Verdict || d.Message != tt.want.Message || d.By != tt.want.By {
+			t.Errorf("%s: got %+v, want %+v", tt.id, d, tt.want)
+		}
+		if got := <-p.shown; RequestHash(got) != RequestHash(remotePrompt(tt.id)) {
+			t.Errorf("%s: the operator was shown %+v", tt.id, got)
+		}
+	}
+
+	// Withdrawn: the request goes away while the operator looks at it.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	res := make(chan approval.Decision, 1)
+	go func() { res <- p.broker.Approve(ctx, remotePrompt("r-gone")) }()
+	<-p.shown
+	cancel(nil)
+	if d := <-res; d.Verdict != approval.Withdrawn {
+		t.Errorf("withdrawn: got %+v", d)
+	}
+	// The client's prompt ended because the withdraw message reached it:
+	// the idle line names the request as withdrawn.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.out.String(), "r-gone withdrawn") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client never withdrew r-gone; it says:\n%s", p.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	if err := p.stop(); err != nil {
+		t.Errorf("Run after Ctrl-C: %v", err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for p.broker.Len() != 0 || !strings.Contains(p.out.String(), "rootgate: detached") {
+		if time.Now().After(deadline) {
+			t.Fatalf("still attached after Ctrl-C (%d); the client says:\n%s", p.broker.Len(), p.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestClientRefused: a daemon's refusal ends Run with a *RefusedError
+// carrying the daemon's words, without retrying.
+func TestClientRefused(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "rg-remote-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "a.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		Refuse(c, "uid 1000 (agent) is not admitted")
+		c.Close()
+	}()
+	out := &testutil.SyncBuffer{}
+	c := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Out: out, Ask: func(time.Time, bool) approval.Approver { return approval.Nobody{} }}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	var refused *RefusedError
+	if !errors.As(err, &refused) || refused.Message != "uid 1000 (agent) is not admitted" {
+		t.Fatalf("Run = %v, want the refusal; the client says:\n%s", err, out.String())
+	}
+	if err.Error() != "rootgated refused this approver: uid 1000 (agent) is not admitted" {
+		t.Errorf("Error() = %q", err)
+	}
+}

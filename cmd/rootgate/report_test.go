@@ -1,0 +1,28 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"testing"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// TestReportSaysWhatHappened: rootgate run shows the daemon's clock next
+// to this machine's on a time refusal, and a person's deny note.
+func TestReportSaysWhatHappened(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := report(&wire.Response{Status: wire.StatusError, Code: wire.CodeStaleTime, Message: "request too old: 95s (max 60s)", DaemonTime: "2026-02-13T14:31:35Z"}, &out, &errb)
+	want := regexp.MustCompile(`^rootgate: error: request too old: 95s \(max 60s\)
+rootgate: hint: rootgated's clock says 2026-02-13T14:31:35Z, this machine's \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: if they differ, check time synchronisation \(timedatectl\) on both machines
+$`)
+	if code != exitError || !want.MatchString(errb.String()) {
+		t.Errorf("stale time: exit %d, stderr:\n%s", code, errb.String())
+	}
+	errb.Reset()
+	code = report(&wire.Response{Status: wire.StatusDenied, Code: wire.CodeDeniedByOperator, Message: "denied by operator root on pts/3",
+		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPerson, Approver: "root (uid 0) on pts/3", Via: "remote", Note: "use apt, not dpkg"}}, &out, &errb)
+	if wantText := "rootgate: denied: denied by operator root on pts/3\nrootgate: note: root (uid 0) on pts/3 wrote: \"use apt, not dpkg\"\n"; code != exitDenied || errb.String() != wantText {
+		t.Errorf("note: exit %d, stderr:\n%s", code, errb.String())
+	}
+}

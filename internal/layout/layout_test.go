@@ -1,0 +1,218 @@
+package layout
+
+import (
+	"encoding/json"
+	"errors"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/rootgate/rootgate/"
+
+// pkg is one package as go list reports it.
+type pkg struct {
+	ImportPath string
+	Name       string
+	Imports    []string
+	Deps       []string
+}
+
+// listPackages lists every package of the module and every package they
+// link, with their imports (not their tests').
+func listPackages(t *testing.T) (mine []*pkg, all map[string]*pkg) {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Name,Imports,Deps,Module,Standard", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	all = map[string]*pkg{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		all[p.ImportPath] = &p
+		if strings.HasPrefix(p.ImportPath, module) {
+			mine = append(mine, &p)
+		}
+	}
+	if len(mine) < 10 {
+		t.Fatalf("go list found only %d packages of the module", len(mine))
+	}
+	return mine, all
+}
+
+// rel is an import path without the module's prefix.
+func rel(path string) string { return strings.TrimPrefix(path, module) }
+
+// under reports whether path is pattern's package or below it. A pattern
+// that starts with github.com/ is a library outside the module, matched as a
+// prefix (github.com/godbus/ is every package of godbus); any other is the
+// module's package of that name and those below it.
+func under(path, pattern string) bool {
+	if strings.HasPrefix(pattern, "github.com/") {
+		return strings.HasPrefix(path, pattern)
+	}
+	p, ok := strings.CutPrefix(path, module)
+	return ok && (p == pattern || strings.HasPrefix(p, pattern+"/"))
+}
+
+// chain is how from comes to link to: the import path from from to to.
+func chain(all map[string]*pkg, from, to string) string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == to {
+			var hops []string
+			for q := to; q != ""; q = prev[q] {
+				hops = append(hops, rel(q))
+			}
+			slices.Reverse(hops)
+			return strings.Join(hops, " → ")
+		}
+		if all[p] == nil {
+			continue
+		}
+		for _, i := range all[p].Imports {
+			if _, seen := prev[i]; !seen {
+				prev[i] = p
+				queue = append(queue, i)
+			}
+		}
+	}
+	return rel(from) + " … " + rel(to)
+}
+
+// ui are the terminal and desktop libraries, and the module's own packages
+// that use them.
+var ui = []string{
+	"github.com/charmbracelet/", "github.com/muesli/termenv", "github.com/muesli/cancelreader", "github.com/godbus/",
+	"approval/terminal", "approval/desktop",
+}
+
+// TestDeps checks the arrows of docs/architecture.md: each rule names
+// packages (a path and those below it) and what they must not link, directly
+// or through any other package.
+func TestDeps(t *testing.T) {
+	mine, all := listPackages(t)
+	rules := []struct {
+		pkgs   []string
+		forbid []string
+		why    string
+	}{
+		{[]string{"wire", "pipeline", "internal/termsafe"}, append([]string{"daemon", "approval", "cmd", "internal/client", "internal/audit"}, ui...),
+			"the contract and the runner stand alone: no daemon, decider, client or UI"},
+		{[]string{"daemon"}, append([]string{"cmd"}, ui...),
+			"the daemon links no terminal or D-Bus library: its caller hands it the deciders"},
+		{[]string{"approval", "approval/policy", "approval/remote"}, append([]string{"daemon", "pipeline", "cmd"}, ui...),
+			"the decision core, the policy and the approver protocol draw nothing and know no daemon or pipeline"},
+		{[]string{"approval/terminal", "approval/desktop"}, []string{"daemon", "pipeline", "cmd", "approval/remote", "approval/policy"},
+			"a prompt shows a request; it knows nothing of where it came from"},
+	}
+	for _, r := range rules {
+		for _, p := range mine {
+			if !slices.ContainsFunc(r.pkgs, func(q string) bool { return rel(p.ImportPath) == q }) {
+				continue
+			}
+			for _, d := range p.Deps {
+				for _, f := range r.forbid {
+					if under(d, f) {
+						t.Errorf("%s links %s (%s): %s", rel(p.ImportPath), rel(d), chain(all, p.ImportPath, d), r.why)
+					}
+				}
+			}
+		}
+	}
+	// No library reaches into the programs.
+	for _, p := range mine {
+		if p.Name == "main" || under(p.ImportPath, "cmd") {
+			continue
+		}
+		for _, d := range p.Deps {
+			if under(d, "cmd") {
+				t.Errorf("library %s links %s (%s): libraries never import cmd/...", rel(p.ImportPath), rel(d), chain(all, p.ImportPath, d))
+			}
+		}
+	}
+	// wire and pipeline do no networking of their own: none of the
+	// module's packages they link imports net. (github.com/google/uuid,
+	// which wire uses to check ids, links net for its node ids.)
+	for _, p := range mine {
+		if rel(p.ImportPath) != "wire" && rel(p.ImportPath) != "pipeline" {
+			continue
+		}
+		for _, d := range append([]string{p.ImportPath}, p.Deps...) {
+			if q := all[d]; q != nil && strings.HasPrefix(d, module) && slices.Contains(q.Imports, "net") {
+				t.Errorf("%s links %s, which imports net: wire and pipeline do no networking", rel(p.ImportPath), rel(d))
+			}
+		}
+	}
+}
+
+// TestPackageComments checks that every package of the module has exactly
+// one package comment: a doc.go, or the comment on one of its files.
+func TestPackageComments(t *testing.T) {
+	docs := map[string][]string{} // directory → files with a package comment
+	pkgs := 0
+	err := filepath.WalkDir("../..", func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			name := e.Name()
+			if path != "../.." && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Dir(path)
+		if _, ok := docs[dir]; !ok {
+			docs[dir] = nil
+			pkgs++
+		}
+		if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
+			docs[dir] = append(docs[dir], filepath.Base(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pkgs < 10 {
+		t.Fatalf("found only %d packages", pkgs)
+	}
+	for dir, files := range docs {
+		switch len(files) {
+		case 0:
+			t.Errorf("%s: no package comment (add a doc.go)", dir)
+		case 1:
+		default:
+			t.Errorf("%s: package comments on %d files (%s): keep one", dir, len(files), strings.Join(files, ", "))
+		}
+	}
+}
