@@ -241,7 +241,7 @@ func request(q *wire.Request) *audit.Request {
 func decision(d *approval.Decision, rule *policy.Rule) *audit.Decision {
 	r := &audit.Decision{Verdict: d.Verdict.String(), By: d.By, Message: d.Message}
 	if rule != nil {
-		r.PolicyLine, r.PolicyRule = rule.Line, rule.Text
+		r.PolicyFile, r.PolicyLine, r.PolicyRule = rule.File, rule.Line, rule.Text
 	}
 	if m := d.Member; m != nil {
 		uid := m.UID

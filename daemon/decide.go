@@ -89,7 +89,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 // evaluate is the policy's verdict on p's request from the user userName.
 func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 	req := p.req
-	return s.cfg.Policy.Evaluate(policy.Subject{
+	return p.policy.Evaluate(policy.Subject{
 		Privileged: req.Privileged,
 		User:       userName,
 		Session:    req.Session,
@@ -124,7 +124,7 @@ func (s *Server) policyDecider(rule *policy.Rule) *wire.DecidedBy {
 	if rule == nil {
 		return nil
 	}
-	name := s.cfg.Policy.Name()
+	name := rule.File // the policy file or the drop-in holding the rule
 	if name == "" {
 		name = "policy"
 	}

@@ -26,7 +26,8 @@ type runPlan struct {
 	dir     *os.File           // the cwd, held open
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
-	rule    *policy.Rule // the policy rule that decided, if one did
+	policy  *policy.Policy // the policy in force when the request was received
+	rule    *policy.Rule   // the policy rule that decided, if one did
 	// unrecorded: a policy denial past its uid's budget of records for
 	// requests refused without a person; counted in a dropped record.
 	unrecorded bool

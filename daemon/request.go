@@ -24,6 +24,9 @@ func errorResponse(id string, err error) *wire.Response {
 // starts to run. It returns nil when there is no one left to answer.
 func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
+	// The request is decided against the policy in force now, whatever
+	// a reload does while it is checked or waits for a person.
+	pol := s.policy.Load()
 	req, err := wire.Decode(line)
 	if err != nil {
 		id := ""
@@ -106,6 +109,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return reject(err)
 	}
 	defer plan.close()
+	plan.policy = pol
 	if req.Check {
 		// Like a ping, a check runs nothing and asks no one.
 		if !s.reject.allow(peer.UID, now) {

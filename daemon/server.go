@@ -23,6 +23,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,7 +57,11 @@ type Config struct {
 	// RuntimeDir holds the replay window's file.
 	RuntimeDir string
 	// Policy holds the operator's rules; nil asks a person for everything.
+	// It is the policy in force until [Server.ReloadPolicy] replaces it.
 	Policy *policy.Policy
+	// LoadPolicy reads the policy again for [Server.ReloadPolicy]; nil
+	// means the policy cannot be reloaded.
+	LoadPolicy func() (*policy.Policy, error)
 	// Approver is asked when the policy says ask; nil means nobody can be
 	// asked ([approval.Nobody]).
 	Approver approval.Approver
@@ -118,6 +123,10 @@ type Server struct {
 	act    *activity           // what keeps the server from being idle
 	limit  *promptLimit        // per-uid prompt caps
 	reject *rejectLimit        // per-uid caps of rejected records
+	// policy is the policy in force; each request takes it once, when
+	// it is received, and decides against that one.
+	policy atomic.Pointer[policy.Policy]
+	reload sync.Mutex // one ReloadPolicy at a time
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -182,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 		limit:  newPromptLimit(cfg.MaxPending, cfg.PromptRate),
 	}
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
+	s.policy.Store(cfg.Policy)
 	return s, nil
 }
 

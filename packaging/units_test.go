@@ -17,8 +17,8 @@ var units = []string{"rootgate.service", "rootgate.socket", "rootgate-approve.so
 
 // TestUnitsVerify runs systemd-analyze verify on every unit, as installed:
 // in a root directory holding the units in /etc/systemd/system, this
-// machine's own units (for the targets they name), and the built rootgated
-// at the ExecStart path; with the generated manual pages on MANPATH, so
+// machine's own units (for the targets they name), the built rootgated
+// at the ExecStart path and this machine's kill at the ExecReload path; with the generated manual pages on MANPATH, so
 // Documentation= is checked too. Any warning fails the test.
 func TestUnitsVerify(t *testing.T) {
 	sa, err := exec.LookPath("systemd-analyze")
@@ -38,6 +38,10 @@ func TestUnitsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, nil, "cp", filepath.Join(bin, "rootgated"), filepath.Join(dir, "usr/sbin/rootgated"))
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, nil, "cp", "/bin/kill", filepath.Join(dir, "bin/kill"))
 	args := []string{"verify", "--root=" + dir}
 	for _, u := range units {
 		run(t, nil, "cp", filepath.Join(root, "systemd", u), sys)
@@ -52,7 +56,8 @@ func TestUnitsVerify(t *testing.T) {
 }
 
 // TestUnitsMatchDaemon checks the units against what rootgated expects:
-// the socket paths and fd names, and an ExecStart whose flags it accepts.
+// the socket paths and fd names, an ExecStart whose flags it accepts, and
+// an ExecReload sending the signal it reloads its policy on.
 func TestUnitsMatchDaemon(t *testing.T) {
 	sock := unitKeys(t, "rootgate.socket")
 	asock := unitKeys(t, "rootgate-approve.socket")
@@ -78,6 +83,9 @@ func TestUnitsMatchDaemon(t *testing.T) {
 		{svc, "Type", "notify"},
 		{svc, "NotifyAccess", "main"},
 		{svc, "Restart", "on-failure"},
+		// systemctl reload: the daemon reloads its policy on SIGHUP
+		// (daemon's TestPolicyReloadByUnit runs this very command).
+		{svc, "ExecReload", "/bin/kill -HUP $MAINPID"},
 	} {
 		if got := c.unit[c.key]; got != c.want {
 			t.Errorf("%s=%q, want %q", c.key, got, c.want)

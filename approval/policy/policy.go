@@ -64,6 +64,7 @@ const restWord = "..."
 // Rule is one rule of a policy file. Only [Parse] makes rules that
 // match anything: a Rule built by hand has no scope and matches no request.
 type Rule struct {
+	File   string // the name its file was parsed under (see [ParsePolicy])
 	Line   int    // 1-based line number in the file
 	Text   string // the rule as written, comment and surrounding blanks removed
 	Action Action
@@ -107,7 +108,8 @@ type Policy struct {
 	// have none.
 	Rules []Rule
 
-	name string
+	name  string
+	files []string // see Files
 }
 
 // Name returns the name the policy was parsed under (the file's path for
@@ -176,7 +178,7 @@ func Parse(name string, r io.Reader) (*Policy, error) {
 			return nil, &ParseError{Name: name, Line: n, Err: err}
 		}
 		if ok {
-			rule.Line = n
+			rule.File, rule.Line = name, n
 			p.Rules = append(p.Rules, rule)
 		}
 	}
@@ -502,50 +504,7 @@ func (p *Policy) firstMatch(s *Subject, argv []string, resolved string) *Rule {
 // matches reports whether r matches the stage argv (resolved to the
 // executable resolved) of s.
 func (r *Rule) matches(s *Subject, argv []string, resolved string) bool {
-	switch r.scope {
-	case scopePrivileged:
-		if !s.Privileged {
-			return false
-		}
-	case scopeUnprivileged:
-		if s.Privileged {
-			return false
-		}
-	case scopeAny:
-	default:
-		return false
-	}
-	if r.user != "" && !globMatch(r.user, s.User) ||
-		r.session != "" && !globMatch(r.session, s.Session) ||
-		r.host != "" && !globMatch(r.host, s.Host) {
-		return false
-	}
-	// An allow rule covers only the env it names: a root program may read
-	// an env value as code or as a file to load.
-	if r.Action == ActionAllow && !r.admitsEnv(s.Env) {
-		return false
-	}
-	if len(r.words) == 0 {
-		// No pattern, or "..." alone: every stage.
-		return true
-	}
-	if len(argv) < len(r.words) || !r.rest && len(argv) != len(r.words) {
-		return false
-	}
-	// The command as written counts only when it is a bare name: those are
-	// looked up in the daemon's fixed path. A written path with a '/' is
-	// matched by what it resolved to, since a relative one leads wherever
-	// the requester's cwd says.
-	bare := !strings.Contains(argv[0], "/")
-	if !(bare && wordMatch(r.words[0], argv[0])) && (resolved == "" || !wordMatch(r.words[0], resolved)) {
-		return false
-	}
-	for i := 1; i < len(r.words); i++ {
-		if !wordMatch(r.words[i], argv[i]) {
-			return false
-		}
-	}
-	return true
+	return r.whyNot(s, argv, resolved) == ""
 }
 
 // AllowsAllPrivileged returns the rules that allow every privileged

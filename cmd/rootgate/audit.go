@@ -224,6 +224,13 @@ func formatRecord(r *audit.Record) string {
 	if d := r.Dropped; d != nil {
 		line("dropped", "%d rejected record(s) since %s", d.Count, d.Since.UTC().Format(time.RFC3339Nano))
 	}
+	if p := r.Policy; p != nil {
+		if p.OK {
+			line("policy", "reloaded: %d rule(s) from %s", p.Rules, q(strings.Join(p.Files, " ")))
+		} else {
+			line("policy", "reload refused at %s line %d; %d rule(s) stay in force", q(p.File), p.Line, p.Rules)
+		}
+	}
 	if d := r.Decision; d != nil {
 		by := q(d.By)
 		if d.ApproverUID != nil {

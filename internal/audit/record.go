@@ -29,12 +29,15 @@ import (
 // Kind names what a record records.
 type Kind string
 
-// Record kinds. The first three are about the log itself; the rest follow
-// a request's life in order.
+// Record kinds. The first three are about the log itself, policy_reload
+// about the daemon; the rest follow a request's life in order.
 const (
 	KindGenesis Kind = "genesis" // the first record of a new log; Prev is its random genesis value
 	KindRotated Kind = "rotated" // the first record of a file after rotation; chains to the last record of PrevFile
 	KindOpened  Kind = "opened"  // a daemon opened the log to append to it
+	// KindPolicyReload: the daemon read its policy again; Policy says
+	// whether it took the new one, Error why not.
+	KindPolicyReload Kind = "policy_reload"
 
 	KindReceived  Kind = "received"  // a request decoded; Peer and Request
 	KindRejected  Kind = "rejected"  // a request refused by a check; Error
@@ -75,6 +78,8 @@ type Record struct {
 	// Daemon is the version and pid of the daemon writing, on opened
 	// records.
 	Daemon *Daemon `json:"daemon,omitempty"`
+	// Policy is the outcome of a policy reload, on policy_reload records.
+	Policy *PolicyLoad `json:"policy,omitempty"`
 
 	// Hash is the SHA-256 of the record's line without its hash field.
 	Hash string `json:"-"`
@@ -135,7 +140,9 @@ type Decision struct {
 	Verdict string `json:"verdict"`
 	By      string `json:"by"` // e.g. "policy line 3", "approver root on pts/2", "timeout", "no approver"
 	Message string `json:"message,omitempty"`
-	// PolicyLine and PolicyRule are the rule that decided, if one did.
+	// PolicyFile, PolicyLine and PolicyRule are the rule that decided,
+	// if one did: its file (the policy file or a drop-in), line and text.
+	PolicyFile string `json:"policy_file,omitempty"`
 	PolicyLine int    `json:"policy_line,omitempty"`
 	PolicyRule string `json:"policy_rule,omitempty"`
 	// ApproverUID and Approver (user and terminal) are the person who
@@ -185,6 +192,17 @@ type StageResult struct {
 	StderrBytes     int64  `json:"stderr_bytes"`
 	StderrTruncated bool   `json:"stderr_truncated"`
 	StderrSHA256    string `json:"stderr_sha256"`
+}
+
+// PolicyLoad is what a policy reload did. On success the new policy is
+// in force from the next request on; on failure the one before stays in
+// force, and File and Line (when known) point at the fault.
+type PolicyLoad struct {
+	OK    bool     `json:"ok"`
+	Files []string `json:"files,omitempty"` // read, in order, on success
+	Rules int      `json:"rules"`           // in force now
+	File  string   `json:"file,omitempty"`  // the file refused or that does not parse
+	Line  int      `json:"line,omitempty"`  // the first line that does not parse
 }
 
 // Daemon identifies the process writing the log.

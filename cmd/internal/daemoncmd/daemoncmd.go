@@ -98,28 +98,28 @@ type options struct {
 // Main runs rootgated with args (without the program name) until SIGINT or
 // SIGTERM, and returns the exit code.
 //
-// A daemon started with SIGHUP ignored (nohup) keeps ignoring it; otherwise
-// SIGHUP stops it like SIGTERM. Either way it has a handler, so runs start
-// with SIGHUP's default action rather than inheriting an ignore.
+// SIGHUP reloads the policy (docs/policy.md) without stopping anything;
+// only a --tty daemon not started under nohup takes it as its terminal's
+// hangup and stops. Having a handler, runs start with SIGHUP's default
+// action rather than inheriting an ignore.
 func Main(args []string) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	stopOn := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
-	if signal.Ignored(syscall.SIGHUP) {
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-		go func() {
-			for range hup {
-			}
-		}()
-	} else {
-		stopOn = append(stopOn, syscall.SIGHUP)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
+	hup := hangups{ignored: signal.Ignored(syscall.SIGHUP)}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	defer signal.Stop(ch)
+	hup.c = ch
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return run(ctx, args, os.Stderr)
+	return run(ctx, args, os.Stderr, hup)
+}
+
+// hangups is how SIGHUP reaches serve.
+type hangups struct {
+	c       <-chan os.Signal
+	ignored bool // SIGHUP was ignored at start (nohup)
 }
 
 // memoryLimit is the Go runtime's soft memory limit for the daemon, unless
@@ -165,7 +165,7 @@ var flags = []clidoc.Flag{
 }
 
 // defaultPolicy is --policy's default.
-const defaultPolicy = "/etc/rootgate/policy"
+const defaultPolicy = policy.DefaultFile
 
 // parseOptions reads the flags parsed into v.
 func parseOptions(v clidoc.Values) options {
@@ -207,7 +207,7 @@ func sizeFlag(def byteSize) clidoc.Custom {
 }
 
 // run is rootgated's whole life; it returns the exit code.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int {
 	fs := clidoc.NewFlagSet("rootgated", flags, io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -266,14 +266,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		out.Errorf(stderr, "--audit must name a file: the audit log cannot be turned off")
 		return exitUsage
 	}
-	if err := serve(ctx, &o, stderr); err != nil {
+	if err := serve(ctx, &o, stderr, hup); err != nil {
 		out.Errorf(stderr, "%v", err)
 		return exitFailed
 	}
 	return exitOK
 }
 
-func serve(ctx context.Context, o *options, stderr io.Writer) error {
+// serve runs the daemon until ctx ends; each SIGHUP reloads the policy,
+// except that it stops a --tty daemon not started under nohup.
+func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error {
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root")
 	}
@@ -333,12 +335,15 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		}
 	}
 
-	pol, err := policy.Load(o.policy)
+	loadPolicy := func() (*policy.Policy, error) {
+		return policy.LoadFiles(o.policy, policy.LoadOptions{Trusted: true})
+	}
+	pol, err := loadPolicy()
 	if err != nil {
 		return err
 	}
 	for _, r := range pol.AllowsAllPrivileged() {
-		log.Warn("policy allows every privileged command without asking", "file", o.policy, "line", r.Line, "rule", r.Text)
+		log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
 	}
 
 	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep})
@@ -356,6 +361,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		Version:        version.String(),
 		RuntimeDir:     o.runtimeDir,
 		Policy:         pol,
+		LoadPolicy:     loadPolicy,
 		Approver:       broker,
 		Broker:         broker,
 		Admission:      admit,
@@ -409,6 +415,25 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		go func() { errs <- srv.ServeApprovers(ctx, aln) }()
 	}
 	notify(log, sdnotify.SdNotifyReady)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup.c:
+				if o.tty && !hup.ignored {
+					// The terminal the daemon prompts on hung up
+					// (closed, or sudo passing its hangup on).
+					log.Info("SIGHUP: the terminal hung up; stopping")
+					cancel()
+					return
+				}
+				// The unit's ExecReload= only sends the signal: the
+				// reload is done here, after systemctl reload returned.
+				_ = srv.ReloadPolicy() // logged and audited
+			}
+		}
+	}()
 	if iv, err := sdnotify.SdWatchdogEnabled(false); err != nil {
 		log.Warn("watchdog", "err", err)
 	} else if iv > 0 {

@@ -27,10 +27,15 @@ rootgated must run as root. Under systemd it is started by rootgate.socket and r
 			{Title: "Socket activation", Text: `With LISTEN_FDS set for its pid, rootgated takes its listeners by name: the fd named "requests" (required) serves requests, the fd named "approvers" (optional) serves approvers. Each must be a listening Unix stream socket; any other set of fds stops the daemon with exit code 1 and a message saying what was expected and what it got. --socket and --approver-socket are then ignored.
 
 With Type=notify it sends READY=1 once it serves, STOPPING=1 when shutdown begins, and WATCHDOG=1 when WatchdogSec= is set. A socket-activated daemon exits by itself after --idle-exit with no connection, no attached approver, no run, and the replay window over.`},
-			{Title: "Signals", Text: `SIGTERM or SIGINT stop the daemon: waiting requests are answered "daemon stopping", running pipelines are killed, and it exits 0.`},
+			{Title: "Signals", Text: `SIGTERM or SIGINT stop the daemon: waiting requests are answered "daemon stopping", running pipelines are killed, and it exits 0.
+
+SIGHUP (systemctl reload rootgate) reads the policy file and its drop-ins again; it stops nothing. (With --tty, unless started under nohup, SIGHUP is the terminal's hangup and stops the daemon as SIGTERM does.) Requests received from then on are decided by the new policy; running pipelines and requests waiting for a person are untouched. A policy that does not parse, or a file owned by another user than root or writable by its group or others, is refused: the policy in force stays, and the error is logged at error level and recorded in the audit log (policy_reload). Check the files first with rootgate policy check.`},
 			{Title: "Exit status", Text: `0 after SIGTERM, SIGINT or an idle exit; 1 when it could not start or serve (the reason is logged); 2 on bad usage.`},
 			{Title: "Files", Terms: true, Text: defaultPolicy + `
 The policy rules (--policy); a missing file means ask for everything.
+
+` + defaultPolicy + `.d/*.policy
+Drop-in policy files, read after the main file in the byte order of their names; names starting with "." are skipped.
 
 ` + client.DefaultSocket + `
 The request socket (--socket), 0660 root:rootgate.

@@ -1,0 +1,122 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Explaining a decision: what `rootgate policy test` prints, and what any
+// other caller that must show why a policy decided as it did can reuse.
+
+// StageExplanation says how a policy decided about one stage of a request.
+type StageExplanation struct {
+	Argv   []string
+	Path   string // the resolved executable, "" if not known
+	Action Action
+	// Rule is the first rule that matched the stage, nil when none did
+	// (the stage is then asked about).
+	Rule *Rule
+	// Skipped are the rules before Rule (all rules when Rule is nil),
+	// each with why it did not match.
+	Skipped []Skipped
+}
+
+// Skipped is a rule that did not match a stage, and why.
+type Skipped struct {
+	Rule *Rule
+	Why  string // e.g. "scope privileged: the request is unprivileged"
+}
+
+// Explain evaluates s as [Policy.Evaluate] does and returns the same
+// [Match] along with, for each stage, the rule that matched it and why each
+// rule before it did not.
+func (p *Policy) Explain(s Subject) (Match, []StageExplanation) {
+	m := p.Evaluate(s)
+	var out []StageExplanation
+	for i, argv := range s.Stages {
+		e := StageExplanation{Argv: argv}
+		if i < len(s.Paths) {
+			e.Path = s.Paths[i]
+		}
+		if p != nil {
+			for j := range p.Rules {
+				r := &p.Rules[j]
+				why := r.whyNot(&s, argv, e.Path)
+				if why == "" {
+					e.Rule, e.Action = r, r.Action
+					break
+				}
+				e.Skipped = append(e.Skipped, Skipped{Rule: r, Why: why})
+			}
+		}
+		out = append(out, e)
+	}
+	return m, out
+}
+
+// whyNot returns why r does not match the stage argv (resolved to the
+// executable resolved) of s, or "" when it does.
+func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
+	switch r.scope {
+	case scopePrivileged:
+		if !s.Privileged {
+			return "scope privileged: the request is unprivileged"
+		}
+	case scopeUnprivileged:
+		if s.Privileged {
+			return "scope unprivileged: the request is privileged"
+		}
+	case scopeAny:
+	default:
+		return "no scope"
+	}
+	for _, q := range []struct{ name, glob, value string }{
+		{"user", r.user, s.User},
+		{"session", r.session, s.Session},
+		{"host", r.host, s.Host},
+	} {
+		if q.glob != "" && !globMatch(q.glob, q.value) {
+			return fmt.Sprintf("%s=%s: the request's %s is %q", q.name, q.glob, q.name, q.value)
+		}
+	}
+	// An allow rule covers only the env it names: a root program may read
+	// an env value as code or as a file to load.
+	if r.Action == ActionAllow && !r.admitsEnv(s.Env) {
+		for k := range s.Env {
+			if !r.admitsEnv(map[string]string{k: s.Env[k]}) {
+				return fmt.Sprintf("env: the rule does not admit %s", k)
+			}
+		}
+	}
+	if len(r.words) == 0 {
+		// No pattern, or "..." alone: every stage.
+		return ""
+	}
+	if len(argv) == 0 {
+		return "the stage is empty"
+	}
+	// The command as written counts only when it is a bare name: those are
+	// looked up in the daemon's fixed path. A written path with a '/' is
+	// matched by what it resolved to, since a relative one leads wherever
+	// the requester's cwd says.
+	bare := !strings.Contains(argv[0], "/")
+	if !(bare && wordMatch(r.words[0], argv[0])) && (resolved == "" || !wordMatch(r.words[0], resolved)) {
+		if resolved == "" {
+			return fmt.Sprintf("command %q does not match %q", argv[0], r.words[0])
+		}
+		return fmt.Sprintf("command %q (%s) does not match %q", argv[0], resolved, r.words[0])
+	}
+	if len(argv) < len(r.words) || !r.rest && len(argv) != len(r.words) {
+		more := ""
+		if r.rest {
+			more = " or more"
+		}
+		return fmt.Sprintf("the pattern takes %d word(s)%s, the stage has %d", len(r.words), more, len(argv))
+	}
+	for i := 1; i < len(r.words); i++ {
+		if !wordMatch(r.words[i], argv[i]) {
+			return fmt.Sprintf("argument %d %q does not match %q", i, argv[i], r.words[i])
+		}
+	}
+	return ""
+}
