@@ -162,8 +162,9 @@ func Load(path string) (*Policy, error) {
 //
 //	ACTION SCOPE[,QUALIFIER...] [PATTERN...]
 //
-// with blank lines and "#" comments ignored. Every glob is checked here, so
-// a Policy that parsed never meets a bad pattern while evaluating.
+// with blank lines and "#" comments ignored. Every glob and placeholder
+// ({unit}, {int<=N}, ...) is checked here, so a Policy that parsed never
+// meets a bad pattern while evaluating.
 //
 // The first line that does not parse stops the parse with a [*ParseError];
 // an error reading r is returned wrapped.
