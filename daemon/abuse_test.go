@@ -26,7 +26,7 @@ func runMarker() string {
 // readers. Each run must end with the right answer, leave no process
 // behind, and the daemon must answer a ping while it runs and after.
 func TestHostileChildrenLeaveNothing(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 	type tc struct {
 		name     string
 		pipeline func(m string) [][]string
@@ -142,7 +142,7 @@ func TestEscapeWithNewEnvironment(t *testing.T) {
 // answered throughout, and the daemon's descriptors settle afterwards.
 func TestSlowAndStuckPeers(t *testing.T) {
 	d := startDaemon(t, opts{})
-	pid := d.cmd.Process.Pid
+	pid := d.Cmd.Process.Pid
 	for range 10 {
 		d.alive()
 	}
@@ -157,7 +157,7 @@ func TestSlowAndStuckPeers(t *testing.T) {
 		// Connected here, before the storm below: the daemon accepts in
 		// order, so each holds a connection slot before the storm can
 		// fill them (a later dial could be told "server busy").
-		c, err := net.Dial("unix", d.sock)
+		c, err := net.Dial("unix", d.Sock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestSlowAndStuckPeers(t *testing.T) {
 	const stuck = 8
 	stuckConns := make([]net.Conn, 0, stuck)
 	for range stuck {
-		c, err := net.Dial("unix", d.sock)
+		c, err := net.Dial("unix", d.Sock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestSlowAndStuckPeers(t *testing.T) {
 	// line. While they pour in, a ping may be told "server busy" (that is
 	// the --max-conns cap at work) but must never hang.
 	for i := range 1000 {
-		c, err := net.Dial("unix", d.sock)
+		c, err := net.Dial("unix", d.Sock)
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}

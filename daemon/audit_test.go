@@ -83,7 +83,7 @@ func hexSum(b []byte) string {
 func TestAuditApproved(t *testing.T) {
 	d := approverDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	// The output is made from pieces so that it appears nowhere in the
 	// request: finding it in the log would mean output was recorded.
@@ -96,15 +96,15 @@ func TestAuditApproved(t *testing.T) {
 	})
 	ch := make(chan response, 1)
 	go func() { ch <- d.sendRaw(line) }()
-	a.see("au-approved")
-	a.see("n or Esc deny")
-	a.key("y")
+	a.See("au-approved")
+	a.See("n or Esc deny")
+	a.Key("y")
 	r := wantOK(t, <-ch)
 	if string(r.Stdout) != "SECRETOUTPUT\n" {
 		t.Fatalf("%s", r.raw)
 	}
 
-	rs := waitTrail(t, d.dir, "au-approved", "received decided started finished")
+	rs := waitTrail(t, d.Dir, "au-approved", "received decided started finished")
 	rec, dec, st, fin := rs[0], rs[1], rs[2], rs[3]
 	if p := rec.Peer; p == nil || p.UID != 0 || p.PID <= 0 || p.Exe == "" {
 		t.Errorf("peer %+v", rec.Peer)
@@ -127,7 +127,7 @@ func TestAuditApproved(t *testing.T) {
 		res.Stages[0].StderrBytes != 6 || res.Stages[0].StderrSHA256 != hexSum([]byte("ERROUT")) || res.Duration == "" {
 		t.Errorf("result %+v", res)
 	}
-	raw, err := os.ReadFile(auditPath(d.dir))
+	raw, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +139,11 @@ func TestAuditApproved(t *testing.T) {
 
 	// Nobody answers: decided with verdict timeout, nothing started.
 	ch = d.ask(map[string]any{"id": "au-expired"})
-	a.see("au-expired")
+	a.See("au-expired")
 	if r := <-ch; r.Status != wire.StatusTimeout {
 		t.Fatalf("%s", r.raw)
 	}
-	rs = waitTrail(t, d.dir, "au-expired", "received decided")
+	rs = waitTrail(t, d.Dir, "au-expired", "received decided")
 	if v := rs[1].Decision; v.Verdict != "timeout" || v.By != "timeout" {
 		t.Errorf("decision %+v", v)
 	}
@@ -153,13 +153,13 @@ func TestAuditApproved(t *testing.T) {
 // rejected before and after decoding, and a secret env value that never
 // reaches the log.
 func TestAuditPolicyAndRejected(t *testing.T) {
-	d := startDaemon(t, opts{policy: "deny any rm ...\nallow any\n"})
+	d := startDaemon(t, opts{Policy: "deny any rm ...\nallow any\n"})
 
 	r := d.send(map[string]any{"id": "au-denied", "pipeline": [][]string{{"rm", "-rf", "/nonexistent"}}})
 	if r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByPolicy {
 		t.Fatalf("%s", r.raw)
 	}
-	rs := waitTrail(t, d.dir, "au-denied", "received decided")
+	rs := waitTrail(t, d.Dir, "au-denied", "received decided")
 	if v := rs[1].Decision; v.Verdict != "deny" || v.PolicyLine != 1 || v.PolicyRule != "deny any rm ..." || v.By != "policy line 1" || v.ApproverUID != nil {
 		t.Errorf("decision %+v", v)
 	}
@@ -168,20 +168,20 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 	wantError(t, r, `env key "GITHUB_TOKEN" is not allowed`)
 	// Refused before it was received: one compact record, the line's
 	// size and hash in place of the request.
-	rs = waitTrail(t, d.dir, "au-secret", "rejected")
+	rs = waitTrail(t, d.Dir, "au-secret", "rejected")
 	if rs[0].Error != `env key "GITHUB_TOKEN" is not allowed` || rs[0].Peer == nil || rs[0].Request != nil || rs[0].Line == nil || rs[0].Line.Bytes == 0 || len(rs[0].Line.SHA256) != 64 {
 		t.Errorf("rejected record %+v", rs[0])
 	}
 
 	// Not even JSON: one rejected record with the peer and the error.
-	n := len(records(t, d.dir))
+	n := len(records(t, d.Dir))
 	r = d.sendRaw("{nope\n")
 	if r.Status != wire.StatusError {
 		t.Fatalf("%s", r.raw)
 	}
 	var last *audit.Record
 	waitFor(t, "a rejected record", 10*time.Second, func() bool {
-		all := records(t, d.dir)
+		all := records(t, d.Dir)
 		last = all[len(all)-1]
 		return len(all) == n+1
 	})
@@ -189,7 +189,7 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 		t.Errorf("record %+v", last)
 	}
 
-	raw, err := os.ReadFile(auditPath(d.dir))
+	raw, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 			t.Errorf("the audit log holds the secret %q", s)
 		}
 	}
-	fi, err := os.Stat(auditPath(d.dir))
+	fi, err := os.Stat(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,19 +210,19 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 // TestAuditRunEnds: a run that times out, one whose requester goes away,
 // and one the daemon kills as it stops each end in their own record.
 func TestAuditRunEnds(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 
 	r := d.send(map[string]any{"id": "au-timeout", "timeout": 1, "pipeline": [][]string{{"sleep", "30"}}})
 	if r.Status != wire.StatusTimeout {
 		t.Fatalf("%s", r.raw)
 	}
-	rs := waitTrail(t, d.dir, "au-timeout", "received decided started timed_out")
+	rs := waitTrail(t, d.Dir, "au-timeout", "received decided started timed_out")
 	if st := rs[3].Result.Stages[0]; st.Signal != "SIGTERM" || st.ExitCode != 128+15 {
 		t.Errorf("stage %+v", st)
 	}
 
 	marker := fmt.Sprintf("%d.125", 7000+time.Now().Nanosecond()%1000)
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,25 +231,25 @@ func TestAuditRunEnds(t *testing.T) {
 	}
 	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
 	c.Close()
-	waitTrail(t, d.dir, "au-cancel", "received decided started cancelled")
+	waitTrail(t, d.Dir, "au-cancel", "received decided started cancelled")
 
 	marker = fmt.Sprintf("%d.375", 7000+time.Now().Nanosecond()%1000)
 	ch := d.ask(map[string]any{"id": "au-killed", "pipeline": [][]string{{"sleep", marker}}})
 	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
-	d.stop()
+	d.Stop()
 	wantError(t, <-ch, "daemon stopping")
-	waitTrail(t, d.dir, "au-killed", "received decided started killed")
+	waitTrail(t, d.Dir, "au-killed", "received decided started killed")
 }
 
 // TestAuditRotation: a small --audit-max-size spreads the log over files
 // that verify as one chain (the harness checks at stop).
 func TestAuditRotation(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--audit-max-size", "2K", "--audit-keep", "0"}})
+	d := startDaemon(t, opts{Args: []string{"--audit-max-size", "2K", "--audit-keep", "0"}})
 	for i := range 12 {
 		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-rot-%d", i)}))
 	}
-	d.stop()
-	files, err := audit.Files(auditPath(d.dir))
+	d.Stop()
+	files, err := audit.Files(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestAuditRotation(t *testing.T) {
 	if err != nil || sum.Genesis == "" || sum.Files != len(files) {
 		t.Fatalf("%+v %v", sum, err)
 	}
-	if got := len(trail(t, d.dir, "au-rot-11")); got != 4 {
+	if got := len(trail(t, d.Dir, "au-rot-11")); got != 4 {
 		t.Errorf("%d records of the last request", got)
 	}
 }
@@ -283,7 +283,7 @@ func TestAuditDiskFull(t *testing.T) {
 		}
 	})
 	// The free-space guard off: this is the last line of defence behind it.
-	d := startDaemon(t, opts{args: []string{"--audit", auditPath(full), "--audit-min-free", "0"}})
+	d := startDaemon(t, opts{Args: []string{"--audit", auditPath(full), "--audit-min-free", "0"}})
 
 	// Fill what is left of the file system.
 	filler := filepath.Join(full, "filler")
@@ -337,8 +337,8 @@ func TestAuditDiskFull(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Errorf("the failed writes left %d bytes behind", len(after)-len(before))
 	}
-	if !strings.Contains(d.stderr.String(), "cannot write audit record") {
-		t.Errorf("no error logged:\n%s", d.stderr)
+	if !strings.Contains(d.Stderr.String(), "cannot write audit record") {
+		t.Errorf("no error logged:\n%s", d.Stderr)
 	}
 
 	// Room again: the next request runs, and the log verifies (at stop).
@@ -349,7 +349,7 @@ func TestAuditDiskFull(t *testing.T) {
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal("the command did not run once there was room")
 	}
-	d.stop()
+	d.Stop()
 	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(full)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -391,18 +391,18 @@ func TestAuditJournal(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "policy"), []byte("allow any\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
-		rootgated, "--socket", d.sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
+	d := newDaemon(t, dir)
+	d.Cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
+		rootgated, "--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
 		"--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
-	d.cmd.Stderr = d.stderr
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
+	d.Cmd.Stderr = d.Stderr
+	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() { d.stop() })
-	d.waitReady()
+	d.Watch()
+	t.Cleanup(func() { d.Stop() })
+	d.WaitReady()
 
 	wantOK(t, d.send(map[string]any{"id": "au-journal", "pipeline": [][]string{{"true"}}}))
 	want := map[string]map[string]string{
@@ -418,7 +418,7 @@ func TestAuditJournal(t *testing.T) {
 		select {
 		case e = <-entries:
 		case <-deadline:
-			t.Fatalf("no journal entries for %v\n%s", want, d.stderr)
+			t.Fatalf("no journal entries for %v\n%s", want, d.Stderr)
 		}
 		if e["REQUEST_ID"] != "au-journal" {
 			continue
@@ -460,8 +460,8 @@ func TestAuditTamper(t *testing.T) {
 	for i := range 3 {
 		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-tamper-%d", i)}))
 	}
-	d.stop()
-	orig, err := os.ReadFile(auditPath(d.dir))
+	d.Stop()
+	orig, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func addTestUser(t *testing.T, name string) testUser {
 func askAs(d *daemonProc, u testUser, groups []uint32, line string) chan response {
 	ch := make(chan response, 1)
 	go func() {
-		r, err := trySendAs(d.sock, u.uid, u.gid, groups, line)
+		r, err := trySendAs(d.Sock, u.uid, u.gid, groups, line)
 		if err != nil {
 			r = response{Response: wire.Response{Status: wire.StatusError, Message: err.Error()}, raw: err.Error()}
 		}
@@ -83,7 +83,7 @@ func writeFile(t *testing.T, path, text string, owner *testUser) {
 // request id.
 func startedStages(t *testing.T, d *daemonProc, id string) []audit.Stage {
 	t.Helper()
-	f, err := os.Open(auditPath(d.dir))
+	f, err := os.Open(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestUnprivilegedRunReachesOnlyItsUser(t *testing.T) {
 	}
 
 	asY := func(groups []uint32, cwd string, argv ...string) response {
-		return sendAs(t, d.sock, y.uid, y.gid, groups, request(map[string]any{"privileged": false, "cwd": cwd, "pipeline": [][]string{argv}}))
+		return sendAs(t, d.Sock, y.uid, y.gid, groups, request(map[string]any{"privileged": false, "cwd": cwd, "pipeline": [][]string{argv}}))
 	}
 	wantError(t, asY([]uint32{}, open, "ls"), fmt.Sprintf("cwd %q: permission denied", open))
 	wantError(t, asY([]uint32{}, open, "cat", "secret"), fmt.Sprintf("cwd %q: permission denied", open))

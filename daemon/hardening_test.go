@@ -245,7 +245,7 @@ func TestPeerExeShown(t *testing.T) {
 func TestSignalDispositions(t *testing.T) {
 	// SigIgn is a hex mask; SIGHUP is its lowest bit.
 	script := [][]string{{"sh", "-c", "grep SigIgn /proc/self/status"}}
-	d := startDaemon(t, opts{prefix: []string{"nohup"}})
+	d := startDaemon(t, opts{Prefix: []string{"nohup"}})
 	r := wantOK(t, d.send(map[string]any{"pipeline": script}))
 	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(r.Stdout), "SigIgn:")), 16, 64)
 	if err != nil {
@@ -254,19 +254,19 @@ func TestSignalDispositions(t *testing.T) {
 	if mask&1 != 0 {
 		t.Errorf("a run of a nohup'd daemon ignores SIGHUP: %s", r.Stdout)
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	d.alive()
 
 	d2 := startDaemon(t, opts{})
-	if err := d2.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d2.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-d2.done:
-		if d2.err != nil {
-			t.Errorf("SIGHUP: daemon exited with %v\n%s", d2.err, d2.stderr)
+	case <-d2.Done():
+		if d2.Err() != nil {
+			t.Errorf("SIGHUP: daemon exited with %v\n%s", d2.Err(), d2.Stderr)
 		}
 	case <-time.After(30 * time.Second):
 		t.Error("SIGHUP did not stop the daemon")
@@ -341,7 +341,7 @@ func startRequester(t *testing.T, d *daemonProc, line string) *exec.Cmd {
 	// command line for procsWith to find.
 	script := `use IO::Socket::UNIX; my $c = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!"; ` +
 		`my $l = <STDIN>; print $c $l; my $x = <$c>;`
-	cmd := exec.Command("perl", "-e", script, d.sock)
+	cmd := exec.Command("perl", "-e", script, d.Sock)
 	cmd.Stdin = strings.NewReader(line)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

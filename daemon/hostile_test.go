@@ -327,7 +327,7 @@ func isValidUTF8(s string) bool {
 // sendRaw, it keeps going when the daemon stops reading (an oversize line).
 func sendHostile(t *testing.T, d *daemonProc, raw string) response {
 	t.Helper()
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func procStats(t testing.TB, pid int) (fds, threads, rssKB int) {
 // memory must be back where they were.
 func TestHostileInputs(t *testing.T) {
 	d := startDaemon(t, opts{})
-	pid := d.cmd.Process.Pid
+	pid := d.Cmd.Process.Pid
 	cases := hostileCases()
 	names := map[string]bool{}
 	for _, c := range cases {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -124,7 +125,7 @@ func (p *inServer) send(over map[string]any) response {
 	if _, ok := over["time"]; !ok {
 		over["time"] = p.clock.Now().Format(time.RFC3339Nano)
 	}
-	d := &daemonProc{t: p.t, sock: p.sock}
+	d := &daemonProc{&rgtest.Daemon{T: p.t, Sock: p.sock}}
 	return d.sendRaw(request(over))
 }
 
@@ -190,7 +191,7 @@ func TestInProcessFreshnessAndReplay(t *testing.T) {
 
 	t.Run("replay within the window is refused", func(t *testing.T) {
 		line := request(map[string]any{"id": "replayed", "time": now.Format(time.RFC3339Nano)})
-		d := &daemonProc{t: t, sock: p.sock}
+		d := &daemonProc{&rgtest.Daemon{T: t, Sock: p.sock}}
 		wantOK(t, d.sendRaw(line))
 		p.clock.add(29 * time.Second) // still fresh: only the replay window refuses it
 		wantError(t, d.sendRaw(line), wire.DuplicateError("replayed").Error())
@@ -201,7 +202,7 @@ func TestInProcessFreshnessAndReplay(t *testing.T) {
 	t.Run("the clock moving on makes the same line stale", func(t *testing.T) {
 		line := request(map[string]any{"id": "late", "time": p.clock.Now().Format(time.RFC3339Nano)})
 		p.clock.add(31 * time.Second)
-		wantError(t, (&daemonProc{t: t, sock: p.sock}).sendRaw(line), "request too old: 31s (max 30s)")
+		wantError(t, (&daemonProc{&rgtest.Daemon{T: t, Sock: p.sock}}).sendRaw(line), "request too old: 31s (max 30s)")
 	})
 }
 

@@ -29,7 +29,7 @@ func wantNoApprover(t testing.TB, r response) {
 func TestPolicyEnvAttacks(t *testing.T) {
 	dir := shortDir(t)
 	marker := filepath.Join(dir, "pwned")
-	d := startDaemon(t, opts{policy: "allow privileged,env=DEBIAN_FRONTEND debconf-communicate\n" +
+	d := startDaemon(t, opts{Policy: "allow privileged,env=DEBIAN_FRONTEND debconf-communicate\n" +
 		"allow privileged apt-get update\n" +
 		"allow privileged,session=strict printenv LANG\n" +
 		"allow privileged,session=admit,env=LANG printenv LANG\n"})
@@ -102,7 +102,7 @@ func TestPolicyGlobDotComponents(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "inner"), filepath.Join(pub, "link")); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, opts{policy: "allow privileged chown nobody " + pub + "/*\n" +
+	d := startDaemon(t, opts{Policy: "allow privileged chown nobody " + pub + "/*\n" +
 		"allow privileged chown nobody " + pub + "/*/*\n"})
 	owner := func(p string) uint32 {
 		t.Helper()

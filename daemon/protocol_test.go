@@ -82,7 +82,7 @@ func make17() [][]string {
 
 func TestOversizeLine(t *testing.T) {
 	d := startDaemon(t, opts{})
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestReadDeadline(t *testing.T) {
 		t.Skip("waits 10 s for the read deadline")
 	}
 	d := startDaemon(t, opts{})
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestReadDeadline(t *testing.T) {
 
 func TestSilentPeerGetsNothing(t *testing.T) {
 	d := startDaemon(t, opts{})
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,14 +181,14 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestPing(t *testing.T) {
-	d := startDaemon(t, opts{policy: "deny any\n"})
+	d := startDaemon(t, opts{Policy: "deny any\n"})
 	r := wantOK(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}))
 	if r.Message != "pong" || r.ID != "ping-1" || r.Code != "" || r.Stages != nil || r.Approver == nil || *r.Approver {
 		t.Fatalf("ping answered %s", r.raw)
 	}
 	// With an approver attached, the answer says so.
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 	if r := wantOK(t, d.send(map[string]any{"action": "ping", "pipeline": nil})); r.Approver == nil || !*r.Approver {
 		t.Fatalf("ping with an approver attached answered %s", r.raw)
 	}
@@ -239,7 +239,7 @@ func TestFreshness(t *testing.T) {
 
 func TestReplaySurvivesRestart(t *testing.T) {
 	dir := shortDir(t)
-	d := startDaemon(t, opts{dir: dir})
+	d := startDaemon(t, opts{Dir: dir})
 	wantOK(t, d.send(map[string]any{"id": "once"}))
 	wantError(t, d.send(map[string]any{"id": "once"}), `duplicate request id "once"`)
 	line := request(map[string]any{"id": nil})
@@ -248,9 +248,9 @@ func TestReplaySurvivesRestart(t *testing.T) {
 	wantError(t, d.send(map[string]any{"id": "nf", "pipeline": [][]string{{"no-such-cmd-rg"}}}), `stage 1: executable not found: "no-such-cmd-rg"`)
 	// A request refused before the replay check does not.
 	wantError(t, d.send(map[string]any{"id": "early", "env": map[string]string{"X": "1"}}), `env key "X" is not allowed`)
-	d.stop()
+	d.Stop()
 
-	d2 := startDaemon(t, opts{dir: dir})
+	d2 := startDaemon(t, opts{Dir: dir})
 	wantError(t, d2.send(map[string]any{"id": "once"}), `duplicate request id "once"`)
 	wantError(t, d2.send(map[string]any{"id": "nf"}), `duplicate request id "nf"`)
 	if r := d2.sendRaw(line); r.Status != wire.StatusError || !strings.HasPrefix(r.Message, "duplicate request id ") {
@@ -262,26 +262,26 @@ func TestReplaySurvivesRestart(t *testing.T) {
 func TestSocketFile(t *testing.T) {
 	d := startDaemon(t, opts{})
 	// A second daemon must not take over a live socket.
-	d2 := startDaemonNoWait(t, d.dir)
+	d2 := startDaemonNoWait(t, d.Dir)
 	if err := d2.Wait(); err == nil {
 		t.Fatal("a second daemon on a live socket exited 0")
 	}
-	if !strings.Contains(d2.stderr.String(), "address already in use") {
-		t.Errorf("second daemon said %q", d2.stderr.String())
+	if !strings.Contains(d2.Stderr.String(), "address already in use") {
+		t.Errorf("second daemon said %q", d2.Stderr.String())
 	}
 	d.alive()
-	d.stop()
+	d.Stop()
 	// A stale socket file (nobody listening) is replaced.
-	ln, err := net.Listen("unix", d.sock)
+	ln, err := net.Listen("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
-	if _, err := os.Lstat(d.sock); err != nil {
+	if _, err := os.Lstat(d.Sock); err != nil {
 		t.Fatal("stale socket file missing", err)
 	}
-	d3 := startDaemon(t, opts{dir: d.dir})
+	d3 := startDaemon(t, opts{Dir: d.Dir})
 	d3.alive()
 }
 
@@ -319,8 +319,8 @@ func TestSocketGroup(t *testing.T) {
 	testutil.LockGroup(t)
 	if _, err := lookupGroup("rootgate"); err != nil {
 		d := startDaemon(t, opts{})
-		checkSocketMode(t, d.sock, 0o600, 0)
-		d.stop()
+		checkSocketMode(t, d.Sock, 0o600, 0)
+		d.Stop()
 		if out, err := exec.Command("groupadd", "--system", "rootgate").CombinedOutput(); err != nil {
 			t.Fatalf("groupadd: %v: %s", err, out)
 		}
@@ -332,7 +332,7 @@ func TestSocketGroup(t *testing.T) {
 	}
 	gid, _ := strconv.Atoi(g.Gid)
 	d := startDaemon(t, opts{})
-	checkSocketMode(t, d.sock, 0o660, gid)
+	checkSocketMode(t, d.Sock, 0o660, gid)
 }
 
 func checkSocketMode(t *testing.T, path string, mode os.FileMode, gid int) {

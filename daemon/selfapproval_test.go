@@ -197,19 +197,19 @@ func TestSudoApproverInAgentsTmux(t *testing.T) {
 	s.see("attached to rootgated")
 	s.see(fmt.Sprintf("requests from uid %d (%s) are not shown here", op.uid, op.name))
 
-	if pingAs(t, d.sock, op) {
+	if pingAs(t, d.Sock, op) {
 		t.Error("ping tells the operator's uid an approver can be asked")
 	}
-	if !pingAs(t, d.sock, other) {
+	if !pingAs(t, d.Sock, other) {
 		t.Error("ping tells another account no approver can be asked")
 	}
-	r := attack(t, d.sock, op, s, "self-approve-sudo")
+	r := attack(t, d.Sock, op, s, "self-approve-sudo")
 	wantSelfApprovalRefused(t, r, op, s, "self-approve-sudo")
 
 	// The same approver still serves another account's requests.
 	ch := make(chan response, 1)
 	line := request(map[string]any{"id": "other-account", "pipeline": [][]string{{"id", "-u"}}})
-	go func() { r, _ := trySendAs(d.sock, other.uid, other.gid, []uint32{}, line); ch <- r }()
+	go func() { r, _ := trySendAs(d.Sock, other.uid, other.gid, []uint32{}, line); ch <- r }()
 	s.see("other-account")
 	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
@@ -287,12 +287,12 @@ func TestRootTmuxApprover(t *testing.T) {
 	openToAll(t, d)
 	s := startTmux(t, "", shellQuote(rootgateBin, "approve", "--socket", d.asock()))
 	s.see("attached to rootgated")
-	if !pingAs(t, d.sock, agent) {
+	if !pingAs(t, d.Sock, agent) {
 		t.Fatal("ping: no approver for the agent account")
 	}
 	ch := make(chan response, 1)
 	line := request(map[string]any{"id": "agent-asks", "pipeline": [][]string{{"id", "-u"}}})
-	go func() { r, _ := trySendAs(d.sock, agent.uid, agent.gid, []uint32{}, line); ch <- r }()
+	go func() { r, _ := trySendAs(d.Sock, agent.uid, agent.gid, []uint32{}, line); ch <- r }()
 	s.see("agent-asks")
 	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
@@ -312,18 +312,18 @@ func TestUnsafeSelfApproval(t *testing.T) {
 	allowSudo(t, op.name, rootgateBin)
 	d := approverDaemon(t, "--unsafe-self-approval")
 	openToAll(t, d)
-	if !strings.Contains(d.stderr.String(), "UNSAFE: --unsafe-self-approval is on") {
-		t.Errorf("no warning at start:\n%s", d.stderr.String())
+	if !strings.Contains(d.Stderr.String(), "UNSAFE: --unsafe-self-approval is on") {
+		t.Errorf("no warning at start:\n%s", d.Stderr.String())
 	}
 	s := startTmux(t, op.name, shellQuote("sudo", "-n", rootgateBin, "approve", "--socket", d.asock()))
 	s.see("attached to rootgated")
 	s.see("UNSAFE: rootgated runs with --unsafe-self-approval")
-	if !pingAs(t, d.sock, op) {
+	if !pingAs(t, d.Sock, op) {
 		t.Error("ping: no approver under --unsafe-self-approval")
 	}
 	ch := make(chan response, 1)
 	line := request(map[string]any{"id": "own-uid", "pipeline": [][]string{{"id", "-u"}}})
-	go func() { r, _ := trySendAs(d.sock, op.uid, op.gid, []uint32{}, line); ch <- r }()
+	go func() { r, _ := trySendAs(d.Sock, op.uid, op.gid, []uint32{}, line); ch <- r }()
 	s.see("UNSAFE SELF-APPROVAL: the requester's uid can control this terminal")
 	s.see("own-uid")
 	s.see("n or Esc deny") // keys count once the dwell is over
@@ -331,7 +331,7 @@ func TestUnsafeSelfApproval(t *testing.T) {
 	if r := <-ch; r.Status != wire.StatusOK {
 		t.Fatalf("%s", r.raw)
 	}
-	b, err := os.ReadFile(auditPath(d.dir))
+	b, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestReadmeSecureSetup(t *testing.T) {
 
 	runAs := func(a userAccount) *exec.Cmd {
 		cmd := exec.Command("runuser", "-u", a.name, "--", rootgateBin, "run", "--reason", "readme secure setup", "--", "id", "-un")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.sock}
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.Sock}
 		return cmd
 	}
 	out := make(chan string, 1)

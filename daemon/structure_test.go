@@ -126,7 +126,7 @@ func stageChain(kids []int, n int) []int {
 func TestNoCopyBetweenStages(t *testing.T) {
 	const size = 64 << 20
 	d := startDaemon(t, opts{})
-	pid := d.cmd.Process.Pid
+	pid := d.Cmd.Process.Pid
 	n := strconv.Itoa(size)
 	line := request(map[string]any{"pipeline": [][]string{
 		{"sh", "-c", "head -c " + n + " /dev/zero; exec sleep 60"},
@@ -135,7 +135,7 @@ func TestNoCopyBetweenStages(t *testing.T) {
 		{"sh", "-c", "head -c " + n + " >/dev/null; exec sleep 60"},
 	}})
 	before := procIO(t, pid, "rchar")
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
