@@ -64,6 +64,8 @@ type options struct {
 	maxPending    int
 	maxConnsUID   int
 	firstByte     time.Duration
+	readTimeout   time.Duration
+	stallTimeout  time.Duration
 	promptRate    int
 	idleExit      time.Duration
 	audit         string
@@ -138,6 +140,8 @@ func flags(o *options, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.maxConns, "max-conns", daemon.DefaultMaxConns, "connections in flight before \"server busy\"")
 	fs.IntVar(&o.maxConnsUID, "max-conns-per-uid", 0, "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns")
 	fs.DurationVar(&o.firstByte, "first-byte-timeout", daemon.DefaultFirstByte, "how long a connection may send nothing before it is answered with an error and closed")
+	fs.DurationVar(&o.readTimeout, "read-timeout", daemon.DefaultReadTimeout, "how long a connection has, from connecting, to send its whole request line before it is answered with an error and closed")
+	fs.DurationVar(&o.stallTimeout, "stall-timeout", daemon.DefaultStallTimeout, "how long a client may leave its answer unread before its connection is dropped")
 	fs.IntVar(&o.maxPending, "max-pending", daemon.DefaultMaxPending, "requests of one uid waiting for a person's decision at once; more are refused")
 	fs.IntVar(&o.promptRate, "prompt-rate", daemon.DefaultPromptRate, "requests of one uid put to a person per minute; more are refused")
 	fs.DurationVar(&o.idleExit, "idle-exit", 10*time.Minute, "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back")
@@ -183,7 +187,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}} {
+	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}, {"read-timeout", o.readTimeout}, {"stall-timeout", o.stallTimeout}} {
 		if d.v <= 0 {
 			fmt.Fprintf(stderr, "rootgated: error: --%s must be positive\n", d.name)
 			return 2
@@ -310,6 +314,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer) error {
 		MaxConns:       o.maxConns,
 		MaxConnsPerUID: o.maxConnsUID,
 		FirstByte:      o.firstByte,
+		ReadTimeout:    o.readTimeout,
+		StallTimeout:   o.stallTimeout,
 		MaxPending:     o.maxPending,
 		PromptRate:     o.promptRate,
 		RejectRate:     o.rejectRate,
