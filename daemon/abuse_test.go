@@ -26,6 +26,7 @@ func runMarker() string {
 // readers. Each run must end with the right answer, leave no process
 // behind, and the daemon must answer a ping while it runs and after.
 func TestHostileChildrenLeaveNothing(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 	type tc struct {
 		name     string
@@ -118,6 +119,7 @@ func TestHostileChildrenLeaveNothing(t *testing.T) {
 // leaves its session and replaces its environment is not found when the
 // run ends. (It is killed here by hand.)
 func TestEscapeWithNewEnvironment(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	m := runMarker()
 	t.Cleanup(func() {
@@ -141,6 +143,7 @@ func TestEscapeWithNewEnvironment(t *testing.T) {
 // answer and a thousand connections opened and dropped; a ping is
 // answered throughout, and the daemon's descriptors settle afterwards.
 func TestSlowAndStuckPeers(t *testing.T) {
+	t.Parallel()
 	// Deadlines shorter than the defaults (10 s each), so the test does not
 	// wait them out; the read deadline still outlasts the storm below.
 	const readWithin = 5 * time.Second

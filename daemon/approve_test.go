@@ -52,6 +52,7 @@ func (d *daemonProc) asock() string { return filepath.Join(d.Dir, "a") }
 var deniedByRoot = regexp.MustCompile(`^denied by operator root on pts/\d+$`)
 
 func TestApproverTerminal(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -96,6 +97,7 @@ func TestApproverTerminal(t *testing.T) {
 }
 
 func TestApproverAccessible(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := startApproverArgs(t, d.asock(), 0, "--accessible")
 	a.See("attached to rootgated")
@@ -119,6 +121,7 @@ func TestApproverAccessible(t *testing.T) {
 }
 
 func TestTwoApprovers(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	b := startApprover(t, d.asock(), 0)
@@ -163,6 +166,7 @@ func TestTwoApprovers(t *testing.T) {
 }
 
 func TestApproverAdmission(t *testing.T) {
+	t.Parallel()
 	const nobody = 65534
 	t.Run("root only: nobody cannot attach", func(t *testing.T) {
 		d := approverDaemon(t)
@@ -208,6 +212,7 @@ func TestApproverAdmission(t *testing.T) {
 }
 
 func TestApproverReattaches(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	d := startDaemon(t, opts{Dir: dir, Policy: "ask any\n"})
 	a := startApprover(t, d.asock(), 0)

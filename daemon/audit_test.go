@@ -81,6 +81,7 @@ func hexSum(b []byte) string {
 // TestAuditApproved: a run approved by a person, and an approval nobody
 // gave in time, as the audit log tells them.
 func TestAuditApproved(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -153,6 +154,7 @@ func TestAuditApproved(t *testing.T) {
 // rejected before and after decoding, and a secret env value that never
 // reaches the log.
 func TestAuditPolicyAndRejected(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "deny any rm ...\nallow any\n"})
 
 	r := d.send(map[string]any{"id": "au-denied", "pipeline": [][]string{{"rm", "-rf", "/nonexistent"}}})
@@ -210,6 +212,7 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 // TestAuditRunEnds: a run that times out, one whose requester goes away,
 // and one the daemon kills as it stops each end in their own record.
 func TestAuditRunEnds(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 
 	r := d.send(map[string]any{"id": "au-timeout", "timeout": 1, "pipeline": [][]string{{"sleep", "30"}}})
@@ -244,6 +247,7 @@ func TestAuditRunEnds(t *testing.T) {
 // TestAuditRotation: a small --audit-max-size spreads the log over files
 // that verify as one chain (the harness checks at stop).
 func TestAuditRotation(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Args: []string{"--audit-max-size", "2K", "--audit-keep", "0"}})
 	for i := range 12 {
 		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-rot-%d", i)}))
@@ -269,6 +273,7 @@ func TestAuditRotation(t *testing.T) {
 // answered with an error and nothing runs; once there is room again,
 // requests run and the chain is intact.
 func TestAuditDiskFull(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	full := filepath.Join(dir, "full")
 	if err := os.Mkdir(full, 0o700); err != nil {
@@ -363,6 +368,7 @@ func TestAuditDiskFull(t *testing.T) {
 // binds there is what go-systemd's journal.Send finds at
 // /run/systemd/journal/socket.
 func TestAuditJournal(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	jdir := filepath.Join(dir, "sd")
 	if err := os.MkdirAll(filepath.Join(jdir, "journal"), 0o755); err != nil {
@@ -456,6 +462,7 @@ func TestAuditJournal(t *testing.T) {
 // TestAuditTamper: a real daemon's log, tampered with in each way, fails
 // "rootgate audit verify" with exit 1 naming the exact record.
 func TestAuditTamper(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	for i := range 3 {
 		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-tamper-%d", i)}))

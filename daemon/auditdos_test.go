@@ -135,6 +135,7 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 // removed after a rotation, and `rootgate audit verify` still passes,
 // saying that the log starts after a pruned file.
 func TestAuditRetention(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Args: []string{"--audit-max-size", "2K", "--audit-keep", "2"}})
 	for i := range 12 {
 		wantOK(t, d.send(map[string]any{"id": "au-keep-" + strconv.Itoa(i)}))
@@ -168,6 +169,7 @@ func TestAuditRetention(t *testing.T) {
 // before anything runs) and the daemon logs it at error level; once there
 // is room, they run.
 func TestAuditFreeSpaceGuard(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	small := filepath.Join(dir, "small")
 	if err := os.Mkdir(small, 0o700); err != nil {

@@ -101,6 +101,7 @@ func TestRuntimeDirChecked(t *testing.T) {
 // does not make root write through it; the daemon replaces it with its own
 // file and serves.
 func TestReplayTmpSymlinkNotFollowed(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	rd := filepath.Join(dir, "run")
 	if err := os.Mkdir(rd, 0o755); err != nil {
@@ -214,6 +215,7 @@ func TestConnectionShares(t *testing.T) {
 // closed once --first-byte-timeout passes, long before the 10 s line
 // deadline; one that starts in time may take longer over the rest.
 func TestFirstByteDeadline(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Args: []string{"--first-byte-timeout", "300ms"}})
 	c, err := net.Dial("unix", d.Sock)
 	if err != nil {

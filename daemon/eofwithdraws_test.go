@@ -45,6 +45,7 @@ func wantNoAnswer(t *testing.T, c *net.UnixConn) {
 // still open: while it waits for a person, while it runs, and when the
 // stream ends with the line itself.
 func TestEOFWithdraws(t *testing.T) {
+	t.Parallel()
 	t.Run("waiting for a person", func(t *testing.T) {
 		d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s"}})
 		a := startApprover(t, d.asock(), 0)

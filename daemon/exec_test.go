@@ -282,6 +282,7 @@ func TestScriptSwappedAtExec(t *testing.T) {
 // one descriptor it inherits besides 0, 1 and 2, which is the script),
 // then the request's arguments whole and in order.
 func TestScriptArguments(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	dir := shortDir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {

@@ -364,6 +364,7 @@ func procStats(t testing.TB, pid int) (fds, threads, rssKB int) {
 // that the daemon still serves; at the end its descriptors, threads and
 // memory must be back where they were.
 func TestHostileInputs(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	pid := d.Cmd.Process.Pid
 	cases := hostileCases()

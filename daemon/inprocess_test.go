@@ -130,6 +130,7 @@ func (p *inServer) send(over map[string]any) response {
 }
 
 func TestInProcessDecisions(t *testing.T) {
+	t.Parallel()
 	fa := &fakeApprover{}
 	var verdict approval.Decision
 	fa.answer = func(context.Context, *approval.Prompt) approval.Decision { return verdict }
@@ -166,6 +167,7 @@ func TestInProcessDecisions(t *testing.T) {
 }
 
 func TestInProcessFreshnessAndReplay(t *testing.T) {
+	t.Parallel()
 	fa := &fakeApprover{answer: func(context.Context, *approval.Prompt) approval.Decision {
 		return approval.Decision{Verdict: approval.Allow, By: "fake"}
 	}}
@@ -207,6 +209,7 @@ func TestInProcessFreshnessAndReplay(t *testing.T) {
 }
 
 func TestInProcessPromptLimits(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	fa := &fakeApprover{answer: func(ctx context.Context, _ *approval.Prompt) approval.Decision {
 		select {

@@ -61,6 +61,7 @@ func peerConn(t *testing.T, exit bool) (*net.UnixConn, *exec.Cmd) {
 // TestPeerExePinned: the executable of a live peer is read through its
 // pidfd, by SO_PEERPIDFD and by the pidfd_open fallback.
 func TestPeerExePinned(t *testing.T) {
+	t.Parallel()
 	c, cmd := peerConn(t, false)
 	want, err := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe")
 	if err != nil {
@@ -105,6 +106,7 @@ func TestPeerExePinned(t *testing.T) {
 // TestPeerExeGone: a peer that exited before it was looked at has no
 // executable, rather than whatever process might now hold its pid.
 func TestPeerExeGone(t *testing.T) {
+	t.Parallel()
 	c, cmd := peerConn(t, true)
 	p, err := peerOf(c)
 	if err != nil {

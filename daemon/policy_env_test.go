@@ -27,6 +27,7 @@ func wantNoApprover(t testing.TB, r response) {
 // and a valid env rides along only where the rule's env= admits it, else a
 // person is asked. Next to each, the legitimate use runs without a prompt.
 func TestPolicyEnvAttacks(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	marker := filepath.Join(dir, "pwned")
 	d := startDaemon(t, opts{Policy: "allow privileged,env=DEBIAN_FRONTEND debconf-communicate\n" +
@@ -82,6 +83,7 @@ func TestPolicyEnvAttacks(t *testing.T) {
 // (here: denied, nobody to ask) and nothing changes owner. A clean path
 // under the directory is allowed.
 func TestPolicyGlobDotComponents(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -139,6 +139,7 @@ func (d *daemonProc) waitLog(words ...string) {
 }
 
 func TestPromptLongStageNeedsPaging(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -172,6 +173,7 @@ func TestPromptLongStageNeedsPaging(t *testing.T) {
 }
 
 func TestPromptShowsAllOfStdin(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -195,6 +197,7 @@ func TestPromptShowsAllOfStdin(t *testing.T) {
 }
 
 func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -227,6 +230,7 @@ func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
 }
 
 func TestPromptWithdrawnThenReplaced(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -276,6 +280,7 @@ func TestPromptWithdrawnThenReplaced(t *testing.T) {
 }
 
 func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	b := startApprover(t, d.asock(), 0)
@@ -341,6 +346,7 @@ func readBytes(t *testing.T, pid int) int {
 }
 
 func TestApproverSkipsOverlongLine(t *testing.T) {
+	t.Parallel()
 	// The daemon never sends a line over approval.MaxDaemonLine; a client
 	// that gets one anyway reads past it and keeps its session.
 	dir := shortDir(t)
@@ -467,6 +473,7 @@ func TestPromptRequesterWordsStayMarked(t *testing.T) {
 }
 
 func TestPromptAccessibleShowsAllOfStdin(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApproverArgs(t, d.asock(), 0, "--accessible")
 	a.See("attached to rootgated")

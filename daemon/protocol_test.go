@@ -20,6 +20,7 @@ import (
 // TestProtocolErrors sends each kind of bad request over a real socket and
 // checks the exact answer, then that the daemon still serves.
 func TestProtocolErrors(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	for _, tc := range []struct {
 		name string
@@ -81,6 +82,7 @@ func make17() [][]string {
 }
 
 func TestOversizeLine(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
@@ -149,6 +151,7 @@ func TestReadDeadline(t *testing.T) {
 }
 
 func TestSilentPeerGetsNothing(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
@@ -168,6 +171,7 @@ func TestSilentPeerGetsNothing(t *testing.T) {
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	r := wantOK(t, d.send(map[string]any{"id": nil, "pipeline": [][]string{{"id", "-u"}}}))
 	if !uuidV4.MatchString(r.ID) {
@@ -189,6 +193,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestPing(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "deny any\n"})
 	r := wantOK(t, d.send(map[string]any{"id": "ping-1", "action": "ping", "pipeline": nil}))
 	if r.Message != "pong" || r.ID != "ping-1" || r.Code != "" || r.Stages != nil || r.Approver == nil || *r.Approver {
@@ -210,6 +215,7 @@ func TestPing(t *testing.T) {
 }
 
 func TestFreshness(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	now := time.Now()
 	for _, tc := range []struct {
@@ -246,6 +252,7 @@ func TestFreshness(t *testing.T) {
 }
 
 func TestReplaySurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	d := startDaemon(t, opts{Dir: dir})
 	wantOK(t, d.send(map[string]any{"id": "once"}))
@@ -268,6 +275,7 @@ func TestReplaySurvivesRestart(t *testing.T) {
 }
 
 func TestSocketFile(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	// A second daemon must not take over a live socket.
 	d2 := startDaemonNoWait(t, d.Dir)
@@ -294,6 +302,7 @@ func TestSocketFile(t *testing.T) {
 }
 
 func TestStdinCwdTimeoutExtensions(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	r := wantOK(t, d.send(map[string]any{
 		"pipeline": [][]string{{"sh", "-c", "pwd; cat"}},

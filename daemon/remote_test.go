@@ -15,6 +15,7 @@ import (
 // request reaches web1's daemon and is approved by web1's approver, while
 // the local daemon never sees it.
 func TestRemoteDocs(t *testing.T) {
+	t.Parallel()
 	const forwarded = "/run/user/1000/rootgate-web1.sock"
 	cmdLine := docCommand(t, "ROOTGATE_SOCKET="+forwarded+" rootgate run ")
 	web1 := approverDaemon(t)
@@ -69,6 +70,7 @@ func docCommand(t *testing.T, prefix string) string {
 // parses a command line and prints the configuration it would use without
 // connecting anywhere.
 func TestRemoteDocsSSH(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../docs/remote.md")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 )
 
 func TestPipelines(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	t.Run("one stage", func(t *testing.T) {
 		r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"echo", "hello"}}}))
@@ -82,6 +83,7 @@ func TestPipelines(t *testing.T) {
 }
 
 func TestLargeOutputIsCapped(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	const cap16 = 16 << 20
 	// 100 MiB on stdout, and 100 MiB on a middle stage's stderr.
@@ -116,6 +118,7 @@ func TestLargeOutputIsCapped(t *testing.T) {
 // that everything is killed and the answer is a timeout with what was
 // captured.
 func TestHostileChildren(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 	for _, tc := range []struct {
 		name  string
@@ -148,6 +151,7 @@ func TestHostileChildren(t *testing.T) {
 }
 
 func TestBackgroundChildKilledAtEnd(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	marker := fmt.Sprintf("%d.5", 7000+time.Now().Nanosecond()%1000)
 	r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", "sleep " + marker + " >/dev/null 2>&1 & echo done"}}}))
@@ -199,6 +203,7 @@ func openToAll(t *testing.T, d *daemonProc) {
 }
 
 func TestIdentity(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	openToAll(t, d)
 	const nobody = 65534
@@ -267,6 +272,7 @@ func groupsOf(t *testing.T, name string) string {
 }
 
 func TestDisconnectCancelsRun(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	marker := fmt.Sprintf("%d.25", 8000+time.Now().Nanosecond()%1000)
 	c, err := net.Dial("unix", d.Sock)
@@ -286,6 +292,7 @@ func TestDisconnectCancelsRun(t *testing.T) {
 }
 
 func TestHalfCloseDoesNotCancel(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
@@ -304,6 +311,7 @@ func TestHalfCloseDoesNotCancel(t *testing.T) {
 }
 
 func TestConcurrentClients(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	pid := d.Cmd.Process.Pid
 	before := fdCount(t, pid)
@@ -356,6 +364,7 @@ func TestConcurrentClients(t *testing.T) {
 }
 
 func TestShutdownAnswersAndKills(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "allow any sh ...\n"})
 	marker := fmt.Sprintf("%d.75", 9000+time.Now().Nanosecond()%1000)
 	c, err := net.Dial("unix", d.Sock)
@@ -376,6 +385,7 @@ func TestShutdownAnswersAndKills(t *testing.T) {
 // with a cap of 1 no run ever finds it taken; with the default cap of 8
 // they overlap and some do.
 func TestMaxRuns(t *testing.T) {
+	t.Parallel()
 	lockTest := func(t *testing.T, d *daemonProc) (taken int) {
 		lock := filepath.Join(shortDir(t), "lock")
 		script := "mkdir " + lock + " 2>/dev/null || exit 9; sleep 0.3; rmdir " + lock

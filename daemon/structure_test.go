@@ -124,6 +124,7 @@ func stageChain(kids []int, n int) []int {
 // pipes, and that the daemon itself read next to nothing meanwhile: the
 // kernel moved the data, the daemon copied none of it.
 func TestNoCopyBetweenStages(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 20
 	d := startDaemon(t, opts{})
 	pid := d.Cmd.Process.Pid
@@ -213,6 +214,7 @@ func ask(t testing.TB, sock string, req *wire.Outgoing) *wire.Response {
 // goroutine count to come back to what it was: nothing a request starts
 // outlives it.
 func TestNoGoroutineLeftPerRequest(t *testing.T) {
+	t.Parallel()
 	sock := inProcess(t, "allow any\n")
 	kinds := []func(){
 		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"true"}}}) },

@@ -85,6 +85,7 @@ func (td *ttyDaemon) ask(over map[string]any) chan response {
 }
 
 func TestTerminalApproval(t *testing.T) {
+	t.Parallel()
 	td := startTTYDaemon(t, "60s")
 	pos := 0
 
@@ -157,6 +158,7 @@ func TestTerminalApproval(t *testing.T) {
 }
 
 func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
+	t.Parallel()
 	td := startTTYDaemon(t, "3s")
 	// "y" typed before the prompt appears must not approve it.
 	td.key(t, "y")

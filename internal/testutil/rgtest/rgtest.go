@@ -8,25 +8,38 @@
 package rgtest
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 )
 
 // Main runs the tests of m and removes the binaries built for them; a
-// TestMain calls os.Exit(rgtest.Main(m)).
+// TestMain calls os.Exit(rgtest.Main(m)). The tests of this harness spend
+// their time waiting for processes, not computing, so unless -test.parallel
+// is given, up to Parallel of them run at once rather than GOMAXPROCS.
 func Main(m *testing.M) int {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(Parallel))
+	}
 	code := m.Run()
 	if bins.dir != "" {
 		os.RemoveAll(bins.dir)
 	}
 	return code
 }
+
+// Parallel is how many parallel tests Main lets run at once by default.
+const Parallel = 8
 
 var bins struct {
 	once                sync.Once
