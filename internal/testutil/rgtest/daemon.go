@@ -31,6 +31,7 @@ type Opts struct {
 	Args   []string // more flags
 	Dir    string   // reuse this directory (runtime dir and socket)
 	Prefix []string // run the daemon through this command (e.g. nohup)
+	Env    []string // the daemon's whole environment; nil means the test's
 }
 
 // StartDaemon starts rootgated on a private socket and waits until it
@@ -61,6 +62,7 @@ func StartDaemon(t testing.TB, o Opts) *Daemon {
 	} else {
 		d.Cmd = exec.Command(bin, args...)
 	}
+	d.Cmd.Env = o.Env
 	d.Cmd.Stderr = d.Stderr
 	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.Cmd.Start(); err != nil {
