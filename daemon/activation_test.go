@@ -229,13 +229,7 @@ func TestSdNotify(t *testing.T) {
 	d.Cmd = exec.Command(rootgated, "--socket", d.Sock, "--approver-socket", filepath.Join(dir, "a"),
 		"--runtime-dir", filepath.Join(dir, "run"), "--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
 	d.Cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+filepath.Join(dir, "notify"), "WATCHDOG_USEC=200000")
-	d.Cmd.Stderr = d.Stderr
-	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.Cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d.Watch()
-	t.Cleanup(func() { d.Stop() })
+	d.Start()
 
 	next("READY=1")
 	d.alive() // ready means both sockets answer, with no waiting

@@ -401,13 +401,7 @@ func TestAuditJournal(t *testing.T) {
 	d.Cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
 		rootgated, "--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
 		"--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
-	d.Cmd.Stderr = d.Stderr
-	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.Cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d.Watch()
-	t.Cleanup(func() { d.Stop() })
+	d.Start()
 	d.WaitReady()
 
 	wantOK(t, d.send(map[string]any{"id": "au-journal", "pipeline": [][]string{{"true"}}}))

@@ -63,19 +63,31 @@ func StartDaemon(t testing.TB, o Opts) *Daemon {
 		d.Cmd = exec.Command(bin, args...)
 	}
 	d.Cmd.Env = o.Env
-	d.Cmd.Stderr = d.Stderr
-	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.Cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d.Watch()
-	t.Cleanup(func() { d.Stop() })
+	d.Start()
 	d.WaitReady()
 	return d
 }
 
+// Start starts Cmd, set by the caller after NewDaemon, with its stderr
+// kept in Stderr and killed if the test process dies, and stops it (Stop)
+// when the test ends.
+func (d *Daemon) Start() {
+	d.T.Helper()
+	if d.Cmd.Stderr == nil {
+		d.Cmd.Stderr = d.Stderr
+	}
+	if d.Cmd.SysProcAttr == nil {
+		d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
+	if err := d.Cmd.Start(); err != nil {
+		d.T.Fatal(err)
+	}
+	d.Watch()
+	d.T.Cleanup(func() { d.Stop() })
+}
+
 // NewDaemon is a Daemon in dir (socket dir/s) that the caller starts
-// itself: it sets Cmd, starts it and calls Watch.
+// itself: it sets Cmd, then calls Start (or starts Cmd and calls Watch).
 func NewDaemon(t testing.TB, dir string) *Daemon {
 	return &Daemon{T: t, Dir: dir, Sock: filepath.Join(dir, "s"), Stderr: &testutil.SyncBuffer{}, done: make(chan struct{})}
 }
