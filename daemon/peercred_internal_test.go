@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,11 +19,7 @@ import (
 // until its stdin closes.
 func peerConn(t *testing.T, exit bool) (*net.UnixConn, *exec.Cmd) {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rgp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t)
 	sock := filepath.Join(dir, "s")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -44,11 +45,7 @@ type tmuxSession struct {
 // shell command cmd; the server is killed at cleanup.
 func startTmux(t *testing.T, owner string, cmd string) *tmuxSession {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rgtmux")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t)
 	if owner != "" {
 		if out, err := exec.Command("chown", owner, dir).CombinedOutput(); err != nil {
 			t.Fatalf("chown: %v: %s", err, out)

@@ -49,8 +49,7 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			e.Setenv("PATH", bin+string(os.PathListSeparator)+e.Getenv("PATH"))
-			// A short socket path: sun_path holds 108 bytes.
-			dir, err := os.MkdirTemp("/tmp", "rgs")
+			dir, err := testutil.NewShortDir()
 			if err != nil {
 				return err
 			}

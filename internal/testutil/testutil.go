@@ -106,10 +106,14 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 // and t.TempDir() names can be longer.
 func ShortDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rg")
+	dir, err := NewShortDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// NewShortDir is ShortDir for callers without a testing.TB (a testscript
+// setup): they remove the directory themselves.
+func NewShortDir() (string, error) { return os.MkdirTemp("/tmp", "rg") }
