@@ -250,3 +250,38 @@ func TestSlowAndStuckPeers(t *testing.T) {
 		return fds <= fds0+2
 	})
 }
+
+// TestStallDeadline: a client that sends a request and never reads its
+// large answer is dropped once --stall-timeout passes without progress
+// (short here), well before the 10 s default: it cannot hold its slot.
+func TestStallDeadline(t *testing.T) {
+	t.Parallel()
+	const within = 500 * time.Millisecond
+	d := startDaemon(t, opts{Args: []string{"--stall-timeout", within.String()}})
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write([]byte(request(map[string]any{"id": "stall-1", "pipeline": [][]string{{"head", "-c", "8000000", "/dev/zero"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	// Half the default: a daemon still on 10 s has not dropped it yet.
+	waitFor(t, "the daemon to drop the client that does not read", 5*time.Second, func() bool {
+		return strings.Contains(d.Stderr.String(), `msg="cannot send response" id=stall-1`)
+	})
+	if took := time.Since(start); took < within {
+		t.Errorf("dropped after %v, before the %v stall deadline", took, within)
+	}
+	// Reading now gets part of the answer, then the end, not a hang.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 1<<20)
+	for err == nil {
+		_, err = c.Read(buf)
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Error("the daemon still holds the connection")
+	}
+	d.alive()
+}
