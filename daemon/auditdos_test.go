@@ -46,8 +46,9 @@ print "done\n";
 // in one dropped record; another user (rgtfb) is served and audited
 // meanwhile.
 func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
-	auid, agid := testAccount(t, "rgtfa")
-	buid, bgid := testAccount(t, "rgtfb")
+	t.Parallel()
+	auid, agid := testAccount(t, "rgtfe")
+	buid, bgid := testAccount(t, "rgtff")
 	d := startDaemon(t, opts{Args: []string{"--audit-reject-rate", "20"}})
 	openToAll(t, d)
 	const flood, rate = 60, 20
@@ -247,6 +248,7 @@ print "done\n";
 // (rgtfa) sending them with 1 MB arguments cannot fill the log, while
 // another user (rgtfb) is still served and recorded in full.
 func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
+	t.Parallel()
 	auid, agid := testAccount(t, "rgtfc")
 	buid, bgid := testAccount(t, "rgtfd")
 	d := startDaemon(t, opts{Policy: "deny any true ...\nallow any,env=* id ...\n", Args: []string{"--audit-reject-rate", "20"}})

@@ -47,6 +47,7 @@ func startFails(t *testing.T, dir, runtimeDir, want string) {
 // group or others may write (sticky or not), is refused at start, since
 // root rewrites files in it; a root-owned 0755 one is used.
 func TestRuntimeDirChecked(t *testing.T) {
+	t.Parallel()
 	uid, gid := testAccount(t, "rgtfa")
 	dir := shortDir(t)
 	for _, c := range []struct {
@@ -153,8 +154,9 @@ print "done\n";
 // can, idle, takes at most its share of --max-conns; the extra ones are
 // told so at once, and another user (rgtfb) and root are still served.
 func TestConnectionShares(t *testing.T) {
-	auid, agid := testAccount(t, "rgtfa")
-	buid, bgid := testAccount(t, "rgtfb")
+	t.Parallel()
+	auid, agid := testAccount(t, "rgtfg")
+	buid, bgid := testAccount(t, "rgtfh")
 	// A long first-byte deadline: the held connections stay in flight for
 	// the whole test.
 	d := startDaemon(t, opts{Args: []string{"--first-byte-timeout", "60s"}})

@@ -237,10 +237,11 @@ func onExec(t *testing.T, path string, fn func()) chan struct{} {
 // was shown runs, with its arguments, never the one swapped in. (Executed
 // by its path, the interpreter opened the swapped file every time.)
 func TestScriptSwappedAtExec(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	openToAll(t, d)
 	a := attachRaw(t, d)
-	agent := addTestUser(t, "rgtda")
+	agent := addTestUser(t, "rgtdb")
 	dir := shortDir(t)
 	if err := os.Chown(dir, int(agent.uid), int(agent.gid)); err != nil {
 		t.Fatal(err)
@@ -315,6 +316,7 @@ func TestScriptArguments(t *testing.T) {
 // rgtdy may reach, in its own 0700 home or through a group the kernel
 // reports for it, still runs.
 func TestUnprivilegedRunReachesOnlyItsUser(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	openToAll(t, d)
 	x := addTestUser(t, "rgtdx")

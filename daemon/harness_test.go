@@ -214,13 +214,14 @@ type userAccount struct {
 
 // addAccount creates the account name (removed again at cleanup), with
 // more useradd flags; concurrent useradds may hold /etc/passwd's lock for
-// a moment, so it retries.
+// a moment, so it retries. A test that runs in parallel uses names no
+// other test uses; tests sharing a name stay serial.
 func addAccount(t *testing.T, name string, flags ...string) userAccount {
 	t.Helper()
 	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
 	var out []byte
 	var err error
-	for range 20 {
+	for range 50 {
 		if out, err = exec.Command("useradd", append(flags, name)...).CombinedOutput(); err == nil {
 			break
 		}
@@ -230,7 +231,7 @@ func addAccount(t *testing.T, name string, flags ...string) userAccount {
 		t.Fatalf("useradd %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		for range 20 {
+		for range 50 {
 			if exec.Command("userdel", "-r", name).Run() == nil {
 				return
 			}
