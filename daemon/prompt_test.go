@@ -439,6 +439,7 @@ func (ta *tmuxApprover) key(k string) {
 }
 
 func TestPromptRequesterWordsStayMarked(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	const cols = 120
 	ta := startTmuxApprover(t, d.asock(), cols, 50)

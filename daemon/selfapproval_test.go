@@ -185,8 +185,9 @@ func wantSelfApprovalRefused(t *testing.T, r response, agent userAccount, s *tmu
 // uid, SUDO_UID, the tmux server, the terminals) holds the operator's uid,
 // so the request is never shown there; another account's is.
 func TestSudoApproverInAgentsTmux(t *testing.T) {
-	op := addAccount(t, "rgtaop", "--create-home")
-	other := addAccount(t, "rgtaag", "--create-home")
+	t.Parallel()
+	op := addAccount(t, "rgts0op", "--create-home")
+	other := addAccount(t, "rgts0ag", "--create-home")
 	allowSudo(t, op.name, rootgateBin)
 	d := approverDaemon(t)
 	openToAll(t, d)
@@ -223,8 +224,9 @@ func TestSudoApproverInAgentsTmux(t *testing.T) {
 // the outer terminal, sudo and the tmux server are the operator's, so the
 // operator's uid may not approve through it, and ping says so.
 func TestSudoTTYDaemonInAgentsTmux(t *testing.T) {
-	op := addAccount(t, "rgtaop", "--create-home")
-	other := addAccount(t, "rgtaag", "--create-home")
+	t.Parallel()
+	op := addAccount(t, "rgts1op", "--create-home")
+	other := addAccount(t, "rgts1ag", "--create-home")
 	allowSudo(t, op.name, rootgated)
 	dir := shortDir(t)
 	policy := filepath.Join(dir, "policy")
@@ -279,7 +281,8 @@ func TestSudoTTYDaemonInAgentsTmux(t *testing.T) {
 // root controls is asked about, and approves, a non-root account's
 // request.
 func TestRootTmuxApprover(t *testing.T) {
-	agent := addAccount(t, "rgtaag", "--create-home")
+	t.Parallel()
+	agent := addAccount(t, "rgts2ag", "--create-home")
 	d := approverDaemon(t)
 	openToAll(t, d)
 	s := startTmux(t, "", shellQuote(rootgateBin, "approve", "--socket", d.asock()))
@@ -305,7 +308,8 @@ func TestRootTmuxApprover(t *testing.T) {
 // operator's own-uid request reaches the sudo approver in their tmux, with
 // the banner, a warning in the log, and the audit record saying so.
 func TestUnsafeSelfApproval(t *testing.T) {
-	op := addAccount(t, "rgtaop", "--create-home")
+	t.Parallel()
+	op := addAccount(t, "rgts3op", "--create-home")
 	allowSudo(t, op.name, rootgateBin)
 	d := approverDaemon(t, "--unsafe-self-approval")
 	openToAll(t, d)
@@ -383,6 +387,7 @@ func readmeSecureSetup(t *testing.T) []string {
 // request from the agent account with `rootgate run`, approved with y. A
 // request from the operator's own uid is refused, as the README says.
 func TestReadmeSecureSetup(t *testing.T) {
+	t.Parallel()
 	lines := readmeSecureSetup(t)
 	var useradd []string
 	approve := false
@@ -405,8 +410,8 @@ func TestReadmeSecureSetup(t *testing.T) {
 	if useradd == nil || !approve {
 		t.Fatalf("README's Secure setup lacks the useradd line for agent or `sudo rootgate approve`: %q", lines)
 	}
-	agent := addAccount(t, "rgtaag", useradd...)
-	op := addAccount(t, "rgtaop", "--create-home")
+	agent := addAccount(t, "rgts4ag", useradd...)
+	op := addAccount(t, "rgts4op", "--create-home")
 	allowSudo(t, op.name, rootgateBin)
 	d := approverDaemon(t)
 	openToAll(t, d)
