@@ -88,12 +88,15 @@ func (a *approverProc) notAnswered(ch chan response, what string) {
 // request that fits the real size has no status line.
 func (a *approverProc) pageToEnd() {
 	a.T.Helper()
-	last := func() []string {
+	latest := func() string {
 		txt := a.Screen.Text()
 		if i := strings.LastIndex(txt, "rootgate approval request"); i >= 0 {
 			txt = txt[i:]
 		}
-		m := statusLine.FindAllStringSubmatch(txt, -1)
+		return txt
+	}
+	last := func() []string {
+		m := statusLine.FindAllStringSubmatch(latest(), -1)
 		if len(m) == 0 {
 			return nil
 		}
@@ -102,15 +105,27 @@ func (a *approverProc) pageToEnd() {
 	// A key typed during the prompt's dwell is discarded, so a space
 	// the pager did not act on is typed again.
 	deadline := time.Now().Add(30 * time.Second)
-	for st := last(); st != nil && st[2] != st[3]; {
+	for {
 		if time.Now().After(deadline) {
 			a.T.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.Screen.Text())
 		}
+		st := last()
+		if st == nil {
+			// No status line in the latest drawing: the request fits
+			// (the drawing ends in the keys), or it is still drawn.
+			if strings.Contains(latest(), "y approve ·") {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if st[2] == st[3] {
+			break
+		}
 		a.Key(" ")
 		for retype := time.Now().Add(300 * time.Millisecond); time.Now().Before(retype); time.Sleep(10 * time.Millisecond) {
-			if now := last(); now[2] != st[2] {
-				st = now
-				break
+			if now := last(); now == nil || now[2] != st[2] {
+				break // moved on, or drawn again
 			}
 		}
 	}
