@@ -18,7 +18,7 @@ func TestPolicyPlaceholders(t *testing.T) {
 	if err := os.WriteFile(lines, []byte("1\n2\n3\n4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, opts{policy: "allow privileged journalctl -u {unit} -n {int<=500}\n" +
+	d := startDaemon(t, opts{Policy: "allow privileged journalctl -u {unit} -n {int<=500}\n" +
 		"allow privileged head -n {int<=2} " + lines + "\n" +
 		"allow privileged head {-q|--quiet} -n 1 " + lines + "\n"})
 

@@ -99,6 +99,15 @@ func TooManyConnsError(uid, max int) error {
 	return coded(CodeBusy, fmt.Sprintf("server busy: too many connections from uid %d in flight (max %d)", uid, max))
 }
 
+// ReadTimeoutError answers a connection whose request line did not arrive
+// within d of connecting: ErrReadTimeout for the default ReadTimeout.
+func ReadTimeoutError(d time.Duration) error {
+	if d == ReadTimeout {
+		return ErrReadTimeout
+	}
+	return coded(CodeReadTimeout, fmt.Sprintf("request not received within %s", d))
+}
+
 // FirstByteError answers a connection that sent nothing within d of
 // connecting.
 func FirstByteError(d time.Duration) error {

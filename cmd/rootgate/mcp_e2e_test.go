@@ -23,10 +23,11 @@ import (
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
-// mcpEnv is a real rootgated on a private socket, and this test binary
-// copied where every user may run it as `rootgate`.
+// mcpEnv is a real rootgated on a private socket, and the real rootgate
+// (rgtest.Binaries, which every user may run).
 type mcpEnv struct {
 	dir, sock, asock, bin string
 }
@@ -45,48 +46,18 @@ func startMCPEnv(t *testing.T) *mcpEnv {
 	if err := os.Chmod(dir, 0o755); err != nil { // nobody runs rootgate mcp from here
 		t.Fatal(err)
 	}
-	e := &mcpEnv{dir: dir, sock: dir + "/s", asock: dir + "/a", bin: dir + "/rootgate"}
-	self, err := os.ReadFile("/proc/self/exe")
-	if err == nil {
-		err = os.WriteFile(e.bin, self, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(dir+"/policy", []byte(mcpPolicy), 0o600)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
-	startDaemon(t, env, "--socket", e.sock, "--approver-socket", e.asock,
-		"--runtime-dir", dir+"/run", "--policy", dir+"/policy", "--kill-grace", "1s", "--prompt-timeout", "60s", "--audit", dir+"/audit.jsonl")
+	d := rgtest.StartDaemon(t, rgtest.Opts{Dir: dir, Policy: mcpPolicy, Env: env, Args: []string{"--kill-grace", "1s", "--prompt-timeout", "60s"}})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("rootgated said:\n%s", d.Stderr)
+		}
+	})
+	e := &mcpEnv{dir: dir, sock: d.Sock, asock: d.ApproverSock(), bin: rgtest.Rootgate(t)}
 	if err := os.Chmod(e.sock, 0o666); err != nil { // nobody is a requester too
 		t.Fatal(err)
 	}
 	return e
-}
-
-// startDaemon starts this test binary as rootgated with env and args, waits
-// until it serves ("serving" is logged once its sockets have their final
-// modes), and at cleanup stops it with SIGTERM, requiring a clean exit.
-func startDaemon(t *testing.T, env []string, args ...string) {
-	t.Helper()
-	daemon := selfAs("rootgated", env, args...)
-	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var dlog syncBuffer
-	daemon.Stderr = &dlog
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = daemon.Process.Signal(syscall.SIGTERM)
-		if err := daemon.Wait(); err != nil {
-			t.Errorf("rootgated: %v\n%s", err, dlog.String())
-		}
-		if t.Failed() {
-			t.Logf("rootgated said:\n%s", dlog.String())
-		}
-	})
-	waitFor(t, "rootgated to listen", func() bool { return strings.Contains(dlog.String(), "msg=serving") })
 }
 
 // progressLog collects the progress notifications a client receives.
