@@ -214,6 +214,27 @@ func ApproversLeftError(why string) error {
 	return coded(CodeNoApprover, msg)
 }
 
+// Why an approver could not decide: the reason [ApproversLeftError] gives
+// when it was the last one asked. name is "USER on WHERE".
+
+// ApproverDisconnected: the attached approver client went away.
+func ApproverDisconnected(name string) string { return "approver " + name + " disconnected" }
+
+// ApproverUnreachable: the prompt could not be sent to the approver client.
+func ApproverUnreachable(name string) string { return "approver " + name + " unreachable" }
+
+// PromptFailed: a prompt of kind ("approval" on a terminal, "desktop")
+// on where could not be shown or answered.
+func PromptFailed(kind, where string, err error) string {
+	return fmt.Sprintf("%s prompt on %s failed: %v", kind, where, err)
+}
+
+// DesktopStdinTooLong: a desktop dialog shows only a preview of stdin, so
+// a request with more (n bytes) is for a terminal.
+func DesktopStdinTooLong(where string, n int) string {
+	return fmt.Sprintf("desktop prompt on %s cannot show all of the request's stdin (%d bytes): approve it from a terminal", where, n)
+}
+
 // PromptTimeoutError: no one decided within d, shown in whole seconds.
 func PromptTimeoutError(d time.Duration) error {
 	return coded(CodePromptTimeout, fmt.Sprintf("no approval decision within %ds", int64(d.Round(time.Second)/time.Second)))

@@ -96,15 +96,6 @@ func (e envAdmit) admits(k, v string) bool {
 	return globMatch(e.key, k) && (!e.hasValue || globMatch(e.value, v))
 }
 
-// DenyMessage returns the sentence a requester is told when r denies the
-// request: "denied by policy rule at LINE: TEXT".
-func (r *Rule) DenyMessage() string {
-	if r == nil {
-		return "denied by policy"
-	}
-	return fmt.Sprintf("denied by policy rule at %d: %s", r.Line, r.Text)
-}
-
 // Policy is a parsed policy file. A nil *Policy, like the zero value, has no
 // rules: it asks about every request.
 type Policy struct {

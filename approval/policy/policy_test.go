@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // examplePolicy is the example of the design (policy.md), which
@@ -508,19 +510,17 @@ func TestDocs(t *testing.T) {
 	}
 }
 
-func TestDenyMessage(t *testing.T) {
+// TestDenyRuleText: a deny rule keeps its line and its text as written,
+// which the requester is told (wire.DeniedByPolicyError).
+func TestDenyRuleText(t *testing.T) {
 	p := mustParse(t, "\nallow any ls ...\n  deny   any   rm -rf /   # no\n")
 	m := p.Evaluate(Subject{Stages: stages("ls", "rm -rf /")})
 	if m.Action != ActionDeny {
 		t.Fatalf("Evaluate = %+v, want deny", m)
 	}
 	want := "denied by policy rule at 3: deny   any   rm -rf /"
-	if got := m.Rule.DenyMessage(); got != want {
-		t.Errorf("DenyMessage() = %q, want %q", got, want)
-	}
-	var nilRule *Rule
-	if got := nilRule.DenyMessage(); got != "denied by policy" {
-		t.Errorf("nil DenyMessage() = %q, want %q", got, "denied by policy")
+	if got := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text).Error(); got != want {
+		t.Errorf("denial = %q, want %q", got, want)
 	}
 }
 

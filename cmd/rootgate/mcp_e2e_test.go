@@ -30,6 +30,7 @@ import (
 // (rgtest.Binaries, which every user may run).
 type mcpEnv struct {
 	dir, sock, asock, bin string
+	daemon                *rgtest.Daemon
 }
 
 const mcpPolicy = `deny  any  rm ...
@@ -53,7 +54,7 @@ func startMCPEnv(t *testing.T) *mcpEnv {
 			t.Logf("rootgated said:\n%s", d.Stderr)
 		}
 	})
-	e := &mcpEnv{dir: dir, sock: d.Sock, asock: d.ApproverSock(), bin: rgtest.Rootgate(t)}
+	e := &mcpEnv{dir: dir, sock: d.Sock, asock: d.ApproverSock(), bin: rgtest.Rootgate(t), daemon: d}
 	if err := os.Chmod(e.sock, 0o666); err != nil { // nobody is a requester too
 		t.Fatal(err)
 	}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,24 +83,6 @@ func TestMCPCheckAndNote(t *testing.T) {
 	}
 }
 
-// daemonPID finds the rootgated serving sock.
-func daemonPID(t *testing.T, sock string) int {
-	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err == nil && bytes.HasPrefix(b, []byte("rootgated\x00")) && bytes.Contains(b, []byte("\x00"+sock+"\x00")) {
-			var pid int
-			for _, ch := range ent.Name() {
-				pid = pid*10 + int(ch-'0')
-			}
-			return pid
-		}
-	}
-	t.Fatalf("no rootgated serving %s", sock)
-	return 0
-}
-
 // TestMCPStopDuringRun: when rootgated stops while a command runs, the
 // agent is told that the command had started and was killed, with what it
 // wrote, and not to assume it did not run.
@@ -122,7 +102,7 @@ func TestMCPStopDuringRun(t *testing.T) {
 		done <- answer{res, text, r}
 	}()
 	waitFor(t, "the run to start", func() bool { _, err := os.Stat(flag); return err == nil })
-	if err := syscall.Kill(daemonPID(t, e.sock), syscall.SIGTERM); err != nil {
+	if err := e.daemon.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done
