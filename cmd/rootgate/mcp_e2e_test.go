@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -129,6 +130,44 @@ func (e *mcpEnv) startMCP(t *testing.T, uid uint32, args ...string) *mcpClient {
 }
 
 // execute calls the execute tool and decodes the structured result,
+
+// startMCPPipes starts `rootgate mcp` on e's daemon with args, its stdin
+// and stdout left to the test (a client that dies is its stdin closed).
+func (e *mcpEnv) startMCPPipes(t *testing.T, args ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command(e.bin, append([]string{"mcp", "--socket", e.sock}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout
+}
+
+// mcpAnswer is an execute call's result, as executeAsync delivers it.
+type mcpAnswer struct {
+	res  *mcp.CallToolResult
+	text string
+	r    mcpserver.Result
+}
+
+// executeAsync calls execute with args in the background.
+func (c *mcpClient) executeAsync(t *testing.T, args map[string]any) <-chan mcpAnswer {
+	done := make(chan mcpAnswer, 1)
+	go func() {
+		res, text, r := c.execute(t, args)
+		done <- mcpAnswer{res, text, r}
+	}()
+	return done
+}
+
 // checking it against the declared output schema.
 func (c *mcpClient) execute(t *testing.T, args map[string]any) (*mcp.CallToolResult, string, mcpserver.Result) {
 	t.Helper()
@@ -694,19 +733,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 	// withdrawn, and rootgate mcp exits 0. (The SDK's ClientSession.Close
 	// waits for calls in flight, so the client's end of the pipe is closed
 	// here by hand, as a client that dies would leave it.)
-	cmd := exec.Command(e.bin, "mcp", "--socket", e.sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := e.startMCPPipes(t)
 	exited := make(chan error, 1)
 	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, nil).
 		Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)

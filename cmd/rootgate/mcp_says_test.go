@@ -57,16 +57,7 @@ func TestMCPCheckAndNote(t *testing.T) {
 
 	// The asking check above reached no approver: the first prompt it
 	// sees is this request's.
-	type answer struct {
-		res  *mcp.CallToolResult
-		text string
-		r    mcpserver.Result
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, text, r := c.execute(t, map[string]any{"argv": []string{"env", "ASKME=1", "true"}, "reason": "e2e: note"})
-		done <- answer{res, text, r}
-	}()
+	done := c.executeAsync(t, map[string]any{"argv": []string{"env", "ASKME=1", "true"}, "reason": "e2e: note"})
 	p := a.next(t)
 	if p.Type != remote.MsgPrompt || p.Request.Reason != "e2e: note" {
 		t.Fatalf("approver got %+v, want the prompt of the real request", p)
@@ -91,16 +82,7 @@ func TestMCPStopDuringRun(t *testing.T) {
 	c := e.startMCP(t, 0)
 	flag := e.dir + "/started"
 	argv := []string{"sh", "-c", "echo half-done; touch " + flag + "; exec sleep 60"}
-	type answer struct {
-		res  *mcp.CallToolResult
-		text string
-		r    mcpserver.Result
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, text, r := c.execute(t, map[string]any{"argv": argv, "reason": "e2e: stopped"})
-		done <- answer{res, text, r}
-	}()
+	done := c.executeAsync(t, map[string]any{"argv": argv, "reason": "e2e: stopped"})
 	waitFor(t, "the run to start", func() bool { _, err := os.Stat(flag); return err == nil })
 	if err := e.daemon.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
