@@ -235,9 +235,15 @@ func DesktopStdinTooLong(where string, n int) string {
 	return fmt.Sprintf("desktop prompt on %s cannot show all of the request's stdin (%d bytes): approve it from a terminal", where, n)
 }
 
-// PromptTimeoutError: no one decided within d, shown in whole seconds.
+// PromptTimeoutError: no one decided within d, shown in seconds ("60s";
+// a timeout of a fraction of a second, which only tests set, as Go
+// writes it, "300ms").
 func PromptTimeoutError(d time.Duration) error {
-	return coded(CodePromptTimeout, fmt.Sprintf("no approval decision within %ds", int64(d.Round(time.Second)/time.Second)))
+	within := d.String()
+	if d%time.Second == 0 {
+		within = fmt.Sprintf("%ds", int64(d/time.Second))
+	}
+	return coded(CodePromptTimeout, "no approval decision within "+within)
 }
 
 // DeniedByPolicyError: the policy rule at line, whose text is text,
