@@ -14,14 +14,15 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
-// ttyDaemon is rootgated --tty on a real pseudo-terminal.
+// ttyDaemon is rootgated --tty on a real pseudo-terminal, read and typed
+// on as the harness's approvers are.
 type ttyDaemon struct {
 	*daemonProc
-	pty *os.File
-	scr *testutil.Screen
+	term *rgtest.Approver
 }
 
 func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
@@ -40,8 +41,8 @@ func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
 		t.Fatal(err)
 	}
 	// The daemon's log goes to the pty too (stderr); keep a copy apart.
-	td := &ttyDaemon{daemonProc: d, pty: ptmx}
-	td.scr = testutil.NewScreen(ptmx, func(b []byte) { d.Stderr.Write(b) })
+	td := &ttyDaemon{daemonProc: d, term: &rgtest.Approver{T: t, Cmd: d.Cmd, Pty: ptmx,
+		Screen: testutil.NewScreen(ptmx, func(b []byte) { d.Stderr.Write(b) })}}
 	d.Watch()
 	t.Cleanup(func() {
 		d.Stop()
@@ -55,24 +56,16 @@ func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
 // offset (a rune index into the ANSI-free text).
 func (td *ttyDaemon) waitScreen(t *testing.T, from int, want string) int {
 	t.Helper()
-	var idx int
-	waitFor(t, fmt.Sprintf("the screen to show %q", want), 30*time.Second, func() bool {
-		txt := td.scr.Text()
-		if from > len(txt) {
-			from = len(txt)
-		}
-		i := strings.Index(txt[from:], want)
-		idx = from + i + len(want)
-		return i >= 0
-	})
-	return idx
+	defer td.term.Use(t)()
+	td.term.Pos = from
+	td.term.See(want)
+	return td.term.Pos
 }
 
 func (td *ttyDaemon) key(t *testing.T, k string) {
 	t.Helper()
-	if _, err := td.pty.Write([]byte(k)); err != nil {
-		t.Fatal(err)
-	}
+	defer td.term.Use(t)()
+	td.term.Key(k)
 }
 
 // ask sends a request in the background and returns a channel with its
@@ -94,7 +87,7 @@ func TestTerminalApproval(t *testing.T) {
 		pos = td.waitScreen(t, pos, "tty-y")
 		pos = td.waitScreen(t, pos, "n or Esc deny")
 		for _, want := range []string{"echo approved-run", "/usr/bin/echo", "tr a-z A-Z", "say hello", "sess-1", "root"} {
-			if !strings.Contains(td.scr.Text()[pos-200:], want) && !strings.Contains(td.scr.Text(), want) {
+			if !strings.Contains(td.term.Screen.Text()[pos-200:], want) && !strings.Contains(td.term.Screen.Text(), want) {
 				t.Errorf("prompt does not show %q", want)
 			}
 		}
