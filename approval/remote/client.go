@@ -319,6 +319,12 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 		if !ok {
 			m.Note = d.Note
 		}
+		if ok && d.Grant > 0 {
+			// The terminal confirmed a second time for a request that
+			// runs anything (approval.RunsAnything).
+			m.Grant = max(int64(d.Grant/time.Second), 1)
+			m.GrantRunsAnything = len(approval.RunsAnything(p.msg.Request)) > 0
+		}
 		_ = send(m)
 	}
 	return d.Verdict

@@ -1,0 +1,264 @@
+package daemon_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// Standing grants: a person at a real `rootgate approve` on a pty gives
+// one with g, then y; the requester (the adversary) tries to stretch it
+// to another argument, another file behind the same path, an interpreter
+// confirmed once, or keys typed before the prompt counted.
+
+// grantIt presses g once the prompt on screen accepts keys, waits for the
+// grant to be shown in full and to accept keys, and presses y.
+func (a *approverProc) grantIt(ch chan response) {
+	a.t.Helper()
+	a.notAnsweredKey(ch, "g")
+	a.see("STANDING GRANT for 15 min")
+	a.see("GRANT: y approve and grant for 15 min")
+	a.key("y")
+}
+
+// grants runs `rootgate grants` with args on the approver socket asock.
+func grants(t *testing.T, asock string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(rootgateBin, append(append([]string{"grants"}, args...), "--socket", asock)...)
+	if len(args) > 0 { // grants revoke ID: flags go before the id
+		cmd = exec.Command(rootgateBin, append([]string{"grants", args[0], "--socket", asock}, args[1:]...)...)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rootgate grants %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// wantGrant asserts r ran, decided by grant id without asking anyone.
+func wantGrant(t *testing.T, r response, id string) {
+	t.Helper()
+	wantOK(t, r)
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByGrant || r.DecidedBy.Grant != id || !strings.HasPrefix(r.DecidedBy.Approver, "root (uid 0) on pts/") {
+		t.Fatalf("got %s, want decided_by grant %s", r.raw, id)
+	}
+}
+
+// wantAsked asserts the request on ch is put to the approver (its id
+// shows) and denies it there.
+func (a *approverProc) wantAsked(ch chan response, id string) {
+	a.t.Helper()
+	a.see(id)
+	a.notAnsweredKey(ch, "n")
+	if r := <-ch; r.Status != wire.StatusDenied || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson {
+		a.t.Fatalf("%s: got %s, want a person's denial", id, r.raw)
+	}
+}
+
+func TestGrantFromPrompt(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	run := [][]string{{"echo", "granted-run"}}
+
+	ch := d.ask(map[string]any{"id": "grant-1", "pipeline": run, "privileged": true})
+	a.see("grant-1")
+	a.notAnsweredKey(ch, "g")
+	a.see("STANDING GRANT for 15 min")
+	// The grant has a dwell of its own: a y typed as it appears is not
+	// its confirmation.
+	a.tapY(ch, "a y typed as the grant appeared")
+	a.see("GRANT: y approve and grant for 15 min")
+	pending(t, ch, "the grant shown, not confirmed")
+	a.key("y")
+	r := wantOK(t, <-ch)
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson {
+		t.Fatalf("the request the grant was given on: %s", r.raw)
+	}
+	a.see("approved, with a standing grant for 15 min")
+
+	wantGrant(t, d.send(map[string]any{"id": "grant-2", "pipeline": run, "privileged": true}), "g1")
+	wantGrant(t, d.send(map[string]any{"id": "grant-3", "pipeline": run, "privileged": true, "reason": "other words"}), "g1")
+
+	// Anything else about the request asks again.
+	for _, c := range []struct {
+		id   string
+		over map[string]any
+	}{
+		{"other-arg", map[string]any{"pipeline": [][]string{{"echo", "granted-run", "x"}}, "privileged": true}},
+		{"other-env", map[string]any{"pipeline": run, "privileged": true, "env": map[string]string{"LANG": "C"}}},
+		{"other-cwd", map[string]any{"pipeline": run, "privileged": true, "cwd": "/tmp"}},
+		{"other-stdin", map[string]any{"pipeline": run, "privileged": true, "stdin": "eA=="}},
+		{"unprivileged", map[string]any{"pipeline": run, "privileged": false}},
+	} {
+		c.over["id"] = c.id
+		a.wantAsked(d.ask(c.over), c.id)
+	}
+
+	list := grants(t, d.asock())
+	if !strings.Contains(list, "g1  requester root (uid 0)") || !strings.Contains(list, "uses 2") || !strings.Contains(list, "run:   echo granted-run") {
+		t.Fatalf("rootgate grants:\n%s", list)
+	}
+	if out := grants(t, d.asock(), "revoke", "g1"); out != "revoked g1\n" {
+		t.Fatalf("rootgate grants revoke g1: %q", out)
+	}
+	if list := grants(t, d.asock()); list != "no standing grants\n" {
+		t.Fatalf("after revoke, rootgate grants:\n%s", list)
+	}
+	a.wantAsked(d.ask(map[string]any{"id": "after-revoke", "pipeline": run, "privileged": true}), "after-revoke")
+
+	d.stop()
+	d.verifyAudit()
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("audit show: %v\n%s", err, out)
+	}
+	for _, want := range []string{"grant_created", "grant_revoked", "g1 given by root on pts/", "g1 revoked by root (uid 0)", "g1, the standing grant of"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("audit show lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestGrantInterpreterNeedsSecondConfirmation: a grant for sh -c … allows
+// whatever a later request's identical script does, which is more than a
+// command: one y is not enough, the second screen says why.
+func TestGrantInterpreterNeedsSecondConfirmation(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	run := [][]string{{"sh", "-c", "echo from-sh"}}
+
+	ch := d.ask(map[string]any{"id": "sh-1", "pipeline": run})
+	a.see("sh-1")
+	a.grantIt(ch)
+	a.see("SECOND CONFIRMATION: this grant allows more than one command")
+	a.see("runs sh, which runs whatever its arguments or input say")
+	pending(t, ch, "one confirmation of a grant for sh")
+	a.see("SECOND CONFIRMATION: y approve and grant it anyway")
+	a.key("n") // back to the request, then deny it
+	a.see("y approve ·")
+	a.key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+	// No grant came of the single confirmation.
+	ch = d.ask(map[string]any{"id": "sh-2", "pipeline": run})
+	a.see("sh-2")
+	a.grantIt(ch)
+	a.see("SECOND CONFIRMATION: y approve and grant it anyway")
+	a.key("y")
+	wantOK(t, <-ch)
+	wantGrant(t, d.send(map[string]any{"id": "sh-3", "pipeline": run}), "g1")
+}
+
+// TestGrantFollowsTheFile: a grant is for the file the approver was
+// shown, not for its path: a requester that puts another file there, or
+// writes into the same one, is asked again.
+func TestGrantFollowsTheFile(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	bin := filepath.Join(d.dir, "tool")
+	write := func(path, body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("#!/bin/sh\necho "+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(bin, "v1")
+	run := [][]string{{bin}}
+
+	ch := d.ask(map[string]any{"id": "file-1", "pipeline": run})
+	a.see("file-1")
+	a.grantIt(ch)
+	if r := wantOK(t, <-ch); string(r.Stdout) != "v1\n" {
+		t.Fatalf("got %s", r.raw)
+	}
+	wantGrant(t, d.send(map[string]any{"id": "file-2", "pipeline": run}), "g1")
+
+	// Another file renamed over the path.
+	write(bin+".new", "v2")
+	if err := os.Rename(bin+".new", bin); err != nil {
+		t.Fatal(err)
+	}
+	a.wantAsked(d.ask(map[string]any{"id": "file-swapped", "pipeline": run}), "file-swapped")
+	// The same file (inode) rewritten: put the first one back, grant it,
+	// then write into it.
+	ch = d.ask(map[string]any{"id": "file-3", "pipeline": run})
+	a.see("file-3")
+	a.grantIt(ch)
+	wantOK(t, <-ch)
+	wantGrant(t, d.send(map[string]any{"id": "file-4", "pipeline": run}), "g2")
+	f, err := os.OpenFile(bin, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("#!/bin/sh\necho v3\n")
+	f.Close()
+	a.wantAsked(d.ask(map[string]any{"id": "file-written", "pipeline": run}), "file-written")
+}
+
+// TestGrantKeysDuringDwell: g and y typed while the prompt's dwell runs
+// (an operator's fingers still on the keys, or keys meant for something
+// else) neither open a grant nor confirm one.
+func TestGrantKeysDuringDwell(t *testing.T) {
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.see("attached to rootgated")
+	run := [][]string{{"echo", "dwell-grant"}}
+
+	ch := d.ask(map[string]any{"id": "gd-1", "pipeline": run})
+	a.see("gd-1")
+	a.see("> Deny")
+	at := a.pos
+	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(50 * time.Millisecond) {
+		a.key("g")
+		a.key("y")
+	}
+	a.notAnswered(ch, "g and y typed during the dwell")
+	if strings.Contains(a.scr.Text()[at:], "STANDING GRANT") {
+		t.Fatal("a g typed during the dwell opened a grant")
+	}
+	a.key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+	a.wantAsked(d.ask(map[string]any{"id": "gd-2", "pipeline": run}), "gd-2")
+}
+
+// TestInProcessGrantExpires: a grant allows its requests until it ends,
+// on the daemon's clock, and not after; the policy's deny rules are read
+// before it.
+func TestInProcessGrantExpires(t *testing.T) {
+	fa := &fakeApprover{answer: func(context.Context, *approval.Prompt) approval.Decision {
+		return approval.Decision{Verdict: approval.Allow, By: "fake", Grant: 10 * time.Minute}
+	}}
+	var b approval.Broker
+	b.Attach(&approval.Member{UID: 0, Name: "root on fake", Approver: fa})
+	p := startFaked(t, "deny any echo denied\nask any\n", &b, daemon.Config{})
+	run := [][]string{{"echo", "expires"}}
+
+	wantOK(t, p.send(map[string]any{"id": "ex-1", "pipeline": run}))
+	p.clock.add(10*time.Minute - time.Second)
+	r := wantOK(t, p.send(map[string]any{"id": "ex-2", "pipeline": run}))
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByGrant || r.DecidedBy.Ends != "2026-02-13T14:40:00Z" {
+		t.Fatalf("just before the end: %s", r.raw)
+	}
+	p.clock.add(time.Second)
+	r = wantOK(t, p.send(map[string]any{"id": "ex-3", "pipeline": run}))
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson {
+		t.Fatalf("at the end: %s", r.raw)
+	}
+	if got := strings.Join(fa.asked(), " "); got != "ex-1 ex-3" {
+		t.Fatalf("approver asked %s, want ex-1 ex-3", got)
+	}
+}
