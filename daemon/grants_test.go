@@ -6,10 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -29,25 +31,36 @@ func (a *approverProc) grantIt(ch chan response) {
 	a.key("y")
 }
 
-// grants runs `rootgate grants` with args on the approver socket asock.
+// grants runs `rootgate grants` (as root) with args on the approver
+// socket asock.
 func grants(t *testing.T, asock string, args ...string) string {
 	t.Helper()
+	out, err := grantsAs(0, asock, args...)
+	if err != nil {
+		t.Fatalf("rootgate grants %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// grantsAs runs `rootgate grants` as uid (0, or a user whose group is
+// its uid) with args on the approver socket asock.
+func grantsAs(uid uint32, asock string, args ...string) (string, error) {
 	cmd := exec.Command(rootgateBin, append(append([]string{"grants"}, args...), "--socket", asock)...)
 	if len(args) > 0 { // grants revoke ID: flags go before the id
 		cmd = exec.Command(rootgateBin, append([]string{"grants", args[0], "--socket", asock}, args[1:]...)...)
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("rootgate grants %v: %v\n%s", args, err, out)
+	if uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
 	}
-	return string(out)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // wantGrant asserts r ran, decided by grant id without asking anyone.
 func wantGrant(t *testing.T, r response, id string) {
 	t.Helper()
 	wantOK(t, r)
-	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByGrant || r.DecidedBy.Grant != id || !strings.HasPrefix(r.DecidedBy.Approver, "root (uid 0) on pts/") {
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByGrant || r.DecidedBy.Grant != id || !strings.HasPrefix(r.DecidedBy.Approver, "root (uid 0) on ") {
 		t.Fatalf("got %s, want decided_by grant %s", r.raw, id)
 	}
 }
@@ -260,5 +273,91 @@ func TestInProcessGrantExpires(t *testing.T) {
 	}
 	if got := strings.Join(fa.asked(), " "); got != "ex-1 ex-3" {
 		t.Fatalf("approver asked %s, want ex-1 ex-3", got)
+	}
+}
+
+// TestGrantDecisionChecks: the daemon's own checks of a grant an approver
+// client sends, whatever its prompt did: only with an approval, at most
+// 8 h, and for an interpreter only with grant_runs_anything. And the
+// list shows an approver only the grants of requesters it may be asked
+// about, while any admitted approver may revoke.
+func TestGrantDecisionChecks(t *testing.T) {
+	d := startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "30s", "--approver", "nobody"}})
+	a := attachRaw(t, d)
+	run := [][]string{{"sh", "-c", "echo raw-grant"}}
+	ch := d.ask(map[string]any{"id": "raw-1", "pipeline": run})
+	p := a.prompt()
+	yes, no := true, false
+	for _, c := range []struct {
+		m    remote.Message
+		want string
+	}{
+		{remote.Message{Approve: &no, Grant: 60}, wire.ApproverGrantOnDeny},
+		{remote.Message{Approve: &yes, Grant: 8*3600 + 1, GrantRunsAnything: true}, wire.ApproverGrantDuration(8*3600+1, 8*3600)},
+		{remote.Message{Approve: &yes, Grant: -5, GrantRunsAnything: true}, wire.ApproverGrantDuration(-5, 8*3600)},
+		{remote.Message{Approve: &yes, Grant: 60}, wire.ApproverGrantRunsAnything},
+	} {
+		m := c.m
+		m.Type, m.ID, m.Hash = remote.MsgDecision, p.ID, p.Hash
+		a.send(&m)
+		if e := a.next(); e.Type != remote.MsgError || e.ID != p.ID || e.Message != c.want {
+			t.Fatalf("got %+v, want the error %q", e, c.want)
+		}
+		pending(t, ch, c.want)
+	}
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 60, GrantRunsAnything: true})
+	wantOK(t, <-ch)
+	wantGrant(t, d.send(map[string]any{"id": "raw-2", "pipeline": run}), "g1")
+
+	// A grant to nobody's requests, which an approver nobody controls
+	// gives.
+	line := request(map[string]any{"id": "raw-nobody", "pipeline": [][]string{{"echo", "nobody-grant"}}})
+	chN := make(chan response, 1)
+	openToAll(t, d)
+	go func() {
+		r, err := trySendAs(d.sock, 65534, 65534, []uint32{}, line)
+		if err != nil {
+			r.raw = err.Error()
+		}
+		chN <- r
+	}()
+	p = promptAfterResults(a)
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 60})
+	wantOK(t, <-chN)
+
+	all := grants(t, d.asock())
+	if !strings.Contains(all, "g1  requester root") || !strings.Contains(all, "g2  requester nobody") || strings.Contains(all, "more for requesters") {
+		t.Fatalf("root's rootgate grants:\n%s", all)
+	}
+	// nobody, an admitted approver, is never asked about its own
+	// requests: it does not see their grant either.
+	out, err := grantsAs(65534, d.asock())
+	if err != nil || !strings.Contains(out, "g1  requester root") || strings.Contains(out, "g2") || !strings.Contains(out, "1 more for requesters you are never asked about") {
+		t.Fatalf("nobody's rootgate grants (%v):\n%s", err, out)
+	}
+	if out, err := grantsAs(65534, d.asock(), "revoke", "g1"); err != nil || out != "revoked g1\n" {
+		t.Fatalf("nobody revoking g1 (%v): %s", err, out)
+	}
+	if out, err := grantsAs(0, d.asock(), "revoke", "g9"); err == nil || !strings.Contains(out, `revoke refused: no standing grant "g9"`) {
+		t.Fatalf("revoking g9 (%v): %s", err, out)
+	}
+	ch = d.ask(map[string]any{"id": "raw-3", "pipeline": run})
+	if p := promptAfterResults(a); p.ID != "raw-3" {
+		t.Fatalf("got a prompt for %s", p.ID)
+	}
+}
+
+// promptAfterResults waits for the next prompt, past the result lines of
+// runs a approved.
+func promptAfterResults(a *rawApprover) *remote.Message {
+	a.t.Helper()
+	for {
+		m := a.next()
+		if m.Type != remote.MsgResult {
+			if m.Type != remote.MsgPrompt {
+				a.t.Fatalf("got %+v, want a prompt", m)
+			}
+			return m
+		}
 	}
 }
