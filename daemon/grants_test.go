@@ -342,8 +342,13 @@ func TestGrantDecisionChecks(t *testing.T) {
 		t.Fatalf("revoking g9 (%v): %s", err, out)
 	}
 	ch = d.ask(map[string]any{"id": "raw-3", "pipeline": run})
-	if p := promptAfterResults(a); p.ID != "raw-3" {
+	p = promptAfterResults(a)
+	if p.ID != "raw-3" {
 		t.Fatalf("got a prompt for %s", p.ID)
+	}
+	a.decide(p, false)
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("after g1 was revoked: %s", r.raw)
 	}
 }
 
