@@ -366,3 +366,26 @@ func promptAfterResults(a *rawApprover) *remote.Message {
 		}
 	}
 }
+
+// TestGrantPolicyDenyWins: a deny rule put in force after a grant was
+// given (the policy reloaded on SIGHUP) denies the granted request: the
+// policy's deny rules are read before grants.
+func TestGrantPolicyDenyWins(t *testing.T) {
+	d := promptDaemon(t)
+	a := attachRaw(t, d)
+	run := [][]string{{"echo", "deny-wins"}}
+	ch := d.ask(map[string]any{"id": "dw-1", "pipeline": run})
+	p := a.prompt()
+	yes := true
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600})
+	wantOK(t, <-ch)
+	wantGrant(t, d.send(map[string]any{"id": "dw-2", "pipeline": run}), "g1")
+
+	d.writePolicy("deny any echo deny-wins\nask any\n")
+	d.hup()
+	d.waitReloads(1)
+	r := d.send(map[string]any{"id": "dw-3", "pipeline": run})
+	if r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByPolicy || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPolicy {
+		t.Fatalf("got %s, want denied by the policy", r.raw)
+	}
+}
