@@ -206,11 +206,21 @@ func TestGrantFollowsTheFile(t *testing.T) {
 	a.wantAsked(d.ask(map[string]any{"id": "file-swapped", "pipeline": run}), "file-swapped")
 	// The same file (inode) rewritten: put the first one back, grant it,
 	// then write into it.
+	// This time for the second length offered (d).
 	ch = d.ask(map[string]any{"id": "file-3", "pipeline": run})
 	a.see("file-3")
-	a.grantIt(ch)
+	a.notAnsweredKey(ch, "g")
+	a.see("GRANT: y approve and grant for 15 min")
+	a.key("d")
+	a.see("STANDING GRANT for 1 h")
+	a.see("GRANT: y approve and grant for 1 h")
+	a.key("y")
 	wantOK(t, <-ch)
-	wantGrant(t, d.send(map[string]any{"id": "file-4", "pipeline": run}), "g2")
+	r := d.send(map[string]any{"id": "file-4", "pipeline": run})
+	wantGrant(t, r, "g2")
+	if ends, err := time.Parse(time.RFC3339, r.DecidedBy.Ends); err != nil || time.Until(ends) < 55*time.Minute || time.Until(ends) > time.Hour {
+		t.Fatalf("a grant for 1 h ends at %q", r.DecidedBy.Ends)
+	}
 	f, err := os.OpenFile(bin, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		t.Fatal(err)
