@@ -30,11 +30,7 @@ var grantsFlags = []clidoc.Flag{
 	{Name: "socket", Default: "", Usage: "approver socket `path`"},
 }
 
-func cmdGrants(ctx context.Context, e *env, fl clidoc.Values, args []string) int {
-	if len(args) > 0 {
-		errorWithHint(e.stderr, fmt.Sprintf("unknown grants command %q", args[0]), "rootgate grants, or rootgate grants revoke ID")
-		return exitUsage
-	}
+func cmdGrants(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	grants, hidden, err := remote.ListGrants(ctx, client.ApproverSocket(fl.String("socket")))
 	if err != nil {
 		errorf(e.stderr, "grants: %v", err)
