@@ -233,7 +233,8 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: "remote", Approver: r, Agent: r.agent, Controllers: peer.Controllers})
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
-		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval})
+		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
+		StandingGrants: h.Grants != nil})
 	r.wmu.Unlock()
 	if err != nil {
 		detach()

@@ -69,6 +69,9 @@ type Message struct {
 	// daemon shows them anyway (--unsafe-self-approval), with a banner.
 	NotAsked     []int `json:"not_asked,omitempty"`
 	SelfApproval bool  `json:"self_approval,omitempty"`
+	// StandingGrants says the daemon keeps standing grants: a decision
+	// may carry one.
+	StandingGrants bool `json:"standing_grants,omitempty"`
 
 	// prompt, withdraw, decision, result
 	ID       string           `json:"id,omitempty"`

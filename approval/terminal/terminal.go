@@ -102,8 +102,9 @@ type Terminal struct {
 	// different request. The Terminal sets it itself for the prompts after.
 	AfterWithdrawn bool
 	// GrantDurations are the lengths of standing grant g offers, the
-	// first one first; nil means approval.DefaultGrantDurations. Each is
-	// at most approval.MaxGrant.
+	// first one first; nil means approval.DefaultGrantDurations, empty
+	// that g offers none (the daemon keeps none). Each is at most
+	// approval.MaxGrant.
 	GrantDurations []time.Duration
 
 	mu    sync.Mutex // guards the fields that follow
@@ -961,7 +962,7 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 				m.grantNo = approval.Grantable(m.p)
 				return m, nil
 			case len(m.durations) == 0:
-				m.grantNo = "this approver offers no standing grants"
+				m.grantNo = "this rootgated keeps no standing grants"
 				return m, nil
 			}
 			m.grantStep, m.grantIdx = 1, 0

@@ -83,6 +83,10 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	defer tty.Close()
 	a := &remote.Client{Socket: sock, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String()}
 	a.Ask = func(deadline time.Time, afterWithdrawn bool) approval.Approver {
+		grantFor := grantFor
+		if !a.DaemonGrants() {
+			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
+		}
 		return &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
 			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor}
 	}
