@@ -146,7 +146,7 @@ func TestBrokerTimeout(t *testing.T) {
 	a := newScripted(Allow)
 	b.Attach(&Member{Name: "root", Approver: a})
 	d := b.Approve(context.Background(), prompt(1))
-	if d.Verdict != Expired || d.Message != "no approval decision within 0s" {
+	if d.Verdict != Expired || d.Message != "no approval decision within 50ms" {
 		t.Fatalf("got %+v", d)
 	}
 	if a.cause != "timed out" {

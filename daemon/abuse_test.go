@@ -26,7 +26,8 @@ func runMarker() string {
 // readers. Each run must end with the right answer, leave no process
 // behind, and the daemon must answer a ping while it runs and after.
 func TestHostileChildrenLeaveNothing(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 	type tc struct {
 		name     string
 		pipeline func(m string) [][]string
@@ -118,6 +119,7 @@ func TestHostileChildrenLeaveNothing(t *testing.T) {
 // leaves its session and replaces its environment is not found when the
 // run ends. (It is killed here by hand.)
 func TestEscapeWithNewEnvironment(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	m := runMarker()
 	t.Cleanup(func() {
@@ -141,8 +143,12 @@ func TestEscapeWithNewEnvironment(t *testing.T) {
 // answer and a thousand connections opened and dropped; a ping is
 // answered throughout, and the daemon's descriptors settle afterwards.
 func TestSlowAndStuckPeers(t *testing.T) {
-	d := startDaemon(t, opts{})
-	pid := d.cmd.Process.Pid
+	t.Parallel()
+	// Deadlines shorter than the defaults (10 s each), so the test does not
+	// wait them out; the read deadline still outlasts the storm below.
+	const readWithin = 5 * time.Second
+	d := startDaemon(t, opts{Args: []string{"--read-timeout", readWithin.String(), "--stall-timeout", "1s"}})
+	pid := d.Cmd.Process.Pid
 	for range 10 {
 		d.alive()
 	}
@@ -150,20 +156,20 @@ func TestSlowAndStuckPeers(t *testing.T) {
 
 	var wg sync.WaitGroup
 	// Slow-loris: a byte at a time, never a newline. Each is answered
-	// when its 10 s are up.
+	// when its read deadline is up.
 	const loris = 16
 	lorisAnswers := make(chan string, loris)
 	for range loris {
 		// Connected here, before the storm below: the daemon accepts in
 		// order, so each holds a connection slot before the storm can
 		// fill them (a later dial could be told "server busy").
-		c, err := net.Dial("unix", d.sock)
+		c, err := net.Dial("unix", d.Sock)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
 			defer c.Close()
-			stop := time.Now().Add(15 * time.Second)
+			stop := time.Now().Add(3 * readWithin / 2)
 			go func() {
 				for time.Now().Before(stop) {
 					if _, err := c.Write([]byte(" ")); err != nil {
@@ -182,7 +188,7 @@ func TestSlowAndStuckPeers(t *testing.T) {
 	const stuck = 8
 	stuckConns := make([]net.Conn, 0, stuck)
 	for range stuck {
-		c, err := net.Dial("unix", d.sock)
+		c, err := net.Dial("unix", d.Sock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +202,7 @@ func TestSlowAndStuckPeers(t *testing.T) {
 	// line. While they pour in, a ping may be told "server busy" (that is
 	// the --max-conns cap at work) but must never hang.
 	for i := range 1000 {
-		c, err := net.Dial("unix", d.sock)
+		c, err := net.Dial("unix", d.Sock)
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
@@ -221,8 +227,8 @@ func TestSlowAndStuckPeers(t *testing.T) {
 	wg.Wait()
 	close(lorisAnswers)
 	for msg := range lorisAnswers {
-		if msg != wire.ErrReadTimeout.Error() {
-			t.Errorf("slow-loris client got %q, want %q", msg, wire.ErrReadTimeout)
+		if want := wire.ReadTimeoutError(readWithin).Error(); msg != want {
+			t.Errorf("slow-loris client got %q, want %q", msg, want)
 		}
 	}
 	// The stuck clients' connections are closed by the daemon: reading
@@ -243,4 +249,39 @@ func TestSlowAndStuckPeers(t *testing.T) {
 		fds, _, _ := procStats(t, pid)
 		return fds <= fds0+2
 	})
+}
+
+// TestStallDeadline: a client that sends a request and never reads its
+// large answer is dropped once --stall-timeout passes without progress
+// (short here), well before the 10 s default: it cannot hold its slot.
+func TestStallDeadline(t *testing.T) {
+	t.Parallel()
+	const within = 500 * time.Millisecond
+	d := startDaemon(t, opts{Args: []string{"--stall-timeout", within.String()}})
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write([]byte(request(map[string]any{"id": "stall-1", "pipeline": [][]string{{"head", "-c", "8000000", "/dev/zero"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	// Half the default: a daemon still on 10 s has not dropped it yet.
+	waitFor(t, "the daemon to drop the client that does not read", 5*time.Second, func() bool {
+		return strings.Contains(d.Stderr.String(), `msg="cannot send response" id=stall-1`)
+	})
+	if took := time.Since(start); took < within {
+		t.Errorf("dropped after %v, before the %v stall deadline", took, within)
+	}
+	// Reading now gets part of the answer, then the end, not a hang.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 1<<20)
+	for err == nil {
+		_, err = c.Read(buf)
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Error("the daemon still holds the connection")
+	}
+	d.alive()
 }

@@ -23,57 +23,56 @@ func startActivated(t *testing.T, policy string, fdnames []string, args ...strin
 	if err != nil {
 		t.Fatal("systemd-socket-activate (Debian package systemd) is needed: ", err)
 	}
-	d := &daemonProc{t: t, dir: shortDir(t), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.sock = filepath.Join(d.dir, "s")
-	if err := os.WriteFile(filepath.Join(d.dir, "policy"), []byte(policy), 0o600); err != nil {
+	d := newDaemon(t, shortDir(t))
+	if err := os.WriteFile(filepath.Join(d.Dir, "policy"), []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var saArgs []string
 	for i := range fdnames {
-		saArgs = append(saArgs, "-l", filepath.Join(d.dir, []string{"s", "a", "x"}[i]))
+		saArgs = append(saArgs, "-l", filepath.Join(d.Dir, []string{"s", "a", "x"}[i]))
 	}
 	saArgs = append(saArgs, "--fdname="+strings.Join(fdnames, ":"), rootgated,
-		"--policy", filepath.Join(d.dir, "policy"), "--runtime-dir", filepath.Join(d.dir, "run"), "--audit", auditPath(d.dir))
-	d.cmd = exec.Command(sa, append(saArgs, args...)...)
-	d.cmd.Stderr = d.stderr
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
+		"--policy", filepath.Join(d.Dir, "policy"), "--runtime-dir", filepath.Join(d.Dir, "run"), "--audit", auditPath(d.Dir))
+	d.Cmd = exec.Command(sa, append(saArgs, args...)...)
+	d.Cmd.Stderr = d.Stderr
+	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := d.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	d.Watch()
 	// The socket files are systemd-socket-activate's, left in place.
-	t.Cleanup(func() { d.terminate() })
+	t.Cleanup(func() { d.Terminate() })
 	// systemd-socket-activate has bound the sockets once it says so.
 	waitFor(t, "systemd-socket-activate to listen", 30*time.Second, func() bool {
-		return strings.Count(d.stderr.String(), "Listening on") == len(fdnames)
+		return strings.Count(d.Stderr.String(), "Listening on") == len(fdnames)
 	})
 	return d
 }
 
 // exited waits for the daemon to exit on its own and returns its exit code.
 func (d *daemonProc) exited(within time.Duration) int {
-	d.t.Helper()
+	d.T.Helper()
 	select {
-	case <-d.done:
+	case <-d.Done():
 	case <-time.After(within):
-		d.t.Fatalf("rootgated did not exit\n%s", d.stderr)
+		d.T.Fatalf("rootgated did not exit\n%s", d.Stderr)
 	}
 	var ee *exec.ExitError
-	if errors.As(d.err, &ee) {
+	if errors.As(d.Err(), &ee) {
 		return ee.ExitCode()
 	}
-	if d.err != nil {
-		d.t.Fatal(d.err)
+	if d.Err() != nil {
+		d.T.Fatal(d.Err())
 	}
 	return 0
 }
 
 // running asserts the daemon has not exited.
 func (d *daemonProc) running() {
-	d.t.Helper()
+	d.T.Helper()
 	select {
-	case <-d.done:
-		d.t.Fatalf("rootgated exited (%v) while it should not\n%s", d.err, d.stderr)
+	case <-d.Done():
+		d.T.Fatalf("rootgated exited (%v) while it should not\n%s", d.Err(), d.Stderr)
 	default:
 	}
 }
@@ -81,10 +80,10 @@ func (d *daemonProc) running() {
 // stayUp asserts the daemon keeps running for a while: a condition that
 // holds for a span of time can only be watched, not polled for.
 func (d *daemonProc) stayUp(span time.Duration) {
-	d.t.Helper()
+	d.T.Helper()
 	select {
-	case <-d.done:
-		d.t.Fatalf("rootgated exited (%v) while it should not\n%s", d.err, d.stderr)
+	case <-d.Done():
+		d.T.Fatalf("rootgated exited (%v) while it should not\n%s", d.Err(), d.Stderr)
 	case <-time.After(span):
 	}
 }
@@ -100,18 +99,18 @@ func TestSocketActivation(t *testing.T) {
 		}
 		// The start-up line may be written after the first answer.
 		waitFor(t, "the daemon to log that it was socket-activated", 10*time.Second, func() bool {
-			return strings.Contains(d.stderr.String(), "activated=true")
+			return strings.Contains(d.Stderr.String(), "activated=true")
 		})
 	})
 	t.Run("approver socket", func(t *testing.T) {
 		t.Parallel()
 		d := startActivated(t, "ask any\n", []string{"requests", "approvers"}, "--prompt-timeout", "20s")
 		a := startApprover(t, d.asock(), 0)
-		a.see("attached to rootgated")
+		a.See("attached to rootgated")
 		ch := d.ask(map[string]any{"id": "act-y", "pipeline": [][]string{{"echo", "approved-over-fd"}}})
-		a.see("act-y")
-		a.see("n or Esc deny")
-		a.key("y")
+		a.See("act-y")
+		a.See("n or Esc deny")
+		a.Key("y")
 		if r := wantOK(t, <-ch); string(r.Stdout) != "approved-over-fd\n" {
 			t.Fatalf("%s", r.raw)
 		}
@@ -121,7 +120,7 @@ func TestSocketActivation(t *testing.T) {
 		d := startActivated(t, "allow any\n", []string{"requests"})
 		d.alive()
 		waitFor(t, "the daemon to log that it serves no approver socket", 10*time.Second, func() bool {
-			return strings.Contains(d.stderr.String(), "approvers=false")
+			return strings.Contains(d.Stderr.String(), "approvers=false")
 		})
 	})
 }
@@ -142,14 +141,14 @@ func TestSocketActivationWrongFDs(t *testing.T) {
 			t.Parallel()
 			d := startActivated(t, "allow any\n", tc.names)
 			// The first connection makes systemd-socket-activate start it.
-			if c, err := net.Dial("unix", d.sock); err == nil {
+			if c, err := net.Dial("unix", d.Sock); err == nil {
 				c.Close()
 			}
 			if code := d.exited(30 * time.Second); code != 1 {
-				t.Fatalf("exit code %d, want 1\n%s", code, d.stderr)
+				t.Fatalf("exit code %d, want 1\n%s", code, d.Stderr)
 			}
-			if want := expected + tc.why + "\n"; !strings.Contains(d.stderr.String(), want) {
-				t.Fatalf("stderr lacks %q:\n%s", want, d.stderr)
+			if want := expected + tc.why + "\n"; !strings.Contains(d.Stderr.String(), want) {
+				t.Fatalf("stderr lacks %q:\n%s", want, d.Stderr)
 			}
 		})
 	}
@@ -226,17 +225,11 @@ func TestSdNotify(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "policy"), []byte("allow any\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--approver-socket", filepath.Join(dir, "a"),
+	d := newDaemon(t, dir)
+	d.Cmd = exec.Command(rootgated, "--socket", d.Sock, "--approver-socket", filepath.Join(dir, "a"),
 		"--runtime-dir", filepath.Join(dir, "run"), "--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+filepath.Join(dir, "notify"), "WATCHDOG_USEC=200000")
-	d.cmd.Stderr = d.stderr
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() { d.stop() })
+	d.Cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+filepath.Join(dir, "notify"), "WATCHDOG_USEC=200000")
+	d.Start()
 
 	next("READY=1")
 	d.alive() // ready means both sockets answer, with no waiting
@@ -254,10 +247,10 @@ func TestSdNotify(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no WATCHDOG=1")
 	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.Cmd.Process.Signal(syscall.SIGTERM)
 	next("STOPPING=1")
 	if code := d.exited(30 * time.Second); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM\n%s", code, d.stderr)
+		t.Fatalf("exit code %d after SIGTERM\n%s", code, d.Stderr)
 	}
 }
 
@@ -269,10 +262,10 @@ func TestIdleExit(t *testing.T) {
 		d := startActivated(t, "allow any\n", []string{"requests", "approvers"}, idle...)
 		d.alive()
 		if code := d.exited(60 * time.Second); code != 0 {
-			t.Fatalf("exit code %d\n%s", code, d.stderr)
+			t.Fatalf("exit code %d\n%s", code, d.Stderr)
 		}
-		if !strings.Contains(d.stderr.String(), `msg="idle; exiting"`) {
-			t.Errorf("no idle exit logged:\n%s", d.stderr)
+		if !strings.Contains(d.Stderr.String(), `msg="idle; exiting"`) {
+			t.Errorf("no idle exit logged:\n%s", d.Stderr)
 		}
 	})
 	t.Run("not within the replay window", func(t *testing.T) {
@@ -282,18 +275,18 @@ func TestIdleExit(t *testing.T) {
 		d.alive()
 		d.stayUp(6 * time.Second)
 		if code := d.exited(60 * time.Second); code != 0 {
-			t.Fatalf("exit code %d\n%s", code, d.stderr)
+			t.Fatalf("exit code %d\n%s", code, d.Stderr)
 		}
 	})
 	t.Run("not while an approver is attached", func(t *testing.T) {
 		t.Parallel()
 		d := startActivated(t, "ask any\n", []string{"requests", "approvers"}, idle...)
 		a := startApprover(t, d.asock(), 0)
-		a.see("attached to rootgated")
+		a.See("attached to rootgated")
 		d.stayUp(6 * time.Second) // three times --idle-exit
-		a.kill()
+		a.Kill()
 		if code := d.exited(60 * time.Second); code != 0 {
-			t.Fatalf("exit code %d\n%s", code, d.stderr)
+			t.Fatalf("exit code %d\n%s", code, d.Stderr)
 		}
 	})
 	t.Run("not while a run is in progress", func(t *testing.T) {
@@ -308,12 +301,12 @@ func TestIdleExit(t *testing.T) {
 		}
 		d.running()
 		if code := d.exited(60 * time.Second); code != 0 {
-			t.Fatalf("exit code %d\n%s", code, d.stderr)
+			t.Fatalf("exit code %d\n%s", code, d.Stderr)
 		}
 	})
 	t.Run("not when started by hand", func(t *testing.T) {
 		t.Parallel()
-		d := startDaemon(t, opts{args: idle})
+		d := startDaemon(t, opts{Args: idle})
 		d.alive()
 		d.stayUp(6 * time.Second)
 		d.alive()

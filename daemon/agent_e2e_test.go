@@ -43,7 +43,7 @@ func TestForwardAgent(t *testing.T) {
 	openToAll(t, d)
 	t.Setenv("SSH_AUTH_SOCK", agentSock)
 	a := startApproverArgs(t, d.asock(), 0, "--forward-agent")
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 	line := request(map[string]any{"id": "agent-1", "privileged": false, "forward_agent": true,
 		"pipeline": [][]string{{"sh", "-c", "id -u; ssh-add -l; echo $SSH_AUTH_SOCK"}}})
 	type result struct {
@@ -52,21 +52,21 @@ func TestForwardAgent(t *testing.T) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		r, err := trySendAs(d.sock, nobody, nobody, []uint32{}, line)
+		r, err := trySendAs(d.Sock, nobody, nobody, []uint32{}, line)
 		ch <- result{r, err}
 	}()
 	t.Cleanup(func() { // why the prompt never came, if it did not
 		select {
 		case res := <-ch:
 			if t.Failed() {
-				t.Logf("the request's answer: %v %s\ndaemon log:\n%s", res.err, res.r.raw, d.stderr.String())
+				t.Logf("the request's answer: %v %s\ndaemon log:\n%s", res.err, res.r.raw, d.Stderr.String())
 			}
 		default:
 		}
 	})
-	a.see("agent-1")
-	a.see("n or Esc deny")
-	a.key("y")
+	a.See("agent-1")
+	a.See("n or Esc deny")
+	a.Key("y")
 	res := <-ch
 	ch <- res
 	if res.err != nil {
@@ -78,7 +78,7 @@ func TestForwardAgent(t *testing.T) {
 		t.Fatalf("run as nobody with the forwarded agent printed %q (stderr %q)", r.Stdout, r.Stages[0].Stderr)
 	}
 	relaySock := out[2]
-	if relaySock == agentSock || !strings.HasPrefix(relaySock, filepath.Join(d.dir, "run", "agent")+"/") {
+	if relaySock == agentSock || !strings.HasPrefix(relaySock, filepath.Join(d.Dir, "run", "agent")+"/") {
 		t.Errorf("SSH_AUTH_SOCK of the run is %q", relaySock)
 	}
 	if _, err := os.Stat(filepath.Dir(relaySock)); !os.IsNotExist(err) {
@@ -93,7 +93,7 @@ func TestForwardAgent(t *testing.T) {
 func TestForwardAgentNeedsAnOffer(t *testing.T) {
 	d := approverDaemon(t)
 	a := startApprover(t, d.asock(), 0) // attached, but offers no agent
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 	wantError(t, d.send(map[string]any{"forward_agent": true, "privileged": false}),
 		"no SSH agent to forward: start the approver with --forward-agent")
 }

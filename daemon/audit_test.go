@@ -81,9 +81,10 @@ func hexSum(b []byte) string {
 // TestAuditApproved: a run approved by a person, and an approval nobody
 // gave in time, as the audit log tells them.
 func TestAuditApproved(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	// The output is made from pieces so that it appears nowhere in the
 	// request: finding it in the log would mean output was recorded.
@@ -96,15 +97,15 @@ func TestAuditApproved(t *testing.T) {
 	})
 	ch := make(chan response, 1)
 	go func() { ch <- d.sendRaw(line) }()
-	a.see("au-approved")
-	a.see("n or Esc deny")
-	a.key("y")
+	a.See("au-approved")
+	a.See("n or Esc deny")
+	a.Key("y")
 	r := wantOK(t, <-ch)
 	if string(r.Stdout) != "SECRETOUTPUT\n" {
 		t.Fatalf("%s", r.raw)
 	}
 
-	rs := waitTrail(t, d.dir, "au-approved", "received decided started finished")
+	rs := waitTrail(t, d.Dir, "au-approved", "received decided started finished")
 	rec, dec, st, fin := rs[0], rs[1], rs[2], rs[3]
 	if p := rec.Peer; p == nil || p.UID != 0 || p.PID <= 0 || p.Exe == "" {
 		t.Errorf("peer %+v", rec.Peer)
@@ -127,7 +128,7 @@ func TestAuditApproved(t *testing.T) {
 		res.Stages[0].StderrBytes != 6 || res.Stages[0].StderrSHA256 != hexSum([]byte("ERROUT")) || res.Duration == "" {
 		t.Errorf("result %+v", res)
 	}
-	raw, err := os.ReadFile(auditPath(d.dir))
+	raw, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +140,11 @@ func TestAuditApproved(t *testing.T) {
 
 	// Nobody answers: decided with verdict timeout, nothing started.
 	ch = d.ask(map[string]any{"id": "au-expired"})
-	a.see("au-expired")
+	a.See("au-expired")
 	if r := <-ch; r.Status != wire.StatusTimeout {
 		t.Fatalf("%s", r.raw)
 	}
-	rs = waitTrail(t, d.dir, "au-expired", "received decided")
+	rs = waitTrail(t, d.Dir, "au-expired", "received decided")
 	if v := rs[1].Decision; v.Verdict != "timeout" || v.By != "timeout" {
 		t.Errorf("decision %+v", v)
 	}
@@ -153,13 +154,14 @@ func TestAuditApproved(t *testing.T) {
 // rejected before and after decoding, and a secret env value that never
 // reaches the log.
 func TestAuditPolicyAndRejected(t *testing.T) {
-	d := startDaemon(t, opts{policy: "deny any rm ...\nallow any\n"})
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "deny any rm ...\nallow any\n"})
 
 	r := d.send(map[string]any{"id": "au-denied", "pipeline": [][]string{{"rm", "-rf", "/nonexistent"}}})
 	if r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByPolicy {
 		t.Fatalf("%s", r.raw)
 	}
-	rs := waitTrail(t, d.dir, "au-denied", "received decided")
+	rs := waitTrail(t, d.Dir, "au-denied", "received decided")
 	if v := rs[1].Decision; v.Verdict != "deny" || v.PolicyLine != 1 || v.PolicyRule != "deny any rm ..." || v.By != "policy line 1" || v.ApproverUID != nil {
 		t.Errorf("decision %+v", v)
 	}
@@ -168,20 +170,20 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 	wantError(t, r, `env key "GITHUB_TOKEN" is not allowed`)
 	// Refused before it was received: one compact record, the line's
 	// size and hash in place of the request.
-	rs = waitTrail(t, d.dir, "au-secret", "rejected")
+	rs = waitTrail(t, d.Dir, "au-secret", "rejected")
 	if rs[0].Error != `env key "GITHUB_TOKEN" is not allowed` || rs[0].Peer == nil || rs[0].Request != nil || rs[0].Line == nil || rs[0].Line.Bytes == 0 || len(rs[0].Line.SHA256) != 64 {
 		t.Errorf("rejected record %+v", rs[0])
 	}
 
 	// Not even JSON: one rejected record with the peer and the error.
-	n := len(records(t, d.dir))
+	n := len(records(t, d.Dir))
 	r = d.sendRaw("{nope\n")
 	if r.Status != wire.StatusError {
 		t.Fatalf("%s", r.raw)
 	}
 	var last *audit.Record
 	waitFor(t, "a rejected record", 10*time.Second, func() bool {
-		all := records(t, d.dir)
+		all := records(t, d.Dir)
 		last = all[len(all)-1]
 		return len(all) == n+1
 	})
@@ -189,7 +191,7 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 		t.Errorf("record %+v", last)
 	}
 
-	raw, err := os.ReadFile(auditPath(d.dir))
+	raw, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +200,7 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 			t.Errorf("the audit log holds the secret %q", s)
 		}
 	}
-	fi, err := os.Stat(auditPath(d.dir))
+	fi, err := os.Stat(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,19 +212,20 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 // TestAuditRunEnds: a run that times out, one whose requester goes away,
 // and one the daemon kills as it stops each end in their own record.
 func TestAuditRunEnds(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 
 	r := d.send(map[string]any{"id": "au-timeout", "timeout": 1, "pipeline": [][]string{{"sleep", "30"}}})
 	if r.Status != wire.StatusTimeout {
 		t.Fatalf("%s", r.raw)
 	}
-	rs := waitTrail(t, d.dir, "au-timeout", "received decided started timed_out")
+	rs := waitTrail(t, d.Dir, "au-timeout", "received decided started timed_out")
 	if st := rs[3].Result.Stages[0]; st.Signal != "SIGTERM" || st.ExitCode != 128+15 {
 		t.Errorf("stage %+v", st)
 	}
 
 	marker := fmt.Sprintf("%d.125", 7000+time.Now().Nanosecond()%1000)
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,25 +234,26 @@ func TestAuditRunEnds(t *testing.T) {
 	}
 	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
 	c.Close()
-	waitTrail(t, d.dir, "au-cancel", "received decided started cancelled")
+	waitTrail(t, d.Dir, "au-cancel", "received decided started cancelled")
 
 	marker = fmt.Sprintf("%d.375", 7000+time.Now().Nanosecond()%1000)
 	ch := d.ask(map[string]any{"id": "au-killed", "pipeline": [][]string{{"sleep", marker}}})
 	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
-	d.stop()
+	d.Stop()
 	wantError(t, <-ch, wire.ErrKilledStopping.Error()) // it ran: not "daemon stopping"
-	waitTrail(t, d.dir, "au-killed", "received decided started killed")
+	waitTrail(t, d.Dir, "au-killed", "received decided started killed")
 }
 
 // TestAuditRotation: a small --audit-max-size spreads the log over files
 // that verify as one chain (the harness checks at stop).
 func TestAuditRotation(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--audit-max-size", "2K", "--audit-keep", "0"}})
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--audit-max-size", "2K", "--audit-keep", "0"}})
 	for i := range 12 {
 		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-rot-%d", i)}))
 	}
-	d.stop()
-	files, err := audit.Files(auditPath(d.dir))
+	d.Stop()
+	files, err := audit.Files(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +264,7 @@ func TestAuditRotation(t *testing.T) {
 	if err != nil || sum.Genesis == "" || sum.Files != len(files) {
 		t.Fatalf("%+v %v", sum, err)
 	}
-	if got := len(trail(t, d.dir, "au-rot-11")); got != 4 {
+	if got := len(trail(t, d.Dir, "au-rot-11")); got != 4 {
 		t.Errorf("%d records of the last request", got)
 	}
 }
@@ -269,6 +273,7 @@ func TestAuditRotation(t *testing.T) {
 // answered with an error and nothing runs; once there is room again,
 // requests run and the chain is intact.
 func TestAuditDiskFull(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	full := filepath.Join(dir, "full")
 	if err := os.Mkdir(full, 0o700); err != nil {
@@ -283,7 +288,7 @@ func TestAuditDiskFull(t *testing.T) {
 		}
 	})
 	// The free-space guard off: this is the last line of defence behind it.
-	d := startDaemon(t, opts{args: []string{"--audit", auditPath(full), "--audit-min-free", "0"}})
+	d := startDaemon(t, opts{Args: []string{"--audit", auditPath(full), "--audit-min-free", "0"}})
 
 	// Fill what is left of the file system.
 	filler := filepath.Join(full, "filler")
@@ -337,8 +342,8 @@ func TestAuditDiskFull(t *testing.T) {
 	if !bytes.Equal(before, after) {
 		t.Errorf("the failed writes left %d bytes behind", len(after)-len(before))
 	}
-	if !strings.Contains(d.stderr.String(), "cannot write audit record") {
-		t.Errorf("no error logged:\n%s", d.stderr)
+	if !strings.Contains(d.Stderr.String(), "cannot write audit record") {
+		t.Errorf("no error logged:\n%s", d.Stderr)
 	}
 
 	// Room again: the next request runs, and the log verifies (at stop).
@@ -349,7 +354,7 @@ func TestAuditDiskFull(t *testing.T) {
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal("the command did not run once there was room")
 	}
-	d.stop()
+	d.Stop()
 	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(full)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -363,6 +368,7 @@ func TestAuditDiskFull(t *testing.T) {
 // binds there is what go-systemd's journal.Send finds at
 // /run/systemd/journal/socket.
 func TestAuditJournal(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	jdir := filepath.Join(dir, "sd")
 	if err := os.MkdirAll(filepath.Join(jdir, "journal"), 0o755); err != nil {
@@ -391,18 +397,12 @@ func TestAuditJournal(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "policy"), []byte("allow any\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
-		rootgated, "--socket", d.sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
+	d := newDaemon(t, dir)
+	d.Cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
+		rootgated, "--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
 		"--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
-	d.cmd.Stderr = d.stderr
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() { d.stop() })
-	d.waitReady()
+	d.Start()
+	d.WaitReady()
 
 	wantOK(t, d.send(map[string]any{"id": "au-journal", "pipeline": [][]string{{"true"}}}))
 	want := map[string]map[string]string{
@@ -418,7 +418,7 @@ func TestAuditJournal(t *testing.T) {
 		select {
 		case e = <-entries:
 		case <-deadline:
-			t.Fatalf("no journal entries for %v\n%s", want, d.stderr)
+			t.Fatalf("no journal entries for %v\n%s", want, d.Stderr)
 		}
 		if e["REQUEST_ID"] != "au-journal" {
 			continue
@@ -456,12 +456,13 @@ func TestAuditJournal(t *testing.T) {
 // TestAuditTamper: a real daemon's log, tampered with in each way, fails
 // "rootgate audit verify" with exit 1 naming the exact record.
 func TestAuditTamper(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	for i := range 3 {
 		wantOK(t, d.send(map[string]any{"id": fmt.Sprintf("au-tamper-%d", i)}))
 	}
-	d.stop()
-	orig, err := os.ReadFile(auditPath(d.dir))
+	d.Stop()
+	orig, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,14 +46,15 @@ print "done\n";
 // in one dropped record; another user (rgtfb) is served and audited
 // meanwhile.
 func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
-	auid, agid := testAccount(t, "rgtfa")
-	buid, bgid := testAccount(t, "rgtfb")
-	d := startDaemon(t, opts{args: []string{"--audit-reject-rate", "20"}})
+	t.Parallel()
+	auid, agid := testAccount(t, "rgtfe")
+	buid, bgid := testAccount(t, "rgtff")
+	d := startDaemon(t, opts{Args: []string{"--audit-reject-rate", "20"}})
 	openToAll(t, d)
 	const flood, rate = 60, 20
 	before := auditSize(t, d)
 
-	cmd := floodAs(auid, agid, floodRejected, d.sock, flood)
+	cmd := floodAs(auid, agid, floodRejected, d.Sock, flood)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	// rgtfb asks while the flood is on.
-	r := sendAs(t, d.sock, buid, bgid, []uint32{}, request(map[string]any{"id": "rgtfb-1", "privileged": false, "pipeline": [][]string{{"id", "-u"}}}))
+	r := sendAs(t, d.Sock, buid, bgid, []uint32{}, request(map[string]any{"id": "rgtfb-1", "privileged": false, "pipeline": [][]string{{"id", "-u"}}}))
 	if r.Status != wire.StatusOK || string(r.Stdout) != strconv.Itoa(int(buid))+"\n" {
 		t.Fatalf("rgtfb during the flood: %s", r.raw)
 	}
@@ -82,20 +83,20 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 	if answers != flood {
 		t.Fatalf("%d of %d flood requests answered", answers, flood)
 	}
-	waitTrail(t, d.dir, "rgtfb-1", "received decided started finished")
+	waitTrail(t, d.Dir, "rgtfb-1", "received decided started finished")
 
 	// The dropped record is written when rgtfa's minute ends, or when the
 	// daemon stops.
-	d.terminate()
+	d.Terminate()
 	if grown := auditSize(t, d) - before; grown > 64<<10 {
 		t.Errorf("%d flood requests of 1 MiB grew the audit log by %d bytes", flood, grown)
 	}
-	raw, err := os.ReadFile(auditPath(d.dir))
+	raw, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	written, dropped := 0, 0
-	rs := records(t, d.dir)
+	rs := records(t, d.Dir)
 	for i, line := range bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n")) {
 		rec := rs[i]
 		if rec.Peer == nil || rec.Peer.UID != int(auid) {
@@ -120,7 +121,7 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 		t.Error("the audit log holds the flood's lines")
 	}
 	// What `rootgate audit show` makes of them.
-	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.dir)).CombinedOutput()
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.Dir)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("audit show: %v\n%s", err, out)
 	}
@@ -135,22 +136,23 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 // removed after a rotation, and `rootgate audit verify` still passes,
 // saying that the log starts after a pruned file.
 func TestAuditRetention(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--audit-max-size", "2K", "--audit-keep", "2"}})
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--audit-max-size", "2K", "--audit-keep", "2"}})
 	for i := range 12 {
 		wantOK(t, d.send(map[string]any{"id": "au-keep-" + strconv.Itoa(i)}))
 	}
-	files, err := audit.Files(auditPath(d.dir))
+	files, err := audit.Files(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 3 {
 		t.Fatalf("files %v: want the log and 2 rotated files", files)
 	}
-	first := records(t, d.dir)[0]
+	first := records(t, d.Dir)[0]
 	if first.Kind != audit.KindRotated || first.Seq < 10 {
 		t.Fatalf("the oldest file kept starts with %+v: nothing was pruned", first)
 	}
-	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(d.dir)).CombinedOutput()
+	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(d.Dir)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("verify after pruning: %v\n%s", err, out)
 	}
@@ -158,7 +160,7 @@ func TestAuditRetention(t *testing.T) {
 	if !strings.Contains(string(out), want) {
 		t.Errorf("verify said:\n%s\nwant %q", out, want)
 	}
-	if _, err := os.Stat(filepath.Join(d.dir, first.PrevFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(d.Dir, first.PrevFile)); err == nil {
 		t.Errorf("%s was kept", first.PrevFile)
 	}
 }
@@ -168,6 +170,7 @@ func TestAuditRetention(t *testing.T) {
 // before anything runs) and the daemon logs it at error level; once there
 // is room, they run.
 func TestAuditFreeSpaceGuard(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	small := filepath.Join(dir, "small")
 	if err := os.Mkdir(small, 0o700); err != nil {
@@ -181,7 +184,7 @@ func TestAuditFreeSpaceGuard(t *testing.T) {
 			t.Errorf("unmount %s: %v", small, err)
 		}
 	})
-	d := startDaemon(t, opts{args: []string{"--audit", auditPath(small), "--audit-min-free", "2M"}})
+	d := startDaemon(t, opts{Args: []string{"--audit", auditPath(small), "--audit-min-free", "2M"}})
 	marker := filepath.Join(dir, "ran")
 	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}}))
 
@@ -198,8 +201,8 @@ func TestAuditFreeSpaceGuard(t *testing.T) {
 	waitTrail(t, small, "guarded", "rejected")
 	wantError(t, d.send(map[string]any{"id": "guarded-ping", "action": "ping", "pipeline": nil}), "the audit log's file system is nearly full; not running")
 	waitTrail(t, small, "guarded-ping", "rejected")
-	if !strings.Contains(d.stderr.String(), "level=ERROR msg=\"audit log's file system nearly full; requests refused\"") {
-		t.Errorf("the guard logged no error:\n%s", d.stderr)
+	if !strings.Contains(d.Stderr.String(), "level=ERROR msg=\"audit log's file system nearly full; requests refused\"") {
+		t.Errorf("the guard logged no error:\n%s", d.Stderr)
 	}
 
 	if err := os.Remove(filler); err != nil {
@@ -209,7 +212,7 @@ func TestAuditFreeSpaceGuard(t *testing.T) {
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal("the command did not run once there was room")
 	}
-	d.stop()
+	d.Stop()
 	if out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(small)).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -245,14 +248,15 @@ print "done\n";
 // (rgtfa) sending them with 1 MB arguments cannot fill the log, while
 // another user (rgtfb) is still served and recorded in full.
 func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
+	t.Parallel()
 	auid, agid := testAccount(t, "rgtfc")
 	buid, bgid := testAccount(t, "rgtfd")
-	d := startDaemon(t, opts{policy: "deny any true ...\nallow any,env=* id ...\n", args: []string{"--audit-reject-rate", "20"}})
+	d := startDaemon(t, opts{Policy: "deny any true ...\nallow any,env=* id ...\n", Args: []string{"--audit-reject-rate", "20"}})
 	openToAll(t, d)
 	const flood, rate = 60, 20
 	before := auditSize(t, d)
 
-	cmd := floodAs(auid, agid, floodUnprompted, d.sock, flood)
+	cmd := floodAs(auid, agid, floodUnprompted, d.Sock, flood)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("flood: %v\n%s", err, out)
@@ -260,18 +264,18 @@ func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
 	if want := strings.Repeat("answer ok\nanswer denied\n", flood/2) + "done\n"; string(out) != want {
 		t.Fatalf("flood answers:\n%s", out)
 	}
-	r := sendAs(t, d.sock, buid, bgid, []uint32{}, request(map[string]any{"id": "rgtfd-1", "privileged": false, "pipeline": [][]string{{"id", "-u"}}}))
+	r := sendAs(t, d.Sock, buid, bgid, []uint32{}, request(map[string]any{"id": "rgtfd-1", "privileged": false, "pipeline": [][]string{{"id", "-u"}}}))
 	if r.Status != wire.StatusOK {
 		t.Fatalf("rgtfd after the flood: %s", r.raw)
 	}
-	waitTrail(t, d.dir, "rgtfd-1", "received decided started finished")
-	d.terminate()
+	waitTrail(t, d.Dir, "rgtfd-1", "received decided started finished")
+	d.Terminate()
 
 	if grown := auditSize(t, d) - before; grown > 64<<10 {
 		t.Errorf("%d unprompted requests of 1 MiB grew the audit log by %d bytes", flood, grown)
 	}
 	requests, dropped := map[string]bool{}, 0
-	for _, rec := range records(t, d.dir) {
+	for _, rec := range records(t, d.Dir) {
 		switch {
 		case rec.Kind == audit.KindDropped && rec.Peer != nil && rec.Peer.UID == int(auid):
 			dropped += rec.Dropped.Count
@@ -290,7 +294,7 @@ func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
 // auditSize is the size of d's audit log now.
 func auditSize(t *testing.T, d *daemonProc) int64 {
 	t.Helper()
-	fi, err := os.Stat(auditPath(d.dir))
+	fi, err := os.Stat(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}

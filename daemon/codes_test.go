@@ -15,6 +15,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -48,7 +49,7 @@ func TestEveryCodeProduced(t *testing.T) {
 		return b
 	}
 	raw := func(p *inServer, line string) response {
-		return (&daemonProc{t: p.t, sock: p.sock}).sendRaw(line)
+		return (&daemonProc{&rgtest.Daemon{T: p.t, Sock: p.sock}}).sendRaw(line)
 	}
 	// asUser sends line as uid (group uid, no other groups), through a
 	// socket opened to every user.

@@ -56,6 +56,7 @@ func ptyOwnedBy(t *testing.T, uid int) (master, slave *os.File) {
 }
 
 func TestControllers(t *testing.T) {
+	t.Parallel()
 	t.Run("plain root process", func(t *testing.T) {
 		cmd := startSleeper(t, nil)
 		for _, u := range []int{54320, 54321, 54322, 54323, 54324} {
@@ -107,7 +108,7 @@ func TestControllers(t *testing.T) {
 	t.Run("ancestry", func(t *testing.T) {
 		// An account runs sudo, which runs a root shell with SUDO_UID
 		// removed: only sudo, its parent, names the account.
-		op := addAccount(t, "rgtaop", "--create-home")
+		op := addAccount(t, "rgtk0op", "--create-home")
 		allowSudo(t, op.name, "/usr/bin/env")
 		dir := t.TempDir()
 		pidFile := filepath.Join(dir, "pid")

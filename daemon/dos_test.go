@@ -47,6 +47,7 @@ func startFails(t *testing.T, dir, runtimeDir, want string) {
 // group or others may write (sticky or not), is refused at start, since
 // root rewrites files in it; a root-owned 0755 one is used.
 func TestRuntimeDirChecked(t *testing.T) {
+	t.Parallel()
 	uid, gid := testAccount(t, "rgtfa")
 	dir := shortDir(t)
 	for _, c := range []struct {
@@ -92,7 +93,7 @@ func TestRuntimeDirChecked(t *testing.T) {
 	if err := os.Mkdir(ok, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, opts{args: []string{"--runtime-dir", ok}})
+	d := startDaemon(t, opts{Args: []string{"--runtime-dir", ok}})
 	d.alive()
 }
 
@@ -101,6 +102,7 @@ func TestRuntimeDirChecked(t *testing.T) {
 // does not make root write through it; the daemon replaces it with its own
 // file and serves.
 func TestReplayTmpSymlinkNotFollowed(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	rd := filepath.Join(dir, "run")
 	if err := os.Mkdir(rd, 0o755); err != nil {
@@ -113,7 +115,7 @@ func TestReplayTmpSymlinkNotFollowed(t *testing.T) {
 	if err := os.Symlink(victim, filepath.Join(rd, "replay.tmp")); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, opts{dir: dir})
+	d := startDaemon(t, opts{Dir: dir})
 	d.alive()
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious\n" {
 		t.Fatalf("the symlink's target was written through: %q, %v", b, err)
@@ -152,14 +154,15 @@ print "done\n";
 // can, idle, takes at most its share of --max-conns; the extra ones are
 // told so at once, and another user (rgtfb) and root are still served.
 func TestConnectionShares(t *testing.T) {
-	auid, agid := testAccount(t, "rgtfa")
-	buid, bgid := testAccount(t, "rgtfb")
+	t.Parallel()
+	auid, agid := testAccount(t, "rgtfg")
+	buid, bgid := testAccount(t, "rgtfh")
 	// A long first-byte deadline: the held connections stay in flight for
 	// the whole test.
-	d := startDaemon(t, opts{args: []string{"--first-byte-timeout", "60s"}})
+	d := startDaemon(t, opts{Args: []string{"--first-byte-timeout", "60s"}})
 	openToAll(t, d)
 	const conns, share = 64, 16 // the defaults: --max-conns 64, a quarter each
-	cmd := exec.Command("perl", "-e", holdConns, d.sock, strconv.Itoa(conns), strconv.Itoa(conns-share))
+	cmd := exec.Command("perl", "-e", holdConns, d.Sock, strconv.Itoa(conns), strconv.Itoa(conns-share))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: auid, Gid: agid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -196,7 +199,7 @@ func TestConnectionShares(t *testing.T) {
 		t.Fatalf("%d of rgtfa's %d connections were refused, want %d", answers, conns, conns-share)
 	}
 	// rgtfa still holds its 16; the others are served meanwhile.
-	r := sendAs(t, d.sock, buid, bgid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
+	r := sendAs(t, d.Sock, buid, bgid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
 	if r.Status != wire.StatusOK || r.Message != "pong" {
 		t.Fatalf("rgtfb got %s while rgtfa held its connections", r.raw)
 	}
@@ -205,7 +208,7 @@ func TestConnectionShares(t *testing.T) {
 	stdin.Close()
 	cmd.Wait()
 	waitFor(t, "rgtfa served again", 10*time.Second, func() bool {
-		r, err := trySendAs(d.sock, auid, agid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
+		r, err := trySendAs(d.Sock, auid, agid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
 		return err == nil && r.Status == wire.StatusOK
 	})
 }
@@ -214,8 +217,9 @@ func TestConnectionShares(t *testing.T) {
 // closed once --first-byte-timeout passes, long before the 10 s line
 // deadline; one that starts in time may take longer over the rest.
 func TestFirstByteDeadline(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--first-byte-timeout", "300ms"}})
-	c, err := net.Dial("unix", d.sock)
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--first-byte-timeout", "300ms"}})
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +232,7 @@ func TestFirstByteDeadline(t *testing.T) {
 	}
 	// A client that begins in time and finishes after the first-byte
 	// deadline is served.
-	c2, err := net.Dial("unix", d.sock)
+	c2, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 // halfClose, ends its stream with the line.
 func dialRequest(t *testing.T, d *daemonProc, over map[string]any, halfClose bool) *net.UnixConn {
 	t.Helper()
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,25 +45,26 @@ func wantNoAnswer(t *testing.T, c *net.UnixConn) {
 // still open: while it waits for a person, while it runs, and when the
 // stream ends with the line itself.
 func TestEOFWithdraws(t *testing.T) {
+	t.Parallel()
 	t.Run("waiting for a person", func(t *testing.T) {
-		d := startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+		d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s"}})
 		a := startApprover(t, d.asock(), 0)
-		a.see("attached to rootgated")
+		a.See("attached to rootgated")
 		c := dialRequest(t, d, map[string]any{"id": "eofw-prompt", "reason": "eofw prompt", "eof_withdraws": true}, false)
-		a.see("eofw prompt")
-		a.see("Deny")
+		a.See("eofw prompt")
+		a.See("Deny")
 		if err := c.CloseWrite(); err != nil {
 			t.Fatal(err)
 		}
-		a.see("withdrawn")
+		a.See("withdrawn")
 		wantNoAnswer(t, c)
-		rs := waitTrail(t, d.dir, "eofw-prompt", "received decided")
+		rs := waitTrail(t, d.Dir, "eofw-prompt", "received decided")
 		if v := rs[1].Decision.Verdict; v != "withdrawn" {
 			t.Fatalf("decided %q, want withdrawn", v)
 		}
 	})
 	t.Run("running", func(t *testing.T) {
-		d := startDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+		d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 		marker := fmt.Sprintf("61.%d", 100000+time.Now().Nanosecond()%900000)
 		c := dialRequest(t, d, map[string]any{"id": "eofw-run", "pipeline": [][]string{{"sleep", marker}}, "eof_withdraws": true}, false)
 		waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
@@ -72,19 +73,19 @@ func TestEOFWithdraws(t *testing.T) {
 		}
 		noSurvivors(t, marker)
 		wantNoAnswer(t, c)
-		waitTrail(t, d.dir, "eofw-run", "received decided started cancelled")
+		waitTrail(t, d.Dir, "eofw-run", "received decided started cancelled")
 	})
 	t.Run("ended before its run could start", func(t *testing.T) {
 		// One run slot, held by a sleeper: the request waits for it with
 		// its stream already ended, so the daemon must see the end before
 		// it could start, whichever way the bytes arrive.
-		d := startDaemon(t, opts{args: []string{"--max-runs", "1", "--kill-grace", "1s"}})
+		d := startDaemon(t, opts{Args: []string{"--max-runs", "1", "--kill-grace", "1s"}})
 		sleeper := fmt.Sprintf("62.%d", 100000+time.Now().Nanosecond()%900000)
 		hold := dialRequest(t, d, map[string]any{"id": "eofw-hold", "pipeline": [][]string{{"sleep", sleeper}}}, false)
 		waitFor(t, "the slot to be taken", 20*time.Second, func() bool { return len(procsWith(sleeper)) > 0 })
 		marker := filepath.Join(shortDir(t), "ran")
 		c := dialRequest(t, d, map[string]any{"id": "eofw-line", "pipeline": [][]string{{"touch", marker}}, "eof_withdraws": true}, true)
-		rs := waitTrail(t, d.dir, "eofw-line", "received decided failed")
+		rs := waitTrail(t, d.Dir, "eofw-line", "received decided failed")
 		if rs[2].Error != "not started: client went away" {
 			t.Errorf("failed with %q", rs[2].Error)
 		}

@@ -23,6 +23,7 @@ import (
 // centuries ahead (where a time.Duration overflows) is refused, every time
 // it is sent, not run.
 func TestFreshnessExtremes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	now := time.Now().UTC()
 	tooOld := regexp.MustCompile(`^request too old: ([0-9]+)s \(max 60s\)$`)
@@ -64,6 +65,7 @@ func TestFreshnessExtremes(t *testing.T) {
 // (lower-case t and z included, as RFC 3339 allows) and refuses what only
 // Go's time.Parse takes: a ',' before the fraction, a one-digit hour.
 func TestTimeExactlyRFC3339(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	now := time.Now().UTC()
 	lower := strings.ToLower(now.Format("2006-01-02T15:04:05.000Z"))
@@ -87,6 +89,7 @@ func TestTimeExactlyRFC3339(t *testing.T) {
 // field's name, and an escaped lone surrogate in argv is refused rather
 // than run as U+FFFD.
 func TestRequestExactNames(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	for _, tc := range []struct{ line, want string }{
@@ -135,6 +138,7 @@ func (a *rawApprover) sendLine(line string) {
 // person reads a denial) and the other look-alikes are refused with the
 // reason and the approver dropped; the request is never approved.
 func TestApproverExactNames(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 
 	t.Run("hello", func(t *testing.T) {

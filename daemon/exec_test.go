@@ -36,7 +36,7 @@ func addTestUser(t *testing.T, name string) testUser {
 func askAs(d *daemonProc, u testUser, groups []uint32, line string) chan response {
 	ch := make(chan response, 1)
 	go func() {
-		r, err := trySendAs(d.sock, u.uid, u.gid, groups, line)
+		r, err := trySendAs(d.Sock, u.uid, u.gid, groups, line)
 		if err != nil {
 			r = response{Response: wire.Response{Status: wire.StatusError, Message: err.Error()}, raw: err.Error()}
 		}
@@ -84,7 +84,7 @@ func writeFile(t *testing.T, path, text string, owner *testUser) {
 // request id.
 func startedStages(t *testing.T, d *daemonProc, id string) []audit.Stage {
 	t.Helper()
-	f, err := os.Open(auditPath(d.dir))
+	f, err := os.Open(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,10 +238,11 @@ func onExec(t *testing.T, path string, fn func()) chan struct{} {
 // was shown runs, with its arguments, never the one swapped in. (Executed
 // by its path, the interpreter opened the swapped file every time.)
 func TestScriptSwappedAtExec(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	openToAll(t, d)
 	a := attachRaw(t, d)
-	agent := addTestUser(t, "rgtda")
+	agent := addTestUser(t, "rgtdb")
 	dir := shortDir(t)
 	if err := os.Chown(dir, int(agent.uid), int(agent.gid)); err != nil {
 		t.Fatal(err)
@@ -283,6 +284,7 @@ func TestScriptSwappedAtExec(t *testing.T) {
 // one descriptor it inherits besides 0, 1 and 2, which is the script),
 // then the request's arguments whole and in order.
 func TestScriptArguments(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	dir := shortDir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -315,6 +317,7 @@ func TestScriptArguments(t *testing.T) {
 // rgtdy may reach, in its own 0700 home or through a group the kernel
 // reports for it, still runs.
 func TestUnprivilegedRunReachesOnlyItsUser(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	openToAll(t, d)
 	x := addTestUser(t, "rgtdx")
@@ -353,7 +356,7 @@ func TestUnprivilegedRunReachesOnlyItsUser(t *testing.T) {
 	}
 
 	asY := func(groups []uint32, cwd string, argv ...string) response {
-		return sendAs(t, d.sock, y.uid, y.gid, groups, request(map[string]any{"privileged": false, "cwd": cwd, "pipeline": [][]string{argv}}))
+		return sendAs(t, d.Sock, y.uid, y.gid, groups, request(map[string]any{"privileged": false, "cwd": cwd, "pipeline": [][]string{argv}}))
 	}
 	wantError(t, asY([]uint32{}, open, "ls"), fmt.Sprintf("cwd %q: permission denied", open))
 	wantError(t, asY([]uint32{}, open, "cat", "secret"), fmt.Sprintf("cwd %q: permission denied", open))

@@ -82,6 +82,7 @@ func (a *rawApprover) decide(p *remote.Message, approve bool) {
 // waiting for a person and put at most --prompt-rate to people a minute;
 // past that its requests are refused with the protocol's messages.
 func TestPromptLimits(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t, "--max-pending", "1", "--prompt-rate", "3")
 	a := attachRaw(t, d)
 	first := d.ask(nil)
@@ -106,6 +107,7 @@ func TestPromptLimits(t *testing.T) {
 // that name no prompt is refused each time, then disconnected; requests
 // are served throughout.
 func TestApproverFlood(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := attachRaw(t, d)
 	yes := true
@@ -158,6 +160,7 @@ func swapDir(t *testing.T) (elf, script string) {
 // replacing that file between the prompt and the run refuses the run, for
 // an ELF binary and a script. Left alone, both run.
 func TestExecutableSwappedAfterApproval(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := attachRaw(t, d)
 	elf, script := swapDir(t)
@@ -197,6 +200,7 @@ func TestExecutableSwappedAfterApproval(t *testing.T) {
 // TestSymlinkedCwd: a cwd reached through a symlink is shown, and entered,
 // as the directory it really is.
 func TestSymlinkedCwd(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := attachRaw(t, d)
 	dir := shortDir(t)
@@ -224,6 +228,7 @@ func TestSymlinkedCwd(t *testing.T) {
 // TestPeerExeShown: the prompt names the requester's executable, read
 // through a pidfd at accept.
 func TestPeerExeShown(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := attachRaw(t, d)
 	self, err := os.Readlink("/proc/self/exe")
@@ -243,9 +248,10 @@ func TestPeerExeShown(t *testing.T) {
 // when the daemon was started under nohup; with or without nohup, SIGHUP
 // reloads the policy and the daemon goes on serving.
 func TestSignalDispositions(t *testing.T) {
+	t.Parallel()
 	// SigIgn is a hex mask; SIGHUP is its lowest bit.
 	script := [][]string{{"sh", "-c", "grep SigIgn /proc/self/status"}}
-	d := startDaemon(t, opts{prefix: []string{"nohup"}})
+	d := startDaemon(t, opts{Prefix: []string{"nohup"}})
 	r := wantOK(t, d.send(map[string]any{"pipeline": script}))
 	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(r.Stdout), "SigIgn:")), 16, 64)
 	if err != nil {
@@ -254,14 +260,14 @@ func TestSignalDispositions(t *testing.T) {
 	if mask&1 != 0 {
 		t.Errorf("a run of a nohup'd daemon ignores SIGHUP: %s", r.Stdout)
 	}
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	d.waitReloads(1)
 	d.alive()
 
 	d2 := startDaemon(t, opts{})
-	if err := d2.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d2.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	d2.waitReloads(1)
@@ -273,6 +279,7 @@ func TestSignalDispositions(t *testing.T) {
 // its NUL) and a near-1 MiB argument get a clear error naming the file
 // as resolved; the daemon is unharmed.
 func TestArgumentExtremes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	many := append([]string{"echo"}, strings.Split(strings.Repeat("a ", 100000), " ")[:100000]...)
 	r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{many}}))
@@ -305,6 +312,7 @@ func TestArgumentExtremes(t *testing.T) {
 // of the daemon's (its sockets, the pinned executables, pidfds); a script
 // has one more, 3, which is the script itself, held for its interpreter.
 func TestRunDescriptors(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	_, script := swapDir(t)
 	// The interpreter holds the script open (close-on-exec); what it got
@@ -336,7 +344,7 @@ func startRequester(t *testing.T, d *daemonProc, line string) *exec.Cmd {
 	// command line for procsWith to find.
 	script := `use IO::Socket::UNIX; my $c = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "connect: $!"; ` +
 		`my $l = <STDIN>; print $c $l; my $x = <$c>;`
-	cmd := exec.Command("perl", "-e", script, d.sock)
+	cmd := exec.Command("perl", "-e", script, d.Sock)
 	cmd.Stdin = strings.NewReader(line)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -349,6 +357,7 @@ func startRequester(t *testing.T, d *daemonProc, line string) *exec.Cmd {
 // person has the prompt withdrawn; one killed while its run goes on has
 // every process of the run killed.
 func TestRequesterDies(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t, "--kill-grace", "1s")
 	a := attachRaw(t, d)
 	cl := startRequester(t, d, request(nil))

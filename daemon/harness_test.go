@@ -12,16 +12,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
-// The real binaries, built once for the whole run.
+// rootgated and rootgateBin are the real binaries (rgtest.Binaries),
+// built once for the whole run by TestMain.
 var rootgated, rootgateBin string
 
 func TestMain(m *testing.M) {
@@ -29,32 +30,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "daemon tests run real daemons and need root")
 		os.Exit(1)
 	}
-	dir, err := os.MkdirTemp("", "rootgate-bin")
-	if err == nil {
-		err = os.Chmod(dir, 0o755) // tests run the client as nobody too
-	}
-	if err != nil {
-		panic(err)
-	}
-	// Build with the race detector when the tests have it, so the daemon is
-	// checked too.
-	args := []string{"build"}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	rootgated = filepath.Join(dir, "rootgated")
-	rootgateBin = filepath.Join(dir, "rootgate")
-	for bin, pkg := range map[string]string{rootgated: "../cmd/rootgated", rootgateBin: "../cmd/rootgate"} {
-		cmd := exec.Command("go", append(args, "-o", bin, pkg)...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build:", err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	rootgated, rootgateBin = rgtest.Binaries(mainTB{})
+	os.Exit(rgtest.Main(m))
+}
+
+// mainTB reports a failure to build the binaries before any test runs.
+type mainTB struct{ testing.TB }
+
+func (mainTB) Helper() {}
+func (mainTB) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(1)
 }
 
 // shortDir is a private directory with a short path, for sockets.
@@ -63,136 +49,27 @@ var shortDir = testutil.ShortDir
 // syncBuffer is a goroutine-safe buffer for output read while written.
 type syncBuffer = testutil.SyncBuffer
 
-// daemonProc is a running rootgated.
-type daemonProc struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	dir    string
-	sock   string
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error
-}
+// daemonProc is a running rootgated (rgtest.Daemon) with this package's
+// request helpers.
+type daemonProc struct{ *rgtest.Daemon }
 
 // opts of a test daemon.
-type opts struct {
-	policy string   // policy file text; "" means "allow any,env=*" (everything)
-	noFile bool     // no policy file at all
-	args   []string // more flags
-	dir    string   // reuse this directory (runtime dir and socket)
-	prefix []string // run the daemon through this command (e.g. nohup)
-}
+type opts = rgtest.Opts
 
 // startDaemon starts rootgated on a private socket and waits until it
 // answers. It is stopped with SIGTERM at cleanup, and must exit 0.
 func startDaemon(t testing.TB, o opts) *daemonProc {
 	t.Helper()
-	d := &daemonProc{t: t, dir: o.dir, stderr: &syncBuffer{}, done: make(chan struct{})}
-	if d.dir == "" {
-		d.dir = shortDir(t)
-	}
-	d.sock = filepath.Join(d.dir, "s")
-	policy := filepath.Join(d.dir, "policy")
-	if !o.noFile {
-		text := o.policy
-		if text == "" {
-			text = "allow any,env=*\n"
-		}
-		if err := os.WriteFile(policy, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := append([]string{"--socket", d.sock, "--approver-socket", filepath.Join(d.dir, "a"), "--runtime-dir", filepath.Join(d.dir, "run"), "--policy", policy, "--audit", auditPath(d.dir)}, o.args...)
-	if len(o.prefix) > 0 {
-		d.cmd = exec.Command(o.prefix[0], append(append(o.prefix[1:], rootgated), args...)...)
-	} else {
-		d.cmd = exec.Command(rootgated, args...)
-	}
-	d.cmd.Stderr = d.stderr
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() { d.stop() })
-	d.waitReady()
-	return d
+	return &daemonProc{rgtest.StartDaemon(t, o)}
 }
 
-func (d *daemonProc) waitReady() {
-	d.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-d.done:
-			d.t.Fatalf("rootgated exited early: %v\n%s", d.err, d.stderr)
-		default:
-		}
-		// A connection succeeds as soon as the socket is bound, before
-		// the daemon has set its mode; "serving" is logged after that.
-		if c, err := net.Dial("unix", d.sock); err == nil {
-			c.Close()
-			if strings.Contains(d.stderr.String(), "msg=serving") {
-				return
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	d.t.Fatalf("rootgated did not listen on %s\n%s", d.sock, d.stderr)
-}
-
-// stop sends SIGTERM and requires a clean exit that removes the socket.
-func (d *daemonProc) stop() {
-	d.t.Helper()
-	if !d.terminate() {
-		return
-	}
-	if _, err := os.Lstat(d.sock); err == nil {
-		d.t.Errorf("socket %s left behind after exit", d.sock)
-	}
-}
-
-// terminate sends SIGTERM to a daemon still running and requires it to
-// exit 0 within 30 s. It reports whether it stopped the daemon cleanly.
-func (d *daemonProc) terminate() bool {
-	d.t.Helper()
-	select {
-	case <-d.done:
-		return false
-	default:
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(30 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.done
-		d.t.Errorf("rootgated did not stop on SIGTERM\n%s", d.stderr)
-		return false
-	}
-	if d.err != nil {
-		d.t.Errorf("rootgated exited with %v\n%s", d.err, d.stderr)
-		return false
-	}
-	d.verifyAudit()
-	return true
+// newDaemon is a daemon in dir that the test starts itself.
+func newDaemon(t testing.TB, dir string) *daemonProc {
+	return &daemonProc{rgtest.NewDaemon(t, dir)}
 }
 
 // auditPath is where a test daemon in dir keeps its audit log.
-func auditPath(dir string) string { return filepath.Join(dir, "audit.jsonl") }
-
-// verifyAudit checks the daemon's audit log with the real
-// "rootgate audit verify": every test daemon's trail must hold together.
-func (d *daemonProc) verifyAudit() {
-	d.t.Helper()
-	if _, err := os.Stat(auditPath(d.dir)); err != nil {
-		return // this daemon kept its log elsewhere
-	}
-	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(d.dir)).CombinedOutput()
-	if err != nil {
-		d.t.Errorf("audit log of the daemon in %s does not verify: %v\n%s", d.dir, err, out)
-	}
-}
+var auditPath = rgtest.AuditPath
 
 // request builds a fresh, valid request line with overrides; a nil value
 // deletes the field.
@@ -224,10 +101,10 @@ type response struct {
 
 // sendRaw writes raw bytes, half-closes, and reads the answer line.
 func (d *daemonProc) sendRaw(raw string) response {
-	d.t.Helper()
-	c, err := net.Dial("unix", d.sock)
+	d.T.Helper()
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
@@ -237,7 +114,7 @@ func (d *daemonProc) sendRaw(raw string) response {
 	if _, err := c.Write([]byte(raw)); err == nil {
 		c.(*net.UnixConn).CloseWrite()
 	}
-	return readResponse(d.t, c)
+	return readResponse(d.T, c)
 }
 
 func readResponse(t testing.TB, c net.Conn) response {
@@ -259,7 +136,7 @@ func readResponse(t testing.TB, c net.Conn) response {
 
 // send sends a request built from overrides.
 func (d *daemonProc) send(over map[string]any) response {
-	d.t.Helper()
+	d.T.Helper()
 	return d.sendRaw(request(over))
 }
 
@@ -282,10 +159,10 @@ func wantOK(t testing.TB, r response) response {
 
 // alive asserts the daemon still answers.
 func (d *daemonProc) alive() {
-	d.t.Helper()
+	d.T.Helper()
 	r := d.send(map[string]any{"action": "ping", "pipeline": nil})
 	if r.Status != wire.StatusOK || r.Message != "pong" {
-		d.t.Fatalf("daemon no longer answers ping: %s", r.raw)
+		d.T.Fatalf("daemon no longer answers ping: %s", r.raw)
 	}
 }
 
@@ -328,17 +205,8 @@ func lookupGroup(name string) (*user.Group, error) { return user.LookupGroup(nam
 
 // startDaemonNoWait starts a daemon on dir's socket without waiting for it.
 func startDaemonNoWait(t testing.TB, dir string) *daemonProc {
-	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(rootgated, "--socket", d.sock, "--approver-socket", filepath.Join(dir, "a2"), "--runtime-dir", filepath.Join(dir, "run2"), "--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return &daemonProc{rgtest.StartDaemonNoWait(t, dir)}
 }
-
-// Wait waits for a daemon started by startDaemonNoWait.
-func (d *daemonProc) Wait() error { return d.cmd.Wait() }
 
 // userAccount is a throw-away local account made with useradd (addAccount).
 type userAccount struct {
@@ -348,13 +216,14 @@ type userAccount struct {
 
 // addAccount creates the account name (removed again at cleanup), with
 // more useradd flags; concurrent useradds may hold /etc/passwd's lock for
-// a moment, so it retries.
+// a moment, so it retries. A test that runs in parallel uses names no
+// other test uses; tests sharing a name stay serial.
 func addAccount(t *testing.T, name string, flags ...string) userAccount {
 	t.Helper()
 	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
 	var out []byte
 	var err error
-	for range 20 {
+	for range 50 {
 		if out, err = exec.Command("useradd", append(flags, name)...).CombinedOutput(); err == nil {
 			break
 		}
@@ -364,7 +233,7 @@ func addAccount(t *testing.T, name string, flags ...string) userAccount {
 		t.Fatalf("useradd %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		for range 20 {
+		for range 50 {
 			if exec.Command("userdel", "-r", name).Run() == nil {
 				return
 			}

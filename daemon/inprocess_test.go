@@ -12,6 +12,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -128,11 +129,12 @@ func (p *inServer) send(over map[string]any) response {
 	if _, ok := over["time"]; !ok {
 		over["time"] = p.clock.Now().Format(time.RFC3339Nano)
 	}
-	d := &daemonProc{t: p.t, sock: p.sock}
+	d := &daemonProc{&rgtest.Daemon{T: p.t, Sock: p.sock}}
 	return d.sendRaw(request(over))
 }
 
 func TestInProcessDecisions(t *testing.T) {
+	t.Parallel()
 	fa := &fakeApprover{}
 	var verdict approval.Decision
 	fa.answer = func(context.Context, *approval.Prompt) approval.Decision { return verdict }
@@ -169,6 +171,7 @@ func TestInProcessDecisions(t *testing.T) {
 }
 
 func TestInProcessFreshnessAndReplay(t *testing.T) {
+	t.Parallel()
 	fa := &fakeApprover{answer: func(context.Context, *approval.Prompt) approval.Decision {
 		return approval.Decision{Verdict: approval.Allow, By: "fake"}
 	}}
@@ -194,7 +197,7 @@ func TestInProcessFreshnessAndReplay(t *testing.T) {
 
 	t.Run("replay within the window is refused", func(t *testing.T) {
 		line := request(map[string]any{"id": "replayed", "time": now.Format(time.RFC3339Nano)})
-		d := &daemonProc{t: t, sock: p.sock}
+		d := &daemonProc{&rgtest.Daemon{T: t, Sock: p.sock}}
 		wantOK(t, d.sendRaw(line))
 		p.clock.add(29 * time.Second) // still fresh: only the replay window refuses it
 		wantError(t, d.sendRaw(line), wire.DuplicateError("replayed").Error())
@@ -205,11 +208,12 @@ func TestInProcessFreshnessAndReplay(t *testing.T) {
 	t.Run("the clock moving on makes the same line stale", func(t *testing.T) {
 		line := request(map[string]any{"id": "late", "time": p.clock.Now().Format(time.RFC3339Nano)})
 		p.clock.add(31 * time.Second)
-		wantError(t, (&daemonProc{t: t, sock: p.sock}).sendRaw(line), "request too old: 31s (max 30s)")
+		wantError(t, (&daemonProc{&rgtest.Daemon{T: t, Sock: p.sock}}).sendRaw(line), "request too old: 31s (max 30s)")
 	})
 }
 
 func TestInProcessPromptLimits(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	fa := &fakeApprover{answer: func(ctx context.Context, _ *approval.Prompt) approval.Decision {
 		select {

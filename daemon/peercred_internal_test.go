@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,11 +19,7 @@ import (
 // until its stdin closes.
 func peerConn(t *testing.T, exit bool) (*net.UnixConn, *exec.Cmd) {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rgp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t)
 	sock := filepath.Join(dir, "s")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
@@ -61,6 +58,7 @@ func peerConn(t *testing.T, exit bool) (*net.UnixConn, *exec.Cmd) {
 // TestPeerExePinned: the executable of a live peer is read through its
 // pidfd, by SO_PEERPIDFD and by the pidfd_open fallback.
 func TestPeerExePinned(t *testing.T) {
+	t.Parallel()
 	c, cmd := peerConn(t, false)
 	want, err := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe")
 	if err != nil {
@@ -105,6 +103,7 @@ func TestPeerExePinned(t *testing.T) {
 // TestPeerExeGone: a peer that exited before it was looked at has no
 // executable, rather than whatever process might now hold its pid.
 func TestPeerExeGone(t *testing.T) {
+	t.Parallel()
 	c, cmd := peerConn(t, true)
 	p, err := peerOf(c)
 	if err != nil {

@@ -26,9 +26,10 @@ func wantNoApprover(t testing.TB, r response) {
 // and a valid env rides along only where the rule's env= admits it, else a
 // person is asked. Next to each, the legitimate use runs without a prompt.
 func TestPolicyEnvAttacks(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	marker := filepath.Join(dir, "pwned")
-	d := startDaemon(t, opts{policy: "allow privileged,env=DEBIAN_FRONTEND debconf-communicate\n" +
+	d := startDaemon(t, opts{Policy: "allow privileged,env=DEBIAN_FRONTEND debconf-communicate\n" +
 		"allow privileged apt-get update\n" +
 		"allow privileged,session=strict printenv LANG\n" +
 		"allow privileged,session=admit,env=LANG printenv LANG\n"})
@@ -81,6 +82,7 @@ func TestPolicyEnvAttacks(t *testing.T) {
 // (here: denied, nobody to ask) and nothing changes owner. A clean path
 // under the directory is allowed.
 func TestPolicyGlobDotComponents(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -101,7 +103,7 @@ func TestPolicyGlobDotComponents(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "inner"), filepath.Join(pub, "link")); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, opts{policy: "allow privileged chown nobody " + pub + "/*\n" +
+	d := startDaemon(t, opts{Policy: "allow privileged chown nobody " + pub + "/*\n" +
 		"allow privileged chown nobody " + pub + "/*/*\n"})
 	owner := func(p string) uint32 {
 		t.Helper()

@@ -20,18 +20,18 @@ type lineReader struct {
 // open sends a request line (half-closing after it) and returns a reader
 // of the lines that come back.
 func (d *daemonProc) open(line string) *lineReader {
-	d.t.Helper()
-	c, err := net.Dial("unix", d.sock)
+	d.T.Helper()
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
-	d.t.Cleanup(func() { c.Close() })
+	d.T.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	if _, err := c.Write([]byte(line)); err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	c.(*net.UnixConn).CloseWrite()
-	return &lineReader{t: d.t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+	return &lineReader{t: d.T, c: c, r: bufio.NewReaderSize(c, 1<<20)}
 }
 
 // next returns the next line, or "" at the end of the stream.
@@ -73,7 +73,7 @@ func (l *lineReader) wantAnswer() wire.Response {
 // is put to a person and when its run starts, before the answer; one that
 // does not gets exactly one line, as in the base protocol.
 func TestProgressLines(t *testing.T) {
-	d := startDaemon(t, opts{policy: "allow any echo ...\nask any\n", args: []string{"--prompt-timeout", "30s"}})
+	d := startDaemon(t, opts{Policy: "allow any echo ...\nask any\n", Args: []string{"--prompt-timeout", "30s"}})
 
 	t.Run("policy allows: running only", func(t *testing.T) {
 		l := d.open(request(map[string]any{"id": "pg-allow", "progress": true, "pipeline": [][]string{{"echo", "hi"}}}))
@@ -96,13 +96,13 @@ func TestProgressLines(t *testing.T) {
 	})
 	t.Run("a person decides: approval, then running", func(t *testing.T) {
 		a := startApprover(t, d.asock(), 0)
-		a.see("attached to rootgated")
+		a.See("attached to rootgated")
 		l := d.open(request(map[string]any{"id": "pg-ask", "progress": true, "pipeline": [][]string{{"true"}}, "reason": "progress test"}))
 		// The approval line comes while the prompt waits for a key.
 		l.wantProgress("pg-ask", wire.ProgressApproval)
-		a.see("pg-ask")
-		a.see("n or Esc deny")
-		a.key("y")
+		a.See("pg-ask")
+		a.See("n or Esc deny")
+		a.Key("y")
 		l.wantProgress("pg-ask", wire.ProgressRunning)
 		if r := l.wantAnswer(); r.Status != wire.StatusOK {
 			t.Fatalf("answer %+v", r)

@@ -27,7 +27,7 @@ import (
 
 // promptDaemon is a daemon asking a person, with time to page.
 func promptDaemon(t *testing.T) *daemonProc {
-	return startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+	return startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s"}})
 }
 
 // pending fails if the request answered on ch has been answered.
@@ -48,12 +48,12 @@ const tapFor = 500 * time.Millisecond
 // before it was on the screen, so every tap lands inside it), and fails if
 // the request on ch is answered meanwhile.
 func (a *approverProc) tapY(ch chan response, what string) {
-	a.t.Helper()
+	a.T.Helper()
 	for start := time.Now(); time.Since(start) < tapFor; {
-		a.key("y")
+		a.Key("y")
 		select {
 		case r := <-ch:
-			a.t.Fatalf("%s answered the request: %s", what, r.raw)
+			a.T.Fatalf("%s answered the request: %s", what, r.raw)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -63,22 +63,22 @@ func (a *approverProc) tapY(ch chan response, what string) {
 // screen, and fails if the request on ch was answered first: a key typed
 // before then must not have answered it.
 func (a *approverProc) notAnswered(ch chan response, what string) {
-	a.t.Helper()
+	a.T.Helper()
 	var got *response
-	waitFor(a.t, "the prompt to accept keys", 30*time.Second, func() bool {
+	waitFor(a.T, "the prompt to accept keys", 30*time.Second, func() bool {
 		select {
 		case r := <-ch:
 			got = &r
 			return true
 		default:
 		}
-		txt := a.scr.Text()
-		return strings.Contains(txt[min(a.pos, len(txt)):], "y approve ·")
+		txt := a.Screen.Text()
+		return strings.Contains(txt[min(a.Pos, len(txt)):], "y approve ·")
 	})
 	if got != nil {
-		a.t.Fatalf("%s answered the request: %s", what, got.raw)
+		a.T.Fatalf("%s answered the request: %s", what, got.raw)
 	}
-	a.see("y approve ·")
+	a.See("y approve ·")
 }
 
 // pageToEnd pages on with space, once keys count, until the pager shows
@@ -87,13 +87,16 @@ func (a *approverProc) notAnswered(ch chan response, what string) {
 // default size and draw again once it learns the terminal's, and a
 // request that fits the real size has no status line.
 func (a *approverProc) pageToEnd() {
-	a.t.Helper()
-	last := func() []string {
-		txt := a.scr.Text()
+	a.T.Helper()
+	latest := func() string {
+		txt := a.Screen.Text()
 		if i := strings.LastIndex(txt, "rootgate approval request"); i >= 0 {
 			txt = txt[i:]
 		}
-		m := statusLine.FindAllStringSubmatch(txt, -1)
+		return txt
+	}
+	last := func() []string {
+		m := statusLine.FindAllStringSubmatch(latest(), -1)
 		if len(m) == 0 {
 			return nil
 		}
@@ -102,19 +105,31 @@ func (a *approverProc) pageToEnd() {
 	// A key typed during the prompt's dwell is discarded, so a space
 	// the pager did not act on is typed again.
 	deadline := time.Now().Add(30 * time.Second)
-	for st := last(); st != nil && st[2] != st[3]; {
+	for {
 		if time.Now().After(deadline) {
-			a.t.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.scr.Text())
+			a.T.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.Screen.Text())
 		}
-		a.key(" ")
-		for retype := time.Now().Add(300 * time.Millisecond); time.Now().Before(retype); time.Sleep(10 * time.Millisecond) {
-			if now := last(); now[2] != st[2] {
-				st = now
+		st := last()
+		if st == nil {
+			// No status line in the latest drawing: the request fits
+			// (the drawing ends in the keys), or it is still drawn.
+			if strings.Contains(latest(), "y approve ·") {
 				break
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if st[2] == st[3] {
+			break
+		}
+		a.Key(" ")
+		for retype := time.Now().Add(300 * time.Millisecond); time.Now().Before(retype); time.Sleep(10 * time.Millisecond) {
+			if now := last(); now == nil || now[2] != st[2] {
+				break // moved on, or drawn again
 			}
 		}
 	}
-	a.see("y approve ·")
+	a.See("y approve ·")
 }
 
 // statusLine is the pager's status line: first and last line shown, of how
@@ -123,9 +138,9 @@ var statusLine = regexp.MustCompile(`── lines (\d+)-(\d+) of (\d+)`)
 
 // waitLog waits until the daemon has logged a line holding all of words.
 func (d *daemonProc) waitLog(words ...string) {
-	d.t.Helper()
-	waitFor(d.t, fmt.Sprintf("the daemon to log %q", words), 30*time.Second, func() bool {
-		for line := range strings.SplitSeq(d.stderr.String(), "\n") {
+	d.T.Helper()
+	waitFor(d.T, fmt.Sprintf("the daemon to log %q", words), 30*time.Second, func() bool {
+		for line := range strings.SplitSeq(d.Stderr.String(), "\n") {
 			all := true
 			for _, w := range words {
 				all = all && strings.Contains(line, w)
@@ -139,24 +154,25 @@ func (d *daemonProc) waitLog(words ...string) {
 }
 
 func TestPromptLongStageNeedsPaging(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	// Stage 1 is long enough to fill many screens; stage 2 is the point.
-	marker := filepath.Join(d.dir, "stage-two-ran")
+	marker := filepath.Join(d.Dir, "stage-two-ran")
 	pipeline := [][]string{{"echo", strings.Repeat("routine log rotation ", 1000)}, {"touch", marker}}
 	for len(pipeline) < wire.MaxStages {
 		pipeline = append(pipeline, []string{"cat"})
 	}
 	ch := d.ask(map[string]any{"id": "hidden-stage", "pipeline": pipeline, "reason": "rotate logs"})
-	a.see("hidden-stage")
+	a.See("hidden-stage")
 	// Every stage has its own line in the form.
-	a.see("  [2] touch " + marker)
-	a.see("  [16] cat")
-	a.see("page to the end of the request before y counts")
-	a.key("y")
-	a.see("y refused: page to the end first")
+	a.See("  [2] touch " + marker)
+	a.See("  [16] cat")
+	a.See("page to the end of the request before y counts")
+	a.Key("y")
+	a.See("y refused: page to the end first")
 	pending(t, ch, "y before the end of the request")
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("stage 2 ran on a y typed before the request was all shown")
@@ -164,7 +180,7 @@ func TestPromptLongStageNeedsPaging(t *testing.T) {
 
 	// The operator who pages through it may approve.
 	a.pageToEnd()
-	a.key("y")
+	a.Key("y")
 	wantOK(t, <-ch)
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the approved pipeline did not run: %v", err)
@@ -172,22 +188,23 @@ func TestPromptLongStageNeedsPaging(t *testing.T) {
 }
 
 func TestPromptShowsAllOfStdin(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
-	marker := filepath.Join(d.dir, "tail-ran")
+	marker := filepath.Join(d.Dir, "tail-ran")
 	script := strings.Repeat("# just checking the disk\n", 12) + "df -h >/dev/null\ntouch " + marker + "\n"
 	if len(script) < 300 {
 		t.Fatalf("the script is %d bytes; its tail must be past byte 200", len(script))
 	}
 	ch := d.ask(map[string]any{"id": "stdin-tail", "pipeline": [][]string{{"sh", "-s"}},
 		"stdin": base64.StdEncoding.EncodeToString([]byte(script))})
-	a.see("stdin-tail")
-	a.see("all of it below: 14 lines")
-	a.see("┊ stdin 14: 'touch " + marker + "'")
+	a.See("stdin-tail")
+	a.See("all of it below: 14 lines")
+	a.See("┊ stdin 14: 'touch " + marker + "'")
 	a.pageToEnd()
-	a.key("y")
+	a.Key("y")
 	wantOK(t, <-ch)
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the approved script did not run: %v", err)
@@ -195,29 +212,30 @@ func TestPromptShowsAllOfStdin(t *testing.T) {
 }
 
 func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	// A y typed the moment the prompt is up (the operator's second y)
 	// does not count; after the dwell, the same key does.
 	chA := d.ask(map[string]any{"id": "dwell-a", "pipeline": [][]string{{"echo", "a"}}})
-	a.see("dwell-a")
-	a.see("y approve ·")
-	marker := filepath.Join(d.dir, "queued-ran")
+	a.See("dwell-a")
+	a.See("y approve ·")
+	marker := filepath.Join(d.Dir, "queued-ran")
 	chB := d.ask(map[string]any{"id": "dwell-b", "pipeline": [][]string{{"touch", marker}}})
 	d.waitLog("asking for approval", "dwell-b")
-	a.key("y")
+	a.Key("y")
 	wantOK(t, <-chA)
-	a.see("dwell-b")
-	a.see("> Deny")
-	at := a.pos
+	a.See("dwell-b")
+	a.See("> Deny")
+	at := a.Pos
 	a.tapY(chB, "a y typed as the prompt appeared") // the double tap, landing on the next prompt
 	a.notAnswered(chB, "a y typed as the prompt appeared")
-	if !strings.Contains(a.scr.Text()[at:], "keys are not accepted yet") {
+	if !strings.Contains(a.Screen.Text()[at:], "keys are not accepted yet") {
 		t.Error("the form never said keys were not accepted yet")
 	}
-	a.key("n")
+	a.Key("n")
 	if r := <-chB; r.Status != wire.StatusDenied || (!deniedByRoot.MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 		t.Fatalf("%s", r.raw)
 	}
@@ -227,11 +245,12 @@ func TestPromptDwellDiscardsEarlyKeys(t *testing.T) {
 }
 
 func TestPromptWithdrawnThenReplaced(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,53 +258,54 @@ func TestPromptWithdrawnThenReplaced(t *testing.T) {
 	if _, err := c.Write([]byte(request(map[string]any{"id": "swap-benign", "pipeline": [][]string{{"uptime"}}}))); err != nil {
 		t.Fatal(err)
 	}
-	a.see("swap-benign")
-	a.see("y approve ·")
+	a.See("swap-benign")
+	a.See("y approve ·")
 	// Withdrawn under the operator's finger, and at once replaced.
 	c.Close()
-	a.see("request swap-benign withdrawn")
-	marker := filepath.Join(d.dir, "swap-ran")
+	a.See("request swap-benign withdrawn")
+	marker := filepath.Join(d.Dir, "swap-ran")
 	ch := d.ask(map[string]any{"id": "swap-evil", "pipeline": [][]string{{"touch", marker}}})
-	a.see("swap-evil")
-	at := a.pos
-	a.see("> Deny")
+	a.See("swap-evil")
+	at := a.Pos
+	a.See("> Deny")
 	a.tapY(ch, "a y typed as the replacement appeared")
 	a.notAnswered(ch, "a y typed as the replacement appeared")
-	if !strings.Contains(a.scr.Text()[at:], "The request shown before was withdrawn: this is a DIFFERENT request") {
-		t.Errorf("the replacement has no banner saying so:\n%s", a.scr.Text()[at:])
+	if !strings.Contains(a.Screen.Text()[at:], "The request shown before was withdrawn: this is a DIFFERENT request") {
+		t.Errorf("the replacement has no banner saying so:\n%s", a.Screen.Text()[at:])
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the replacement ran on a y typed as it appeared")
 	}
 	// Read, and approved on purpose: it runs.
-	a.key("y")
+	a.Key("y")
 	wantOK(t, <-ch)
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatal(err)
 	}
 	// The banner belongs to the first prompt after a withdrawal only.
 	ch = d.ask(map[string]any{"id": "swap-next"})
-	a.see("swap-next")
-	a.see("y approve ·")
-	a.key("n")
+	a.See("swap-next")
+	a.See("y approve ·")
+	a.Key("n")
 	<-ch
-	if txt := a.scr.Text(); strings.Count(txt, "this is a DIFFERENT request") == 0 ||
+	if txt := a.Screen.Text(); strings.Count(txt, "this is a DIFFERENT request") == 0 ||
 		strings.Contains(txt[strings.Index(txt, "swap-next"):], "DIFFERENT request") {
 		t.Errorf("the withdrawal banner is shown on the wrong prompts:\n%s", txt)
 	}
 }
 
 func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	b := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
-	b.see("attached to rootgated")
+	a.See("attached to rootgated")
+	b.See("attached to rootgated")
 
 	// Someone else's request waits at both approvers ...
 	other := d.ask(map[string]any{"id": "other-user", "session": "someone-else", "pipeline": [][]string{{"echo", "other"}}})
-	a.see("other-user")
-	b.see("other-user")
+	a.See("other-user")
+	b.See("other-user")
 	// ... when a request of a million '<' (six million bytes as
 	// encoding/json escapes them by default) is put to them too.
 	// The request line itself is under 1 MiB: '<' needs no escaping.
@@ -300,25 +320,25 @@ func TestPromptHugeArgumentKeepsApprovers(t *testing.T) {
 	// did, 4 MiB of it before giving up their session).
 	for _, ap := range []*approverProc{a, b} {
 		waitFor(t, "the approver to read the huge prompt", 30*time.Second, func() bool {
-			return readBytes(t, ap.cmd.Process.Pid) >= 1_000_000
+			return readBytes(t, ap.Cmd.Process.Pid) >= 1_000_000
 		})
 	}
-	a.see("y approve ·")
-	a.key("y")
+	a.See("y approve ·")
+	a.Key("y")
 	if r := wantOK(t, <-other); string(r.Stdout) != "other\n" {
 		t.Fatalf("%s", r.raw)
 	}
-	b.see("withdrawn (approved by root on pts/")
+	b.See("withdrawn (approved by root on pts/")
 	// Both still attached: the huge prompt reaches both, to be decided.
-	a.see("huge")
-	b.see("huge")
-	b.see("n or Esc deny")
-	b.key("n")
+	a.See("huge")
+	b.See("huge")
+	b.See("n or Esc deny")
+	b.Key("n")
 	if r := <-huge; r.Status != wire.StatusDenied || (!deniedByRoot.MatchString(r.Message) || r.Code != wire.CodeDeniedByOperator) {
 		t.Fatalf("%s", r.raw)
 	}
 	for _, ap := range []*approverProc{a, b} {
-		if txt := ap.scr.Text(); strings.Contains(txt, "connection to rootgated lost") || strings.Contains(txt, "skipped a message") {
+		if txt := ap.Screen.Text(); strings.Contains(txt, "connection to rootgated lost") || strings.Contains(txt, "skipped a message") {
 			t.Errorf("an approver lost a message or its session:\n%s", txt)
 		}
 	}
@@ -341,6 +361,7 @@ func readBytes(t *testing.T, pid int) int {
 }
 
 func TestApproverSkipsOverlongLine(t *testing.T) {
+	t.Parallel()
 	// The daemon never sends a line over remote.MaxDaemonLine; a client
 	// that gets one anyway reads past it and keeps its session.
 	dir := shortDir(t)
@@ -372,16 +393,16 @@ func TestApproverSkipsOverlongLine(t *testing.T) {
 		}
 	}
 	send(remote.Message{Type: remote.MsgWelcome, Version: remote.ProtoVersion, Daemon: "fake", PromptTimeout: 60})
-	a.see("attached to rootgated fake")
+	a.See("attached to rootgated fake")
 	send(map[string]string{"type": remote.MsgResult, "id": "x", "outcome": strings.Repeat("o", remote.MaxDaemonLine)})
 	send(remote.Message{Type: remote.MsgPing})
 	line, err := br.ReadString('\n')
 	if err != nil || !strings.Contains(line, `"pong"`) {
 		t.Fatalf("after an overlong line, the approver answered %q, %v; want a pong", line, err)
 	}
-	a.see("skipped a message from rootgated over")
-	if strings.Contains(a.scr.Text(), "connection to rootgated lost") {
-		t.Errorf("the approver dropped its session:\n%s", a.scr.Text())
+	a.See("skipped a message from rootgated over")
+	if strings.Contains(a.Screen.Text(), "connection to rootgated lost") {
+		t.Errorf("the approver dropped its session:\n%s", a.Screen.Text())
 	}
 }
 
@@ -433,6 +454,7 @@ func (ta *tmuxApprover) key(k string) {
 }
 
 func TestPromptRequesterWordsStayMarked(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	const cols = 120
 	ta := startTmuxApprover(t, d.asock(), cols, 50)
@@ -467,23 +489,24 @@ func TestPromptRequesterWordsStayMarked(t *testing.T) {
 }
 
 func TestPromptAccessibleShowsAllOfStdin(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApproverArgs(t, d.asock(), 0, "--accessible")
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
-	marker := filepath.Join(d.dir, "accessible-tail-ran")
+	marker := filepath.Join(d.Dir, "accessible-tail-ran")
 	script := strings.Repeat("# read aloud, line by line\n", 10) + "touch " + marker + "\n"
 	ch := d.ask(map[string]any{"id": "acc-tail", "pipeline": [][]string{{"sh", "-s"}},
 		"stdin": base64.StdEncoding.EncodeToString([]byte(script))})
-	a.see("acc-tail")
+	a.See("acc-tail")
 	// The tail past byte 200 is written before the question, and a y
 	// typed before the question is not an answer.
-	a.see("┊ stdin 11: 'touch " + marker + "'")
-	a.key("y\r")
-	a.see("That is the whole request.")
-	a.see("[y/N]")
+	a.See("┊ stdin 11: 'touch " + marker + "'")
+	a.Key("y\r")
+	a.See("That is the whole request.")
+	a.See("[y/N]")
 	pending(t, ch, "a y typed before the question")
-	a.key("y\r")
+	a.Key("y\r")
 	wantOK(t, <-ch)
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the approved script did not run: %v", err)
@@ -496,15 +519,15 @@ func TestPromptAccessibleShowsAllOfStdin(t *testing.T) {
 func TestPromptDenyNote(t *testing.T) {
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	ch := d.ask(map[string]any{"id": "note-1", "pipeline": [][]string{{"rm", "-rf", "/srv/data"}}})
-	a.see("note-1")
-	a.see("m deny with a note")
+	a.See("note-1")
+	a.See("m deny with a note")
 	a.notAnsweredKey(ch, "m")
-	a.see("A note for the requester")
+	a.See("A note for the requester")
 	pending(t, ch, "deny before the note is typed")
-	a.key("clean /var/cache/app \x1b[2Jinstead\r")
+	a.Key("clean /var/cache/app \x1b[2Jinstead\r")
 	r := <-ch
 	if r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByOperator {
 		t.Fatalf("got %s, want denied by the operator", r.raw)
@@ -514,7 +537,7 @@ func TestPromptDenyNote(t *testing.T) {
 	}
 
 	ch = d.ask(map[string]any{"id": "note-2", "pipeline": [][]string{{"rm", "-rf", "/srv/data"}}})
-	a.see("note-2")
+	a.See("note-2")
 	a.notAnsweredKey(ch, "n")
 	if r := <-ch; r.Status != wire.StatusDenied || r.DecidedBy == nil || r.DecidedBy.Note != "" {
 		t.Fatalf("n: got %s, want a denial without a note", r.raw)
@@ -525,7 +548,7 @@ func TestPromptDenyNote(t *testing.T) {
 // the dwell discards it, until the prompt leaves the screen or asks for a
 // note), failing if the request on ch was answered before k counted.
 func (a *approverProc) notAnsweredKey(ch chan response, k string) {
-	a.t.Helper()
+	a.T.Helper()
 	a.notAnswered(ch, "a key during the dwell")
-	a.key(k)
+	a.Key(k)
 }

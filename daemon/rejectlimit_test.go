@@ -11,6 +11,7 @@ import (
 )
 
 func TestRejectLimit(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []*audit.Record
 	l := newRejectLimit(2, func(r *audit.Record) { mu.Lock(); got = append(got, r); mu.Unlock() })
@@ -46,6 +47,7 @@ func TestRejectLimit(t *testing.T) {
 }
 
 func TestClip(t *testing.T) {
+	t.Parallel()
 	if got := clip("short", 10); got != "short" {
 		t.Errorf("clip = %q", got)
 	}

@@ -22,12 +22,12 @@ import (
 
 // reloads returns the policy_reload records of the daemon's audit log.
 func (d *daemonProc) reloads() []*audit.PolicyLoad {
-	d.t.Helper()
+	d.T.Helper()
 	var out []*audit.PolicyLoad
-	for _, r := range records(d.t.(*testing.T), d.dir) {
+	for _, r := range records(d.T.(*testing.T), d.Dir) {
 		if r.Kind == audit.KindPolicyReload {
 			if r.Policy == nil {
-				d.t.Fatalf("policy_reload record #%d without its policy outcome", r.Seq)
+				d.T.Fatalf("policy_reload record #%d without its policy outcome", r.Seq)
 			}
 			out = append(out, r.Policy)
 		}
@@ -38,36 +38,36 @@ func (d *daemonProc) reloads() []*audit.PolicyLoad {
 // waitReloads waits until the daemon has recorded n policy reloads, and
 // returns them.
 func (d *daemonProc) waitReloads(n int) []*audit.PolicyLoad {
-	d.t.Helper()
+	d.T.Helper()
 	var got []*audit.PolicyLoad
-	waitFor(d.t, fmt.Sprintf("%d policy_reload record(s)", n), 30*time.Second, func() bool {
+	waitFor(d.T, fmt.Sprintf("%d policy_reload record(s)", n), 30*time.Second, func() bool {
 		got = d.reloads()
 		return len(got) >= n
 	})
 	if len(got) != n {
-		d.t.Fatalf("%d policy_reload records, want %d", len(got), n)
+		d.T.Fatalf("%d policy_reload records, want %d", len(got), n)
 	}
 	return got
 }
 
 // hup sends SIGHUP to the daemon.
 func (d *daemonProc) hup() {
-	d.t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		d.t.Fatal(err)
+	d.T.Helper()
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		d.T.Fatal(err)
 	}
 }
 
 // writePolicy replaces the daemon's policy file the way an editor saving
 // it would: a new file renamed over the old.
 func (d *daemonProc) writePolicy(text string) {
-	d.t.Helper()
-	tmp := filepath.Join(d.dir, "policy.new")
+	d.T.Helper()
+	tmp := filepath.Join(d.Dir, "policy.new")
 	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, "policy")); err != nil {
-		d.t.Fatal(err)
+	if err := os.Rename(tmp, filepath.Join(d.Dir, "policy")); err != nil {
+		d.T.Fatal(err)
 	}
 }
 
@@ -77,19 +77,19 @@ func (d *daemonProc) writePolicy(text string) {
 // pipeline finishes, and the waiting request is still the approver's to
 // decide, as the policy it was received under said.
 func TestPolicyReloadSIGHUP(t *testing.T) {
-	d := startDaemon(t, opts{policy: "allow any sh ...\nask any\n", args: []string{"--prompt-timeout", "60s"}})
+	d := startDaemon(t, opts{Policy: "allow any sh ...\nask any\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
-	release := filepath.Join(d.dir, "release")
-	running := d.ask(map[string]any{"id": "rl-running", "pipeline": [][]string{{"sh", "-c", "touch " + d.dir + "/started; while [ ! -e " + release + " ]; do sleep 0.02; done; echo survived"}}})
+	release := filepath.Join(d.Dir, "release")
+	running := d.ask(map[string]any{"id": "rl-running", "pipeline": [][]string{{"sh", "-c", "touch " + d.Dir + "/started; while [ ! -e " + release + " ]; do sleep 0.02; done; echo survived"}}})
 	waitFor(t, "the allowed pipeline to start", 30*time.Second, func() bool {
-		_, err := os.Stat(filepath.Join(d.dir, "started"))
+		_, err := os.Stat(filepath.Join(d.Dir, "started"))
 		return err == nil
 	})
 	waiting := d.ask(map[string]any{"id": "rl-waiting", "pipeline": [][]string{{"echo", "waited"}}})
-	a.see("rl-waiting")
-	a.see("n or Esc deny")
+	a.See("rl-waiting")
+	a.See("n or Esc deny")
 
 	// The new policy denies both of them and allows echo now.
 	d.writePolicy("deny any sh ...\ndeny any echo waited\nallow any echo now\nask any\n")
@@ -118,7 +118,7 @@ func TestPolicyReloadSIGHUP(t *testing.T) {
 	// A key counts once the prompt has been on screen for its dwell.
 	var answer response
 	waitFor(t, "the approver's y to approve", 30*time.Second, func() bool {
-		a.key("y")
+		a.Key("y")
 		select {
 		case answer = <-waiting:
 			return true
@@ -137,11 +137,11 @@ func TestPolicyReloadSIGHUP(t *testing.T) {
 // error level and records them in the audit log; a later good reload
 // works.
 func TestPolicyReloadBroken(t *testing.T) {
-	d := startDaemon(t, opts{policy: "allow any echo ...\n"})
+	d := startDaemon(t, opts{Policy: "allow any echo ...\n"})
 	d.writePolicy("deny any echo ...\nalow any true\n")
 	d.hup()
 	got := d.waitReloads(1)[0]
-	policy := filepath.Join(d.dir, "policy")
+	policy := filepath.Join(d.Dir, "policy")
 	if got.OK || got.File != policy || got.Line != 2 || got.Rules != 1 {
 		t.Errorf("policy_reload %+v, want not ok, %s line 2, 1 rule in force", got, policy)
 	}
@@ -167,8 +167,8 @@ func TestPolicyReloadBroken(t *testing.T) {
 // Otherwise such a uid (the agent's) could write itself an allow rule.
 func TestPolicyDropInOwnership(t *testing.T) {
 	u := addAccount(t, "rgreload1")
-	d := startDaemon(t, opts{policy: "ask any echo ...\n"})
-	dropDir := filepath.Join(d.dir, "policy.d")
+	d := startDaemon(t, opts{Policy: "ask any echo ...\n"})
+	dropDir := filepath.Join(d.Dir, "policy.d")
 	if err := os.Mkdir(dropDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +247,8 @@ func TestPolicyDropInOwnership(t *testing.T) {
 			}
 			d2 := startDaemonNoWait(t, dir)
 			out := d2.Wait()
-			if out == nil || !strings.Contains(d2.stderr.String(), b.why) {
-				t.Errorf("a daemon started with it: %v\n%s", out, d2.stderr)
+			if out == nil || !strings.Contains(d2.Stderr.String(), b.why) {
+				t.Errorf("a daemon started with it: %v\n%s", out, d2.Stderr)
 			}
 		})
 	}
@@ -272,10 +272,10 @@ func TestPolicyReloadByUnit(t *testing.T) {
 	if len(argv) == 0 {
 		t.Fatal("rootgate.service has no ExecReload=")
 	}
-	d := startDaemon(t, opts{policy: "deny any echo ...\n"})
+	d := startDaemon(t, opts{Policy: "deny any echo ...\n"})
 	d.writePolicy("allow any echo ...\n")
 	for i, a := range argv {
-		argv[i] = strings.ReplaceAll(a, "$MAINPID", strconv.Itoa(d.cmd.Process.Pid))
+		argv[i] = strings.ReplaceAll(a, "$MAINPID", strconv.Itoa(d.Cmd.Process.Pid))
 	}
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%q: %v\n%s", argv, err, out)

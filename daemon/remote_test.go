@@ -15,15 +15,16 @@ import (
 // request reaches web1's daemon and is approved by web1's approver, while
 // the local daemon never sees it.
 func TestRemoteDocs(t *testing.T) {
+	t.Parallel()
 	const forwarded = "/run/user/1000/rootgate-web1.sock"
 	cmdLine := docCommand(t, "ROOTGATE_SOCKET="+forwarded+" rootgate run ")
 	web1 := approverDaemon(t)
-	local := startDaemon(t, opts{policy: "deny any\n"})
+	local := startDaemon(t, opts{Policy: "deny any\n"})
 	a := startApprover(t, web1.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	// The doc's line, with the forwarded path standing for web1's socket.
-	cmdLine = strings.Replace(cmdLine, forwarded, web1.sock, 1)
+	cmdLine = strings.Replace(cmdLine, forwarded, web1.Sock, 1)
 	cmdLine = strings.Replace(cmdLine, "rootgate run", rootgateBin+" run", 1)
 	cmdLine = strings.Replace(cmdLine, "systemctl status nginx", "hostname", 1)
 	out := make(chan string, 1)
@@ -31,14 +32,14 @@ func TestRemoteDocs(t *testing.T) {
 		b, _ := exec.Command("sh", "-c", cmdLine+"; echo code=$?").CombinedOutput()
 		out <- string(b)
 	}()
-	a.see(`check nginx on web1`)
-	a.see("n or Esc deny")
-	a.key("y")
+	a.See(`check nginx on web1`)
+	a.See("n or Esc deny")
+	a.Key("y")
 	host, _ := os.Hostname()
 	if got := <-out; got != host+"\ncode=0\n" {
 		t.Fatalf("doc command printed %q", got)
 	}
-	if strings.Contains(local.stderr.String(), "asking for approval") || strings.Contains(local.stderr.String(), "audit: started") {
+	if strings.Contains(local.Stderr.String(), "asking for approval") || strings.Contains(local.Stderr.String(), "audit: started") {
 		t.Fatal("the local daemon saw the request")
 	}
 	local.alive()
@@ -69,6 +70,7 @@ func docCommand(t *testing.T, prefix string) string {
 // parses a command line and prints the configuration it would use without
 // connecting anywhere.
 func TestRemoteDocsSSH(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../docs/remote.md")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestReplayWindow(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w, err := openReplay(dir, time.Minute, t0)

@@ -19,6 +19,7 @@ import (
 )
 
 func TestPipelines(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	t.Run("one stage", func(t *testing.T) {
 		r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"echo", "hello"}}}))
@@ -82,6 +83,7 @@ func TestPipelines(t *testing.T) {
 }
 
 func TestLargeOutputIsCapped(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	const cap16 = 16 << 20
 	// 100 MiB on stdout, and 100 MiB on a middle stage's stderr.
@@ -116,7 +118,8 @@ func TestLargeOutputIsCapped(t *testing.T) {
 // that everything is killed and the answer is a timeout with what was
 // captured.
 func TestHostileChildren(t *testing.T) {
-	d := startDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 	for _, tc := range []struct {
 		name  string
 		stage func(marker string) []string
@@ -148,6 +151,7 @@ func TestHostileChildren(t *testing.T) {
 }
 
 func TestBackgroundChildKilledAtEnd(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	marker := fmt.Sprintf("%d.5", 7000+time.Now().Nanosecond()%1000)
 	r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", "sleep " + marker + " >/dev/null 2>&1 & echo done"}}}))
@@ -190,15 +194,16 @@ func trySendAs(sock string, uid, gid uint32, groups []uint32, line string) (resp
 // openToAll lets any user reach the test daemon's socket.
 func openToAll(t *testing.T, d *daemonProc) {
 	t.Helper()
-	if err := os.Chmod(d.dir, 0o755); err != nil {
+	if err := os.Chmod(d.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(d.sock, 0o666); err != nil {
+	if err := os.Chmod(d.Sock, 0o666); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestIdentity(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	openToAll(t, d)
 	const nobody = 65534
@@ -210,7 +215,7 @@ func TestIdentity(t *testing.T) {
 	home, shell := passwd(t, "nobody")
 	gid := groupOf(t, "nobody")
 	t.Run("unprivileged from nobody runs as nobody", func(t *testing.T) {
-		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": show, "privileged": false})))
+		r := wantOK(t, sendAs(t, d.Sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": show, "privileged": false})))
 		if got, w := string(r.Stdout), want(fmt.Sprint(nobody), gid+"\n"+groupsOf(t, "nobody"), home, "nobody", shell); got != w {
 			t.Fatalf("got\n%s\nwant\n%s", got, w)
 		}
@@ -218,13 +223,13 @@ func TestIdentity(t *testing.T) {
 	t.Run("unprivileged runs with the peer's own groups", func(t *testing.T) {
 		// The peer holds groups the group database does not give nobody
 		// (100, 4): the run has exactly the peer's, not the database's.
-		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, []uint32{4, 100}, request(map[string]any{"pipeline": [][]string{{"id", "-G"}}, "privileged": false})))
+		r := wantOK(t, sendAs(t, d.Sock, nobody, nobody, []uint32{4, 100}, request(map[string]any{"pipeline": [][]string{{"id", "-G"}}, "privileged": false})))
 		if got, w := string(r.Stdout), gid+" 4 100\n"; got != w {
 			t.Fatalf("id -G = %q, want %q", got, w)
 		}
 	})
 	t.Run("privileged from nobody runs as root with a clean env", func(t *testing.T) {
-		r := wantOK(t, sendAs(t, d.sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": show, "env": map[string]string{"LANG": "C.UTF-8"}})))
+		r := wantOK(t, sendAs(t, d.Sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": show, "env": map[string]string{"LANG": "C.UTF-8"}})))
 		rhome, rshell := passwd(t, "root")
 		w := want("0", "0\n0", rhome, "root", rshell)
 		w = strings.Replace(w, "LOGNAME=", "LANG=C.UTF-8\nLOGNAME=", 1)
@@ -267,9 +272,10 @@ func groupsOf(t *testing.T, name string) string {
 }
 
 func TestDisconnectCancelsRun(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	marker := fmt.Sprintf("%d.25", 8000+time.Now().Nanosecond()%1000)
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,14 +286,15 @@ func TestDisconnectCancelsRun(t *testing.T) {
 	c.Close()
 	noSurvivors(t, marker)
 	waitFor(t, "the daemon to log the cancel", 10*time.Second, func() bool {
-		return strings.Contains(d.stderr.String(), `msg="audit: cancelled"`)
+		return strings.Contains(d.Stderr.String(), `msg="audit: cancelled"`)
 	})
 	d.alive()
 }
 
 func TestHalfCloseDoesNotCancel(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,8 +311,9 @@ func TestHalfCloseDoesNotCancel(t *testing.T) {
 }
 
 func TestConcurrentClients(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
-	pid := d.cmd.Process.Pid
+	pid := d.Cmd.Process.Pid
 	before := fdCount(t, pid)
 	const n = 100 // 64 in flight at most; the rest are told "server busy"
 	var wg sync.WaitGroup
@@ -316,7 +324,7 @@ func TestConcurrentClients(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			id := uuid.NewString()
-			c, err := net.Dial("unix", d.sock)
+			c, err := net.Dial("unix", d.Sock)
 			if err != nil {
 				errs[i] = err
 				return
@@ -356,9 +364,10 @@ func TestConcurrentClients(t *testing.T) {
 }
 
 func TestShutdownAnswersAndKills(t *testing.T) {
-	d := startDaemon(t, opts{policy: "allow any sh ...\n"})
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "allow any sh ...\n"})
 	marker := fmt.Sprintf("%d.75", 9000+time.Now().Nanosecond()%1000)
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +376,7 @@ func TestShutdownAnswersAndKills(t *testing.T) {
 	_, _ = c.Write([]byte(request(map[string]any{"pipeline": [][]string{{"sh", "-c", "sleep " + marker}}})))
 	c.(*net.UnixConn).CloseWrite()
 	waitFor(t, "the run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
-	d.stop()
+	d.Stop()
 	wantError(t, readResponse(t, c), wire.ErrKilledStopping.Error()) // it ran: not "daemon stopping"
 	noSurvivors(t, marker)
 }
@@ -376,6 +385,7 @@ func TestShutdownAnswersAndKills(t *testing.T) {
 // with a cap of 1 no run ever finds it taken; with the default cap of 8
 // they overlap and some do.
 func TestMaxRuns(t *testing.T) {
+	t.Parallel()
 	lockTest := func(t *testing.T, d *daemonProc) (taken int) {
 		lock := filepath.Join(shortDir(t), "lock")
 		script := "mkdir " + lock + " 2>/dev/null || exit 9; sleep 0.3; rmdir " + lock
@@ -396,7 +406,7 @@ func TestMaxRuns(t *testing.T) {
 		}
 		return taken
 	}
-	if n := lockTest(t, startDaemon(t, opts{args: []string{"--max-runs", "1"}})); n != 0 {
+	if n := lockTest(t, startDaemon(t, opts{Args: []string{"--max-runs", "1"}})); n != 0 {
 		t.Errorf("--max-runs 1: %d runs overlapped", n)
 	}
 	if n := lockTest(t, startDaemon(t, opts{})); n == 0 {

@@ -20,8 +20,8 @@ import (
 // TestDecidedByPolicy: a request a policy rule decides names the rule's
 // text and its file and line, whether it allows or denies.
 func TestDecidedByPolicy(t *testing.T) {
-	d := startDaemon(t, opts{policy: "# rules\ndeny any false ...\nallow any echo ...\n"})
-	policy := filepath.Join(d.dir, "policy")
+	d := startDaemon(t, opts{Policy: "# rules\ndeny any false ...\nallow any echo ...\n"})
+	policy := filepath.Join(d.Dir, "policy")
 
 	r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"echo", "hi"}}}))
 	want := wire.DecidedBy{By: wire.DecidedByPolicy, Rule: "allow any echo ...", Source: policy + ":3"}
@@ -107,14 +107,14 @@ func TestStaleTimeSaysDaemonClock(t *testing.T) {
 // "daemon stopping" of a request that did not start.
 func TestStopDuringRunSaysItRan(t *testing.T) {
 	d := startDaemon(t, opts{})
-	flag := filepath.Join(d.dir, "started")
+	flag := filepath.Join(d.Dir, "started")
 	marker := "stopdur-" + uuid.NewString()[:8]
 	ch := d.ask(map[string]any{"pipeline": [][]string{
 		{"sh", "-c", "echo out-before; echo err-before >&2; touch " + flag + "; exec sleep 60", marker},
 		{"cat"},
 	}})
 	waitFor(t, "the run to start", 30*time.Second, func() bool { _, err := os.Stat(flag); return err == nil })
-	if !d.terminate() {
+	if !d.Terminate() {
 		t.Fatal("daemon did not stop cleanly")
 	}
 	r := <-ch
@@ -139,10 +139,10 @@ func TestStopDuringRunSaysItRan(t *testing.T) {
 // user is not shown. Its audit record is a received record marked check,
 // with nothing started.
 func TestCheckRequest(t *testing.T) {
-	d := startDaemon(t, opts{policy: "deny any rm ...\ndeny any,user=alice-rg-other id\nallow any touch ...\nask any apt-get ...\n", args: []string{"--prompt-timeout", "4s"}})
-	policy := filepath.Join(d.dir, "policy")
+	d := startDaemon(t, opts{Policy: "deny any rm ...\ndeny any,user=alice-rg-other id\nallow any touch ...\nask any apt-get ...\n", Args: []string{"--prompt-timeout", "4s"}})
+	policy := filepath.Join(d.Dir, "policy")
 	a := attachRaw(t, d)
-	file := filepath.Join(d.dir, "touched")
+	file := filepath.Join(d.Dir, "touched")
 
 	for _, c := range []struct {
 		name  string
@@ -191,8 +191,8 @@ func TestCheckRequest(t *testing.T) {
 	if r := d.send(map[string]any{"action": "ping", "check": true, "pipeline": nil}); r.Code != wire.CodeInvalidRequest {
 		t.Fatalf("check ping: %s", r.raw)
 	}
-	d.stop()
-	log, err := os.ReadFile(auditPath(d.dir))
+	d.Stop()
+	log, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -43,11 +44,7 @@ type tmuxSession struct {
 // shell command cmd; the server is killed at cleanup.
 func startTmux(t *testing.T, owner string, cmd string) *tmuxSession {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rgtmux")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortDir(t)
 	if owner != "" {
 		if out, err := exec.Command("chown", owner, dir).CombinedOutput(); err != nil {
 			t.Fatalf("chown: %v: %s", err, out)
@@ -187,8 +184,9 @@ func wantSelfApprovalRefused(t *testing.T, r response, agent userAccount, s *tmu
 // uid, SUDO_UID, the tmux server, the terminals) holds the operator's uid,
 // so the request is never shown there; another account's is.
 func TestSudoApproverInAgentsTmux(t *testing.T) {
-	op := addAccount(t, "rgtaop", "--create-home")
-	other := addAccount(t, "rgtaag", "--create-home")
+	t.Parallel()
+	op := addAccount(t, "rgts0op", "--create-home")
+	other := addAccount(t, "rgts0ag", "--create-home")
 	allowSudo(t, op.name, rootgateBin)
 	d := approverDaemon(t)
 	openToAll(t, d)
@@ -196,19 +194,19 @@ func TestSudoApproverInAgentsTmux(t *testing.T) {
 	s.see("attached to rootgated")
 	s.see(fmt.Sprintf("requests from uid %d (%s) are not shown here", op.uid, op.name))
 
-	if pingAs(t, d.sock, op) {
+	if pingAs(t, d.Sock, op) {
 		t.Error("ping tells the operator's uid an approver can be asked")
 	}
-	if !pingAs(t, d.sock, other) {
+	if !pingAs(t, d.Sock, other) {
 		t.Error("ping tells another account no approver can be asked")
 	}
-	r := attack(t, d.sock, op, s, "self-approve-sudo")
+	r := attack(t, d.Sock, op, s, "self-approve-sudo")
 	wantSelfApprovalRefused(t, r, op, s, "self-approve-sudo")
 
 	// The same approver still serves another account's requests.
 	ch := make(chan response, 1)
 	line := request(map[string]any{"id": "other-account", "pipeline": [][]string{{"id", "-u"}}})
-	go func() { r, _ := trySendAs(d.sock, other.uid, other.gid, []uint32{}, line); ch <- r }()
+	go func() { r, _ := trySendAs(d.Sock, other.uid, other.gid, []uint32{}, line); ch <- r }()
 	s.see("other-account")
 	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
@@ -225,8 +223,9 @@ func TestSudoApproverInAgentsTmux(t *testing.T) {
 // the outer terminal, sudo and the tmux server are the operator's, so the
 // operator's uid may not approve through it, and ping says so.
 func TestSudoTTYDaemonInAgentsTmux(t *testing.T) {
-	op := addAccount(t, "rgtaop", "--create-home")
-	other := addAccount(t, "rgtaag", "--create-home")
+	t.Parallel()
+	op := addAccount(t, "rgts1op", "--create-home")
+	other := addAccount(t, "rgts1ag", "--create-home")
 	allowSudo(t, op.name, rootgated)
 	dir := shortDir(t)
 	policy := filepath.Join(dir, "policy")
@@ -281,17 +280,18 @@ func TestSudoTTYDaemonInAgentsTmux(t *testing.T) {
 // root controls is asked about, and approves, a non-root account's
 // request.
 func TestRootTmuxApprover(t *testing.T) {
-	agent := addAccount(t, "rgtaag", "--create-home")
+	t.Parallel()
+	agent := addAccount(t, "rgts2ag", "--create-home")
 	d := approverDaemon(t)
 	openToAll(t, d)
 	s := startTmux(t, "", shellQuote(rootgateBin, "approve", "--socket", d.asock()))
 	s.see("attached to rootgated")
-	if !pingAs(t, d.sock, agent) {
+	if !pingAs(t, d.Sock, agent) {
 		t.Fatal("ping: no approver for the agent account")
 	}
 	ch := make(chan response, 1)
 	line := request(map[string]any{"id": "agent-asks", "pipeline": [][]string{{"id", "-u"}}})
-	go func() { r, _ := trySendAs(d.sock, agent.uid, agent.gid, []uint32{}, line); ch <- r }()
+	go func() { r, _ := trySendAs(d.Sock, agent.uid, agent.gid, []uint32{}, line); ch <- r }()
 	s.see("agent-asks")
 	s.see("n or Esc deny") // keys count once the dwell is over
 	s.sendKeys("y")
@@ -307,22 +307,23 @@ func TestRootTmuxApprover(t *testing.T) {
 // operator's own-uid request reaches the sudo approver in their tmux, with
 // the banner, a warning in the log, and the audit record saying so.
 func TestUnsafeSelfApproval(t *testing.T) {
-	op := addAccount(t, "rgtaop", "--create-home")
+	t.Parallel()
+	op := addAccount(t, "rgts3op", "--create-home")
 	allowSudo(t, op.name, rootgateBin)
 	d := approverDaemon(t, "--unsafe-self-approval")
 	openToAll(t, d)
-	if !strings.Contains(d.stderr.String(), "UNSAFE: --unsafe-self-approval is on") {
-		t.Errorf("no warning at start:\n%s", d.stderr.String())
+	if !strings.Contains(d.Stderr.String(), "UNSAFE: --unsafe-self-approval is on") {
+		t.Errorf("no warning at start:\n%s", d.Stderr.String())
 	}
 	s := startTmux(t, op.name, shellQuote("sudo", "-n", rootgateBin, "approve", "--socket", d.asock()))
 	s.see("attached to rootgated")
 	s.see("UNSAFE: rootgated runs with --unsafe-self-approval")
-	if !pingAs(t, d.sock, op) {
+	if !pingAs(t, d.Sock, op) {
 		t.Error("ping: no approver under --unsafe-self-approval")
 	}
 	ch := make(chan response, 1)
 	line := request(map[string]any{"id": "own-uid", "pipeline": [][]string{{"id", "-u"}}})
-	go func() { r, _ := trySendAs(d.sock, op.uid, op.gid, []uint32{}, line); ch <- r }()
+	go func() { r, _ := trySendAs(d.Sock, op.uid, op.gid, []uint32{}, line); ch <- r }()
 	s.see("UNSAFE SELF-APPROVAL: the requester's uid can control this terminal")
 	s.see("own-uid")
 	s.see("n or Esc deny") // keys count once the dwell is over
@@ -330,7 +331,7 @@ func TestUnsafeSelfApproval(t *testing.T) {
 	if r := <-ch; r.Status != wire.StatusOK {
 		t.Fatalf("%s", r.raw)
 	}
-	b, err := os.ReadFile(auditPath(d.dir))
+	b, err := os.ReadFile(auditPath(d.Dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,6 +386,7 @@ func readmeSecureSetup(t *testing.T) []string {
 // request from the agent account with `rootgate run`, approved with y. A
 // request from the operator's own uid is refused, as the README says.
 func TestReadmeSecureSetup(t *testing.T) {
+	t.Parallel()
 	lines := readmeSecureSetup(t)
 	var useradd []string
 	approve := false
@@ -407,8 +409,8 @@ func TestReadmeSecureSetup(t *testing.T) {
 	if useradd == nil || !approve {
 		t.Fatalf("README's Secure setup lacks the useradd line for agent or `sudo rootgate approve`: %q", lines)
 	}
-	agent := addAccount(t, "rgtaag", useradd...)
-	op := addAccount(t, "rgtaop", "--create-home")
+	agent := addAccount(t, "rgts4ag", useradd...)
+	op := addAccount(t, "rgts4op", "--create-home")
 	allowSudo(t, op.name, rootgateBin)
 	d := approverDaemon(t)
 	openToAll(t, d)
@@ -417,7 +419,7 @@ func TestReadmeSecureSetup(t *testing.T) {
 
 	runAs := func(a userAccount) *exec.Cmd {
 		cmd := exec.Command("runuser", "-u", a.name, "--", rootgateBin, "run", "--reason", "readme secure setup", "--", "id", "-un")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.sock}
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.Sock}
 		return cmd
 	}
 	out := make(chan string, 1)

@@ -40,14 +40,16 @@ var ErrServerClosed = errors.New("daemon: server closed")
 
 // Defaults of Config's zero fields.
 const (
-	DefaultExecTimeout = 300 * time.Second
-	DefaultMaxSkew     = 60 * time.Second
-	DefaultMaxRuns     = 8
-	DefaultMaxConns    = 64
-	DefaultFirstByte   = 2 * time.Second
-	DefaultMaxPending  = 4
-	DefaultPromptRate  = 20
-	DefaultRuntimeDir  = "/run/rootgate"
+	DefaultExecTimeout  = 300 * time.Second
+	DefaultMaxSkew      = 60 * time.Second
+	DefaultMaxRuns      = 8
+	DefaultMaxConns     = 64
+	DefaultFirstByte    = 2 * time.Second
+	DefaultReadTimeout  = wire.ReadTimeout
+	DefaultStallTimeout = 10 * time.Second
+	DefaultMaxPending   = 4
+	DefaultPromptRate   = 20
+	DefaultRuntimeDir   = "/run/rootgate"
 )
 
 // Config is a Server's settings. Zero fields take the defaults above.
@@ -91,6 +93,12 @@ type Config struct {
 	// FirstByte is how long a connection may stay silent before it is
 	// answered with an error and closed; 0 means DefaultFirstByte.
 	FirstByte time.Duration
+	// ReadTimeout is how long a connection has, from connecting, to send
+	// its whole request line; 0 means DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// StallTimeout is how long a client may leave its answer unread
+	// before it is dropped; 0 means DefaultStallTimeout.
+	StallTimeout time.Duration
 	// MaxPending caps the requests of one uid waiting for a person's
 	// decision at once; past it, such a request is refused.
 	MaxPending int
@@ -160,6 +168,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.FirstByte <= 0 {
 		cfg.FirstByte = DefaultFirstByte
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
 	}
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
@@ -304,7 +318,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	_ = c.SetReadDeadline(time.Time{})
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		err = wire.ErrReadTimeout
+		err = wire.ReadTimeoutError(s.cfg.ReadTimeout)
 	case errors.Is(err, io.EOF):
 		return // connected and left without a word: nothing to answer
 	}
@@ -354,7 +368,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	progress := func(id, phase string) {
 		// Progress lines are advisory: a client that cannot take one
 		// now is told the outcome by the answer line.
-		if err := wire.WriteProgress(stallGuard{c}, id, phase); err != nil {
+		if err := wire.WriteProgress(stallGuard{c, s.cfg.StallTimeout}, id, phase); err != nil {
 			log.Info("cannot send progress", "id", id, "err", err)
 		}
 	}
@@ -369,12 +383,12 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	s.respond(c, resp)
 }
 
-// readLine reads the request line within wire.ReadTimeout of connecting,
+// readLine reads the request line within Config.ReadTimeout of connecting,
 // and its first byte within Config.FirstByte: a connection that says
 // nothing gives its slot back soon.
 func (s *Server) readLine(c *net.UnixConn) ([]byte, error) {
 	start := time.Now()
-	_ = c.SetReadDeadline(start.Add(min(s.cfg.FirstByte, wire.ReadTimeout)))
+	_ = c.SetReadDeadline(start.Add(min(s.cfg.FirstByte, s.cfg.ReadTimeout)))
 	first := make([]byte, 1)
 	n, err := c.Read(first)
 	if n == 0 {
@@ -383,7 +397,7 @@ func (s *Server) readLine(c *net.UnixConn) ([]byte, error) {
 		}
 		return nil, err // io.EOF: left without a word
 	}
-	_ = c.SetReadDeadline(start.Add(wire.ReadTimeout))
+	_ = c.SetReadDeadline(start.Add(s.cfg.ReadTimeout))
 	return wire.ReadLine(io.MultiReader(bytes.NewReader(first), c))
 }
 
@@ -391,21 +405,21 @@ var errClientGone = errors.New("client went away")
 
 func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	r.Version = s.cfg.Version
-	if err := wire.WriteResponse(stallGuard{c}, r); err != nil {
+	if err := wire.WriteResponse(stallGuard{c, s.cfg.StallTimeout}, r); err != nil {
 		s.cfg.Log.Info("cannot send response", "id", r.ID, "err", err)
 	}
 }
 
-// stallWithin is how long a client may leave its answer unread before it
+// stallGuard writes to a connection with a deadline (Config.StallTimeout)
+// renewed before every write, so a slow reader is served and a stalled one
 // is dropped: a client that never reads must not hold a connection slot,
 // a goroutine and up to 48 MiB of captured output for ever.
-const stallWithin = 10 * time.Second
-
-// stallGuard writes to a connection with a deadline renewed before every
-// write, so a slow reader is served and a stalled one is dropped.
-type stallGuard struct{ c *net.UnixConn }
+type stallGuard struct {
+	c      *net.UnixConn
+	within time.Duration
+}
 
 func (g stallGuard) Write(p []byte) (int, error) {
-	_ = g.c.SetWriteDeadline(time.Now().Add(stallWithin))
+	_ = g.c.SetWriteDeadline(time.Now().Add(g.within))
 	return g.c.Write(p)
 }

@@ -252,13 +252,13 @@ func (h *sshHost) forward(local, remote string) {
 func openTo(t *testing.T, d *daemonProc, u *user.User) {
 	t.Helper()
 	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.Chmod(d.dir, 0o711); err != nil {
+	if err := os.Chmod(d.Dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(d.sock, 0, gid); err != nil {
+	if err := os.Chown(d.Sock, 0, gid); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(d.sock, 0o660); err != nil {
+	if err := os.Chmod(d.Sock, 0o660); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -269,7 +269,7 @@ func requestWithReason(t *testing.T, d *daemonProc, reason string) string {
 	t.Helper()
 	var id string
 	waitFor(t, "the request "+reason+" in the audit log", 20*time.Second, func() bool {
-		for _, r := range records(t, d.dir) {
+		for _, r := range records(t, d.Dir) {
 			if r.Request != nil && r.Request.Reason == reason {
 				id = r.ID
 				return true
@@ -288,7 +288,7 @@ func forwardedDaemon(t *testing.T, o opts) (*daemonProc, string) {
 	d := startDaemon(t, o)
 	openTo(t, d, h.agent)
 	local := filepath.Join(shortDir(t), "fwd.sock")
-	h.forward(local, d.sock)
+	h.forward(local, d.Sock)
 	return d, local
 }
 
@@ -297,9 +297,9 @@ func forwardedDaemon(t *testing.T, o opts) (*daemonProc, string) {
 // on as a half-close only; the request said eof_withdraws, so the prompt is
 // withdrawn and recorded so, and an approval pressed after it runs nothing.
 func TestForwardedCancelWithdrawsPrompt(t *testing.T) {
-	d, local := forwardedDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+	d, local := forwardedDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	marker := filepath.Join(shortDir(t), "ran")
 	const reason = "withdraw me over ssh"
@@ -309,24 +309,24 @@ func TestForwardedCancelWithdrawsPrompt(t *testing.T) {
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a.see(reason)
-	a.see("n or Esc deny")
+	a.See(reason)
+	a.See("n or Esc deny")
 	id := requestWithReason(t, d, reason)
 	if err := run.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	run.Wait()
-	a.see("withdrawn")
-	rs := waitTrail(t, d.dir, id, "received decided")
+	a.See("withdrawn")
+	rs := waitTrail(t, d.Dir, id, "received decided")
 	if v := rs[1].Decision.Verdict; v != "withdrawn" {
 		t.Fatalf("decided %q, want withdrawn", v)
 	}
-	a.key("y") // too late: there is nothing left to approve
+	a.Key("y") // too late: there is nothing left to approve
 	d.alive()
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the withdrawn request ran")
 	}
-	if got := kinds(trail(t, d.dir, id)); got != "received decided" {
+	if got := kinds(trail(t, d.Dir, id)); got != "received decided" {
 		t.Fatalf("records %q after the withdrawal", got)
 	}
 }
@@ -335,7 +335,7 @@ func TestForwardedCancelWithdrawsPrompt(t *testing.T) {
 // interrupted while its command runs: the run is killed and recorded as
 // cancelled.
 func TestForwardedCancelKillsRun(t *testing.T) {
-	d, local := forwardedDaemon(t, opts{args: []string{"--kill-grace", "1s"}})
+	d, local := forwardedDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
 	marker := fmt.Sprintf("60.%d", 100000+time.Now().Nanosecond()%900000)
 	const reason = "kill me over ssh"
 	run := exec.Command(rootgateBin, "run", "--socket", local, "--reason", reason, "--", "sleep", marker)
@@ -359,20 +359,20 @@ func TestForwardedCancelKillsRun(t *testing.T) {
 	noSurvivors(t, marker)
 	defer func() {
 		if t.Failed() {
-			t.Logf("records of %s: %s\ndaemon log:\n%s", id, kinds(trail(t, d.dir, id)), d.stderr)
+			t.Logf("records of %s: %s\ndaemon log:\n%s", id, kinds(trail(t, d.Dir, id)), d.Stderr)
 		}
 	}()
-	waitTrail(t, d.dir, id, "received decided started cancelled")
+	waitTrail(t, d.Dir, id, "received decided started cancelled")
 }
 
 // TestForwardedHalfCloseStillAnswered: a plain client that half-closes
 // after its line and does not say eof_withdraws (nc -N, socat, a script)
 // still gets its answer, through the forward and locally.
 func TestForwardedHalfCloseStillAnswered(t *testing.T) {
-	d, local := forwardedDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+	d, local := forwardedDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
-	for _, sock := range []string{local, d.sock} {
+	a.See("attached to rootgated")
+	for _, sock := range []string{local, d.Sock} {
 		reason := "half-closed through " + filepath.Base(sock)
 		c, err := net.Dial("unix", sock)
 		if err != nil {
@@ -385,9 +385,9 @@ func TestForwardedHalfCloseStillAnswered(t *testing.T) {
 		if err := c.(*net.UnixConn).CloseWrite(); err != nil {
 			t.Fatal(err)
 		}
-		a.see(reason)
-		a.see("n or Esc deny")
-		a.key("y")
+		a.See(reason)
+		a.See("n or Esc deny")
+		a.Key("y")
 		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 		if r := wantOK(t, readResponse(t, c)); string(r.Stdout) != "answered\n" {
 			t.Fatalf("%s: %s", sock, r.raw)
@@ -417,7 +417,7 @@ func (h *sshHost) agentSSH(stdin string, args ...string) (string, error) {
 // login attaches an approver and approves.
 func TestRemoteRecipe(t *testing.T) {
 	h := startSSHHost(t)
-	d := startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s", "--approver", operatorUser}})
+	d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s", "--approver", operatorUser}})
 	openTo(t, d, h.agent)
 
 	// Step 5: the operator's login attaches an approver.
@@ -430,12 +430,12 @@ func TestRemoteRecipe(t *testing.T) {
 	opCmd := exec.Command("ssh", args...)
 	opCmd.Env = append(os.Environ(), "TERM=xterm-256color")
 	op := startOnPty(t, opCmd, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
-	op.see("attached to rootgated")
-	op.see("as " + operatorUser)
+	op.See("attached to rootgated")
+	op.See("as " + operatorUser)
 
 	// Step 4 and 6: the agent's forward, and the doc's request through it.
 	local := filepath.Join(shortDir(t), "rootgate-web1.sock")
-	h.forward(local, d.sock)
+	h.forward(local, d.Sock)
 	const forwarded = "/run/user/1000/rootgate-web1.sock"
 	req := docCommand(t, "ROOTGATE_SOCKET="+forwarded+" rootgate run ")
 	req = strings.NewReplacer(forwarded, local, "rootgate run", rootgateBin+" run", "systemctl status nginx", "id -un").Replace(req)
@@ -444,12 +444,12 @@ func TestRemoteRecipe(t *testing.T) {
 		b, _ := exec.Command("sh", "-c", req+"; echo code=$?").CombinedOutput()
 		out <- string(b)
 	}()
-	op.see("check nginx on web1")
-	op.see("n or Esc deny")
-	if !strings.Contains(op.scr.Text(), agentUser) {
+	op.See("check nginx on web1")
+	op.See("n or Esc deny")
+	if !strings.Contains(op.Screen.Text(), agentUser) {
 		t.Errorf("the prompt does not name the requester %s", agentUser)
 	}
-	op.key("y")
+	op.Key("y")
 	if got := <-out; got != "root\ncode=0\n" {
 		t.Fatalf("the doc's request printed %q", got)
 	}
@@ -490,7 +490,7 @@ func TestRemoteRecipe(t *testing.T) {
 	if err := os.WriteFile(h.knownHost, []byte(kh), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := exec.Command("ssh", h.agentArgs(filepath.Join(shortDir(t), "x.sock"), d.sock)...).CombinedOutput()
+	got, err := exec.Command("ssh", h.agentArgs(filepath.Join(shortDir(t), "x.sock"), d.Sock)...).CombinedOutput()
 	if err == nil || !strings.Contains(string(got), "Host key verification failed") {
 		t.Errorf("forward with a changed host key: %v\n%s", err, got)
 	}
@@ -503,14 +503,14 @@ func TestRemoteRecipe(t *testing.T) {
 	alocal := filepath.Join(shortDir(t), "approver.sock")
 	h.forward(alocal, d.asock())
 	sneak := startApprover(t, alocal, 0)
-	sneak.see(agentUser + ") may not approve")
+	sneak.See(agentUser + ") may not approve")
 	select {
-	case <-sneak.done:
+	case <-sneak.Done():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the approver through the agent's forward did not exit")
 	}
-	if n := strings.Count(strings.ToLower(d.stderr.String()), "approver refused"); n != 1 {
-		t.Errorf("%d approvers refused, want 1\n%s", n, d.stderr)
+	if n := strings.Count(strings.ToLower(d.Stderr.String()), "approver refused"); n != 1 {
+		t.Errorf("%d approvers refused, want 1\n%s", n, d.Stderr)
 	}
 }
 
@@ -518,9 +518,9 @@ func TestRemoteRecipe(t *testing.T) {
 // for a host reached through an ssh -L forward is cancelled while its
 // prompt is shown: the prompt is withdrawn and recorded so.
 func TestForwardedMCPCancelWithdrawsPrompt(t *testing.T) {
-	d, local := forwardedDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "60s"}})
+	d, local := forwardedDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 
 	cmd := exec.Command(rootgateBin, "mcp", "--host", "web1="+local)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/"}
@@ -543,19 +543,19 @@ func TestForwardedMCPCancelWithdrawsPrompt(t *testing.T) {
 		}})
 		done <- err
 	}()
-	a.see(reason)
-	a.see("n or Esc deny")
+	a.See(reason)
+	a.See("n or Esc deny")
 	id := requestWithReason(t, d, reason)
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("a cancelled call returned no error")
 	}
-	a.see("withdrawn")
-	rs := waitTrail(t, d.dir, id, "received decided")
+	a.See("withdrawn")
+	rs := waitTrail(t, d.Dir, id, "received decided")
 	if v := rs[1].Decision.Verdict; v != "withdrawn" {
 		t.Fatalf("decided %q, want withdrawn", v)
 	}
-	a.key("y")
+	a.Key("y")
 	d.alive()
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the cancelled request ran")

@@ -124,9 +124,10 @@ func stageChain(kids []int, n int) []int {
 // pipes, and that the daemon itself read next to nothing meanwhile: the
 // kernel moved the data, the daemon copied none of it.
 func TestNoCopyBetweenStages(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 20
 	d := startDaemon(t, opts{})
-	pid := d.cmd.Process.Pid
+	pid := d.Cmd.Process.Pid
 	n := strconv.Itoa(size)
 	line := request(map[string]any{"pipeline": [][]string{
 		{"sh", "-c", "head -c " + n + " /dev/zero; exec sleep 60"},
@@ -135,7 +136,7 @@ func TestNoCopyBetweenStages(t *testing.T) {
 		{"sh", "-c", "head -c " + n + " >/dev/null; exec sleep 60"},
 	}})
 	before := procIO(t, pid, "rchar")
-	c, err := net.Dial("unix", d.sock)
+	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +214,7 @@ func ask(t testing.TB, sock string, req *wire.Outgoing) *wire.Response {
 // goroutine count to come back to what it was: nothing a request starts
 // outlives it.
 func TestNoGoroutineLeftPerRequest(t *testing.T) {
+	t.Parallel()
 	sock := inProcess(t, "allow any\n")
 	kinds := []func(){
 		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"true"}}}) },

@@ -15,6 +15,7 @@ import (
 // they name must exist in the repository, and the hostile-input count must
 // be the suite's.
 func TestThreatModelNamesRealTests(t *testing.T) {
+	t.Parallel()
 	defined := map[string]bool{}
 	def := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)[A-Za-z0-9_]+)\(`)
 	err := filepath.WalkDir("..", func(path string, e fs.DirEntry, err error) error {

@@ -31,23 +31,23 @@ func startTTYDaemon(t *testing.T, promptTimeout string) *ttyDaemon {
 	if err := os.WriteFile(policy, []byte("ask any\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemonProc{t: t, dir: dir, sock: filepath.Join(dir, "s"), stderr: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(rootgated, "--tty", "--socket", d.sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
+	d := newDaemon(t, dir)
+	d.Cmd = exec.Command(rootgated, "--tty", "--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
 		"--policy", policy, "--prompt-timeout", promptTimeout, "--audit", auditPath(dir))
-	d.cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
-	ptmx, err := pty.StartWithAttrs(d.cmd, &pty.Winsize{Rows: 60, Cols: 160}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
+	d.Cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=")
+	ptmx, err := pty.StartWithAttrs(d.Cmd, &pty.Winsize{Rows: 60, Cols: 160}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The daemon's log goes to the pty too (stderr); keep a copy apart.
 	td := &ttyDaemon{daemonProc: d, pty: ptmx}
-	td.scr = testutil.NewScreen(ptmx, func(b []byte) { d.stderr.Write(b) })
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
+	td.scr = testutil.NewScreen(ptmx, func(b []byte) { d.Stderr.Write(b) })
+	d.Watch()
 	t.Cleanup(func() {
-		d.stop()
+		d.Stop()
 		ptmx.Close()
 	})
-	d.waitReady()
+	d.WaitReady()
 	return td
 }
 
@@ -85,6 +85,7 @@ func (td *ttyDaemon) ask(over map[string]any) chan response {
 }
 
 func TestTerminalApproval(t *testing.T) {
+	t.Parallel()
 	td := startTTYDaemon(t, "60s")
 	pos := 0
 
@@ -137,7 +138,7 @@ func TestTerminalApproval(t *testing.T) {
 	})
 
 	t.Run("client leaving withdraws the prompt", func(t *testing.T) {
-		c, err := net.Dial("unix", td.sock)
+		c, err := net.Dial("unix", td.Sock)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,6 +158,7 @@ func TestTerminalApproval(t *testing.T) {
 }
 
 func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
+	t.Parallel()
 	td := startTTYDaemon(t, "3s")
 	// "y" typed before the prompt appears must not approve it.
 	td.key(t, "y")
@@ -171,6 +173,6 @@ func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
 	ch = td.ask(map[string]any{"id": "tty-stop"})
 	pos = td.waitScreen(t, pos, "tty-stop")
 	td.waitScreen(t, pos, "n or Esc deny")
-	td.stop()
+	td.Stop()
 	wantError(t, <-ch, "daemon stopping")
 }

@@ -2,37 +2,25 @@ package packaging
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
 // root is the top of the source tree.
 const root = ".."
 
-// bin is the directory holding rootgate and rootgated, built once by
-// TestMain.
-var bin string
+func TestMain(m *testing.M) { os.Exit(rgtest.Main(m)) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rgpkg-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/rootgate", "./cmd/rootgated")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	bin = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+// binary is the path of the built rootgate or rootgated (name), built once
+// for all the tests (rgtest.Binaries).
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(rgtest.Rootgate(t)), name)
 }
 
 // run runs name with args and fails the test unless it exits 0; it returns
@@ -61,7 +49,7 @@ func manDir(t *testing.T) string {
 		if err := os.MkdirAll(filepath.Join(dir, "man"+p.sect), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		page := run(t, nil, filepath.Join(bin, p.cmd), p.arg)
+		page := run(t, nil, binary(t, p.cmd), p.arg)
 		if err := os.WriteFile(filepath.Join(dir, "man"+p.sect, p.name+"."+p.sect), []byte(page), 0o644); err != nil {
 			t.Fatal(err)
 		}

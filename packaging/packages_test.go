@@ -1,10 +1,8 @@
 package packaging
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
 // testVersion is stamped into the packages the tests build.
@@ -303,46 +302,12 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 // the installed policy, and pings it with the installed rootgate.
 func pingInstalled(t *testing.T) {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rgpk") // sun_path is short
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s")
-	var stderr bytes.Buffer
-	d := exec.Command("/usr/sbin/rootgated", "--socket", sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"))
-	d.Stderr = &stderr
-	d.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Wait() }()
-	defer func() {
-		_ = d.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("installed rootgated after SIGTERM: %v\n%s", err, &stderr)
-			}
-		case <-time.After(30 * time.Second):
-			_ = d.Process.Kill()
-			t.Errorf("installed rootgated did not stop on SIGTERM")
-		}
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("installed rootgated does not listen: %v\n%s", err, &stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if out := run(t, nil, "/usr/bin/rootgate", "ping", "--socket", sock); out != "pong (rootgated "+testVersion+")\n" {
+	d := rgtest.NewDaemon(t, testutil.ShortDir(t))
+	d.Cmd = exec.Command("/usr/sbin/rootgated", "--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(d.Dir, "run"))
+	d.Start()
+	defer d.Stop() // before the package is purged
+	d.WaitReady()
+	if out := run(t, nil, "/usr/bin/rootgate", "ping", "--socket", d.Sock); out != "pong (rootgated "+testVersion+")\n" {
 		t.Errorf("rootgate ping: %q", out)
 	}
 }

@@ -37,7 +37,7 @@ func TestUnitsVerify(t *testing.T) {
 	if err := os.MkdirAll(sys, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	run(t, nil, "cp", filepath.Join(bin, "rootgated"), filepath.Join(dir, "usr/sbin/rootgated"))
+	run(t, nil, "cp", binary(t, "rootgated"), filepath.Join(dir, "usr/sbin/rootgated"))
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestUnitsMatchDaemon(t *testing.T) {
 	if len(exec) == 0 || exec[0] != "/usr/sbin/rootgated" {
 		t.Fatalf("ExecStart=%q, want /usr/sbin/rootgated ...", svc["ExecStart"])
 	}
-	run(t, nil, filepath.Join(bin, "rootgated"), append(exec[1:], "--version")...)
+	run(t, nil, binary(t, "rootgated"), append(exec[1:], "--version")...)
 }
 
 // unitKeys reads a unit file's Key=Value lines (the last one wins).

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -390,16 +391,7 @@ func killMarked(t *testing.T, m string) {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
+var waitFor = testutil.Poll
 
 // checkNoSurvivors fails t if a process marked with m is still alive a
 // few seconds from now. Killed processes take a moment to go.

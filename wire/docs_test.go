@@ -30,6 +30,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 		PromptRateError(1000, 20),
 		TooManyConnsError(1000, 16),
 		FirstByteError(2 * time.Second),
+		ReadTimeoutError(ReadTimeout),
 		ErrInternal, ErrPeerCredentials, ErrReplayRecord, ErrAudit, ErrAuditFull, ErrNoAgent,
 		NoUserError(1000), CwdMissingError("/nope"), CwdDeniedError("/home/other/dir"),
 		PromptTooLargeError(5000000, 4194304),

@@ -99,6 +99,15 @@ func TooManyConnsError(uid, max int) error {
 	return coded(CodeBusy, fmt.Sprintf("server busy: too many connections from uid %d in flight (max %d)", uid, max))
 }
 
+// ReadTimeoutError answers a connection whose request line did not arrive
+// within d of connecting: ErrReadTimeout for the default ReadTimeout.
+func ReadTimeoutError(d time.Duration) error {
+	if d == ReadTimeout {
+		return ErrReadTimeout
+	}
+	return coded(CodeReadTimeout, fmt.Sprintf("request not received within %s", d))
+}
+
 // FirstByteError answers a connection that sent nothing within d of
 // connecting.
 func FirstByteError(d time.Duration) error {
@@ -205,9 +214,36 @@ func ApproversLeftError(why string) error {
 	return coded(CodeNoApprover, msg)
 }
 
-// PromptTimeoutError: no one decided within d, shown in whole seconds.
+// Why an approver could not decide: the reason [ApproversLeftError] gives
+// when it was the last one asked. name is "USER on WHERE".
+
+// ApproverDisconnected: the attached approver client went away.
+func ApproverDisconnected(name string) string { return "approver " + name + " disconnected" }
+
+// ApproverUnreachable: the prompt could not be sent to the approver client.
+func ApproverUnreachable(name string) string { return "approver " + name + " unreachable" }
+
+// PromptFailed: a prompt of kind ("approval" on a terminal, "desktop")
+// on where could not be shown or answered.
+func PromptFailed(kind, where string, err error) string {
+	return fmt.Sprintf("%s prompt on %s failed: %v", kind, where, err)
+}
+
+// DesktopStdinTooLong: a desktop dialog shows only a preview of stdin, so
+// a request with more (n bytes) is for a terminal.
+func DesktopStdinTooLong(where string, n int) string {
+	return fmt.Sprintf("desktop prompt on %s cannot show all of the request's stdin (%d bytes): approve it from a terminal", where, n)
+}
+
+// PromptTimeoutError: no one decided within d, shown in seconds ("60s";
+// a timeout of a fraction of a second, which only tests set, as Go
+// writes it, "300ms").
 func PromptTimeoutError(d time.Duration) error {
-	return coded(CodePromptTimeout, fmt.Sprintf("no approval decision within %ds", int64(d.Round(time.Second)/time.Second)))
+	within := d.String()
+	if d%time.Second == 0 {
+		within = fmt.Sprintf("%ds", int64(d/time.Second))
+	}
+	return coded(CodePromptTimeout, "no approval decision within "+within)
 }
 
 // DeniedByPolicyError: the policy rule at line, whose text is text,

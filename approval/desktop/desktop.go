@@ -12,6 +12,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/wire"
 )
 
 // The freedesktop.org Desktop Notifications service (the specification's
@@ -109,16 +110,16 @@ func (d *Desktop) Approve(ctx context.Context, p *approval.Prompt) approval.Deci
 		case ctx.Err() != nil:
 			return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: name}
 		case errors.Is(context.Cause(pctx), approval.ErrPromptTimeout):
-			return approval.Decision{Verdict: approval.Expired, Message: "no approval decision within " + approval.DisplaySeconds(timeout), By: name}
+			return approval.Decision{Verdict: approval.Expired, Message: wire.PromptTimeoutError(timeout).Error(), By: name}
 		}
-		return approval.Decision{Verdict: approval.Unavailable, Message: fmt.Sprintf("desktop prompt on %s failed: %v", name, err), By: name}
+		return approval.Decision{Verdict: approval.Unavailable, Message: wire.PromptFailed("desktop", name, err), By: name}
 	}
-	deny := approval.Decision{Verdict: approval.Deny, Message: fmt.Sprintf("denied by operator %s on %s", d.Operator, name), By: name}
+	deny := approval.Decision{Verdict: approval.Deny, Message: wire.DeniedByOperatorError(d.Operator, name).Error(), By: name}
 	// A dialog shows only a preview of stdin, and nothing that will run
 	// may hide behind an Approve button: such a request is for a terminal,
 	// whose pager shows all of it.
 	if len(p.Stdin) > approval.StdinPreviewBytes {
-		return approval.Decision{Verdict: approval.Unavailable, Message: fmt.Sprintf("desktop prompt on %s cannot show all of the request's stdin (%d bytes): approve it from a terminal", name, len(p.Stdin)), By: name}
+		return approval.Decision{Verdict: approval.Unavailable, Message: wire.DesktopStdinTooLong(name, len(p.Stdin)), By: name}
 	}
 
 	dec, err := d.notify(ctx, pctx, p, deny, fail)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/wire"
 )
 
 // maxZenityStderr bounds what of zenity's stderr is kept to tell a display
@@ -62,7 +63,7 @@ func (d *Desktop) zenity(ctx, pctx context.Context, p *approval.Prompt, timeout 
 		}
 		return deny, nil
 	case errors.As(err, &exit) && exit.ExitCode() == 5:
-		return approval.Decision{Verdict: approval.Expired, Message: "no approval decision within " + approval.DisplaySeconds(timeout), By: d.name()}, nil
+		return approval.Decision{Verdict: approval.Expired, Message: wire.PromptTimeoutError(timeout).Error(), By: d.name()}, nil
 	}
 	return approval.Decision{}, fmt.Errorf("zenity failed: %w", err)
 }

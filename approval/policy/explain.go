@@ -114,8 +114,8 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
 		return fmt.Sprintf("the pattern takes %d word(s)%s, the stage has %d", len(r.words), more, len(argv))
 	}
 	for i := 1; i < len(r.words); i++ {
-		if !wordMatch(r.words[i], argv[i]) {
-			return fmt.Sprintf("argument %d %q does not match %q", i, argv[i], r.words[i])
+		if why := r.argWhyNot(i, argv[i]); why != "" {
+			return why
 		}
 	}
 	return ""

@@ -77,6 +77,10 @@ type Rule struct {
 	env []envAdmit
 	// words are the pattern's globs, without a trailing "..." (see rest).
 	words []string
+	// places holds, index for index with words, the placeholder a word
+	// stands for (kind phNone for a glob). It is nil when the rule has no
+	// placeholder.
+	places []placeholder
 	// rest is set when the pattern ends with an unquoted "...".
 	rest bool
 }
@@ -90,15 +94,6 @@ type envAdmit struct {
 
 func (e envAdmit) admits(k, v string) bool {
 	return globMatch(e.key, k) && (!e.hasValue || globMatch(e.value, v))
-}
-
-// DenyMessage returns the sentence a requester is told when r denies the
-// request: "denied by policy rule at LINE: TEXT".
-func (r *Rule) DenyMessage() string {
-	if r == nil {
-		return "denied by policy"
-	}
-	return fmt.Sprintf("denied by policy rule at %d: %s", r.Line, r.Text)
 }
 
 // Policy is a parsed policy file. A nil *Policy, like the zero value, has no
@@ -158,8 +153,9 @@ func Load(path string) (*Policy, error) {
 //
 //	ACTION SCOPE[,QUALIFIER...] [PATTERN...]
 //
-// with blank lines and "#" comments ignored. Every glob is checked here, so
-// a Policy that parsed never meets a bad pattern while evaluating.
+// with blank lines and "#" comments ignored. Every glob and placeholder
+// ({unit}, {int<=N}, ...) is checked here, so a Policy that parsed never
+// meets a bad pattern while evaluating.
 //
 // The first line that does not parse stops the parse with a [*ParseError];
 // an error reading r is returned wrapped.
@@ -291,8 +287,19 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 			r.rest = true
 			break
 		}
-		if err := checkGlob(w.text); err != nil {
+		ph, isPlace, err := parsePlaceholder(i, w.text)
+		if err != nil {
+			return Rule{}, false, err
+		}
+		if isPlace {
+			if r.places == nil {
+				r.places = make([]placeholder, i, len(pats))
+			}
+		} else if err := checkGlob(w.text); err != nil {
 			return Rule{}, false, fmt.Errorf("bad glob %q: %w", w.text, err)
+		}
+		if r.places != nil {
+			r.places = append(r.places, ph)
 		}
 		r.words = append(r.words, w.text)
 	}
@@ -368,6 +375,11 @@ func (r *Rule) parseEnv(text string) error {
 		return fmt.Errorf("empty key in qualifier \"env=%s\"", text)
 	}
 	for _, g := range []string{key, value} {
+		// A brace here is not a placeholder: say so rather than match
+		// the text "{a|b}" and nothing else.
+		if firstBrace(g) >= 0 {
+			return fmt.Errorf(`"{" in qualifier "env=%s": placeholders are for arguments; repeat env=KEY=VALUE for each value, or write \{ for a literal {`, text)
+		}
 		if err := checkGlob(g); err != nil {
 			return fmt.Errorf("bad glob %q for qualifier \"env\": %w", g, err)
 		}

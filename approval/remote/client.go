@@ -139,15 +139,22 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 	if a.Agent != "" {
 		caps = append(caps, "forward-agent")
 	}
-	if err := send(&Message{Type: MsgHello, Version: ProtoVersion, Client: a.Version,
-		Name: a.Name, Capabilities: caps, AgentSocket: a.Agent}); err != nil {
-		return false, err
-	}
+	// A daemon that refuses this approver (not admitted, too many) may
+	// say so and close before the hello is written: its words are read
+	// all the same, so the refusal is reported rather than retried.
+	herr := send(&Message{Type: MsgHello, Version: ProtoVersion, Client: a.Version,
+		Name: a.Name, Capabilities: caps, AgentSocket: a.Agent})
 	br := bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(HelloWithin))
 	welcome, err := ReadMessage(br, MaxDaemonLine)
 	if err != nil {
+		if herr != nil {
+			return false, herr
+		}
 		return false, err
+	}
+	if herr != nil && welcome.Type != MsgError {
+		return false, herr
 	}
 	if welcome.Type == MsgError {
 		return false, &RefusedError{welcome.Message}

@@ -80,6 +80,8 @@ type remote struct {
 	c     *net.UnixConn
 	peer  Peer
 	name  string // "USER on WHERE"
+	user  string // USER
+	where string // WHERE: the name it gave, e.g. "pts/3"
 	agent string // the SSH agent socket it offers, or ""
 
 	wmu sync.Mutex // serialises writes
@@ -129,7 +131,7 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 	r.mu.Lock()
 	if r.pending == nil {
 		r.mu.Unlock()
-		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " disconnected", By: by}
+		return approval.Decision{Verdict: approval.Unavailable, Message: wire.ApproverDisconnected(r.name), By: by}
 	}
 	r.pending[p.ID] = pp
 	r.mu.Unlock()
@@ -145,7 +147,7 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 		return approval.Decision{Verdict: approval.Unavailable, Message: err.Error(), By: by}
 	}
 	if err := r.sendLine(line); err != nil {
-		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " unreachable", By: by}
+		return approval.Decision{Verdict: approval.Unavailable, Message: wire.ApproverUnreachable(r.name), By: by}
 	}
 	select {
 	case a := <-pp.answer:
@@ -156,16 +158,16 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 			}
 			return d
 		}
-		return approval.Decision{Verdict: approval.Deny, Message: "denied by operator " + r.name, By: by, Note: a.note}
+		return approval.Decision{Verdict: approval.Deny, Message: wire.DeniedByOperatorError(r.user, r.where).Error(), By: by, Note: a.note}
 	case <-r.done:
-		return approval.Decision{Verdict: approval.Unavailable, Message: "approver " + r.name + " disconnected", By: by}
+		return approval.Decision{Verdict: approval.Unavailable, Message: wire.ApproverDisconnected(r.name), By: by}
 	case <-ctx.Done():
 		reason := "request withdrawn"
 		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 			reason = c.Error()
 		}
 		_ = r.send(&Message{Type: MsgWithdraw, ID: p.ID, Reason: reason})
-		return approval.Decision{Verdict: approval.Withdrawn, Message: "request withdrawn", By: by}
+		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}
 	}
 }
 
@@ -222,7 +224,7 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 		where = "an approver client"
 	}
 	r := &remote{
-		c: c, peer: peer, name: peer.User + " on " + where, agent: hello.AgentSocket,
+		c: c, peer: peer, name: peer.User + " on " + where, user: peer.User, where: where, agent: hello.AgentSocket,
 		pending: map[string]*pendingPrompt{}, timeout: h.Broker.Timeout, done: make(chan struct{}),
 	}
 	// Attach before the welcome: an approver told it is attached must be

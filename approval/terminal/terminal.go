@@ -221,7 +221,7 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	name := t.name()
 	by := "tty " + name
 	fail := func(err error) (approval.Decision, string) {
-		msg := fmt.Sprintf("approval prompt on %s failed: %v", name, err)
+		msg := wire.PromptFailed("approval", name, err)
 		return approval.Decision{Verdict: approval.Unavailable, Message: msg, By: by}, "not asked: " + termsafe.Sanitize(msg)
 	}
 	if t.In == nil || t.Out == nil {
@@ -385,7 +385,7 @@ func (t *Terminal) ended(ctx, pctx context.Context, timeout time.Duration, err e
 		}
 		return approval.Decision{Verdict: approval.Withdrawn, Message: approval.WithdrawnMessage, By: by}, outcome
 	case errors.Is(context.Cause(pctx), approval.ErrPromptTimeout):
-		msg := "no approval decision within " + approval.DisplaySeconds(timeout)
+		msg := wire.PromptTimeoutError(timeout).Error()
 		return approval.Decision{Verdict: approval.Expired, Message: msg, By: by}, "timed out (" + msg + ")"
 	case errors.Is(err, errHangup), errors.Is(err, unix.EIO):
 		// EIO: a hung-up terminal also fails the window size query.
@@ -593,10 +593,7 @@ func (f ttyInput) Read(b []byte) (int, error) {
 }
 
 func (t *Terminal) denyMessage(name string) string {
-	if t.Operator == "" {
-		return "denied by the operator on " + name
-	}
-	return fmt.Sprintf("denied by operator %s on %s", t.Operator, name)
+	return wire.DeniedByOperatorError(t.Operator, name).Error()
 }
 
 // newConfirmForm builds the prompt's form: a huh Confirm bound to ok

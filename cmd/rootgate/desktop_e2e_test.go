@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
-// selfAs returns a command running this test binary as name ("rootgate" or
-// "rootgated", see TestMain) with env as its whole environment.
-func selfAs(name string, env []string, args ...string) *exec.Cmd {
-	cmd := exec.Command("/proc/self/exe", args...)
-	cmd.Args[0] = name
+// rootgateCmd returns a command running the real rootgate
+// (rgtest.Binaries) with env as its whole environment.
+func rootgateCmd(t *testing.T, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(rgtest.Rootgate(t), args...)
 	cmd.Env = env
 	return cmd
 }
@@ -39,11 +39,11 @@ func TestApproveDesktop(t *testing.T) {
 	dir := testutil.ShortDir(t)
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
 
-	startDaemon(t, env, "--socket", dir+"/s", "--approver-socket", dir+"/a",
-		"--runtime-dir", dir+"/run", "--policy", dir+"/no-policy", "--audit", dir+"/audit.jsonl")
+	// No policy file: every request asks.
+	d := rgtest.StartDaemon(t, rgtest.Opts{NoFile: true, Dir: dir, Env: env})
 
 	// No terminal: approve --desktop must not need one.
-	approver := selfAs("rootgate", append(env, "DBUS_SESSION_BUS_ADDRESS="+bus), "approve", "--desktop", "--socket", dir+"/a")
+	approver := rootgateCmd(t, append(env, "DBUS_SESSION_BUS_ADDRESS="+bus), "approve", "--desktop", "--socket", d.ApproverSock())
 	approver.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var alog syncBuffer
 	approver.Stderr = &alog
@@ -51,8 +51,7 @@ func TestApproveDesktop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// TestMain's "rootgate" has no signal handler (main's turns SIGINT
-		// into a clean detach), so SIGINT simply ends it.
+		// SIGINT is a clean detach.
 		_ = approver.Process.Signal(syscall.SIGINT)
 		_ = approver.Wait()
 		if t.Failed() {
@@ -75,7 +74,7 @@ func TestApproveDesktop(t *testing.T) {
 		{"deny", exitDenied, "", "denied", "denied"},
 	} {
 		t.Run(tt.action, func(t *testing.T) {
-			run := selfAs("rootgate", env, "run", "--socket", dir+"/s", "--", "echo", "hello-desktop")
+			run := rootgateCmd(t, env, "run", "--socket", d.Sock, "--", "echo", "hello-desktop")
 			var stdout, stderr bytes.Buffer
 			run.Stdout, run.Stderr = &stdout, &stderr
 			if err := run.Start(); err != nil {

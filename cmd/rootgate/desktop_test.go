@@ -25,11 +25,7 @@ const nobodyID = 65534
 // the directory and the bus address.
 func userBus(t *testing.T) (dir, addr string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rgbus")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir = testutil.ShortDir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

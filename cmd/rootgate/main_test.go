@@ -4,34 +4,52 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"github.com/rootgate/rootgate/cmd/internal/daemoncmd"
+	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
+// TestMain makes this test binary the command rootgate too: for the
+// scripts, and for the desktop dialog's child (which runs /proc/self/exe).
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(withBinaries{m}, map[string]func(){
 		"rootgate": func() {
 			os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
-		"rootgated": func() { os.Exit(daemoncmd.Main(os.Args[1:])) },
 	})
 }
 
-// TestScripts runs cmd/rootgate/testdata/*.txt: the real client and daemon
-// as commands, on a socket in each script's $WORK.
+// withBinaries runs the tests with rgtest.Main, which removes the real
+// binaries at the end.
+type withBinaries struct{ m *testing.M }
+
+func (w withBinaries) Run() int { return rgtest.Main(w.m) }
+
+// TestScripts runs cmd/rootgate/testdata/*.txt: this package's rootgate
+// and the real rootgated (rgtest.Binaries) as commands, on a socket in
+// each script's $WORK.
 func TestScripts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the scripts start rootgated, which needs root")
 	}
+	rootgated := rgtest.Rootgated(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata",
 		RequireExplicitExec: true,
 		Setup: func(e *testscript.Env) error {
-			// A short socket path: sun_path holds 108 bytes.
-			dir, err := os.MkdirTemp("/tmp", "rgs")
+			bin := filepath.Join(e.WorkDir, ".bin")
+			if err := os.Mkdir(bin, 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(rootgated, filepath.Join(bin, "rootgated")); err != nil {
+				return err
+			}
+			e.Setenv("PATH", bin+string(os.PathListSeparator)+e.Getenv("PATH"))
+			dir, err := testutil.NewShortDir()
 			if err != nil {
 				return err
 			}
@@ -54,15 +72,15 @@ func waitSock(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: waitsock PATH")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", args[0]); err == nil {
+	if !testutil.Poll(30*time.Second, func() bool {
+		c, err := net.Dial("unix", args[0])
+		if err == nil {
 			c.Close()
-			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil
+	}) {
+		ts.Fatalf("nothing listens on %s", args[0])
 	}
-	ts.Fatalf("nothing listens on %s", args[0])
 }
 
 // now VAR [OFFSET] sets VAR to the current time (plus a duration) in RFC 3339.

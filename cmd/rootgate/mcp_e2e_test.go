@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -23,12 +24,14 @@ import (
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
-// mcpEnv is a real rootgated on a private socket, and this test binary
-// copied where every user may run it as `rootgate`.
+// mcpEnv is a real rootgated on a private socket, and the real rootgate
+// (rgtest.Binaries, which every user may run).
 type mcpEnv struct {
 	dir, sock, asock, bin string
+	daemon                *rgtest.Daemon
 }
 
 const mcpPolicy = `deny  any  rm ...
@@ -45,48 +48,18 @@ func startMCPEnv(t *testing.T) *mcpEnv {
 	if err := os.Chmod(dir, 0o755); err != nil { // nobody runs rootgate mcp from here
 		t.Fatal(err)
 	}
-	e := &mcpEnv{dir: dir, sock: dir + "/s", asock: dir + "/a", bin: dir + "/rootgate"}
-	self, err := os.ReadFile("/proc/self/exe")
-	if err == nil {
-		err = os.WriteFile(e.bin, self, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(dir+"/policy", []byte(mcpPolicy), 0o600)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir}
-	startDaemon(t, env, "--socket", e.sock, "--approver-socket", e.asock,
-		"--runtime-dir", dir+"/run", "--policy", dir+"/policy", "--kill-grace", "1s", "--prompt-timeout", "60s", "--audit", dir+"/audit.jsonl")
+	d := rgtest.StartDaemon(t, rgtest.Opts{Dir: dir, Policy: mcpPolicy, Env: env, Args: []string{"--kill-grace", "1s", "--prompt-timeout", "60s"}})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("rootgated said:\n%s", d.Stderr)
+		}
+	})
+	e := &mcpEnv{dir: dir, sock: d.Sock, asock: d.ApproverSock(), bin: rgtest.Rootgate(t), daemon: d}
 	if err := os.Chmod(e.sock, 0o666); err != nil { // nobody is a requester too
 		t.Fatal(err)
 	}
 	return e
-}
-
-// startDaemon starts this test binary as rootgated with env and args, waits
-// until it serves ("serving" is logged once its sockets have their final
-// modes), and at cleanup stops it with SIGTERM, requiring a clean exit.
-func startDaemon(t *testing.T, env []string, args ...string) {
-	t.Helper()
-	daemon := selfAs("rootgated", env, args...)
-	daemon.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var dlog syncBuffer
-	daemon.Stderr = &dlog
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = daemon.Process.Signal(syscall.SIGTERM)
-		if err := daemon.Wait(); err != nil {
-			t.Errorf("rootgated: %v\n%s", err, dlog.String())
-		}
-		if t.Failed() {
-			t.Logf("rootgated said:\n%s", dlog.String())
-		}
-	})
-	waitFor(t, "rootgated to listen", func() bool { return strings.Contains(dlog.String(), "msg=serving") })
 }
 
 // progressLog collects the progress notifications a client receives.
@@ -157,6 +130,44 @@ func (e *mcpEnv) startMCP(t *testing.T, uid uint32, args ...string) *mcpClient {
 }
 
 // execute calls the execute tool and decodes the structured result,
+
+// startMCPPipes starts `rootgate mcp` on e's daemon with args, its stdin
+// and stdout left to the test (a client that dies is its stdin closed).
+func (e *mcpEnv) startMCPPipes(t *testing.T, args ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command(e.bin, append([]string{"mcp", "--socket", e.sock}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, stdout
+}
+
+// mcpAnswer is an execute call's result, as executeAsync delivers it.
+type mcpAnswer struct {
+	res  *mcp.CallToolResult
+	text string
+	r    mcpserver.Result
+}
+
+// executeAsync calls execute with args in the background.
+func (c *mcpClient) executeAsync(t *testing.T, args map[string]any) <-chan mcpAnswer {
+	done := make(chan mcpAnswer, 1)
+	go func() {
+		res, text, r := c.execute(t, args)
+		done <- mcpAnswer{res, text, r}
+	}()
+	return done
+}
+
 // checking it against the declared output schema.
 func (c *mcpClient) execute(t *testing.T, args map[string]any) (*mcp.CallToolResult, string, mcpserver.Result) {
 	t.Helper()
@@ -722,19 +733,7 @@ func TestMCPWaitAndCancel(t *testing.T) {
 	// withdrawn, and rootgate mcp exits 0. (The SDK's ClientSession.Close
 	// waits for calls in flight, so the client's end of the pipe is closed
 	// here by hand, as a client that dies would leave it.)
-	cmd := exec.Command(e.bin, "mcp", "--socket", e.sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := e.startMCPPipes(t)
 	exited := make(chan error, 1)
 	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-agent", Version: "1"}, nil).
 		Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,19 +138,7 @@ func TestMCPRunOutlivesCall(t *testing.T) {
 func TestMCPSessionEndWithdrawsPending(t *testing.T) {
 	e := startMCPEnv(t)
 	a := attachApprover(t, e.asock)
-	cmd := exec.Command(e.bin, "mcp", "--socket", e.sock, "--wait", "1s")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := e.startMCPPipes(t, "--wait", "1s")
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { cmd.Process.Kill() })

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,16 +57,7 @@ func TestMCPCheckAndNote(t *testing.T) {
 
 	// The asking check above reached no approver: the first prompt it
 	// sees is this request's.
-	type answer struct {
-		res  *mcp.CallToolResult
-		text string
-		r    mcpserver.Result
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, text, r := c.execute(t, map[string]any{"argv": []string{"env", "ASKME=1", "true"}, "reason": "e2e: note"})
-		done <- answer{res, text, r}
-	}()
+	done := c.executeAsync(t, map[string]any{"argv": []string{"env", "ASKME=1", "true"}, "reason": "e2e: note"})
 	p := a.next(t)
 	if p.Type != remote.MsgPrompt || p.Request.Reason != "e2e: note" {
 		t.Fatalf("approver got %+v, want the prompt of the real request", p)
@@ -85,24 +74,6 @@ func TestMCPCheckAndNote(t *testing.T) {
 	}
 }
 
-// daemonPID finds the rootgated serving sock.
-func daemonPID(t *testing.T, sock string) int {
-	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err == nil && bytes.HasPrefix(b, []byte("rootgated\x00")) && bytes.Contains(b, []byte("\x00"+sock+"\x00")) {
-			var pid int
-			for _, ch := range ent.Name() {
-				pid = pid*10 + int(ch-'0')
-			}
-			return pid
-		}
-	}
-	t.Fatalf("no rootgated serving %s", sock)
-	return 0
-}
-
 // TestMCPStopDuringRun: when rootgated stops while a command runs, the
 // agent is told that the command had started and was killed, with what it
 // wrote, and not to assume it did not run.
@@ -111,18 +82,9 @@ func TestMCPStopDuringRun(t *testing.T) {
 	c := e.startMCP(t, 0)
 	flag := e.dir + "/started"
 	argv := []string{"sh", "-c", "echo half-done; touch " + flag + "; exec sleep 60"}
-	type answer struct {
-		res  *mcp.CallToolResult
-		text string
-		r    mcpserver.Result
-	}
-	done := make(chan answer, 1)
-	go func() {
-		res, text, r := c.execute(t, map[string]any{"argv": argv, "reason": "e2e: stopped"})
-		done <- answer{res, text, r}
-	}()
+	done := c.executeAsync(t, map[string]any{"argv": argv, "reason": "e2e: stopped"})
 	waitFor(t, "the run to start", func() bool { _, err := os.Stat(flag); return err == nil })
-	if err := syscall.Kill(daemonPID(t, e.sock), syscall.SIGTERM); err != nil {
+	if err := e.daemon.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	got := <-done

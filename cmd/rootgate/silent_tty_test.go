@@ -11,6 +11,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
 // terminalQuery matches the queries a program sends to learn about its
@@ -46,7 +47,12 @@ func runOnSilentTTY(t *testing.T, name string, env []string, args ...string) str
 		}
 	}()
 
-	cmd := selfAs(name, env, args...)
+	bin := rgtest.Rootgate(t)
+	if name == "rootgated" {
+		bin = rgtest.Rootgated(t)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	// Its own session with the pty as controlling terminal, in the
 	// foreground: as in a shell on a serial console.

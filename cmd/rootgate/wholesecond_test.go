@@ -33,7 +33,7 @@ func TestRunSendsWholeSecondTime(t *testing.T) {
 		_ = json.Unmarshal(line, &req)
 		c.Write([]byte(`{"id":"` + req.ID + `","status":"ok","stages":[{"exit_code":0,"stderr":""}],"stdout":"","version":"test"}` + "\n"))
 	}()
-	out, err := selfAs("rootgate", []string{"PATH=/usr/bin:/bin"}, "run", "--socket", sock, "--reason", "time form", "--", "true").CombinedOutput()
+	out, err := rootgateCmd(t, []string{"PATH=/usr/bin:/bin"}, "run", "--socket", sock, "--reason", "time form", "--", "true").CombinedOutput()
 	if err != nil {
 		t.Fatalf("rootgate run: %v\n%s", err, out)
 	}

@@ -82,13 +82,23 @@ func ParseJournal(b []byte) (map[string]string, error) {
 // Tests wait for a condition with it, never for a fixed time.
 func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
+	if !Poll(timeout, cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// Poll polls cond every 10 ms until it holds, and reports whether it did
+// within timeout: WaitFor for callers without a testing.TB (a testscript
+// command).
+func Poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // ShortDir is a private directory under /tmp, removed when t ends, whose
@@ -96,10 +106,14 @@ func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 // and t.TempDir() names can be longer.
 func ShortDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "rg")
+	dir, err := NewShortDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// NewShortDir is ShortDir for callers without a testing.TB (a testscript
+// setup): they remove the directory themselves.
+func NewShortDir() (string, error) { return os.MkdirTemp("/tmp", "rg") }

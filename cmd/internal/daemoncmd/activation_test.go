@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // sockListener makes a Unix socket of type typ bound in dir, listening
@@ -36,11 +38,7 @@ func sockListener(t *testing.T, dir, name string, typ int, listen bool) net.List
 }
 
 func TestPickListeners(t *testing.T) {
-	dir, err := os.MkdirTemp("/tmp", "rg") // sun_path is short
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := testutil.ShortDir(t)
 	n := 0
 	stream := func() net.Listener {
 		n++

@@ -81,6 +81,8 @@ type options struct {
 	maxPending    int
 	maxConnsUID   int
 	firstByte     time.Duration
+	readTimeout   time.Duration
+	stallTimeout  time.Duration
 	promptRate    int
 	idleExit      time.Duration
 	audit         string
@@ -151,6 +153,8 @@ var flags = []clidoc.Flag{
 	{Name: "max-conns", Default: daemon.DefaultMaxConns, Usage: "connections in flight before \"server busy\""},
 	{Name: "max-conns-per-uid", Default: 0, Usage: "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns"},
 	{Name: "first-byte-timeout", Default: daemon.DefaultFirstByte, Usage: "how long a connection may send nothing before it is answered with an error and closed"},
+	{Name: "read-timeout", Default: daemon.DefaultReadTimeout, Usage: "how long a connection has, from connecting, to send its whole request line before it is answered with an error and closed"},
+	{Name: "stall-timeout", Default: daemon.DefaultStallTimeout, Usage: "how long a client may leave its answer unread before its connection is dropped"},
 	{Name: "max-pending", Default: daemon.DefaultMaxPending, Usage: "requests of one uid waiting for a person's decision at once; more are refused"},
 	{Name: "prompt-rate", Default: daemon.DefaultPromptRate, Usage: "requests of one uid put to a person per minute; more are refused"},
 	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
@@ -185,6 +189,8 @@ func parseOptions(v clidoc.Values) options {
 		maxConns:      v.Int("max-conns"),
 		maxConnsUID:   v.Int("max-conns-per-uid"),
 		firstByte:     v.Duration("first-byte-timeout"),
+		readTimeout:   v.Duration("read-timeout"),
+		stallTimeout:  v.Duration("stall-timeout"),
 		maxPending:    v.Int("max-pending"),
 		promptRate:    v.Int("prompt-rate"),
 		idleExit:      v.Duration("idle-exit"),
@@ -240,7 +246,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}} {
+	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}, {"read-timeout", o.readTimeout}, {"stall-timeout", o.stallTimeout}} {
 		if d.v <= 0 {
 			out.Errorf(stderr, "--%s must be positive", d.name)
 			return exitUsage
@@ -373,6 +379,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		MaxConns:       o.maxConns,
 		MaxConnsPerUID: o.maxConnsUID,
 		FirstByte:      o.firstByte,
+		ReadTimeout:    o.readTimeout,
+		StallTimeout:   o.stallTimeout,
 		MaxPending:     o.maxPending,
 		PromptRate:     o.promptRate,
 		RejectRate:     o.rejectRate,
