@@ -24,11 +24,11 @@ import (
 // grantIt presses g once the prompt on screen accepts keys, waits for the
 // grant to be shown in full and to accept keys, and presses y.
 func (a *approverProc) grantIt(ch chan response) {
-	a.t.Helper()
+	a.T.Helper()
 	a.notAnsweredKey(ch, "g")
-	a.see("STANDING GRANT for 15 min")
-	a.see("GRANT: y approve and grant for 15 min")
-	a.key("y")
+	a.See("STANDING GRANT for 15 min")
+	a.See("GRANT: y approve and grant for 15 min")
+	a.Key("y")
 }
 
 // grants runs `rootgate grants` (as root) with args on the approver
@@ -68,35 +68,35 @@ func wantGrant(t *testing.T, r response, id string) {
 // wantAsked asserts the request on ch is put to the approver (its id
 // shows) and denies it there.
 func (a *approverProc) wantAsked(ch chan response, id string) {
-	a.t.Helper()
-	a.see(id)
+	a.T.Helper()
+	a.See(id)
 	a.notAnsweredKey(ch, "n")
 	if r := <-ch; r.Status != wire.StatusDenied || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson {
-		a.t.Fatalf("%s: got %s, want a person's denial", id, r.raw)
+		a.T.Fatalf("%s: got %s, want a person's denial", id, r.raw)
 	}
 }
 
 func TestGrantFromPrompt(t *testing.T) {
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 	run := [][]string{{"echo", "granted-run"}}
 
 	ch := d.ask(map[string]any{"id": "grant-1", "pipeline": run, "privileged": true})
-	a.see("grant-1")
+	a.See("grant-1")
 	a.notAnsweredKey(ch, "g")
-	a.see("STANDING GRANT for 15 min")
+	a.See("STANDING GRANT for 15 min")
 	// The grant has a dwell of its own: a y typed as it appears is not
 	// its confirmation.
 	a.tapY(ch, "a y typed as the grant appeared")
-	a.see("GRANT: y approve and grant for 15 min")
+	a.See("GRANT: y approve and grant for 15 min")
 	pending(t, ch, "the grant shown, not confirmed")
-	a.key("y")
+	a.Key("y")
 	r := wantOK(t, <-ch)
 	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson {
 		t.Fatalf("the request the grant was given on: %s", r.raw)
 	}
-	a.see("approved, with a standing grant for 15 min")
+	a.See("approved, with a standing grant for 15 min")
 
 	wantGrant(t, d.send(map[string]any{"id": "grant-2", "pipeline": run, "privileged": true}), "g1")
 	wantGrant(t, d.send(map[string]any{"id": "grant-3", "pipeline": run, "privileged": true, "reason": "other words"}), "g1")
@@ -128,9 +128,9 @@ func TestGrantFromPrompt(t *testing.T) {
 	}
 	a.wantAsked(d.ask(map[string]any{"id": "after-revoke", "pipeline": run, "privileged": true}), "after-revoke")
 
-	d.stop()
-	d.verifyAudit()
-	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.dir)).CombinedOutput()
+	d.Stop()
+	d.VerifyAudit()
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.Dir)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("audit show: %v\n%s", err, out)
 	}
@@ -147,28 +147,28 @@ func TestGrantFromPrompt(t *testing.T) {
 func TestGrantInterpreterNeedsSecondConfirmation(t *testing.T) {
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 	run := [][]string{{"sh", "-c", "echo from-sh"}}
 
 	ch := d.ask(map[string]any{"id": "sh-1", "pipeline": run})
-	a.see("sh-1")
+	a.See("sh-1")
 	a.grantIt(ch)
-	a.see("SECOND CONFIRMATION: this grant allows more than one command")
-	a.see("runs sh, which runs whatever its arguments or input say")
+	a.See("SECOND CONFIRMATION: this grant allows more than one command")
+	a.See("runs sh, which runs whatever its arguments or input say")
 	pending(t, ch, "one confirmation of a grant for sh")
-	a.see("SECOND CONFIRMATION: y approve and grant it anyway")
-	a.key("n") // back to the request, then deny it
-	a.see("y approve ·")
-	a.key("n")
+	a.See("SECOND CONFIRMATION: y approve and grant it anyway")
+	a.Key("n") // back to the request, then deny it
+	a.See("y approve ·")
+	a.Key("n")
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("got %s, want denied", r.raw)
 	}
 	// No grant came of the single confirmation.
 	ch = d.ask(map[string]any{"id": "sh-2", "pipeline": run})
-	a.see("sh-2")
+	a.See("sh-2")
 	a.grantIt(ch)
-	a.see("SECOND CONFIRMATION: y approve and grant it anyway")
-	a.key("y")
+	a.See("SECOND CONFIRMATION: y approve and grant it anyway")
+	a.Key("y")
 	wantOK(t, <-ch)
 	wantGrant(t, d.send(map[string]any{"id": "sh-3", "pipeline": run}), "g1")
 }
@@ -179,8 +179,8 @@ func TestGrantInterpreterNeedsSecondConfirmation(t *testing.T) {
 func TestGrantFollowsTheFile(t *testing.T) {
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
-	bin := filepath.Join(d.dir, "tool")
+	a.See("attached to rootgated")
+	bin := filepath.Join(d.Dir, "tool")
 	write := func(path, body string) {
 		t.Helper()
 		if err := os.WriteFile(path, []byte("#!/bin/sh\necho "+body+"\n"), 0o755); err != nil {
@@ -191,7 +191,7 @@ func TestGrantFollowsTheFile(t *testing.T) {
 	run := [][]string{{bin}}
 
 	ch := d.ask(map[string]any{"id": "file-1", "pipeline": run})
-	a.see("file-1")
+	a.See("file-1")
 	a.grantIt(ch)
 	if r := wantOK(t, <-ch); string(r.Stdout) != "v1\n" {
 		t.Fatalf("got %s", r.raw)
@@ -208,13 +208,13 @@ func TestGrantFollowsTheFile(t *testing.T) {
 	// then write into it.
 	// This time for the second length offered (d).
 	ch = d.ask(map[string]any{"id": "file-3", "pipeline": run})
-	a.see("file-3")
+	a.See("file-3")
 	a.notAnsweredKey(ch, "g")
-	a.see("GRANT: y approve and grant for 15 min")
-	a.key("d")
-	a.see("STANDING GRANT for 1 h")
-	a.see("GRANT: y approve and grant for 1 h")
-	a.key("y")
+	a.See("GRANT: y approve and grant for 15 min")
+	a.Key("d")
+	a.See("STANDING GRANT for 1 h")
+	a.See("GRANT: y approve and grant for 1 h")
+	a.Key("y")
 	wantOK(t, <-ch)
 	r := d.send(map[string]any{"id": "file-4", "pipeline": run})
 	wantGrant(t, r, "g2")
@@ -236,22 +236,22 @@ func TestGrantFollowsTheFile(t *testing.T) {
 func TestGrantKeysDuringDwell(t *testing.T) {
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
-	a.see("attached to rootgated")
+	a.See("attached to rootgated")
 	run := [][]string{{"echo", "dwell-grant"}}
 
 	ch := d.ask(map[string]any{"id": "gd-1", "pipeline": run})
-	a.see("gd-1")
-	a.see("> Deny")
-	at := a.pos
+	a.See("gd-1")
+	a.See("> Deny")
+	at := a.Pos
 	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(50 * time.Millisecond) {
-		a.key("g")
-		a.key("y")
+		a.Key("g")
+		a.Key("y")
 	}
 	a.notAnswered(ch, "g and y typed during the dwell")
-	if strings.Contains(a.scr.Text()[at:], "STANDING GRANT") {
+	if strings.Contains(a.Screen.Text()[at:], "STANDING GRANT") {
 		t.Fatal("a g typed during the dwell opened a grant")
 	}
-	a.key("n")
+	a.Key("n")
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("got %s, want denied", r.raw)
 	}
@@ -292,7 +292,7 @@ func TestInProcessGrantExpires(t *testing.T) {
 // list shows an approver only the grants of requesters it may be asked
 // about, while any admitted approver may revoke.
 func TestGrantDecisionChecks(t *testing.T) {
-	d := startDaemon(t, opts{policy: "ask any\n", args: []string{"--prompt-timeout", "30s", "--approver", "nobody"}})
+	d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "30s", "--approver", "nobody"}})
 	a := attachRaw(t, d)
 	run := [][]string{{"sh", "-c", "echo raw-grant"}}
 	ch := d.ask(map[string]any{"id": "raw-1", "pipeline": run})
@@ -325,7 +325,7 @@ func TestGrantDecisionChecks(t *testing.T) {
 	chN := make(chan response, 1)
 	openToAll(t, d)
 	go func() {
-		r, err := trySendAs(d.sock, 65534, 65534, []uint32{}, line)
+		r, err := trySendAs(d.Sock, 65534, 65534, []uint32{}, line)
 		if err != nil {
 			r.raw = err.Error()
 		}
