@@ -80,6 +80,10 @@ type Decision struct {
 	// Note, on a Deny from a person, is what they typed for the requester
 	// to read (wire.SanitizeNote applies before it is sent), or "".
 	Note string `json:"-"`
+	// Grant, on an Allow from a person, asks for a standing grant: the
+	// daemon allows requests of the same shape from the same requester
+	// without asking, for this long ([MaxGrant] at most). See [Grantable].
+	Grant time.Duration `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the

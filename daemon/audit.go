@@ -43,6 +43,7 @@ type auditEvent struct {
 	Err      error
 	Decision *approval.Decision
 	Rule     *policy.Rule // the policy rule that decided, if one did
+	Grant    *grant       // the standing grant that decided, if one did
 	Plan     *runPlan
 	Result   *pipeline.Result
 	Duration time.Duration // of the run, with Result
@@ -192,6 +193,10 @@ func record(e auditEvent) *audit.Record {
 	}
 	if e.Decision != nil && e.Kind == eventDecided {
 		r.Decision = decision(e.Decision, e.Rule)
+		if g := e.Grant; g != nil {
+			uid := g.approverUID
+			r.Decision.Grant, r.Decision.ApproverUID, r.Decision.Approver = g.id, &uid, g.approver
+		}
 	}
 	switch e.Kind {
 	case eventReceived, eventRejected:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -43,6 +42,18 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		}
 		p.rule = m.Rule
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
+	}
+	// A person's standing grant for exactly this request decides it
+	// without asking; the policy's deny rules were read first.
+	if !req.ForwardAgent {
+		if g := s.grantFor(p, s.cfg.Now()); g != nil {
+			if err := receive(false); err != nil {
+				return approval.Decision{}, err
+			}
+			p.grant = g
+			log.Info("allowed by a standing grant", "grant", g.id)
+			return approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, nil
+		}
 	}
 	// One requester must not flood the people who approve.
 	end, err := s.limit.begin(p.peer.UID, s.cfg.Now())
@@ -83,6 +94,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	log.Info("asking for approval")
 	p.progress(wire.ProgressApproval)
 	d := s.cfg.Approver.Approve(ctx, prompt)
+	p.prompt = prompt
 	return d, nil
 }
 
@@ -142,12 +154,7 @@ func (s *Server) decider(d *approval.Decision, rule *policy.Rule) *wire.DecidedB
 	}
 	by := &wire.DecidedBy{By: wire.DecidedByPerson, Note: wire.SanitizeNote(d.Note)}
 	// Member.Name is "USER on WHERE".
-	user, where, ok := strings.Cut(d.Member.Name, " on ")
-	if ok {
-		by.Approver = fmt.Sprintf("%s (uid %d) on %s", user, d.Member.UID, where)
-	} else {
-		by.Approver = fmt.Sprintf("%s (uid %d)", d.Member.Name, d.Member.UID)
-	}
+	by.Approver = approverText(d.Member.Name, d.Member.UID)
 	by.Via = d.Member.Via
 	if by.Via == "" {
 		by.Via = "terminal"

@@ -26,8 +26,10 @@ type runPlan struct {
 	dir     *os.File           // the cwd, held open
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
-	policy  *policy.Policy // the policy in force when the request was received
-	rule    *policy.Rule   // the policy rule that decided, if one did
+	policy  *policy.Policy   // the policy in force when the request was received
+	rule    *policy.Rule     // the policy rule that decided, if one did
+	grant   *grant           // the standing grant that decided, if one did
+	prompt  *approval.Prompt // what a person was shown, if one was asked
 	// unrecorded: a policy denial past its uid's budget of records for
 	// requests refused without a person; counted in a dropped record.
 	unrecorded bool

@@ -139,11 +139,18 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return reject(err)
 	}
 	by := s.decider(&d, plan.rule)
+
+	if plan.grant != nil {
+		by = grantDecider(plan.grant)
+	}
 	if plan.unrecorded {
 		return &wire.Response{ID: req.ID, Status: wire.StatusDenied, Code: denialCode(d), Message: d.Message, DecidedBy: by}
 	}
-	if s.event(auditEvent{Kind: eventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule}) != nil {
+	if s.event(auditEvent{Kind: eventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule, Grant: plan.grant}) != nil {
 		return errorResponse(req.ID, errAudit)
+	}
+	if plan.prompt != nil && d.Grant > 0 {
+		s.addGrant(plan, plan.prompt, &d, s.cfg.Now())
 	}
 	// fail ends a decided request in an error, recorded as failed.
 	fail := func(msg error) *wire.Response {

@@ -135,6 +135,8 @@ type Server struct {
 	// it is received, and decides against that one.
 	policy atomic.Pointer[policy.Policy]
 	reload sync.Mutex // one ReloadPolicy at a time
+	// grants are the standing grants people gave, in memory only.
+	grants grantStore
 }
 
 // New checks cfg, fills in defaults and opens the replay window in

@@ -120,3 +120,13 @@ func unchanged(a, b *unix.Stat_t) bool {
 	return sameFile(a, b) && a.Uid == b.Uid && a.Gid == b.Gid && a.Mode == b.Mode && a.Size == b.Size &&
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
+
+// Identity names the pinned file as it was when pinned: its device and
+// inode, owner, mode, size and change times. Two pins with the same
+// Identity held the same unmodified file; a file replaced behind its path,
+// or written to, has another.
+func (p *Pinned) Identity() string {
+	s := &p.st
+	return fmt.Sprintf("dev=%d ino=%d uid=%d gid=%d mode=%o size=%d mtime=%d.%09d ctime=%d.%09d",
+		s.Dev, s.Ino, s.Uid, s.Gid, s.Mode, s.Size, s.Mtim.Sec, s.Mtim.Nsec, s.Ctim.Sec, s.Ctim.Nsec)
+}

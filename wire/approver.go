@@ -57,3 +57,26 @@ func ApproverNoPrompt(id string) string {
 func ApproverHashMismatch(id string) string {
 	return fmt.Sprintf("decision refused: request %q is not the one shown (hash mismatch)", id)
 }
+
+// Refusals of a decision's grant (docs/protocol.md, "Standing grants").
+const (
+	// ApproverGrantOnDeny: a grant on a denial.
+	ApproverGrantOnDeny = "decision refused: a grant is given only with an approval"
+	// ApproverGrantAgent: a grant for a request that forwards an SSH agent.
+	ApproverGrantAgent = "decision refused: a request that forwards an SSH agent cannot be granted"
+	// ApproverGrantRunsAnything: a grant for a request with an interpreter
+	// or command runner, without grant_runs_anything.
+	ApproverGrantRunsAnything = "decision refused: the request runs an interpreter or a command runner: a grant for it must say grant_runs_anything (a second confirmation)"
+	// ApproverNoGrants: a grants request to a daemon that keeps none.
+	ApproverNoGrants = "this daemon keeps no standing grants"
+)
+
+// ApproverGrantDuration refuses a grant outside 1 second to max.
+func ApproverGrantDuration(got, max int64) string {
+	return fmt.Sprintf("decision refused: grant of %d seconds is not between 1 and %d", got, max)
+}
+
+// ApproverNoGrant refuses to revoke a grant that is not held.
+func ApproverNoGrant(id string) string {
+	return fmt.Sprintf("revoke refused: no standing grant %q", id)
+}

@@ -61,6 +61,9 @@ type Response struct {
 const (
 	DecidedByPolicy = "policy"
 	DecidedByPerson = "person"
+	// DecidedByGrant: a person's standing grant for requests of exactly
+	// this shape from this requester (docs/protocol.md, "Standing grants").
+	DecidedByGrant = "grant"
 )
 
 // Check answers ([Response].Check).
@@ -75,14 +78,17 @@ const (
 const MaxNoteLen = 200
 
 // DecidedBy says who decided a request: a policy rule (Rule, Source) or
-// a person (Approver, Via, and Note when they typed one).
+// a person (Approver, Via, and Note when they typed one), or a person's
+// standing grant (Grant, Ends, and the Approver and Via who gave it).
 type DecidedBy struct {
-	By       string `json:"by"`                 // DecidedByPolicy or DecidedByPerson
+	By       string `json:"by"`                 // DecidedByPolicy, DecidedByPerson or DecidedByGrant
 	Rule     string `json:"rule,omitempty"`     // the policy rule's text
 	Source   string `json:"source,omitempty"`   // "FILE:LINE" of the rule
 	Approver string `json:"approver,omitempty"` // "NAME (uid N) on TTY"
 	Via      string `json:"via,omitempty"`      // "terminal" (the daemon's own --tty) or "remote"
 	Note     string `json:"note,omitempty"`     // a deny note the person typed, sanitised
+	Grant    string `json:"grant,omitempty"`    // the standing grant's id, e.g. "g3"
+	Ends     string `json:"ends,omitempty"`     // when the grant ends, RFC 3339 UTC in whole seconds
 }
 
 // StageResult is one stage's outcome.

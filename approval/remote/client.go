@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -50,7 +51,15 @@ type Client struct {
 	// afterWithdrawn: the last prompt shown here was withdrawn while on
 	// screen, so the next one says it is a different request; the worker's.
 	afterWithdrawn bool
+	// grants: the daemon attached to keeps standing grants (its welcome
+	// said so).
+	grants atomic.Bool
 }
+
+// DaemonGrants reports whether the daemon this client is attached to
+// keeps standing grants, so a prompt may offer one: an older daemon
+// refuses a decision that carries one.
+func (a *Client) DaemonGrants() bool { return a.grants.Load() }
 
 // RefusedError is a daemon's refusal to attach the client: retrying
 // cannot help.
@@ -153,6 +162,7 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 	if welcome.Type != MsgWelcome {
 		return false, &RefusedError{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
 	}
+	a.grants.Store(welcome.StandingGrants)
 	a.scr.println(fmt.Sprintf("rootgate: attached to rootgated %s at %s as %s on %s; waiting for requests (prompts time out after %ds)",
 		welcome.Daemon, a.Socket, a.Operator, a.Name, int(welcome.PromptTimeout)))
 	notAsked := ""
@@ -325,6 +335,12 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 		m := &Message{Type: MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok}
 		if !ok {
 			m.Note = d.Note
+		}
+		if ok && d.Grant > 0 {
+			// The terminal confirmed a second time for a request that
+			// runs anything (approval.RunsAnything).
+			m.Grant = max(int64(d.Grant/time.Second), 1)
+			m.GrantRunsAnything = len(approval.RunsAnything(p.msg.Request)) > 0
 		}
 		_ = send(m)
 	}

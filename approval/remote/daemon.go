@@ -59,6 +59,19 @@ type Host struct {
 	Version string
 	// Log receives attach, detach and refusal lines; nil discards them.
 	Log *slog.Logger
+	// Grants lists and revokes the daemon's standing grants for a
+	// connection that asks (grants, revoke); nil: the daemon keeps none.
+	Grants GrantKeeper
+}
+
+// A GrantKeeper holds the daemon's standing grants.
+type GrantKeeper interface {
+	// ListGrants returns the grants peer may see (those of requesters it
+	// may be asked about) and how many others there are.
+	ListGrants(peer Peer) (shown []GrantInfo, hidden int)
+	// RevokeGrant ends grant id at peer's word; it returns the refusal's
+	// text, or "".
+	RevokeGrant(id string, peer Peer) string
 }
 
 // remote is an attached approver client: a broker member whose Approve
@@ -82,13 +95,15 @@ type remote struct {
 
 type pendingPrompt struct {
 	hash   string
+	p      *approval.Prompt
 	answer chan answer
 }
 
 // answer is a decision as an approver client sent it.
 type answer struct {
 	approve bool
-	note    string // a deny note, sanitised
+	note    string        // a deny note, sanitised
+	grant   time.Duration // a standing grant asked for with an approval
 }
 
 var _ approval.Approver = (*remote)(nil)
@@ -112,7 +127,7 @@ func (r *remote) sendLine(line []byte) error {
 // Approve implements [approval.Approver].
 func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	by := "approver " + r.name
-	pp := &pendingPrompt{hash: RequestHash(p), answer: make(chan answer, 1)}
+	pp := &pendingPrompt{hash: RequestHash(p), p: p, answer: make(chan answer, 1)}
 	r.mu.Lock()
 	if r.pending == nil {
 		r.mu.Unlock()
@@ -137,7 +152,7 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 	select {
 	case a := <-pp.answer:
 		if a.approve {
-			d := approval.Decision{Verdict: approval.Allow, By: by, After: r}
+			d := approval.Decision{Verdict: approval.Allow, By: by, After: r, Grant: a.grant}
 			if r.agent != "" {
 				d.Agent = &approval.AgentOffer{Socket: r.agent, UID: uint32(r.peer.UID), GID: uint32(r.peer.GID), Groups: r.peer.Groups}
 			}
@@ -186,6 +201,10 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 		Refuse(c, wire.ApproverNoHello(err))
 		return
 	}
+	if hello.Type == MsgGrants || hello.Type == MsgRevoke {
+		h.grants(c, hello, peer, log)
+		return
+	}
 	switch {
 	case hello.Type != MsgHello:
 		Refuse(c, wire.ApproverNotHello(hello.Type))
@@ -216,7 +235,8 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: "remote", Approver: r, Agent: r.agent, Controllers: peer.Controllers})
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
-		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval})
+		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
+		StandingGrants: h.Grants != nil})
 	r.wmu.Unlock()
 	if err != nil {
 		detach()
@@ -310,8 +330,59 @@ func (r *remote) deliver(m *Message) string {
 	if !a.approve {
 		a.note = wire.SanitizeNote(m.Note)
 	}
+	if msg := checkGrant(m, pp.p); msg != "" {
+		// The prompt stays: the approver may answer it again.
+		r.mu.Lock()
+		if r.pending != nil {
+			r.pending[m.ID] = pp
+		}
+		r.mu.Unlock()
+		return msg
+	}
+	a.grant = time.Duration(m.Grant) * time.Second
 	pp.answer <- a
 	return ""
+}
+
+// checkGrant returns why the grant m asks for is refused, or "".
+func checkGrant(m *Message, p *approval.Prompt) string {
+	if m.Grant == 0 && !m.GrantRunsAnything {
+		return ""
+	}
+	maxSec := int64(approval.MaxGrant / time.Second)
+	switch {
+	case !*m.Approve:
+		return wire.ApproverGrantOnDeny
+	case m.Grant < 1 || m.Grant > maxSec:
+		return wire.ApproverGrantDuration(m.Grant, maxSec)
+	case approval.Grantable(p) != "":
+		return wire.ApproverGrantAgent
+	case len(approval.RunsAnything(p)) > 0 && !m.GrantRunsAnything:
+		return wire.ApproverGrantRunsAnything
+	}
+	return ""
+}
+
+// grants answers a connection that opened with a grants or revoke
+// message, then it is closed.
+func (h *Host) grants(c *net.UnixConn, m *Message, peer Peer, log *slog.Logger) {
+	_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
+	switch {
+	case m.Version != ProtoVersion:
+		Refuse(c, wire.ApproverVersion(m.Version, ProtoVersion))
+	case h.Grants == nil:
+		Refuse(c, wire.ApproverNoGrants)
+	case m.Type == MsgGrants:
+		shown, hidden := h.Grants.ListGrants(peer)
+		_ = WriteMessage(c, &Message{Type: MsgGrants, Grants: shown, Hidden: hidden})
+	default:
+		if msg := h.Grants.RevokeGrant(m.ID, peer); msg != "" {
+			Refuse(c, msg)
+			return
+		}
+		log.Info("grant revoked", "grant", m.ID)
+		_ = WriteMessage(c, &Message{Type: MsgRevoked, ID: m.ID})
+	}
 }
 
 // notAsked lists the uids (without root, whose requests anyone may

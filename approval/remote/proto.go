@@ -42,6 +42,11 @@ const (
 	MsgResult   = "result"   // daemon → approver: how an approved request ended
 	MsgPing     = "ping"     // daemon → approver, keep-alive
 	MsgPong     = "pong"     // approver → daemon, reply to ping
+	// A connection may instead open with one of these, and is answered
+	// once and closed: it lists or revokes standing grants.
+	MsgGrants  = "grants"  // client → daemon: list; daemon → client: the list (Grants, Hidden)
+	MsgRevoke  = "revoke"  // client → daemon: revoke grant ID
+	MsgRevoked = "revoked" // daemon → client: grant ID was revoked
 )
 
 // Message is one line of the approver protocol. Only the fields of its
@@ -64,6 +69,9 @@ type Message struct {
 	// daemon shows them anyway (--unsafe-self-approval), with a banner.
 	NotAsked     []int `json:"not_asked,omitempty"`
 	SelfApproval bool  `json:"self_approval,omitempty"`
+	// StandingGrants says the daemon keeps standing grants: a decision
+	// may carry one.
+	StandingGrants bool `json:"standing_grants,omitempty"`
 
 	// prompt, withdraw, decision, result
 	ID       string           `json:"id,omitempty"`
@@ -74,9 +82,37 @@ type Message struct {
 	Reason   string           `json:"reason,omitempty"`   // withdraw: why, e.g. "approved by root on pts/4"
 	Outcome  string           `json:"outcome,omitempty"`  // result: one line
 	Note     string           `json:"note,omitempty"`     // decision, deny only: a short note for the requester
+	// Grant, on a decision that approves: a standing grant for requests
+	// of the same shape from the same requester, for this many seconds.
+	// GrantRunsAnything confirms a grant for a request that runs an
+	// interpreter or command runner ([approval.RunsAnything]): the person
+	// was told and confirmed twice.
+	Grant             int64 `json:"grant,omitempty"`
+	GrantRunsAnything bool  `json:"grant_runs_anything,omitempty"`
+	// grants (the daemon's answer): the standing grants this approver may
+	// see, and how many others are held for requesters it is never asked
+	// about.
+	Grants []GrantInfo `json:"grants,omitempty"`
+	Hidden int         `json:"hidden,omitempty"`
 
 	// error
 	Message string `json:"message,omitempty"`
+}
+
+// GrantInfo is a standing grant as a grants answer lists it.
+type GrantInfo struct {
+	ID        string     `json:"id"`
+	UID       int        `json:"uid"`  // the requester's
+	User      string     `json:"user"` // its user name, or the number
+	Pipeline  [][]string `json:"pipeline"`
+	Paths     []string   `json:"paths"` // each stage's resolved executable
+	RunAs     string     `json:"run_as"`
+	Cwd       string     `json:"cwd"`
+	Env       []string   `json:"env,omitempty"` // KEY=VALUE, sorted
+	StdinSize int        `json:"stdin_bytes,omitempty"`
+	Ends      time.Time  `json:"ends"`
+	By        string     `json:"by"` // who gave it
+	Uses      int        `json:"uses"`
 }
 
 // RequestHash is the SHA-256 of a prompt's JSON form, hex. A decision must

@@ -55,6 +55,13 @@ var errHangup = errors.New("terminal closed or hung up")
 //     that reaches the requester ([approval.Decision].Note); Enter takes
 //     the highlighted answer, which is Deny unless the arrow keys (or h,
 //     l) moved it;
+//   - g, when y would count, shows in full the standing grant that would
+//     be given (the exact request shape, the requester, how long, until
+//     when; d cycles through GrantDurations) and asks for y again, after
+//     its own dwell and paging: that y approves the request with a
+//     [approval.Decision].Grant. A request with a stage that runs
+//     anything its arguments say ([approval.RunsAnything]) asks a third
+//     time, saying why; n or Esc go back to the request;
 //   - no answer within Timeout: [approval.Expired];
 //   - the request's context ends first: the form is removed and the answer
 //     is [approval.Withdrawn].
@@ -94,6 +101,11 @@ type Terminal struct {
 	// terminal): the first prompt then opens with a banner saying it is a
 	// different request. The Terminal sets it itself for the prompts after.
 	AfterWithdrawn bool
+	// GrantDurations are the lengths of standing grant g offers, the
+	// first one first; nil means approval.DefaultGrantDurations, empty
+	// that g offers none (the daemon keeps none). Each is at most
+	// approval.MaxGrant.
+	GrantDurations []time.Duration
 
 	mu    sync.Mutex // guards the fields that follow
 	busy  bool       // a request holds the terminal
@@ -259,13 +271,18 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	profile := colorprofile.Env(os.Environ())
 	out := &colorprofile.Writer{Forward: t.Out, Profile: profile}
 	var ok bool // false: Deny is focused and is what Enter takes
+	durations := t.GrantDurations
+	if durations == nil {
+		durations = approval.DefaultGrantDurations
+	}
 	m := &promptModel{
-		form:     newConfirmForm(p, &ok),
-		p:        p,
-		text:     strings.TrimSuffix(approval.RenderWhole(p), "\n"),
-		deadline: deadline,
-		banner:   t.AfterWithdrawn,
-		flush:    func() { _ = flush() },
+		durations: durations,
+		form:      newConfirmForm(p, &ok),
+		p:         p,
+		text:      strings.TrimSuffix(approval.RenderWhole(p), "\n"),
+		deadline:  deadline,
+		banner:    t.AfterWithdrawn,
+		flush:     func() { _ = flush() },
 	}
 	v := &inlineView{m: m, out: out}
 	w, h := windowSize(fd)
@@ -315,6 +332,8 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	}
 
 	switch state := m.form.State; {
+	case state == huh.StateCompleted && ok && m.armed && m.seenEnd && m.grant > 0:
+		return approval.Decision{Verdict: approval.Allow, By: by, Grant: m.grant}, "approved, with a standing grant for " + approval.DisplayDuration(m.grant)
 	case state == huh.StateCompleted && ok && m.armed && m.seenEnd:
 		return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 	case state == huh.StateCompleted && m.wantNote:
@@ -664,6 +683,16 @@ type promptModel struct {
 	seenEnd       bool     // the pager has shown the last line
 	refused       bool     // y was refused for want of paging
 	footerLines   int      // the footer's height at the last View
+
+	// A standing grant (g): grantStep is 0 on the request, 1 while the
+	// grant is shown, 2 while the second confirmation for a request that
+	// runs anything is. grant is the length confirmed.
+	durations []time.Duration
+	grantStep int
+	grantIdx  int           // the duration shown, in durations
+	grant     time.Duration // the grant confirmed, when the form completes
+	grantNo   string        // why g was refused, shown in the key line
+	armGen    int           // the dwell that armMsg{armGen} ends
 }
 
 // endPromptMsg tells the program the prompt's context ended.
@@ -672,8 +701,8 @@ type endPromptMsg struct{}
 // tickMsg refreshes the countdown.
 type tickMsg struct{}
 
-// armMsg ends the dwell.
-type armMsg struct{}
+// armMsg ends the dwell numbered gen.
+type armMsg struct{ gen int }
 
 func tick() tea.Cmd {
 	return tea.Tick(time.Second, func(time.Time) tea.Msg { return tickMsg{} })
@@ -682,6 +711,70 @@ func tick() tea.Cmd {
 func (m *promptModel) Init() tea.Cmd {
 	m.layout(80, 24)
 	return tea.Batch(m.form.Init(), tick(), tea.Tick(Dwell, func(time.Time) tea.Msg { return armMsg{} }))
+}
+
+// show replaces the text in the pager, which must be paged to its end
+// again, and starts a new dwell.
+func (m *promptModel) show(text string) tea.Cmd {
+	m.text = text
+	m.lines = nil
+	m.layout(m.width, m.height)
+	m.seenEnd = false
+	m.refused = false
+	m.armed = false
+	m.armGen++
+	gen := m.armGen
+	return tea.Tick(Dwell, func(time.Time) tea.Msg { return armMsg{gen: gen} })
+}
+
+// grantText is the standing grant as step shows it.
+func (m *promptModel) grantText() string {
+	d := m.durations[m.grantIdx]
+	text := approval.RenderGrant(m.p, d, time.Now())
+	if m.grantStep == 2 {
+		var b strings.Builder
+		b.WriteString("!!! SECOND CONFIRMATION: this grant allows more than one command.\n")
+		for _, why := range approval.RunsAnything(m.p) {
+			b.WriteString("!!! " + why + ":\n")
+		}
+		b.WriteString("!!! with these arguments it may be harmless, but confirm only if you read them all.\n")
+		text = b.String() + text
+	}
+	return strings.TrimSuffix(text, "\n")
+}
+
+// grantKey handles a key while a grant is shown.
+func (m *promptModel) grantKey(msg tea.KeyPressMsg) (*promptModel, tea.Cmd) {
+	switch msg.String() {
+	case "n", "N", "esc":
+		m.grantStep = 0
+		cmd := m.show(strings.TrimSuffix(approval.RenderWhole(m.p), "\n"))
+		m.armed, m.armGen = true, m.armGen+1 // the request was read: no new dwell
+		return m, cmd
+	case "d", "D":
+		m.grantIdx = (m.grantIdx + 1) % len(m.durations)
+		top, seen := m.top, m.seenEnd
+		cmd := m.show(m.grantText())
+		m.top, m.seenEnd, m.armed, m.armGen = top, seen, true, m.armGen+1
+		m.scroll(0)
+		return m, cmd
+	case "y", "Y":
+		if !m.seenEnd {
+			m.refused = true
+			return m, nil
+		}
+		if m.grantStep == 1 && len(approval.RunsAnything(m.p)) > 0 {
+			m.grantStep = 2
+			return m, m.show(m.grantText())
+		}
+		m.grant = m.durations[m.grantIdx]
+		_, cmd := m.form.Update(tea.KeyPressMsg{Code: 'y', Text: "y"})
+		return m, cmd
+	case "ctrl+c":
+		_, cmd := m.form.Update(msg) // denies, as on the request
+		return m, cmd
+	}
+	return m, nil
 }
 
 // contPrefix is what a wrapped line's continuation lines start with: the
@@ -755,8 +848,19 @@ func (m *promptModel) footer() []string {
 		keys = " y refused: page to the end first (space, PgDn) · n or Esc deny · m deny with a note"
 	case !m.seenEnd:
 		keys = " page to the end of the request before y counts · n or Esc deny · m deny with a note"
+	case m.grantStep == 1 && !m.seenEnd:
+		keys = " GRANT: page to the end of the grant before y counts · n or Esc back to the request"
+	case m.grantStep == 1:
+		keys = fmt.Sprintf(" GRANT: y approve and grant for %s · d other length (%s) · n or Esc back to the request",
+			approval.DisplayDuration(m.durations[m.grantIdx]), durationList(m.durations))
+	case m.grantStep == 2 && !m.seenEnd:
+		keys = " SECOND CONFIRMATION: page to the end before y counts · n or Esc back to the request"
+	case m.grantStep == 2:
+		keys = " SECOND CONFIRMATION: y approve and grant it anyway · n or Esc back to the request"
+	case m.grantNo != "":
+		keys = " y approve · n or Esc deny · m deny with a note · no grant: " + m.grantNo
 	default:
-		keys = " y approve · n or Esc deny · m deny with a note · Enter takes the highlighted answer"
+		keys = " y approve · n or Esc deny · m deny with a note · g grant for a time · Enter takes the highlighted answer"
 	}
 	f = append(f, fit(keys, m.width), " times out in "+approval.DisplaySeconds(left))
 	return f
@@ -800,6 +904,9 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 		}
 		return m, tick()
 	case armMsg:
+		if msg.gen != m.armGen {
+			return m, nil
+		}
 		m.armed = true
 		m.flush() // what was typed during the dwell and not yet read
 		return m, nil
@@ -838,6 +945,25 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 				m.refused = true
 				return m, nil
 			}
+		}
+		if m.grantStep > 0 {
+			return m.grantKey(msg)
+		}
+		switch msg.String() {
+		case "g", "G":
+			switch {
+			case !m.seenEnd:
+				m.refused = true
+				return m, nil
+			case approval.Grantable(m.p) != "":
+				m.grantNo = approval.Grantable(m.p)
+				return m, nil
+			case len(m.durations) == 0:
+				m.grantNo = "this rootgated keeps no standing grants"
+				return m, nil
+			}
+			m.grantStep, m.grantIdx = 1, 0
+			return m, m.show(m.grantText())
 		case "m", "M":
 			// Deny, then ask for a note: the form takes it as n.
 			m.wantNote = true
@@ -1009,4 +1135,13 @@ func (t *Terminal) releaseLogs() {
 		}
 		l.held, l.dropped = nil, 0
 	}
+}
+
+// durationList is ds for the key line: "15 min, 1 h".
+func durationList(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = approval.DisplayDuration(d)
+	}
+	return strings.Join(parts, ", ")
 }

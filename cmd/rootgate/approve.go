@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -19,7 +21,9 @@ import (
 // approveAbout is rootgate approve's help.
 const approveAbout = `Attach this terminal to rootgated as an approver: each request is shown
 here in full; y approves, n, Esc or Enter deny, m denies with a note for the
-requester. Ctrl-C (between prompts) detaches.
+requester, g shows a standing grant for the same request from the same
+requester for a time (--grant-for) and asks for y again to approve with it.
+Ctrl-C (between prompts) detaches.
 With --desktop, each request is a desktop notification instead: Approve
 approves; Deny, or closing it, denies. It is weaker than the terminal: any
 program of yours on the desktop can press Approve (docs/security.md).`
@@ -29,6 +33,7 @@ var approveFlags = []clidoc.Flag{
 	{Name: "socket", Default: "", Usage: "approver socket `path`"},
 	{Name: "forward-agent", Default: false, Usage: "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve"},
 	{Name: "accessible", Default: false, Usage: "ask in plain lines for screen readers: type y and Enter to approve; anything else denies"},
+	{Name: "grant-for", Default: "15m,1h", Usage: "the lengths of standing grant g offers at a prompt: a comma-separated `list` of durations, each at most 8h"},
 	{Name: "desktop", Default: false, Usage: "ask with desktop notifications (Approve / Deny buttons) instead of this terminal; under sudo, on the sudo user's desktop"},
 }
 
@@ -40,6 +45,11 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		return exitUsage
 	}
 	sock := client.ApproverSocket(socket)
+	grantFor, err := parseGrantFor(fl.String("grant-for"))
+	if err != nil {
+		errorf(stderr, "--grant-for: %v", err)
+		return exitUsage
+	}
 	var agentSock string
 	if agent {
 		agentSock = os.Getenv("SSH_AUTH_SOCK")
@@ -73,8 +83,12 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	defer tty.Close()
 	a := &remote.Client{Socket: sock, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String()}
 	a.Ask = func(deadline time.Time, afterWithdrawn bool) approval.Approver {
+		grantFor := grantFor
+		if !a.DaemonGrants() {
+			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
+		}
 		return &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
-			Accessible: accessible, AfterWithdrawn: afterWithdrawn}
+			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor}
 	}
 	return runApprover(ctx, a, stderr)
 }
@@ -94,4 +108,21 @@ func runApprover(ctx context.Context, a *remote.Client, stderr io.Writer) int {
 		errorf(stderr, "%v", err)
 	}
 	return exitError
+}
+
+// parseGrantFor reads --grant-for: durations, comma-separated, each
+// between a second and approval.MaxGrant.
+func parseGrantFor(s string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for part := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a duration (15m, 1h)", part)
+		}
+		if d < time.Second || d > approval.MaxGrant {
+			return nil, fmt.Errorf("%s is not between 1s and %s", d, approval.MaxGrant)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }

@@ -231,12 +231,37 @@ func formatRecord(r *audit.Record) string {
 			line("policy", "reload refused at %s line %d; %d rule(s) stay in force", q(p.File), p.Line, p.Rules)
 		}
 	}
+	if g := r.Grant; g != nil {
+		by := "the daemon"
+		if g.ApproverUID != nil {
+			by = fmt.Sprintf("%s (uid %d)", q(g.Approver), *g.ApproverUID)
+		}
+		switch r.Kind {
+		case audit.KindGrantCreated:
+			line("grant", "%s given by %s for uid %d, ends %s", q(g.ID), by, g.RequesterUID, g.Ends.UTC().Format(time.RFC3339))
+		default:
+			line("grant", "%s %s by %s after %d use(s)", q(g.ID), q(g.Why), by, g.Uses)
+		}
+		line("pipeline", "%s", pipelineText(g.Pipeline))
+		for i, st := range g.Stages {
+			exe := termsafe.Quote(st.Path)
+			if st.Target != "" {
+				exe += " -> " + termsafe.Quote(st.Target)
+			}
+			line("stage "+strconv.Itoa(i+1), "%s", exe)
+		}
+		line("run as", "%s in %s", q(g.RunAsUser), termsafe.Quote(g.Cwd))
+		line("shape", "sha256 %s", q(g.Shape))
+	}
 	if d := r.Decision; d != nil {
 		by := q(d.By)
 		if d.ApproverUID != nil {
 			by += fmt.Sprintf(" (uid %d)", *d.ApproverUID)
 		}
 		line("decision", "%s by %s", q(d.Verdict), by)
+		if d.Grant != "" {
+			line("grant", "%s, the standing grant of %s", q(d.Grant), by)
+		}
 		if d.PolicyRule != "" {
 			line("rule", "line %d: %s", d.PolicyLine, q(d.PolicyRule))
 		}

@@ -94,6 +94,8 @@ func commands() []command {
 		{name: "ping", summary: "check that rootgated answers", flags: []clidoc.Flag{socketFlag}, run: cmdPing},
 		{name: "approve", summary: "approve requests on this terminal or desktop", about: approveAbout, flags: approveFlags, run: cmdApprove},
 		{name: "approve " + dialogHelperArg, summary: "the desktop dialog helper of approve --desktop", hidden: true, run: cmdDialogHelper},
+		{name: "grants", summary: "list the standing grants people gave at a prompt", about: grantsAbout, flags: grantsFlags, run: cmdGrants},
+		{name: "grants revoke", args: "ID", summary: "end a standing grant", about: grantsAbout, flags: grantsFlags, run: cmdGrantsRevoke},
 		{name: "mcp", summary: "serve the MCP tools (execute, wait, cancel, output, ping, check) on stdio", about: mcpAbout, flags: mcpFlags, run: cmdMCP},
 		{name: "audit", args: "verify|show", summary: "check or print the audit log", about: auditAbout, hidden: true, run: cmdAudit},
 		{name: "audit verify", summary: "check the audit log's hash chain, across rotated files", about: auditAbout, flags: auditFlags, run: cmdAuditVerify},

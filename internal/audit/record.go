@@ -38,6 +38,13 @@ const (
 	// KindPolicyReload: the daemon read its policy again; Policy says
 	// whether it took the new one, Error why not.
 	KindPolicyReload Kind = "policy_reload"
+	// KindGrantCreated and KindGrantRevoked: a person gave a standing
+	// grant (with the approval of request ID), or one was revoked (by a
+	// person, or when the daemon found it ended); Grant says which. A
+	// request a grant decides has a decided record whose Decision.Grant
+	// names it.
+	KindGrantCreated Kind = "grant_created"
+	KindGrantRevoked Kind = "grant_revoked"
 
 	KindReceived  Kind = "received"  // a request decoded; Peer and Request
 	KindRejected  Kind = "rejected"  // a request refused by a check; Error
@@ -80,6 +87,9 @@ type Record struct {
 	Daemon *Daemon `json:"daemon,omitempty"`
 	// Policy is the outcome of a policy reload, on policy_reload records.
 	Policy *PolicyLoad `json:"policy,omitempty"`
+	// Grant is a standing grant, on grant_created and grant_revoked
+	// records.
+	Grant *Grant `json:"grant,omitempty"`
 
 	// Hash is the SHA-256 of the record's line without its hash field.
 	Hash string `json:"-"`
@@ -153,6 +163,30 @@ type Decision struct {
 	// of rootgated --unsafe-self-approval: the requester's uid could
 	// control the approver's terminal or session and type the answer.
 	UnsafeSelfApproval bool `json:"unsafe_self_approval,omitempty"`
+	// Grant is the id of the standing grant that decided, if one did;
+	// Approver and ApproverUID are then who gave it.
+	Grant string `json:"grant,omitempty"`
+}
+
+// Grant is a standing grant: requests from RequesterUID whose shape has
+// the SHA-256 Shape (the resolved files by identity, argv, env, run-as,
+// cwd, stdin, privileged, forward_agent) run without asking until Ends.
+type Grant struct {
+	ID           string     `json:"id"`
+	RequesterUID int        `json:"requester_uid"`
+	Pipeline     [][]string `json:"pipeline"`
+	Stages       []Stage    `json:"stages"`
+	RunAsUser    string     `json:"run_as_user"`
+	Cwd          string     `json:"cwd"`
+	Shape        string     `json:"shape_sha256"`
+	Ends         time.Time  `json:"ends"`
+	// ApproverUID and Approver gave the grant (on grant_created) or
+	// revoked it (on grant_revoked; absent when it ended by itself).
+	ApproverUID *int   `json:"approver_uid,omitempty"`
+	Approver    string `json:"approver,omitempty"`
+	Uses        int    `json:"uses"`
+	// Why, on grant_revoked: "revoked" or "ended".
+	Why string `json:"why,omitempty"`
 }
 
 // Run is what is about to run.

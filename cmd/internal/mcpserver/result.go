@@ -40,12 +40,14 @@ type Result struct {
 
 // DecidedBy says who decided a request.
 type DecidedBy struct {
-	By       string `json:"by" jsonschema:"policy: a rule of the operator's policy file; person: someone at an approver"`
+	By       string `json:"by" jsonschema:"policy: a rule of the operator's policy file; person: someone at an approver; grant: a person's standing grant for exactly this request"`
 	Rule     string `json:"rule,omitempty" jsonschema:"the policy rule's text"`
 	Source   string `json:"source,omitempty" jsonschema:"the policy rule's file and line"`
 	Approver string `json:"approver,omitempty" jsonschema:"the person who decided, with their uid and where they sat"`
 	Via      string `json:"via,omitempty" jsonschema:"terminal (the daemon's own --tty) or remote (an attached approver client)"`
 	Note     string `json:"note,omitempty" jsonschema:"what the person who denied wrote to you"`
+	Grant    string `json:"grant,omitempty" jsonschema:"the standing grant's id"`
+	Ends     string `json:"ends,omitempty" jsonschema:"when the standing grant ends (RFC 3339); after it a person is asked again"`
 }
 
 // decidedBy converts the daemon's decided_by.
@@ -53,7 +55,7 @@ func decidedBy(d *wire.DecidedBy) *DecidedBy {
 	if d == nil {
 		return nil
 	}
-	return &DecidedBy{By: d.By, Rule: d.Rule, Source: d.Source, Approver: d.Approver, Via: d.Via, Note: d.Note}
+	return &DecidedBy{By: d.By, Rule: d.Rule, Source: d.Source, Approver: d.Approver, Via: d.Via, Note: d.Note, Grant: d.Grant, Ends: d.Ends}
 }
 
 // text says who decided, in one line.
@@ -67,6 +69,8 @@ func (d *DecidedBy) text() string {
 			s += " (" + d.Via + ")"
 		}
 		return s
+	case wire.DecidedByGrant:
+		return fmt.Sprintf("standing grant %s from %s, until %s", d.Grant, d.Approver, d.Ends)
 	}
 	return d.By
 }
