@@ -25,6 +25,7 @@ import (
 // table without a case here, or a case for a code the table lacks, fails
 // the test: the table holds no code the daemon cannot send.
 func TestEveryCodeProduced(t *testing.T) {
+	t.Parallel()
 	allow := func() *fakeApprover {
 		return &fakeApprover{answer: func(context.Context, *approval.Prompt) approval.Decision {
 			return approval.Decision{Verdict: approval.Allow, By: "fake"}

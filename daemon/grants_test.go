@@ -77,6 +77,7 @@ func (a *approverProc) wantAsked(ch chan response, id string) {
 }
 
 func TestGrantFromPrompt(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -145,6 +146,7 @@ func TestGrantFromPrompt(t *testing.T) {
 // whatever a later request's identical script does, which is more than a
 // command: one y is not enough, the second screen says why.
 func TestGrantInterpreterNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -177,6 +179,7 @@ func TestGrantInterpreterNeedsSecondConfirmation(t *testing.T) {
 // shown, not for its path: a requester that puts another file there, or
 // writes into the same one, is asked again.
 func TestGrantFollowsTheFile(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -262,6 +265,7 @@ func TestGrantKeysDuringDwell(t *testing.T) {
 // on the daemon's clock, and not after; the policy's deny rules are read
 // before it.
 func TestInProcessGrantExpires(t *testing.T) {
+	t.Parallel()
 	fa := &fakeApprover{answer: func(context.Context, *approval.Prompt) approval.Decision {
 		return approval.Decision{Verdict: approval.Allow, By: "fake", Grant: 10 * time.Minute}
 	}}
@@ -292,6 +296,7 @@ func TestInProcessGrantExpires(t *testing.T) {
 // list shows an approver only the grants of requesters it may be asked
 // about, while any admitted approver may revoke.
 func TestGrantDecisionChecks(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "30s", "--approver", "nobody"}})
 	a := attachRaw(t, d)
 	run := [][]string{{"sh", "-c", "echo raw-grant"}}
@@ -381,6 +386,7 @@ func promptAfterResults(a *rawApprover) *remote.Message {
 // given (the policy reloaded on SIGHUP) denies the granted request: the
 // policy's deny rules are read before grants.
 func TestGrantPolicyDenyWins(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := attachRaw(t, d)
 	run := [][]string{{"echo", "deny-wins"}}

@@ -13,6 +13,7 @@ import (
 // option or another spelling of a number into, which the glob rules they
 // replace ([a-z0-9]*, [0-9]*) would have let through.
 func TestPolicyPlaceholders(t *testing.T) {
+	t.Parallel()
 	dir := shortDir(t)
 	lines := filepath.Join(dir, "lines")
 	if err := os.WriteFile(lines, []byte("1\n2\n3\n4\n"), 0o644); err != nil {

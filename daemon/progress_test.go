@@ -73,6 +73,7 @@ func (l *lineReader) wantAnswer() wire.Response {
 // is put to a person and when its run starts, before the answer; one that
 // does not gets exactly one line, as in the base protocol.
 func TestProgressLines(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "allow any echo ...\nask any\n", Args: []string{"--prompt-timeout", "30s"}})
 
 	t.Run("policy allows: running only", func(t *testing.T) {

@@ -517,6 +517,7 @@ func TestPromptAccessibleShowsAllOfStdin(t *testing.T) {
 // which reaches the requester cleaned (escapes made blanks) in
 // decided_by; n alone still denies without asking for one.
 func TestPromptDenyNote(t *testing.T) {
+	t.Parallel()
 	d := promptDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")

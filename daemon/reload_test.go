@@ -77,6 +77,7 @@ func (d *daemonProc) writePolicy(text string) {
 // pipeline finishes, and the waiting request is still the approver's to
 // decide, as the policy it was received under said.
 func TestPolicyReloadSIGHUP(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "allow any sh ...\nask any\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
@@ -137,6 +138,7 @@ func TestPolicyReloadSIGHUP(t *testing.T) {
 // error level and records them in the audit log; a later good reload
 // works.
 func TestPolicyReloadBroken(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "allow any echo ...\n"})
 	d.writePolicy("deny any echo ...\nalow any true\n")
 	d.hup()
@@ -166,6 +168,7 @@ func TestPolicyReloadBroken(t *testing.T) {
 // at start the daemon does not start, on reload the old policy stays.
 // Otherwise such a uid (the agent's) could write itself an allow rule.
 func TestPolicyDropInOwnership(t *testing.T) {
+	t.Parallel()
 	u := addAccount(t, "rgreload1")
 	d := startDaemon(t, opts{Policy: "ask any echo ...\n"})
 	dropDir := filepath.Join(d.Dir, "policy.d")
@@ -259,6 +262,7 @@ func TestPolicyDropInOwnership(t *testing.T) {
 // daemon reloads its policy and goes on serving (what `systemctl reload
 // rootgate` does).
 func TestPolicyReloadByUnit(t *testing.T) {
+	t.Parallel()
 	unit, err := os.ReadFile(filepath.Join("..", "systemd", "rootgate.service"))
 	if err != nil {
 		t.Fatal(err)

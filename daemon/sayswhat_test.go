@@ -20,6 +20,7 @@ import (
 // TestDecidedByPolicy: a request a policy rule decides names the rule's
 // text and its file and line, whether it allows or denies.
 func TestDecidedByPolicy(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "# rules\ndeny any false ...\nallow any echo ...\n"})
 	policy := filepath.Join(d.Dir, "policy")
 
@@ -40,6 +41,7 @@ func TestDecidedByPolicy(t *testing.T) {
 // the terminal escapes and control characters it held removed and cut at
 // 200 characters. The person is named with their uid and where they sit.
 func TestDenyNoteReachesRequester(t *testing.T) {
+	t.Parallel()
 	d := approverDaemon(t)
 	a := attachRaw(t, d)
 
@@ -81,6 +83,7 @@ func TestDenyNoteReachesRequester(t *testing.T) {
 // daemon's clock, in whole seconds UTC, so a client can tell skew from a
 // stale request.
 func TestStaleTimeSaysDaemonClock(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	for _, tm := range []string{"2020-01-01T00:00:00Z", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)} {
 		before := time.Now().Add(-time.Second)
@@ -106,6 +109,7 @@ func TestStaleTimeSaysDaemonClock(t *testing.T) {
 // answered with killed_stopping and what it wrote before, never with the
 // "daemon stopping" of a request that did not start.
 func TestStopDuringRunSaysItRan(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{})
 	flag := filepath.Join(d.Dir, "started")
 	marker := "stopdur-" + uuid.NewString()[:8]
@@ -139,6 +143,7 @@ func TestStopDuringRunSaysItRan(t *testing.T) {
 // user is not shown. Its audit record is a received record marked check,
 // with nothing started.
 func TestCheckRequest(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, opts{Policy: "deny any rm ...\ndeny any,user=alice-rg-other id\nallow any touch ...\nask any apt-get ...\n", Args: []string{"--prompt-timeout", "4s"}})
 	policy := filepath.Join(d.Dir, "policy")
 	a := attachRaw(t, d)
