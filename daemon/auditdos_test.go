@@ -201,9 +201,7 @@ func TestAuditFreeSpaceGuard(t *testing.T) {
 	waitTrail(t, small, "guarded", "rejected")
 	wantError(t, d.send(map[string]any{"id": "guarded-ping", "action": "ping", "pipeline": nil}), "the audit log's file system is nearly full; not running")
 	waitTrail(t, small, "guarded-ping", "rejected")
-	if !strings.Contains(d.Stderr.String(), "level=ERROR msg=\"audit log's file system nearly full; requests refused\"") {
-		t.Errorf("the guard logged no error:\n%s", d.Stderr)
-	}
+	d.waitLog("level=ERROR", `msg="audit log's file system nearly full; requests refused"`)
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
