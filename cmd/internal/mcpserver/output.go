@@ -215,8 +215,8 @@ func readRange(resp *wire.Response, in OutputInput, budget int) *OutputResult {
 		r.Total = len(b)
 		start = min(r.From-1, len(b))
 		end = len(b)
-		if in.Count > 0 {
-			end = min(end, start+in.Count)
+		if in.Count > 0 { // start <= len(b): no overflow however large Count is
+			end = min(end, start+min(in.Count, len(b)))
 		}
 		if end-start > budget {
 			end = runeStartBefore(b, start+budget)
@@ -229,8 +229,8 @@ func readRange(resp *wire.Response, in OutputInput, budget int) *OutputResult {
 		r.Total = lineCount(b)
 		start = lineStart(b, r.From)
 		end = len(b)
-		if in.Count > 0 {
-			end = lineStart(b, r.From+in.Count)
+		if in.Count > 0 && r.From <= r.Total { // no overflow however large Count is
+			end = lineStart(b, r.From+min(in.Count, r.Total))
 		}
 		if end-start > budget {
 			end = start + bytes.LastIndexByte(b[start:start+budget], '\n') + 1

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -170,5 +171,24 @@ func TestStoreBounds(t *testing.T) {
 	}
 	if s.get("pending") == nil {
 		t.Fatal("a pending call was forgotten")
+	}
+}
+
+// TestRangeHugeCount: a count or start as large as an int can hold (the
+// model chooses them) reads to the end instead of overflowing into a
+// slice out of range, which would end rootgate mcp and its session.
+func TestRangeHugeCount(t *testing.T) {
+	b := numbered(100)
+	resp := &wire.Response{ID: "c1", Status: wire.StatusOK, Stages: []wire.StageResult{{}}, Stdout: b}
+	for _, unit := range []string{"lines", "bytes"} {
+		for _, from := range []int{1, 2, 50, math.MaxInt} {
+			got := readRange(resp, OutputInput{ID: "c1", Unit: unit, From: from, Count: math.MaxInt}, len(b))
+			if got.Error != "" || got.NextFrom != 0 {
+				t.Errorf("%s from %d, count MaxInt: %+v", unit, from, got)
+			}
+			if from == 2 && unit == "lines" && got.Text != strings.TrimPrefix(string(b), "line 1\n") {
+				t.Errorf("lines from 2: text %q", got.Text[:min(40, len(got.Text))])
+			}
+		}
 	}
 }
