@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
 // The policy file: the operator's standing decisions (docs/policy.md).
@@ -169,6 +171,11 @@ func Parse(name string, r io.Reader) (*Policy, error) {
 	for line := range strings.Lines(string(data)) {
 		n++
 		line = strings.TrimSuffix(line, "\n")
+		if !termsafe.String(strings.ReplaceAll(line, "\r", " "), true) { // CR is a blank here
+			// A rule is shown on terminals (policy test, prompts, logs):
+			// it must not hide or rewrite what is around it.
+			return nil, &ParseError{Name: name, Line: n, Err: errUnsafeText}
+		}
 		rule, ok, err := parseRule(line)
 		if err != nil {
 			return nil, &ParseError{Name: name, Line: n, Err: err}
@@ -180,6 +187,9 @@ func Parse(name string, r io.Reader) (*Policy, error) {
 	}
 	return p, nil
 }
+
+// errUnsafeText: a line holds a control, invisible or invalid character.
+var errUnsafeText = errors.New("a control, invisible or invalid UTF-8 character; a policy is plain text")
 
 // ruleWord is one word of a rule line.
 type ruleWord struct {

@@ -747,3 +747,18 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 	})
 }
+
+// TestParseRefusesUnsafeText: a rule line that could rewrite a terminal
+// (an OSC title, a bidi override, invalid UTF-8) is refused, so `rootgate
+// policy test` on a file someone else wrote prints nothing of it; tabs and
+// CRLF line ends still parse.
+func TestParseRefusesUnsafeText(t *testing.T) {
+	for _, line := range []string{"allow any true x\x1b]0;pwned\x07", "allow any echo \u202egnp.exe", "allow any echo \xff", "# \x1b[2J"} {
+		if _, err := Parse("p", strings.NewReader(line+"\n")); err == nil || !errors.Is(err, errUnsafeText) {
+			t.Errorf("Parse(%q) = %v, want the unsafe-text error", line, err)
+		}
+	}
+	if _, err := Parse("p", strings.NewReader("allow\tany\techo hi\r\n")); err != nil {
+		t.Errorf("tabs and CRLF: %v", err)
+	}
+}

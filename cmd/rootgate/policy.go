@@ -11,6 +11,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 )
 
@@ -73,7 +74,7 @@ func cmdPolicyCheck(_ context.Context, e *env, _ clidoc.Values, args []string) i
 	}
 	p, err := policy.LoadFiles(file, policy.LoadOptions{Trusted: true})
 	if err != nil {
-		errorf(e.stderr, "%v", err)
+		errorf(e.stderr, "%s", termsafe.Sanitize(err.Error()))
 		return exitBadPolicy
 	}
 	files := p.Files()
@@ -126,7 +127,7 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 	}
 	p, err := policy.LoadFiles(fl.String("policy"), policy.LoadOptions{})
 	if err != nil {
-		errorf(e.stderr, "%v", err)
+		errorf(e.stderr, "%s", termsafe.Sanitize(err.Error()))
 		return exitBadPolicy
 	}
 	m, why := p.Explain(s)
@@ -136,14 +137,14 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		if path == "" {
 			path = "not found"
 		}
-		fmt.Fprintf(e.stdout, "stage %d: %s (%s)\n", i+1, approval.QuoteArgv(st.Argv), path)
+		fmt.Fprintf(e.stdout, "stage %d: %s (%s)\n", i+1, approval.QuoteArgv(st.Argv), termsafe.Sanitize(path))
 		if st.Rule != nil {
-			fmt.Fprintf(e.stdout, "  %s by %s:%d: %s\n", st.Action, st.Rule.File, st.Rule.Line, st.Rule.Text)
+			fmt.Fprintf(e.stdout, "  %s by %s:%d: %s\n", st.Action, termsafe.Sanitize(st.Rule.File), st.Rule.Line, st.Rule.Text)
 		} else {
 			fmt.Fprintf(e.stdout, "  ask: no rule matches\n")
 		}
 		for _, sk := range st.Skipped {
-			fmt.Fprintf(e.stdout, "  not %s:%d: %s: %s\n", sk.Rule.File, sk.Rule.Line, sk.Rule.Text, sk.Why)
+			fmt.Fprintf(e.stdout, "  not %s:%d: %s: %s\n", termsafe.Sanitize(sk.Rule.File), sk.Rule.Line, sk.Rule.Text, termsafe.Sanitize(sk.Why))
 		}
 	}
 	if err := errors.Join(unresolved...); err != nil {
