@@ -74,7 +74,7 @@ func cmdPolicyCheck(_ context.Context, e *env, _ clidoc.Values, args []string) i
 	}
 	p, err := policy.LoadFiles(file, policy.LoadOptions{Trusted: true})
 	if err != nil {
-		errorf(e.stderr, "%s", termsafe.Sanitize(err.Error()))
+		errorf(e.stderr, "%s", safeText(err.Error()))
 		return exitBadPolicy
 	}
 	files := p.Files()
@@ -127,7 +127,7 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 	}
 	p, err := policy.LoadFiles(fl.String("policy"), policy.LoadOptions{})
 	if err != nil {
-		errorf(e.stderr, "%s", termsafe.Sanitize(err.Error()))
+		errorf(e.stderr, "%s", safeText(err.Error()))
 		return exitBadPolicy
 	}
 	m, why := p.Explain(s)
@@ -137,14 +137,14 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		if path == "" {
 			path = "not found"
 		}
-		fmt.Fprintf(e.stdout, "stage %d: %s (%s)\n", i+1, approval.QuoteArgv(st.Argv), termsafe.Sanitize(path))
+		fmt.Fprintf(e.stdout, "stage %d: %s (%s)\n", i+1, approval.QuoteArgv(st.Argv), safeText(path))
 		if st.Rule != nil {
-			fmt.Fprintf(e.stdout, "  %s by %s:%d: %s\n", st.Action, termsafe.Sanitize(st.Rule.File), st.Rule.Line, st.Rule.Text)
+			fmt.Fprintf(e.stdout, "  %s by %s:%d: %s\n", st.Action, safeText(st.Rule.File), st.Rule.Line, st.Rule.Text)
 		} else {
 			fmt.Fprintf(e.stdout, "  ask: no rule matches\n")
 		}
 		for _, sk := range st.Skipped {
-			fmt.Fprintf(e.stdout, "  not %s:%d: %s: %s\n", termsafe.Sanitize(sk.Rule.File), sk.Rule.Line, sk.Rule.Text, termsafe.Sanitize(sk.Why))
+			fmt.Fprintf(e.stdout, "  not %s:%d: %s: %s\n", safeText(sk.Rule.File), sk.Rule.Line, sk.Rule.Text, safeText(sk.Why))
 		}
 	}
 	if err := errors.Join(unresolved...); err != nil {
@@ -152,4 +152,13 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		warningf(e.stderr, "%v: rootgated would refuse the request", err)
 	}
 	return exitOK
+}
+
+// safeText is s as it is when it is safe on a terminal, else escaped: names
+// and texts from policy files someone else may have written.
+func safeText(s string) string {
+	if termsafe.String(s, false) {
+		return s
+	}
+	return termsafe.Sanitize(s)
 }
