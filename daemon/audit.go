@@ -205,7 +205,9 @@ func record(e auditEvent) *audit.Record {
 		if e.Request != nil {
 			r.Request = request(e.Request)
 			if e.Kind == eventReceived && e.Line != nil {
-				r.Request.Pipeline = nil // compact: see maxRecordedPipeline
+				// Compact (maxRecordedLine): only the short fields.
+				q := r.Request
+				q.Pipeline, q.Env, q.EnvSHA256, q.Reason, q.Cwd, q.Host, q.Session = nil, nil, nil, "", "", "", ""
 			}
 		}
 	case eventStarted:
@@ -316,19 +318,9 @@ func stagePaths(r *audit.Run) string {
 	return strings.Join(parts, " | ")
 }
 
-// maxRecordedPipeline is how many bytes of arguments the received record
-// of a request nothing runs for (a ping, a policy denial) holds; past it,
-// the record keeps the line's size and SHA-256 instead of the pipeline, so
-// such requests, which no person reads first, cannot fill the log.
-const maxRecordedPipeline = 4096
-
-// pipelineBytes counts the bytes of every argument of p.
-func pipelineBytes(p [][]string) int {
-	n := 0
-	for _, argv := range p {
-		for _, a := range argv {
-			n += len(a)
-		}
-	}
-	return n
-}
+// maxRecordedLine is how long the request line of a request nothing runs
+// for (a ping, a check, a policy denial) may be for its received record to
+// hold the request's fields; past it, the record keeps the line's size and
+// SHA-256 and only the short fields, so such requests, which no person
+// reads first, cannot fill the log with long arguments, env or reasons.
+const maxRecordedLine = 4096

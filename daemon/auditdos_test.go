@@ -305,3 +305,28 @@ func floodAs(uid, gid uint32, script, sock string, n int) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
+
+// TestPingWithLongFieldsRecordedCompactly: a ping's line made long with an
+// env key and a reason, not with arguments, is recorded compactly too: a
+// requester cannot fill the log through the fields the pipeline check
+// did not count.
+func TestPingWithLongFieldsRecordedCompactly(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	key := "LC_" + strings.Repeat("A", 200000)
+	r := d.send(map[string]any{"id": "long-ping", "action": "ping", "pipeline": nil,
+		"env": map[string]string{key: "C.UTF-8"}, "reason": strings.Repeat("r", 4000)})
+	if r.Status != wire.StatusOK {
+		t.Fatalf("ping: %s", r.raw[:min(len(r.raw), 300)])
+	}
+	waitTrail(t, d.Dir, "long-ping", "received")
+	for _, rec := range records(t, d.Dir) {
+		if rec.ID == "long-ping" && rec.Kind == audit.KindReceived {
+			if rec.Line == nil || rec.Line.Bytes < 200000 || rec.Request == nil || rec.Request.Env != nil || rec.Request.EnvSHA256 != nil || rec.Request.Reason != "" {
+				t.Fatalf("received record not compact: line %+v, request %+v", rec.Line, rec.Request)
+			}
+			return
+		}
+	}
+	t.Fatal("no received record")
+}

@@ -54,16 +54,16 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 	// receive writes the received record, once the request is to be
 	// decided; nothing runs, and it is not decided, if it cannot be.
-	// For a request nothing will run for (a ping, a policy denial) a
-	// pipeline past maxRecordedPipeline bytes is left out of the record,
-	// which keeps the line's size and SHA-256 instead.
+	// For a request nothing will run for (a ping, a check, a policy
+	// denial) whose line passes maxRecordedLine bytes, the record keeps
+	// the line's size and SHA-256 instead of its long fields.
 	receive := func(runsNothing bool) error {
 		if err := s.checkFree(); err != nil {
 			return err
 		}
 		received = true
 		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req}
-		if runsNothing && pipelineBytes(req.Pipeline) > maxRecordedPipeline {
+		if runsNothing && len(line) > maxRecordedLine {
 			e.Line = line
 		}
 		if err := s.event(e); err != nil {
