@@ -41,7 +41,7 @@ func (p *Policy) Explain(s Subject) (Match, []StageExplanation) {
 		if p != nil {
 			for j := range p.Rules {
 				r := &p.Rules[j]
-				why := r.whyNot(&s, argv, e.Path)
+				why := r.whyNot(&s, argv, e.Path, true)
 				if why == "" {
 					e.Rule, e.Action = r, r.Action
 					break
@@ -54,9 +54,14 @@ func (p *Policy) Explain(s Subject) (Match, []StageExplanation) {
 	return m, out
 }
 
+// no is whyNot's answer when it is not asked to explain.
+const no = "no"
+
 // whyNot returns why r does not match the stage argv (resolved to the
-// executable resolved) of s, or "" when it does.
-func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
+// executable resolved) of s, or "" when it does. Without explain the why
+// is only "no": a request is matched against every rule, and explaining
+// would copy and quote its (requester-sized) arguments for each.
+func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) string {
 	switch r.scope {
 	case scopePrivileged:
 		if !s.Privileged {
@@ -76,12 +81,18 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
 		{"host", r.host, s.Host},
 	} {
 		if q.glob != "" && !globMatch(q.glob, q.value) {
+			if !explain {
+				return no
+			}
 			return fmt.Sprintf("%s=%s: the request's %s is %q", q.name, q.glob, q.name, q.value)
 		}
 	}
 	// An allow rule covers only the env it names: a root program may read
 	// an env value as code or as a file to load.
 	if r.Action == ActionAllow && !r.admitsEnv(s.Env) {
+		if !explain {
+			return no
+		}
 		for k := range s.Env {
 			if !r.admitsEnv(map[string]string{k: s.Env[k]}) {
 				return fmt.Sprintf("env: the rule does not admit %s", k)
@@ -101,12 +112,18 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
 	// the requester's cwd says.
 	bare := !strings.Contains(argv[0], "/")
 	if !(bare && wordMatch(r.words[0], argv[0])) && (resolved == "" || !wordMatch(r.words[0], resolved)) {
+		if !explain {
+			return no
+		}
 		if resolved == "" {
 			return fmt.Sprintf("command %q does not match %q", argv[0], r.words[0])
 		}
 		return fmt.Sprintf("command %q (%s) does not match %q", argv[0], resolved, r.words[0])
 	}
 	if len(argv) < len(r.words) || !r.rest && len(argv) != len(r.words) {
+		if !explain {
+			return no
+		}
 		more := ""
 		if r.rest {
 			more = " or more"
@@ -114,7 +131,7 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string) string {
 		return fmt.Sprintf("the pattern takes %d word(s)%s, the stage has %d", len(r.words), more, len(argv))
 	}
 	for i := 1; i < len(r.words); i++ {
-		if why := r.argWhyNot(i, argv[i]); why != "" {
+		if why := r.argWhyNot(i, argv[i], explain); why != "" {
 			return why
 		}
 	}

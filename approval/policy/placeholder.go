@@ -171,14 +171,20 @@ func isASCIIAlnum(c byte) bool {
 
 // argWhyNot returns why argument i (1 or more) of a stage does not match
 // pattern word i of r, or "" when it does.
-func (r *Rule) argWhyNot(i int, arg string) string {
+func (r *Rule) argWhyNot(i int, arg string, explain bool) string {
 	if i < len(r.places) && r.places[i].kind != phNone {
 		if why := r.places[i].whyNot(arg); why != "" {
+			if !explain {
+				return no
+			}
 			return fmt.Sprintf("argument %d %q %s", i, arg, why)
 		}
 		return ""
 	}
 	if !wordMatch(r.words[i], arg) {
+		if !explain {
+			return no
+		}
 		return fmt.Sprintf("argument %d %q does not match %q", i, arg, r.words[i])
 	}
 	return ""

@@ -526,7 +526,7 @@ func (p *Policy) firstMatch(s *Subject, argv []string, resolved string) *Rule {
 // matches reports whether r matches the stage argv (resolved to the
 // executable resolved) of s.
 func (r *Rule) matches(s *Subject, argv []string, resolved string) bool {
-	return r.whyNot(s, argv, resolved) == ""
+	return r.whyNot(s, argv, resolved, false) == ""
 }
 
 // AllowsAllPrivileged returns the rules that allow every privileged

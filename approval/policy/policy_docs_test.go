@@ -75,7 +75,7 @@ func TestDocPolicyExamples(t *testing.T) {
 				}
 				for i := 1; i < len(r.words); i++ {
 					for _, o := range options {
-						if r.argWhyNot(i, o) == "" {
+						if r.argWhyNot(i, o, false) == "" {
 							t.Errorf("%s: example rule %q: %q admits the option %s", file, r.Text, r.words[i], o)
 						}
 					}
