@@ -23,7 +23,12 @@ import (
 // Rune reports whether r is safe to show as itself (see the package
 // comment). U+FFFD, the replacement character, is safe: it is what a
 // terminal shows for it; [String] refuses the invalid UTF-8 it stands for.
-func Rune(r rune) bool { return unicode.IsPrint(r) }
+// Variation selectors and the other default-ignorable marks (U+034F, the
+// Hangul fillers, U+180B…) are graphic to unicode.IsPrint but show as
+// nothing, so they are not safe.
+func Rune(r rune) bool {
+	return unicode.IsPrint(r) && !unicode.In(r, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
+}
 
 // String reports whether s is valid UTF-8 made of safe runes; with
 // multiline, TAB and LF are allowed too.

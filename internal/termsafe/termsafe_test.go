@@ -113,6 +113,11 @@ func TestHostile(t *testing.T) {
 		{"invalid UTF-8", "a\xffb"},
 		{"truncated UTF-8", "a\xe2\x80"},
 		{"encoded surrogate", "a\xed\xa0\x80b"},
+		{"variation selector 16", "/etc/passwd\ufe0f"},
+		{"variation selector supplement", "a\U000e0101b"},
+		{"combining grapheme joiner", "a\u034fb"},
+		{"Hangul filler", "a\u3164b"},
+		{"Mongolian variation selector", "a\u180bb"},
 	}
 	for _, h := range hostile {
 		t.Run(h.name, func(t *testing.T) {
