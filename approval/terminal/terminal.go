@@ -844,10 +844,6 @@ func (m *promptModel) footer() []string {
 		keys = " keys are not accepted yet: read the request"
 	case m.tooSmall():
 		keys = " window too small to show the request: enlarge it · n or Esc deny · m deny with a note"
-	case m.refused && !m.seenEnd:
-		keys = " y refused: page to the end first (space, PgDn) · n or Esc deny · m deny with a note"
-	case !m.seenEnd:
-		keys = " page to the end of the request before y counts · n or Esc deny · m deny with a note"
 	case m.grantStep == 1 && !m.seenEnd:
 		keys = " GRANT: page to the end of the grant before y counts · n or Esc back to the request"
 	case m.grantStep == 1:
@@ -857,6 +853,10 @@ func (m *promptModel) footer() []string {
 		keys = " SECOND CONFIRMATION: page to the end before y counts · n or Esc back to the request"
 	case m.grantStep == 2:
 		keys = " SECOND CONFIRMATION: y approve and grant it anyway · n or Esc back to the request"
+	case m.refused && !m.seenEnd:
+		keys = " y refused: page to the end first (space, PgDn) · n or Esc deny · m deny with a note"
+	case !m.seenEnd:
+		keys = " page to the end of the request before y counts · n or Esc deny · m deny with a note"
 	case m.grantNo != "":
 		keys = " y approve · n or Esc deny · m deny with a note · no grant: " + m.grantNo
 	default:
