@@ -177,16 +177,17 @@ type fanotifyResponse struct {
 }
 
 // onExec marks the file at path with fanotify and calls fn once, while the
-// first exec of that file waits in the kernel (FAN_OPEN_EXEC_PERM) before
-// it goes on; later execs are let through. The returned channel is closed
-// once fn has run.
+// first open or exec of that file waits in the kernel (FAN_OPEN_PERM,
+// FAN_OPEN_EXEC_PERM: the run's copy of a script opens it, a binary is
+// executed) before it goes on; later ones are let through. The returned
+// channel is closed once fn has run.
 func onExec(t *testing.T, path string, fn func()) chan struct{} {
 	t.Helper()
 	fan, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_CLOEXEC)
 	if err != nil {
 		t.Fatalf("fanotify_init: %v", err)
 	}
-	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD, unix.FAN_OPEN_EXEC_PERM, unix.AT_FDCWD, path); err != nil {
+	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD, unix.FAN_OPEN_PERM|unix.FAN_OPEN_EXEC_PERM, unix.AT_FDCWD, path); err != nil {
 		unix.Close(fan)
 		t.Fatalf("fanotify_mark: %v", err)
 	}
@@ -233,10 +234,12 @@ func onExec(t *testing.T, path string, fn func()) chan struct{} {
 }
 
 // TestScriptSwappedAtExec: a root-owned #! script in a directory the
-// requester owns is approved; while the run's exec of it waits in the
-// kernel, the requester renames its own script over it. The script that
-// was shown runs, with its arguments, never the one swapped in. (Executed
-// by its path, the interpreter opened the swapped file every time.)
+// requester owns is approved; while the run's copy of it (the run executes
+// a sealed copy of the script it was shown) waits in the kernel to open
+// it, the requester renames its own script over it. The one swapped in
+// never runs: the held file was unlinked meanwhile, so the run is refused
+// as changed, and nothing runs. (Executed by its path, the interpreter
+// opened the swapped file every time.)
 func TestScriptSwappedAtExec(t *testing.T) {
 	t.Parallel()
 	d := approverDaemon(t)
@@ -265,14 +268,14 @@ func TestScriptSwappedAtExec(t *testing.T) {
 		}
 	})
 	a.decide(p, true)
-	r := wantOK(t, <-ch)
+	r := <-ch
 	select {
 	case <-swapped:
 	default:
-		t.Fatal("the run's exec of the script was never seen, so nothing was swapped")
+		t.Fatal("the run's open of the script was never seen, so nothing was swapped")
 	}
-	if got := string(r.Stdout); got != "shown a b\n" {
-		t.Errorf("stdout %q, want the approved script's \"shown a b\"", got)
+	if r.Status != wire.StatusError || r.Code != wire.CodeStart || !strings.HasSuffix(r.Message, `"`+script+`" changed since it was resolved`) || len(r.Stdout) != 0 || r.Stages != nil {
+		t.Errorf("got %s, want the run refused as changed, with nothing run", r.raw)
 	}
 	if b, _ := os.ReadFile(script); !strings.Contains(string(b), "swapped in") {
 		t.Errorf("the swap did not happen: %s holds %q", script, b)
@@ -294,7 +297,7 @@ func TestScriptArguments(t *testing.T) {
 	writeFile(t, script, "#!/bin/sh -u\ncase $- in *u*) echo nounset;; esac\necho \"$0\" \"$(readlink /proc/$$/fd/3)\"\nprintf '<%s>' \"$@\"\necho\nls /proc/$$/fd\n", nil)
 	for _, priv := range []bool{true, false} {
 		r := wantOK(t, d.send(map[string]any{"privileged": priv, "pipeline": [][]string{{script, "a b", "", "-x", "$HOME", "*"}}}))
-		want := "nounset\n/proc/self/fd/3 " + script + "\n<a b><><-x><$HOME><*>\n"
+		want := "nounset\n/proc/self/fd/3 /memfd:rootgate-script (deleted)\n<a b><><-x><$HOME><*>\n"
 		if got := string(r.Stdout); !strings.HasPrefix(got, want) {
 			t.Fatalf("privileged %v: stdout %q, want it to start with %q", priv, got, want)
 		}

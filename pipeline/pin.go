@@ -22,11 +22,12 @@ import (
 // changes the change time). Otherwise the run is refused. The file is then
 // executed through the held descriptor (/proc/self/fd/N), never by its
 // path, so nothing done to the path after the check can change what runs.
-// That holds for an ELF binary and for a script (#!) alike: the kernel
-// hands a script's interpreter the name /proc/self/fd/N, which the
-// interpreter opens to read the script, so it reads the held file too.
-// For that, an interpreted file's descriptor is the one descriptor besides
-// 0, 1 and 2 that a stage inherits (as descriptor 3; see [Cmd]).
+// An ELF binary cannot be written while it runs (ETXTBSY). A script (#!)
+// can, and its interpreter reads it as it goes, so an interpreted file
+// runs from a sealed in-memory copy of the checked contents: the kernel
+// hands the interpreter the name /proc/self/fd/3, which it opens to read
+// the copy. That descriptor is the one descriptor besides 0, 1 and 2 that
+// a stage inherits (see [Cmd]).
 type Pinned struct {
 	// Path is the path that was resolved and is shown to the approver.
 	Path string
@@ -96,6 +97,51 @@ func (p *Pinned) Close() error { return p.f.Close() }
 func (p *Pinned) Interpreted() bool { return p.interpreted }
 
 func (p *Pinned) fdPath() string { return "/proc/self/fd/" + strconv.Itoa(int(p.f.Fd())) }
+
+// maxScript bounds the interpreted file a run copies (sealedCopy).
+const maxScript = 64 << 20
+
+// sealedCopy returns a sealed memfd holding the pinned file's contents,
+// read through the held descriptor, for an interpreted file's stage to run
+// instead of the file itself. The kernel reads a script's #! line, and its
+// interpreter the script, while it runs: from the file, anyone who may
+// write it could change what runs after the check (append a line a shell
+// has not read yet). The copy is checked to be of the file as pinned (it
+// is unchanged after the read), and then no one can change it.
+func (p *Pinned) sealedCopy() (*os.File, error) {
+	src, err := os.Open(p.fdPath())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Path, err)
+	}
+	defer src.Close()
+	fd, err := unix.MemfdCreate("rootgate-script", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("%s: copy: %w", p.Path, err)
+	}
+	dst := os.NewFile(uintptr(fd), p.Path)
+	n, err := io.Copy(dst, io.LimitReader(src, maxScript+1))
+	if err == nil && n > maxScript {
+		err = fmt.Errorf("over %d MiB", maxScript>>20)
+	}
+	var after unix.Stat_t
+	if err == nil {
+		err = unix.Fstat(int(src.Fd()), &after)
+	}
+	if err == nil && (!unchanged(&after, &p.st) || n != p.st.Size) {
+		err = fmt.Errorf("%s %w", strconv.Quote(p.Path), ErrChanged)
+	}
+	if err == nil {
+		_, err = unix.FcntlInt(dst.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
+	}
+	if err != nil {
+		dst.Close()
+		if errors.Is(err, ErrChanged) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: copy: %w", p.Path, err)
+	}
+	return dst, nil
+}
 
 // ErrChanged is wrapped by the error a run returns when a pinned
 // executable is no longer the file at its path, or was modified.

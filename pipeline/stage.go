@@ -84,10 +84,11 @@ func (s *stage) run(started, exited chan<- struct{}) {
 // start starts the stage's process. A pinned file is executed, and a held
 // working directory entered, through a descriptor (/proc/self/fd/N).
 //
-// An interpreted file's descriptor goes to the child as its descriptor 3
-// (ExtraFiles), which exec's child side puts in place with the stage's
-// stdin, stdout and stderr, and which the interpreter opens again by the
-// name the kernel gives it, /proc/self/fd/3.
+// An interpreted file runs from a sealed copy of it (Pinned.sealedCopy),
+// which goes to the child as its descriptor 3 (ExtraFiles): exec's child
+// side puts it in place with the stage's stdin, stdout and stderr, and the
+// interpreter opens it again by the name the kernel gives it,
+// /proc/self/fd/3.
 //
 // An ELF file's descriptor, and the directory's, stay close-on-exec: they
 // are duplicated onto numbers above what the child's side of exec may
@@ -109,7 +110,12 @@ func (s *stage) start() error {
 		s.cmd.Stdin = null
 	}
 	if s.pin != nil && s.pin.interpreted {
-		s.cmd.ExtraFiles = []*os.File{s.pin.f}
+		script, err := s.pin.sealedCopy()
+		if err != nil {
+			return err
+		}
+		defer script.Close()
+		s.cmd.ExtraFiles = []*os.File{script}
 		s.cmd.Path = "/proc/self/fd/3"
 	}
 	high := 0
