@@ -99,7 +99,7 @@ func (p *Pinned) Interpreted() bool { return p.interpreted }
 func (p *Pinned) fdPath() string { return "/proc/self/fd/" + strconv.Itoa(int(p.f.Fd())) }
 
 // maxScript bounds the interpreted file a run copies (sealedCopy).
-const maxScript = 64 << 20
+const maxScript = 16 << 20
 
 // sealedCopy returns a sealed memfd holding the pinned file's contents,
 // read through the held descriptor, for an interpreted file's stage to run
