@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -236,5 +237,37 @@ func TestApproverReattaches(t *testing.T) {
 	<-a.Done()
 	if code := a.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("detached with exit code %d", code)
+	}
+}
+
+// TestApproverConnectionsCapped: an admitted uid other than root may hold
+// only wire.MaxApproverConns approver connections at once; the next is
+// refused at once with a reason, before any walk of its ancestry.
+func TestApproverConnectionsCapped(t *testing.T) {
+	t.Parallel()
+	d := approverDaemon(t, "--approver", "nobody")
+	openToAll(t, d)
+	const script = `use IO::Socket::UNIX;
+my @c;
+for my $i (1..$ARGV[1]) {
+	push @c, IO::Socket::UNIX->new(Type => SOCK_STREAM(), Peer => $ARGV[0]) or die "connect $i: $!";
+}
+# One of them (whichever the daemon served last) is refused at once; the
+# others would wait for a hello.
+use IO::Select;
+my @ready = IO::Select->new(@c)->can_read(30);
+my $s = $ready[0] or die "no answer";
+my $line = <$s>;
+print $line;`
+	const nobody = 65534
+	cmd := exec.Command("perl", "-e", script, d.asock(), strconv.Itoa(wire.MaxApproverConns+1))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("perl: %v: %s", err, out)
+	}
+	want := wire.ApproverTooMany(nobody)
+	if !strings.Contains(string(out), `"type":"error"`) || !strings.Contains(string(out), want) {
+		t.Fatalf("the first answer of %d connections: %q, want the refusal %q", wire.MaxApproverConns+1, out, want)
 	}
 }

@@ -106,6 +106,16 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		remote.Refuse(c, wire.ApproverNotAdmitted(peer.UID, user))
 		return
 	}
+	// Each connection costs a walk of the peer's ancestry and keeps the
+	// daemon from exiting idle: an admitted uid (often the requester's
+	// own) may not open them without bound.
+	release, ok := s.approverShares.take(peer.UID)
+	if !ok {
+		log.Warn("approver refused: too many connections")
+		remote.Refuse(c, wire.ApproverTooMany(peer.UID))
+		return
+	}
+	defer release()
 	controllers, err := peerControllers(c, peer.PID)
 	if err != nil {
 		log.Warn("approver refused: controller set unknown", "err", err)

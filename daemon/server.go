@@ -123,14 +123,15 @@ type Config struct {
 
 // Server serves rootgate requests. Its fields are set by New.
 type Server struct {
-	cfg    Config
-	replay *replayWindow
-	runs   *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
-	conns  *semaphore.Weighted // a unit per connection in flight; never waited for
-	shares *connShares         // per-uid shares of conns
-	act    *activity           // what keeps the server from being idle
-	limit  *promptLimit        // per-uid prompt caps
-	reject *rejectLimit        // per-uid caps of rejected records
+	cfg            Config
+	replay         *replayWindow
+	runs           *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
+	conns          *semaphore.Weighted // a unit per connection in flight; never waited for
+	shares         *connShares         // per-uid shares of conns
+	approverShares *connShares         // per-uid caps of approver connections
+	act            *activity           // what keeps the server from being idle
+	limit          *promptLimit        // per-uid prompt caps
+	reject         *rejectLimit        // per-uid caps of rejected records
 	// policy is the policy in force; each request takes it once, when
 	// it is received, and decides against that one.
 	policy atomic.Pointer[policy.Policy]
@@ -198,13 +199,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:    cfg,
-		replay: rw,
-		runs:   semaphore.NewWeighted(int64(cfg.MaxRuns)),
-		conns:  semaphore.NewWeighted(int64(cfg.MaxConns)),
-		shares: newConnShares(cfg.MaxConnsPerUID),
-		act:    newActivity(cfg.Now()),
-		limit:  newPromptLimit(cfg.MaxPending, cfg.PromptRate),
+		cfg:            cfg,
+		replay:         rw,
+		runs:           semaphore.NewWeighted(int64(cfg.MaxRuns)),
+		conns:          semaphore.NewWeighted(int64(cfg.MaxConns)),
+		shares:         newConnShares(cfg.MaxConnsPerUID),
+		approverShares: newConnShares(wire.MaxApproverConns),
+		act:            newActivity(cfg.Now()),
+		limit:          newPromptLimit(cfg.MaxPending, cfg.PromptRate),
 	}
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
 	s.policy.Store(cfg.Policy)

@@ -21,6 +21,15 @@ func ApproverNotAdmitted(uid int, user string) string {
 	return fmt.Sprintf("uid %d (%s) may not approve: rootgated admits root and the users and groups named by --approver", uid, user)
 }
 
+// MaxApproverConns is how many approver-socket connections one uid (root
+// excepted) may have open at once.
+const MaxApproverConns = 8
+
+// ApproverTooMany refuses an approver connection past MaxApproverConns.
+func ApproverTooMany(uid int) string {
+	return fmt.Sprintf("uid %d has %d approver connections open already: close one", uid, MaxApproverConns)
+}
+
 // ApproverControllers refuses an approver whose controllers cannot be
 // read, for the reason err gives.
 func ApproverControllers(err error) string {
