@@ -326,10 +326,15 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		if err != nil {
 			return fmt.Errorf("--tty: cannot tell who controls this terminal: %w", err)
 		}
-		controllers = append(controllers, ttyOwner(term.In))
+		// term.In is /dev/tty, whose own inode is root's: the terminal's
+		// owner is that of the device it names.
+		owner := deviceOwner("/dev/" + term.Name)
+		if owner >= 0 {
+			controllers = append(controllers, owner)
+		}
 		slices.Sort(controllers)
 		controllers = slices.Compact(controllers)
-		broker.Attach(&approval.Member{UID: ttyOwner(term.In), Name: term.Operator + " on " + term.Name, Via: "terminal", Approver: term, Controllers: controllers})
+		broker.Attach(&approval.Member{UID: operatorUID(term.Operator, owner), Name: term.Operator + " on " + term.Name, Via: "terminal", Approver: term, Controllers: controllers})
 		if who := approval.Uninvolved(controllers, userName); who != "" {
 			out.Warningf(logOut, "this terminal is not asked about requests from %s: they can control it", who)
 		}
@@ -498,14 +503,26 @@ func watchdog(ctx context.Context, log *slog.Logger, every time.Duration) {
 	}
 }
 
-// ttyOwner is the uid owning the terminal f: its owner could type into it,
-// so it is one of the terminal's controllers.
-func ttyOwner(f *os.File) int {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0
+// deviceOwner is the owner of the file at path, or -1: for a terminal,
+// a uid that could type into it, so one of its controllers.
+func deviceOwner(path string) int {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return -1
 	}
-	return int(fi.Sys().(*syscall.Stat_t).Uid)
+	return int(st.Uid)
+}
+
+// operatorUID is the uid of the operator named name (the sudo user under
+// sudo), else the terminal's owner, else root: who the audit log and
+// decided_by say approved at the daemon's own terminal.
+func operatorUID(name string, owner int) int {
+	if u, err := user.Lookup(name); err == nil {
+		if uid, err := strconv.Atoi(u.Uid); err == nil {
+			return uid
+		}
+	}
+	return max(owner, 0)
 }
 
 // userName names uid, or "" when it has no passwd entry.
