@@ -80,12 +80,14 @@ func (b *Broker) Len() int {
 	return len(b.members)
 }
 
-// Eligible reports whether an approver whose terminal or session the uids
-// controllers can drive may decide about a request from requester: never
-// when requester is among them, except that root's requests may be put to
-// anyone (root gains nothing by approving itself).
-func eligible(controllers []int, requester int) bool {
-	return requester == 0 || !slices.Contains(controllers, requester)
+// eligible reports whether m, whose terminal or session the uids
+// m.Controllers can drive, may decide about a request from requester:
+// never when requester is m's own uid or among its controllers, except
+// that root's requests may be put to anyone (root gains nothing by
+// approving itself). m's own uid counts even when a caller left it out of
+// Controllers.
+func eligible(m *Member, requester int) bool {
+	return requester == 0 || (m.UID != requester && !slices.Contains(m.Controllers, requester))
 }
 
 // asked is a member chosen for a request; unsafe when only
@@ -96,7 +98,7 @@ type asked struct {
 }
 
 // eligible lists the members that may decide about p: those the requester
-// cannot control (see [Eligible]), and for a forward_agent request only
+// cannot control (see eligible), and for a forward_agent request only
 // those offering an agent, since the approver's agent is what the run
 // gets. controlled reports whether some member was left out only because
 // the requester controls it.
@@ -107,7 +109,7 @@ func (b *Broker) eligible(p *Prompt) (ms []asked, controlled bool) {
 		if p.ForwardAgent && m.Agent == "" {
 			continue
 		}
-		if eligible(m.Controllers, p.Requester.UID) {
+		if eligible(m, p.Requester.UID) {
 			ms = append(ms, asked{m: m})
 			continue
 		}

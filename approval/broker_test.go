@@ -199,3 +199,17 @@ func TestBrokerLeaversNeverApprove(t *testing.T) {
 		t.Fatalf("got %+v", d)
 	}
 }
+
+// TestBrokerNeverAsksOwnUID: a member is not asked about requests from its
+// own uid even when whoever attached it left that uid out of Controllers.
+func TestBrokerNeverAsksOwnUID(t *testing.T) {
+	var b Broker
+	a := newScripted(Allow)
+	b.Attach(&Member{UID: 1000, Name: "alice on pts/1", Approver: a})
+	if d := b.Approve(context.Background(), prompt(1000)); d.Verdict == Allow {
+		t.Fatalf("a member approved its own uid's request: %+v", d)
+	}
+	if d := b.Approve(context.Background(), prompt(1001)); d.Verdict != Allow {
+		t.Fatalf("another uid's request: %+v", d)
+	}
+}
