@@ -205,8 +205,9 @@ func TestBrokerLeaversNeverApprove(t *testing.T) {
 func TestBrokerNeverAsksOwnUID(t *testing.T) {
 	var b Broker
 	a := newScripted(Allow)
+	close(a.release) // answers at once when asked
 	b.Attach(&Member{UID: 1000, Name: "alice on pts/1", Approver: a})
-	if d := b.Approve(context.Background(), prompt(1000)); d.Verdict == Allow {
+	if d := b.Approve(context.Background(), prompt(1000)); d.Verdict == Allow || a.asked {
 		t.Fatalf("a member approved its own uid's request: %+v", d)
 	}
 	if d := b.Approve(context.Background(), prompt(1001)); d.Verdict != Allow {
