@@ -31,9 +31,18 @@ func WriteProgress(w io.Writer, id, phase string) error {
 	return err
 }
 
+// maxProgressLine bounds a progress line, {"id":ID,"progress":PHASE}: an
+// id of MaxIDLen characters, each escaped at worst as \uXXXX, and a word.
+const maxProgressLine = 6*MaxIDLen + 64
+
 // ParseProgress reports whether line is a progress line and, if it is,
 // its phase. A line with a "status" key is an answer, never progress.
 func ParseProgress(line []byte) (phase string, ok bool) {
+	// A progress line is an id and a word; the answer that follows can be
+	// tens of MiB of output, which is not decoded twice to find that out.
+	if len(line) > maxProgressLine {
+		return "", false
+	}
 	var v struct {
 		Progress *string         `json:"progress"`
 		Status   json.RawMessage `json:"status"`
