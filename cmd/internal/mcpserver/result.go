@@ -286,10 +286,27 @@ func sniff(b []byte) (contentType string, binary bool) {
 	if !strings.HasPrefix(ct, "text/") {
 		return ct, true
 	}
-	if _, bad := escapeInvalid(b); bad*4 > len(b) {
+	if invalidBytes(b)*4 > len(b) {
 		return "application/octet-stream", true
 	}
 	return ct, false
+}
+
+// invalidBytes counts the bytes of b that are not part of a valid UTF-8
+// sequence, as escapeInvalid does, without building the text.
+func invalidBytes(b []byte) int {
+	if utf8.Valid(b) {
+		return 0
+	}
+	bad := 0
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			bad++
+		}
+		b = b[size:]
+	}
+	return bad
 }
 
 // escapeInvalid decodes b as UTF-8, writing each byte that is not part of
