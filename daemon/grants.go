@@ -107,15 +107,32 @@ func (gs *grantStore) endedLocked(now time.Time) []*grant {
 	return out
 }
 
+// grantShape is shapeOf(p), computed once per request: it hashes the
+// whole request, stdin included.
+func (p *runPlan) grantShape() string {
+	if p.shape == "" {
+		p.shape = shapeOf(p)
+	}
+	return p.shape
+}
+
 // grantFor returns the grant that allows p's request now, counting a
 // use, or nil.
 func (s *Server) grantFor(p *runPlan, now time.Time) *grant {
 	gs := &s.grants
+	// The shape is computed outside the lock every request takes, and
+	// only when there are grants to match.
+	gs.mu.Lock()
+	have := len(gs.byID) > 0
+	gs.mu.Unlock()
+	shape := ""
+	if have {
+		shape = p.grantShape()
+	}
 	gs.mu.Lock()
 	ended := gs.endedLocked(now)
 	var found *grant
-	if len(gs.byID) > 0 {
-		shape := shapeOf(p)
+	if shape != "" {
 		for _, g := range gs.byID {
 			if g.uid == p.peer.UID && g.shape == shape {
 				g.uses++
@@ -141,12 +158,13 @@ func (s *Server) addGrant(p *runPlan, prompt *approval.Prompt, d *approval.Decis
 	case d.Grant > approval.MaxGrant:
 		log.Warn("grant not made: longer than the maximum", "grant", d.Grant)
 		return nil
-	case approval.Grantable(prompt) != "":
-		log.Warn("grant not made", "why", approval.Grantable(prompt))
+	}
+	if why := approval.Grantable(prompt); why != "" {
+		log.Warn("grant not made", "why", why)
 		return nil
 	}
 	g := &grant{
-		uid: p.peer.UID, user: userNameOf(p.peer.UID), shape: shapeOf(p),
+		uid: p.peer.UID, user: prompt.Requester.User, shape: p.grantShape(),
 		pipeline: p.req.Pipeline, stages: p.stages, runAs: p.account.Name, cwd: p.cwd,
 		env: p.req.Env, stdinSize: len(p.req.Stdin), ends: now.Add(d.Grant),
 		approverUID: d.Member.UID, approver: d.Member.Name, via: d.Member.Via,

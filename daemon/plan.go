@@ -30,6 +30,7 @@ type runPlan struct {
 	rule    *policy.Rule     // the policy rule that decided, if one did
 	grant   *grant           // the standing grant that decided, if one did
 	prompt  *approval.Prompt // what a person was shown, if one was asked
+	shape   string           // shapeOf(p), once computed (see grantShape)
 	// unrecorded: a policy denial past its uid's budget of records for
 	// requests refused without a person; counted in a dropped record.
 	unrecorded bool
