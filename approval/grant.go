@@ -21,7 +21,8 @@ var DefaultGrantDurations = []time.Duration{15 * time.Minute, time.Hour}
 // in '*'), and command runners, which run their arguments as a command.
 // A grant for a request with such a stage allows every command its
 // arguments spell, so it needs a second confirmation ([RunsAnything]).
-// This is the one list of them.
+// This is the one list of them. It goes by name: an interpreter copied
+// under another name is not caught (docs/threat-model.md).
 var runsAnything = []string{
 	// shells
 	"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "ash", "csh", "tcsh", "busybox", "rbash",
@@ -32,6 +33,8 @@ var runsAnything = []string{
 	"env", "sudo", "su", "doas", "runuser", "setpriv", "nsenter", "chroot", "unshare", "xargs",
 	"nohup", "nice", "ionice", "timeout", "stdbuf", "setsid", "flock", "watch", "time",
 	"systemd-run", "strace", "ltrace", "script", "ssh", "parallel", "make",
+	"taskset", "chrt", "prlimit", "numactl", "pkexec", "sg", "capsh", "firejail", "bwrap",
+	"ld-linux*", "ld.so", "ld64.so*", "dbus-run-session", "xvfb-run",
 }
 
 // findRuns are the find actions that run a command.
@@ -124,7 +127,8 @@ func RenderGrant(p *Prompt, d time.Duration, now time.Time) string {
 		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
 		fmt.Fprintf(&b, "      executable: %s, the same file (not one put in its place or changed)\n", describePath(s))
 	}
-	b.WriteString("Any other argument, environment, directory, file or requester is asked again.\n")
+	b.WriteString("Any other argument, environment, directory, executable or requester is asked again.\n")
+	b.WriteString("Files the arguments name are NOT held: whoever may write them can change what a later use does.\n")
 	b.WriteString("The grant is held in rootgated's memory only: `rootgate grants` lists it, `rootgate grants revoke ID` ends it.\n")
 	return b.String()
 }
