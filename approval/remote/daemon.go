@@ -316,28 +316,26 @@ func (r *remote) deliver(m *Message) string {
 	}
 	r.mu.Lock()
 	pp := r.pending[m.ID]
-	if pp != nil && pp.hash == m.Hash {
-		delete(r.pending, m.ID)
-	}
-	r.mu.Unlock()
+	var refused string
 	switch {
 	case pp == nil:
-		return wire.ApproverNoPrompt(m.ID)
+		refused = wire.ApproverNoPrompt(m.ID)
 	case pp.hash != m.Hash:
-		return wire.ApproverHashMismatch(m.ID)
+		refused = wire.ApproverHashMismatch(m.ID)
+	default:
+		// A refused grant leaves the prompt waiting: the approver may
+		// answer it again.
+		if refused = checkGrant(m, pp.p); refused == "" {
+			delete(r.pending, m.ID)
+		}
+	}
+	r.mu.Unlock()
+	if refused != "" {
+		return refused
 	}
 	a := answer{approve: *m.Approve}
 	if !a.approve {
 		a.note = wire.SanitizeNote(m.Note)
-	}
-	if msg := checkGrant(m, pp.p); msg != "" {
-		// The prompt stays: the approver may answer it again.
-		r.mu.Lock()
-		if r.pending != nil {
-			r.pending[m.ID] = pp
-		}
-		r.mu.Unlock()
-		return msg
 	}
 	a.grant = time.Duration(m.Grant) * time.Second
 	pp.answer <- a
