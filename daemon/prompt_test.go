@@ -40,8 +40,10 @@ func pending(t *testing.T, ch chan response, what string) {
 	}
 }
 
-// tapFor is half of terminal.Dwell (1 s).
-const tapFor = 500 * time.Millisecond
+// tapFor is under a third of terminal.Dwell (1 s): the dwell began when
+// the prompt was drawn, before the test saw it, and on a loaded machine
+// seeing it can take a while; every tap must still land inside.
+const tapFor = 300 * time.Millisecond
 
 // tapY taps y every 50 ms for tapFor from now, as an
 // operator's finger still on the key would (the prompt's dwell began

@@ -509,6 +509,7 @@ func TestRemoteRecipe(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the approver through the agent's forward did not exit")
 	}
+	d.waitLog("approver refused") // the test's copy of stderr may lag
 	if n := strings.Count(strings.ToLower(d.Stderr.String()), "approver refused"); n != 1 {
 		t.Errorf("%d approvers refused, want 1\n%s", n, d.Stderr)
 	}

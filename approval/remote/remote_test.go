@@ -96,13 +96,11 @@ func attach(t *testing.T) *pair {
 		ln.Close()
 		wg.Wait()
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for p.broker.Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the client never attached; it says:\n%s", p.out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Attached on both ends: the broker has it, and the client has read
+	// the welcome (the host attaches before it writes the welcome).
+	testutil.WaitFor(t, "the client to attach", 10*time.Second, func() bool {
+		return p.broker.Len() > 0 && strings.Contains(p.out.String(), "rootgate: attached to rootgated")
+	})
 	return p
 }
 
