@@ -279,7 +279,7 @@ func TestSocketFile(t *testing.T) {
 	d := startDaemon(t, opts{})
 	// A second daemon must not take over a live socket.
 	d2 := startDaemonNoWait(t, d.Dir)
-	if err := d2.Wait(); err == nil {
+	if err := d2.WaitExit(30 * time.Second); err == nil {
 		t.Fatal("a second daemon on a live socket exited 0")
 	}
 	if !strings.Contains(d2.Stderr.String(), "address already in use") {

@@ -249,7 +249,7 @@ func TestPolicyDropInOwnership(t *testing.T) {
 				t.Fatal(err)
 			}
 			d2 := startDaemonNoWait(t, dir)
-			out := d2.Wait()
+			out := d2.WaitExit(30 * time.Second)
 			if out == nil || !strings.Contains(d2.Stderr.String(), b.why) {
 				t.Errorf("a daemon started with it: %v\n%s", out, d2.Stderr)
 			}

@@ -98,17 +98,37 @@ func (d *Daemon) Watch() {
 }
 
 // StartDaemonNoWait starts a daemon on dir's socket (with the policy file
-// dir/policy) without waiting for it or stopping it at cleanup.
+// dir/policy) without waiting for it to serve: for a test that expects it
+// to exit. One still running when the test ends is killed, so a daemon
+// that wrongly serves fails the test's wait rather than outliving it.
 func StartDaemonNoWait(t testing.TB, dir string) *Daemon {
 	t.Helper()
 	d := NewDaemon(t, dir)
 	d.Cmd = exec.Command(Rootgated(t), "--socket", d.Sock, "--approver-socket", filepath.Join(dir, "a2"), "--runtime-dir", filepath.Join(dir, "run2"), "--policy", filepath.Join(dir, "policy"), "--audit", AuditPath(dir))
 	d.Cmd.Stderr = d.Stderr
+	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	d.Watch()
+	t.Cleanup(func() {
+		d.Cmd.Process.Kill()
+		<-d.done
+	})
 	return d
+}
+
+// WaitExit waits at most limit for the daemon to exit and returns how it
+// ended; it fails the test if it is still running then.
+func (d *Daemon) WaitExit(limit time.Duration) error {
+	d.T.Helper()
+	select {
+	case <-d.done:
+		return d.err
+	case <-time.After(limit):
+		d.T.Fatalf("rootgated still running after %s:\n%s", limit, d.Stderr)
+		return nil
+	}
 }
 
 // ApproverSock is the daemon's approver socket.
