@@ -38,10 +38,10 @@ The policy rules (--policy); a missing file means ask for everything.
 Drop-in policy files, read after the main file in the byte order of their names; names starting with "." are skipped.
 
 ` + client.DefaultSocket + `
-The request socket (--socket), 0660 root:rootgate.
+The request socket (--socket), 0660 root:rootgate (0600 root when there is no group rootgate).
 
 ` + client.DefaultApproverSocket + `
-The approver socket (--approver-socket), 0600 root.
+The approver socket (--approver-socket), 0600 root; 0666 when --approver admits others, as the daemon then checks every peer itself.
 
 ` + daemon.DefaultRuntimeDir + `
 Runtime state: the replay window (--runtime-dir).`},

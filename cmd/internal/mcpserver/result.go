@@ -218,7 +218,7 @@ func envHint(env map[string]string) string {
 	if len(refused) > 0 {
 		s += "Refused: " + strings.Join(refused, ", ") + ". "
 	}
-	return s + "Allowed (rootgated's default list; the operator may have changed it): " + strings.Join(allow, ", ") + ". Never PATH, LD_* or SSH_AUTH_SOCK (use forward_agent). Leave the refused keys out and send the request again."
+	return s + "Allowed: " + strings.Join(allow, ", ") + ". Never PATH, LD_* or SSH_AUTH_SOCK (use forward_agent). Leave the refused keys out and send the request again."
 }
 
 // errorHint says what to do about an error answer, by its code.
