@@ -119,7 +119,7 @@ func TestMCPSaysWhatFailed(t *testing.T) {
 	}
 
 	_, text, r = c.execute(t, map[string]any{"argv": []string{"id"}, "reason": "e2e: env", "env": map[string]string{"LANG": "C.UTF-8", "LD_PRELOAD": "/x.so", "FOO_RG": "1"}})
-	if r.Status != "error" || !strings.Contains(r.Next, "Refused: FOO_RG, LD_PRELOAD. Allowed (rootgated's default list; the operator may have changed it): LANG, LANGUAGE, LC_*") {
+	if r.Status != "error" || !strings.Contains(r.Next, "Refused: FOO_RG, LD_PRELOAD. Allowed: LANG, LANGUAGE, LC_*") {
 		t.Errorf("env refusal: %s", text)
 	}
 }
