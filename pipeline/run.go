@@ -369,8 +369,6 @@ func OpenDir(path string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// signal sends sig to the stage's process group, unless the stage did not
-// start or its leader has been reaped.
 // wait runs the started stages to their end: it feeds stdin, drains the
 // output, stops the run on timeout or when ctx ends, and collects the
 // results.
