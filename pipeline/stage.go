@@ -159,6 +159,8 @@ func (s *stage) start() error {
 	return err
 }
 
+// signal sends sig to the stage's process group, unless the stage did not
+// start or its leader has been reaped.
 func (s *stage) signal(sig unix.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
