@@ -282,10 +282,10 @@ func TestScriptSwappedAtExec(t *testing.T) {
 	}
 }
 
-// TestScriptArguments: a #! script run through its held descriptor gets
-// the argument of its #! line, then its own name (/proc/self/fd/3, the
-// one descriptor it inherits besides 0, 1 and 2, which is the script),
-// then the request's arguments whole and in order.
+// TestScriptArguments: a #! script, run from a sealed copy of its held
+// file, gets the argument of its #! line, then its own name
+// (/proc/self/fd/3, the one descriptor it inherits besides 0, 1 and 2,
+// which is that copy), then the request's arguments whole and in order.
 func TestScriptArguments(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, opts{})

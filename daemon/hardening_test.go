@@ -326,7 +326,8 @@ func TestRunDescriptors(t *testing.T) {
 		want string
 	}{
 		{[][]string{{"sh", "-c", "ls /proc/$$/fd"}}, "0\n1\n2\n"},
-		{[][]string{{script}}, "0\n1\n2\n3\n" + script + "\n"},
+		// Descriptor 3 is the script's sealed copy, the script that runs.
+		{[][]string{{script}}, "0\n1\n2\n3\n/memfd:rootgate-script (deleted)\n"},
 		{[][]string{{"true"}, {"sh", "-c", "ls /proc/$$/fd"}}, "0\n1\n2\n"},
 	} {
 		r := wantOK(t, d.send(map[string]any{"pipeline": tc.p, "stdin": "eA=="}))
