@@ -653,10 +653,12 @@ func TestTerminalAccessible(t *testing.T) {
 		t.Parallel()
 		term, s := newTerminal(t, 40, 120)
 		term.Accessible = true
-		term.Timeout = time.Second
+		// Longer than the dwell (1 s), after which the question is shown:
+		// with a timeout equal to it, the prompt could expire first.
+		term.Timeout = 2 * time.Second
 		ch := approveAsync(context.Background(), term, testPrompt("acc-t", "reboot"))
 		s.waitFor(0, "[y/N]")
-		if d := decision(t, ch); d.Verdict != approval.Expired || d.Message != "no approval decision within 1s" {
+		if d := decision(t, ch); d.Verdict != approval.Expired || d.Message != "no approval decision within 2s" {
 			t.Fatalf("got %+v", d)
 		}
 	})
