@@ -241,6 +241,8 @@ type Outgoing struct {
 	Env          map[string]string `json:"env,omitempty"`
 	Reason       string            `json:"reason,omitempty"`
 	Privileged   *bool             `json:"privileged,omitempty"`
+	RunAs        string            `json:"run_as,omitempty"`
+	RunAsGroup   string            `json:"run_as_group,omitempty"`
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
 	EOFWithdraws bool              `json:"eof_withdraws,omitempty"`
 	Check        bool              `json:"check,omitempty"`
