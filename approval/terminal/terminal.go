@@ -440,6 +440,9 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 
 // runAsWord is who a run would be, for the question.
 func runAsWord(p *approval.Prompt) string {
+	if p.Named != nil && p.Named.UID != 0 {
+		return fmt.Sprintf("%s (uid %d)", termsafe.Sanitize(p.RunAs), p.Named.UID)
+	}
 	if p.Privileged {
 		return "ROOT"
 	}
