@@ -96,6 +96,21 @@ func TestRunUser(t *testing.T) {
 			}
 		})
 	}
+	// rootgate audit show says which account each request named, and
+	// what it ran as.
+	out, err := exec.Command(bin, "audit", "show", "--file", rgtest.AuditPath(d.Dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("audit show: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`run as:    the account rgrc1 (run_as)` + "\n",
+		`run as:    the account rgrc1 (run_as) with the group root (run_as_group)` + "\n",
+		`run as:    rgrc1 (uid `,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("audit show lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // TestMCPExecuteUser: the MCP execute tool's user argument runs the
