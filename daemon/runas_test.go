@@ -298,3 +298,41 @@ func TestRunAsPrompt(t *testing.T) {
 		t.Fatalf("started record: %+v", rs[2].Run)
 	}
 }
+
+// TestRunAsGrant: a standing grant given for a run as a named account
+// allows that run again, as that account only: the same command as root,
+// as another account or with a group named is put to a person.
+func TestRunAsGrant(t *testing.T) {
+	t.Parallel()
+	addAccount(t, "rgra6", "-M", "-U", "-s", "/bin/sh")
+	addAccount(t, "rgra7", "-M", "-U", "-s", "/bin/sh")
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	run := [][]string{{"id", "-un"}}
+	ch := d.ask(map[string]any{"id": "ra-grant-1", "pipeline": run, "run_as": "rgra6"})
+	a.See("RUN AS rgra6")
+	a.grantIt(ch)
+	if r := wantOK(t, <-ch); string(r.Stdout) != "rgra6\n" {
+		t.Fatalf("the granted run printed %q", r.Stdout)
+	}
+	r := d.send(map[string]any{"id": "ra-grant-2", "pipeline": run, "run_as": "rgra6"})
+	wantGrant(t, r, "g1")
+	if string(r.Stdout) != "rgra6\n" {
+		t.Fatalf("the run the grant allowed printed %q", r.Stdout)
+	}
+	for _, c := range []struct {
+		id   string
+		over map[string]any
+	}{
+		{"ra-grant-root", map[string]any{"pipeline": run}},
+		{"ra-grant-other", map[string]any{"pipeline": run, "run_as": "rgra7"}},
+		{"ra-grant-group", map[string]any{"pipeline": run, "run_as": "rgra6", "run_as_group": "rgra7"}},
+	} {
+		c.over["id"] = c.id
+		a.wantAsked(d.ask(c.over), c.id)
+	}
+	if list := grants(t, d.asock()); !strings.Contains(list, "as rgra6 in /") {
+		t.Fatalf("rootgate grants:\n%s", list)
+	}
+}
