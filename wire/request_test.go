@@ -415,6 +415,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"time":"2026-02-13T14:30:00Z","pipeline":[["a","b"],["c"]],"env":{"LANG":"C"},"privileged":false,"forward_agent":true}`))
+	f.Add([]byte(`{"time":"2026-02-13T14:30:00Z","pipeline":[["psql","-l"]],"run_as":"postgres","run_as_group":"#34"}`))
 	f.Add([]byte(`{"action":"ping","time":"x"}`))
 	// Look-alike names, lone surrogates and extreme times.
 	for _, s := range []string{
