@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -351,11 +352,15 @@ func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 		ta.key(keyEnter)
 		ta.key("y")
 	}
-	rows := ta.wait("y approve ·")
-	for _, row := range rows {
-		if strings.Contains(row, "RULE") {
-			t.Fatalf("keys typed during the dwell opened the rule editor:\n%s", strings.Join(rows, "\n"))
-		}
+	// Keys count from now on: the request is on screen with its keys,
+	// and no rule editor or confirmation opened.
+	var rows []string
+	waitFor(t, "the prompt to accept keys", 30*time.Second, func() bool {
+		rows = ta.rows()
+		return slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "y approve ·") || strings.Contains(r, "RULE") })
+	})
+	if slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "RULE") }) {
+		t.Fatalf("keys typed during the dwell opened the rule editor:\n%s", strings.Join(rows, "\n"))
 	}
 	pending(t, ch, "keys typed during the dwell")
 	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
@@ -364,5 +369,105 @@ func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 	ta.key("n")
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("got %s, want denied", r.raw)
+	}
+}
+
+// TestRuleNotOfferedWithoutPolicyFile: a daemon started with --policy ""
+// has nowhere to save a rule: its welcome names no rule file, the prompt
+// does not offer r (and says why when it is pressed), and a decision that
+// carries a rule is refused.
+func TestRuleNotOfferedWithoutPolicyFile(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{NoFile: true, Args: []string{"--policy", "", "--prompt-timeout", "60s"}})
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	ch := d.ask(map[string]any{"id": "nofile-1", "pipeline": [][]string{{"echo", "nofile"}}})
+	a.See("nofile-1")
+	a.notAnsweredKey(ch, "r")
+	a.See("no rule: this rootgated saves no rules (it has no policy file)")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+	if strings.Contains(a.Screen.Text(), "r save a rule") {
+		t.Errorf("the prompt offered r:\n%s", a.Screen.Text())
+	}
+	a.Kill()
+
+	c := dialApprover(t, d)
+	c.send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "raw"})
+	if m := c.next(); m.Type != remote.MsgWelcome || m.RuleFile != "" {
+		t.Fatalf("got %+v, want a welcome without a rule file", m)
+	}
+	ch = d.ask(map[string]any{"id": "nofile-2", "pipeline": [][]string{{"echo", "nofile"}}})
+	p := c.prompt()
+	yes := true
+	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged echo nofile"})
+	if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverNoRules {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverNoRules)
+	}
+	pending(t, ch, "a rule for a daemon without a policy file")
+}
+
+// TestRuleDropInDirRefused: the drop-in directory must be root's own
+// directory, writable by no one else, and not a symlink (whoever may
+// write it or point it elsewhere could put rules in place of the one
+// confirmed). Then nothing is written, the approver is told, and the
+// request it approved runs once.
+func TestRuleDropInDirRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"symlink", func(t *testing.T, dir string) {
+			other := t.TempDir()
+			if err := os.Chmod(other, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, dir); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a directory or a symlink"},
+		{"not root's", func(t *testing.T, dir string) {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, "is owned by uid 65534, not root"},
+		{"group-writable", func(t *testing.T, dir string) {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o775); err != nil {
+				t.Fatal(err)
+			}
+		}, "is writable by group or others (mode 0775)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := ruleDaemon(t)
+			// Set up once the daemon has read its policy: the loader
+			// refuses such a directory too.
+			dir := filepath.Dir(dropIn(d))
+			tc.setup(t, dir)
+			c := attachRaw(t, d)
+			ch := d.ask(map[string]any{"id": "dir-1", "pipeline": [][]string{{"echo", "dir"}}})
+			p := c.prompt()
+			yes := true
+			c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged echo dir"})
+			if m := c.next(); m.Type != remote.MsgResult || !strings.HasPrefix(m.Outcome, "approved once; rule NOT saved: policy drop-in directory "+dir) || !strings.Contains(m.Outcome, tc.want) {
+				t.Fatalf("got %+v, want the outcome saying %q", m, tc.want)
+			}
+			if r := wantOK(t, <-ch); r.DecidedBy == nil || r.DecidedBy.Rule != "" {
+				t.Fatalf("got %s, want approved once, no rule", r.raw)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "approved.policy")); !os.IsNotExist(err) {
+				t.Fatalf("a drop-in was written: %v", err)
+			}
+		})
 	}
 }
