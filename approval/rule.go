@@ -63,7 +63,7 @@ func CheckRule(p *Prompt, text string) (*policy.Rule, error) {
 	case err != nil:
 		return nil, fmt.Errorf("the rule does not parse: %w", err)
 	case r.Action != policy.ActionAllow:
-		return nil, fmt.Errorf("the rule is a %s rule: only allow rules are saved from the prompt", r.Action)
+		return nil, fmt.Errorf("the rule is not an allow rule (it says %s): only allow rules are saved from the prompt", r.Action)
 	case !r.NamesCommand():
 		return nil, errors.New("the rule must name its command in plain text (no glob): write other rules in the policy file")
 	}

@@ -211,7 +211,7 @@ func TestRuleNotCoveringRequestRefused(t *testing.T) {
 	for _, tc := range []struct{ rule, want string }{
 		{"allow privileged echo cover two", `decision refused: rule not saved: the rule does not match the request shown (argument 2 "one" does not match "two"): a rule saved from here must cover it`},
 		{"allow privileged echo cover one\nallow any", "decision refused: rule not saved: the rule does not parse: a rule is one line"},
-		{"deny privileged echo cover one", "decision refused: rule not saved: the rule is a deny rule: only allow rules are saved from the prompt"},
+		{"deny privileged echo cover one", "decision refused: rule not saved: the rule is not an allow rule (it says deny): only allow rules are saved from the prompt"},
 		{"allow privileged", "decision refused: rule not saved: the rule must name its command in plain text (no glob): write other rules in the policy file"},
 		{"allow privileged echo cover \u202eone", "decision refused: rule not saved: the rule does not parse: a control, invisible or invalid UTF-8 character; a policy is plain text"},
 	} {
