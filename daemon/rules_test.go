@@ -471,3 +471,30 @@ func TestRuleDropInDirRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRuleFromTTY: rootgated --tty offers r too, and the operator at its
+// terminal is told the outcome. Its test policy is "ask any" in the main
+// file, which decides every request before any drop-in: the rule is
+// taken out again, the request runs once, and the terminal says why.
+func TestRuleFromTTY(t *testing.T) {
+	t.Parallel()
+	td := startTTYDaemon(t, "60s")
+	ch := td.ask(map[string]any{"id": "tty-rule", "pipeline": [][]string{{"echo", "tty-rule"}}})
+	pos := td.waitScreen(t, 0, "tty-rule")
+	pos = td.waitScreen(t, pos, "r save a rule")
+	td.key(t, "r")
+	pos = td.waitScreen(t, pos, "allow privileged,user=root echo tty-rule")
+	pos = td.waitScreen(t, pos, "RULE: edit it")
+	td.key(t, keyEnter)
+	pos = td.waitScreen(t, pos, filepath.Join(td.Dir, "policy.d", "approved.policy"))
+	pos = td.waitScreen(t, pos, "RULE: y approve and save this rule")
+	td.key(t, "y")
+	if r := wantOK(t, <-ch); r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Rule != "" {
+		t.Fatalf("got %s, want approved once by the person", r.raw)
+	}
+	td.waitScreen(t, pos, "rule not saved")
+	td.waitScreen(t, pos, "an earlier rule decides this request first")
+	if b, err := os.ReadFile(filepath.Join(td.Dir, "policy.d", "approved.policy")); !os.IsNotExist(err) {
+		t.Fatalf("the drop-in holds %q, %v; want it gone", b, err)
+	}
+}
