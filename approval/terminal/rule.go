@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"fmt"
 	"strings"
 
 	"charm.land/bubbles/v2/textarea"
@@ -40,8 +41,8 @@ func newRuleEditor(text string, width int) textarea.Model {
 // shows.
 func sizeEditor(ta *textarea.Model) {
 	w := max(ta.Width(), 1)
-	n := ansi.StringWidth(ta.Value())/w + 2
-	ta.SetHeight(n)
+	// One cell more than the text, for the cursor after its end.
+	ta.SetHeight((ansi.StringWidth(ta.Value()) + w) / w)
 }
 
 // editText is what the pager shows while the rule is edited.
@@ -67,6 +68,10 @@ func (m *promptModel) startRule() tea.Cmd {
 	text, err := approval.SuggestRule(m.p)
 	if err != nil {
 		m.ruleNo = termsafe.Sanitize(err.Error())
+		return nil
+	}
+	if len(text) > maxRuleText {
+		m.ruleNo = fmt.Sprintf("the rule for this request would be over %d bytes", maxRuleText)
 		return nil
 	}
 	m.ruleStep, m.ruleErr = 1, ""

@@ -888,7 +888,7 @@ func (m *promptModel) footer() []string {
 	case m.grantStep == 2:
 		keys = " SECOND CONFIRMATION: y approve and grant it anyway · n or Esc back to the request"
 	case m.ruleStep == 1:
-		keys = " RULE: edit it (← → move, Backspace deletes) · Enter check it · Esc back to the request · ctrl+c deny"
+		keys = " RULE: edit it · Enter check it · Esc back to the request · ctrl+c deny"
 	case m.ruleStep == 2 && !m.seenEnd:
 		keys = " RULE: page to the end of the rule before y counts · n or Esc back to editing"
 	case m.ruleStep == 2:
