@@ -84,6 +84,10 @@ type Decision struct {
 	// daemon allows requests of the same shape from the same requester
 	// without asking, for this long ([MaxGrant] at most). See [Grantable].
 	Grant time.Duration `json:"-"`
+	// Rule, on an Allow from a person, is the policy rule they confirmed
+	// to save ([CheckRule]): the daemon checks it again, appends it to its
+	// policy's drop-in [RuleDropIn] and reloads the policy.
+	Rule string `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the

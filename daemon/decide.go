@@ -101,8 +101,13 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 
 // evaluate is the policy's verdict on p's request from the user userName.
 func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
+	return s.evaluateWith(p.policy, p, userName)
+}
+
+// evaluateWith is pol's verdict on p's request from the user userName.
+func (s *Server) evaluateWith(pol *policy.Policy, p *runPlan, userName string) policy.Match {
 	req := p.req
-	return p.policy.Evaluate(policy.Subject{
+	return pol.Evaluate(policy.Subject{
 		Privileged: req.Privileged,
 		User:       userName,
 		Session:    req.Session,

@@ -260,6 +260,18 @@ func formatRecord(r *audit.Record) string {
 		line("run as", "%s in %s", q(g.RunAsUser), termsafe.Quote(g.Cwd))
 		line("shape", "sha256 %s", q(g.Shape))
 	}
+	if ru := r.Rule; ru != nil {
+		by := fmt.Sprintf("%s (uid %d)", q(ru.Approver), ru.ApproverUID)
+		if ru.OK {
+			line("rule", "saved by %s to %s line %d, for uid %d", by, q(ru.File), ru.Line, ru.RequesterUID)
+		} else {
+			line("rule", "NOT saved (confirmed by %s, for uid %d)", by, ru.RequesterUID)
+		}
+		line("text", "%s", q(ru.Text))
+		if ru.Error != "" {
+			line("why", "%s", q(ru.Error))
+		}
+	}
 	if d := r.Decision; d != nil {
 		by := q(d.By)
 		if d.ApproverUID != nil {

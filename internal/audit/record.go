@@ -45,6 +45,10 @@ const (
 	// names it.
 	KindGrantCreated Kind = "grant_created"
 	KindGrantRevoked Kind = "grant_revoked"
+	// KindRuleSaved: a person confirmed a policy rule with the approval of
+	// request ID; Rule says where it was written, or (OK false, Error) why
+	// it was not, or was taken out again.
+	KindRuleSaved Kind = "rule_saved"
 
 	KindReceived  Kind = "received"  // a request decoded; Peer and Request
 	KindRejected  Kind = "rejected"  // a request refused by a check; Error
@@ -90,6 +94,8 @@ type Record struct {
 	// Grant is a standing grant, on grant_created and grant_revoked
 	// records.
 	Grant *Grant `json:"grant,omitempty"`
+	// Rule is a policy rule saved from the prompt, on rule_saved records.
+	Rule *RuleSaved `json:"rule,omitempty"`
 
 	// Hash is the SHA-256 of the record's line without its hash field.
 	Hash string `json:"-"`
@@ -242,6 +248,20 @@ type PolicyLoad struct {
 	Rules int      `json:"rules"`           // in force now
 	File  string   `json:"file,omitempty"`  // the file refused or that does not parse
 	Line  int      `json:"line,omitempty"`  // the first line that does not parse
+}
+
+// RuleSaved is a policy rule a person saved from the prompt. On success
+// (OK) the rule is line Line of File and the policy was reloaded with it;
+// otherwise Error says why the file was left (or put back) as it was.
+type RuleSaved struct {
+	OK           bool   `json:"ok"`
+	File         string `json:"file"`
+	Line         int    `json:"line,omitempty"`
+	Text         string `json:"text"`
+	ApproverUID  int    `json:"approver_uid"`
+	Approver     string `json:"approver"` // "USER on WHERE"
+	RequesterUID int    `json:"requester_uid"`
+	Error        string `json:"error,omitempty"`
 }
 
 // Daemon identifies the process writing the log.
