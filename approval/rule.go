@@ -21,6 +21,9 @@ const RuleDropIn = "approved" + policy.DropInSuffix
 // RuleSubject is the request p as the policy matches it.
 func RuleSubject(p *Prompt) policy.Subject {
 	s := policy.Subject{Privileged: p.Privileged, User: p.Requester.User, Session: p.Session, Host: p.Host, Env: p.Env}
+	if p.Named != nil {
+		s.RunAs, s.RunGroup = p.RunAs, p.Named.Group
+	}
 	for _, st := range p.Stages {
 		s.Stages = append(s.Stages, st.Argv)
 		s.Paths = append(s.Paths, st.Path)

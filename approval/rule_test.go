@@ -15,6 +15,12 @@ func TestSuggestRule(t *testing.T) {
 	if want := "allow privileged,user=alice systemctl status nginx"; err != nil || got != want {
 		t.Fatalf("SuggestRule = %q, %v; want %q", got, err, want)
 	}
+	named := rulePrompt("psql", "-l")
+	named.RunAs, named.Named = "postgres", &NamedRun{UID: 108, GID: 115}
+	got, err = SuggestRule(named)
+	if want := "allow privileged,runas=postgres,user=alice psql -l"; err != nil || got != want {
+		t.Fatalf("SuggestRule for a run as postgres = %q, %v; want %q", got, err, want)
+	}
 	pipe := rulePrompt("ls")
 	pipe.Stages = append(pipe.Stages, Stage{Argv: []string{"wc"}, Path: "/usr/bin/wc"})
 	agent := rulePrompt("ssh-add", "-l")

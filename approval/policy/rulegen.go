@@ -56,7 +56,8 @@ func QuoteWord(w string) (word string, ok bool) {
 
 // RuleFor returns the text of an allow rule that admits the request s
 // and, as near as the grammar can say, nothing else: its scope
-// (privileged or unprivileged), the requester's user name, each env key
+// (privileged or unprivileged), the account and group it runs as when it
+// names them, the requester's user name, each env key
 // with its value, and the stage's command and every argument as literal
 // words. The command is written as the request wrote it when that is a
 // bare name (looked up in the daemon's fixed path), else as the path it
@@ -72,6 +73,15 @@ func RuleFor(s Subject) (string, error) {
 		scope = "privileged"
 	}
 	quals := []string{scope}
+	for _, q := range []struct{ key, name string }{{"runas", s.RunAs}, {"rungroup", s.RunGroup}} {
+		if q.name == "" || (q.key == "runas" && q.name == "root") {
+			continue
+		}
+		if strings.Contains(q.name, ",") {
+			return "", fmt.Errorf("the %s name holds a comma, which a qualifier cannot", q.key)
+		}
+		quals = append(quals, q.key+"="+escapeGlob(q.name))
+	}
 	if s.User != "" {
 		if strings.Contains(s.User, ",") {
 			return "", errors.New("the requester's user name holds a comma, which a qualifier cannot")

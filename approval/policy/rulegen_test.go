@@ -19,6 +19,8 @@ func TestRuleFor(t *testing.T) {
 			`allow privileged,user=u find \{} \* "..." "#x" "" "q\""`},
 		{"env", Subject{Privileged: true, User: "u", Env: map[string]string{"B": "x y", "A": "*"}, Stages: [][]string{{"id"}}, Paths: []string{"/usr/bin/id"}},
 			`allow "privileged,user=u,env=A=\\*,env=B=x y" id`},
+		{"run as", Subject{Privileged: true, User: "u", RunAs: "postgres", RunGroup: "adm", Stages: [][]string{{"psql", "-l"}}, Paths: []string{"/usr/bin/psql"}},
+			`allow privileged,runas=postgres,rungroup=adm,user=u psql -l`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := RuleFor(tc.s)
