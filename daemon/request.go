@@ -138,6 +138,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	case err != nil:
 		return reject(err)
 	}
+	if d.Verdict == approval.Withdrawn && context.Cause(ctx) != errClientGone {
+		// The daemon ended the wait, not the requester (who is told
+		// "daemon stopping"): the record must say so.
+		d.By, d.Message = endedByDaemon, wire.ErrStopping.Error()
+	}
 	by := s.decider(&d, plan.rule)
 
 	if plan.grant != nil {
@@ -182,7 +187,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 	// A requester gone by now (even as the slot came free) is not run for.
 	if ctx.Err() != nil {
-		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", context.Cause(ctx))})
+		cause := context.Cause(ctx)
+		if cause != errClientGone {
+			cause = wire.ErrStopping
+		}
+		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", cause)})
 		return s.gone(ctx, req.ID)
 	}
 	if req.ForwardAgent {
@@ -247,6 +256,10 @@ func (s *Server) pong(id string, peer peerInfo) *wire.Response {
 	}
 	return resp
 }
+
+// endedByDaemon is the decided record's by (and the decision's) when the
+// daemon, stopping, ended a request that waited for approval.
+const endedByDaemon = "daemon stopping"
 
 // gone answers a request whose context ended: "daemon stopping" when the
 // daemon is, nothing when the client went away.
