@@ -173,7 +173,7 @@ var flags = []clidoc.Flag{
 	{Name: "stall-timeout", Default: daemon.DefaultStallTimeout, Usage: "how long a client may leave its answer unread before its connection is dropped"},
 	{Name: "max-pending", Default: daemon.DefaultMaxPending, Usage: "requests of one uid waiting for a person's decision at once; more are refused"},
 	{Name: "prompt-rate", Default: daemon.DefaultPromptRate, Usage: "requests of one uid put to a person per minute; more are refused"},
-	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
+	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit this long after the last connection ended, with no connection, no attached approver and no run meanwhile, and not before the replay window (2 × --max-skew) of the last request is over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
 	{Name: "audit", Default: audit.DefaultPath, Usage: "audit log `file` (created 0600, its directory 0700); it cannot be turned off"},
 	{Name: "audit-max-size", Default: sizeFlag(defaultAuditMaxSize), Usage: "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates"},
 	{Name: "audit-keep", Default: defaultAuditKeep, Usage: "rotated audit files kept; older ones are removed after a rotation (0 keeps all)"},
