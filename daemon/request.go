@@ -20,9 +20,10 @@ func errorResponse(id string, err error) *wire.Response {
 
 // handle takes a request line through checks 3 to 11. It calls
 // eofWithdraws once the request is decoded and asks for it, and progress
-// when a request that asked for progress lines is put to a person or
-// starts to run. It returns nil when there is no one left to answer.
-func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string), log *slog.Logger) *wire.Response {
+// when a request that asked for progress lines is to be decided, is put
+// to a person, or starts to run, with the longest it may still take. It
+// returns nil when there is no one left to answer.
+func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string, within time.Duration), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	// The request is decided against the policy in force now, whatever
 	// a reload does while it is checked or waits for a person.
@@ -124,10 +125,20 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return s.check(plan)
 	}
 	plan.progress = func(phase string) {
-		if req.Progress {
-			progress(req.ID, phase)
+		if !req.Progress {
+			return
 		}
+		// The longest the rest may take, as far as this daemon knows:
+		// the prompt (a policy decision is quicker), then the run and
+		// its kill grace. Waiting for a run slot is not known ahead.
+		within := plan.cmd.Timeout + s.cfg.KillGrace
+		if phase != wire.ProgressRunning {
+			within += s.cfg.PromptTimeout
+		}
+		progress(req.ID, phase, within)
 	}
+	// The client hears at once that the daemon is deciding its request.
+	plan.progress(wire.ProgressReceived)
 
 	d, err := s.decide(ctx, plan, log, receive)
 	switch {

@@ -404,6 +404,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		Audit:          alog,
 		ExecTimeout:    o.execTimeout,
 		KillGrace:      o.killGrace,
+		PromptTimeout:  o.promptTimeout,
 		MaxSkew:        o.maxSkew,
 		MaxRuns:        o.maxRuns,
 		MaxConns:       o.maxConns,
