@@ -11,9 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // unitSetting is the value of key= in systemd/rootgate.service, the unit
@@ -201,4 +204,193 @@ func TestIdleExitAfterLastRequest(t *testing.T) {
 	if took := time.Since(last); took < 4*time.Second || took > 7500*time.Millisecond {
 		t.Errorf("idle exit %s after the last request, want about 5s", took.Round(time.Millisecond))
 	}
+}
+
+// activator plays systemd's part for rootgate.socket,
+// rootgate-approve.socket and rootgate.service: it holds the two listening
+// sockets for as long as they are "started" and, whenever one has a
+// connection waiting and no daemon runs, starts a real rootgated with both
+// (LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID), as socket activation does.
+// systemd-socket-activate cannot show this: its sockets end with the
+// daemon it started.
+type activator struct {
+	t       *testing.T
+	dir     string
+	files   []*os.File // requests, approvers
+	stderr  syncBuffer
+	mu      sync.Mutex
+	daemons []*exec.Cmd // every daemon started, the current one last
+	running bool        // the last one has not exited
+	exits   chan error  // each daemon's end
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// startActivator binds dir/s and dir/a and starts serving them.
+func startActivator(t *testing.T, dir, policy string) *activator {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "policy"), []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	act := &activator{t: t, dir: dir, exits: make(chan error, 16), stop: make(chan struct{}), done: make(chan struct{})}
+	for _, name := range []string{"s", "a"} {
+		path := filepath.Join(dir, name)
+		_ = os.Remove(path) // systemd replaces a stale socket file too
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetUnlinkOnClose(false) // the files are the socket units'
+		f, err := l.File()
+		l.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		act.files = append(act.files, f)
+	}
+	go act.loop()
+	t.Cleanup(func() { act.stopAll() })
+	return act
+}
+
+// loop starts a daemon when a connection waits and none runs, until
+// stopAll.
+func (act *activator) loop() {
+	defer close(act.done)
+	fds := []unix.PollFd{{Fd: int32(act.files[0].Fd()), Events: unix.POLLIN}, {Fd: int32(act.files[1].Fd()), Events: unix.POLLIN}}
+	for {
+		select {
+		case <-act.stop:
+			return
+		default:
+		}
+		n, err := unix.Poll(fds, 50)
+		if err != nil && !errors.Is(err, syscall.EINTR) {
+			act.t.Errorf("poll: %v", err)
+			return
+		}
+		if n <= 0 {
+			continue
+		}
+		select {
+		case <-act.stop: // a stop is pending: no start (systemd does the same)
+			return
+		default:
+		}
+		// The shell's pid is the daemon's after exec.
+		cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, rootgated,
+			"--policy", filepath.Join(act.dir, "policy"), "--runtime-dir", filepath.Join(act.dir, "run"), "--audit", auditPath(act.dir))
+		cmd.Env = append(os.Environ(), "LISTEN_FDS=2", "LISTEN_FDNAMES=requests:approvers")
+		cmd.ExtraFiles = act.files
+		cmd.Stderr = &act.stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			act.t.Errorf("start rootgated: %v", err)
+			return
+		}
+		act.mu.Lock()
+		act.daemons = append(act.daemons, cmd)
+		act.running = true
+		act.mu.Unlock()
+		err = cmd.Wait()
+		act.mu.Lock()
+		act.running = false
+		act.mu.Unlock()
+		act.exits <- err
+	}
+}
+
+// started is how many daemons were started so far.
+func (act *activator) started() int {
+	act.mu.Lock()
+	defer act.mu.Unlock()
+	return len(act.daemons)
+}
+
+// stopService is systemctl stop rootgate.service: SIGTERM to the running
+// daemon, which must exit 0; the sockets stay.
+func (act *activator) stopService() {
+	act.t.Helper()
+	act.mu.Lock()
+	cmd := act.daemons[len(act.daemons)-1]
+	act.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-act.exits:
+		if err != nil {
+			act.t.Fatalf("rootgated exited with %v\n%s", err, &act.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		act.t.Fatalf("rootgated did not stop\n%s", &act.stderr)
+	}
+}
+
+// stopAll is systemctl stop rootgate.socket rootgate-approve.socket
+// rootgate.service: the stop is pending first (no connection starts a
+// daemon from then on), the daemon stops, then the sockets close.
+func (act *activator) stopAll() {
+	act.t.Helper()
+	select {
+	case <-act.stop:
+		return
+	default:
+	}
+	close(act.stop)
+	act.mu.Lock()
+	running := act.running
+	act.mu.Unlock()
+	if running {
+		act.stopService()
+	}
+	<-act.done
+	for _, f := range act.files {
+		f.Close()
+	}
+}
+
+// TestStopWithApproverAttached: with rootgate approve attached, stopping
+// rootgate.service alone is a restart (the approver re-attaches at once
+// through its socket, which starts a new daemon), and the approver says
+// what stops rootgate; stopping the sockets with the service, as the
+// README says, keeps it stopped: the approver waits, starts nothing, and
+// rootgate ping says what to start. Starting the sockets again brings the
+// approver back without a hand on it.
+func TestStopWithApproverAttached(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	act := startActivator(t, dir, "ask any\n")
+	a := startApprover(t, filepath.Join(dir, "a"), 0)
+	a.See("attached to rootgated")
+	if n := act.started(); n != 1 {
+		t.Fatalf("%d daemons started by one approver", n)
+	}
+
+	// systemctl stop rootgate.service
+	act.stopService()
+	a.See("rootgate: connection to rootgated lost (stopped, restarted or crashed); re-attaching, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service")
+	a.See("attached to rootgated")
+	if n := act.started(); n != 2 {
+		t.Fatalf("%d daemons started, want 2: the approver's re-attach starts one", n)
+	}
+
+	// systemctl stop rootgate.socket rootgate-approve.socket rootgate.service
+	act.stopAll()
+	a.See("connection to rootgated lost")
+	a.See("rootgate: waiting for rootgated at " + filepath.Join(dir, "a"))
+	if n := act.started(); n != 2 {
+		t.Fatalf("%d daemons started after everything was stopped", n)
+	}
+	out, err := exec.Command(rootgateBin, "ping", "--socket", filepath.Join(dir, "s")).CombinedOutput()
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 70 ||
+		!strings.Contains(string(out), "rootgate: hint: is rootgated running? as a service: sudo systemctl start rootgate.socket rootgate-approve.socket") {
+		t.Errorf("ping with rootgate stopped: %v\n%s", err, out)
+	}
+
+	// systemctl start rootgate.socket rootgate-approve.socket
+	act2 := startActivator(t, dir, "ask any\n")
+	a.See("attached to rootgated")
+	if n := act2.started(); n != 1 {
+		t.Fatalf("%d daemons started by the approver's return", n)
+	}
+	act2.stopAll()
 }
