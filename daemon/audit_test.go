@@ -278,6 +278,26 @@ func TestAuditStopWhileAsking(t *testing.T) {
 	}
 }
 
+// TestAuditStopWhileQueued: an approved request waiting for a run slot
+// (--max-runs busy) when the daemon stops is recorded as not started
+// because the daemon stopped, not because of a bare cancellation.
+func TestAuditStopWhileQueued(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--max-runs", "1", "--kill-grace", "1s"}})
+	marker := fmt.Sprintf("%d.625", 7000+time.Now().Nanosecond()%1000)
+	busy := d.ask(map[string]any{"id": "au-busy", "pipeline": [][]string{{"sleep", marker}}})
+	waitFor(t, "the first run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
+	queued := d.ask(map[string]any{"id": "au-queued", "pipeline": [][]string{{"true"}}})
+	waitTrail(t, d.Dir, "au-queued", "received decided")
+	d.Stop()
+	wantError(t, <-busy, wire.ErrKilledStopping.Error())
+	wantError(t, <-queued, wire.ErrStopping.Error())
+	rs := waitTrail(t, d.Dir, "au-queued", "received decided failed")
+	if rs[2].Error != "not started: daemon stopping" {
+		t.Errorf("failed record's error %q, want %q", rs[2].Error, "not started: daemon stopping")
+	}
+}
+
 // TestAuditRotation: a small --audit-max-size spreads the log over files
 // that verify as one chain (the harness checks at stop).
 func TestAuditRotation(t *testing.T) {
