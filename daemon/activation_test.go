@@ -144,8 +144,8 @@ func TestSocketActivationWrongFDs(t *testing.T) {
 			if c, err := net.Dial("unix", d.Sock); err == nil {
 				c.Close()
 			}
-			if code := d.exited(30 * time.Second); code != 1 {
-				t.Fatalf("exit code %d, want 1\n%s", code, d.Stderr)
+			if code := d.exited(30 * time.Second); code != 78 {
+				t.Fatalf("exit code %d, want 78 (configuration)\n%s", code, d.Stderr)
 			}
 			if want := expected + tc.why + "\n"; !strings.Contains(d.Stderr.String(), want) {
 				t.Fatalf("stderr lacks %q:\n%s", want, d.Stderr)
@@ -168,8 +168,8 @@ func TestSocketActivationNoFDs(t *testing.T) {
 		cmd.Env = append(os.Environ(), "LISTEN_FDS="+n, "LISTEN_FDNAMES=requests")
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			t.Fatalf("LISTEN_FDS=%s: %v, want exit code 1\n%s", n, err, out)
+		if !errors.As(err, &ee) || ee.ExitCode() != 78 {
+			t.Fatalf("LISTEN_FDS=%s: %v, want exit code 78 (configuration)\n%s", n, err, out)
 		}
 		want := `rootgated: error: socket activation: expected fds named "requests" and optionally "approvers", each a listening Unix stream socket; got LISTEN_FDS="` + n + `"` + "\n"
 		if !strings.Contains(string(out), want) {

@@ -244,6 +244,60 @@ func TestAuditRunEnds(t *testing.T) {
 	waitTrail(t, d.Dir, "au-killed", "received decided started killed")
 }
 
+// TestAuditStopWhileAsking: a request waiting for a person when the daemon
+// stops is recorded as ended by the daemon ("daemon stopping", what its
+// requester is told), not as withdrawn by the requester; one whose
+// requester leaves is still the requester's.
+func TestAuditStopWhileAsking(t *testing.T) {
+	t.Parallel()
+	d := approverDaemon(t, "--prompt-timeout", "120s")
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte(request(map[string]any{"id": "au-left", "pipeline": [][]string{{"true"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	a.See("au-left")
+	c.Close()
+	rs := waitTrail(t, d.Dir, "au-left", "received decided")
+	if dd := rs[1].Decision; dd.Verdict != "withdrawn" || dd.By != "requester" {
+		t.Errorf("requester left: decision %+v", dd)
+	}
+
+	ch := d.ask(map[string]any{"id": "au-stopped", "pipeline": [][]string{{"true"}}})
+	a.See("au-stopped")
+	d.Stop()
+	wantError(t, <-ch, wire.ErrStopping.Error())
+	rs = waitTrail(t, d.Dir, "au-stopped", "received decided")
+	if dd := rs[1].Decision; dd.Verdict != "withdrawn" || dd.By != "daemon stopping" || dd.Message != "daemon stopping" {
+		t.Errorf("daemon stopped: decision %+v, want withdrawn by \"daemon stopping\"", dd)
+	}
+}
+
+// TestAuditStopWhileQueued: an approved request waiting for a run slot
+// (--max-runs busy) when the daemon stops is recorded as not started
+// because the daemon stopped, not because of a bare cancellation.
+func TestAuditStopWhileQueued(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--max-runs", "1", "--kill-grace", "1s"}})
+	marker := fmt.Sprintf("%d.625", 7000+time.Now().Nanosecond()%1000)
+	busy := d.ask(map[string]any{"id": "au-busy", "pipeline": [][]string{{"sleep", marker}}})
+	waitFor(t, "the first run to start", 20*time.Second, func() bool { return len(procsWith(marker)) > 0 })
+	queued := d.ask(map[string]any{"id": "au-queued", "pipeline": [][]string{{"true"}}})
+	waitTrail(t, d.Dir, "au-queued", "received decided")
+	d.Stop()
+	wantError(t, <-busy, wire.ErrKilledStopping.Error())
+	wantError(t, <-queued, wire.ErrStopping.Error())
+	rs := waitTrail(t, d.Dir, "au-queued", "received decided failed")
+	if rs[2].Error != "not started: daemon stopping" {
+		t.Errorf("failed record's error %q, want %q", rs[2].Error, "not started: daemon stopping")
+	}
+}
+
 // TestAuditRotation: a small --audit-max-size spreads the log over files
 // that verify as one chain (the harness checks at stop).
 func TestAuditRotation(t *testing.T) {

@@ -37,27 +37,29 @@ func (a *activity) begin(now func() time.Time) (end func()) {
 	}
 }
 
-// WaitIdle blocks until the server has been idle for d without a break and
-// returns nil, or returns ctx's error if ctx ends first. Idle means: no
+// WaitIdle blocks until the server has been idle for d without a break,
+// and the replay window (2 × MaxSkew) of the last request accepted is over,
+// and returns nil; or returns ctx's error if ctx ends first. Idle means no
 // request connection in flight (a run lives within its request's
-// connection, so no run either), no approver attached, and the replay
-// window (2 × MaxSkew) over since the last request accepted. The last rule
-// keeps a daemon that exits when idle from forgetting request ids while a
-// replay of them could still pass the time check; the window is also kept
-// in RuntimeDir, so this is a second line of defence.
+// connection, so no run either) and no approver attached. The window is
+// not added to d: with the defaults (10m, a 2m window) the daemon exits 10
+// minutes after its last connection ended. The window's rule keeps a
+// daemon that exits when idle from forgetting request ids while a replay
+// of them could still pass the time check; the window is also kept in
+// RuntimeDir, so this is a second line of defence.
 func (s *Server) WaitIdle(ctx context.Context, d time.Duration) error {
 	for {
 		s.act.mu.Lock()
 		busy := s.act.n > 0
-		since := s.act.since
+		until := s.act.since.Add(d)
 		s.act.mu.Unlock()
-		if last := s.replay.LastExpiry(); last.After(since) {
-			since = last
+		if last := s.replay.LastExpiry(); last.After(until) {
+			until = last
 		}
 		var wake <-chan time.Time
 		var timer *time.Timer
 		if !busy {
-			left := since.Add(d).Sub(s.cfg.Now())
+			left := until.Sub(s.cfg.Now())
 			if left <= 0 {
 				return nil
 			}

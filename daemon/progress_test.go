@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -45,13 +46,14 @@ func (l *lineReader) next() string {
 }
 
 // wantProgress reads a line and requires it to be the progress line of
-// id for phase.
-func (l *lineReader) wantProgress(id, phase string) {
+// id for phase, saying the answer comes within.
+func (l *lineReader) wantProgress(id, phase string, within time.Duration) {
 	l.t.Helper()
 	line := l.next()
-	got, ok := wire.ParseProgress([]byte(line))
-	if !ok || got != phase || line != `{"id":"`+id+`","progress":"`+phase+`"}`+"\n" {
-		l.t.Fatalf("got %q, want the %s progress line of %s", line, phase, id)
+	got, w, ok := wire.ParseProgress([]byte(line))
+	want := fmt.Sprintf(`{"id":"%s","progress":"%s","within":%d}`+"\n", id, phase, int(within.Seconds()))
+	if !ok || got != phase || w != within || line != want {
+		l.t.Fatalf("got %q, want %q", line, want)
 	}
 }
 
@@ -69,16 +71,20 @@ func (l *lineReader) wantAnswer() wire.Response {
 	return r
 }
 
-// TestProgressLines: a request that says "progress": true hears when it
-// is put to a person and when its run starts, before the answer; one that
-// does not gets exactly one line, as in the base protocol.
+// TestProgressLines: a request that says "progress": true hears that it
+// is received, when it is put to a person and when its run starts, before
+// the answer, each line saying how long the rest may take (the prompt
+// timeout, the run's time limit and the kill grace); one that does not
+// gets exactly one line, as in the base protocol.
 func TestProgressLines(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "allow any echo ...\nask any\n", Args: []string{"--prompt-timeout", "30s"}})
+	d := startDaemon(t, opts{Policy: "allow any echo ...\nask any\n", Args: []string{"--prompt-timeout", "30s", "--exec-timeout", "100s", "--kill-grace", "3s"}})
+	const asking, running = 133 * time.Second, 103 * time.Second
 
 	t.Run("policy allows: running only", func(t *testing.T) {
 		l := d.open(request(map[string]any{"id": "pg-allow", "progress": true, "pipeline": [][]string{{"echo", "hi"}}}))
-		l.wantProgress("pg-allow", wire.ProgressRunning)
+		l.wantProgress("pg-allow", wire.ProgressReceived, asking)
+		l.wantProgress("pg-allow", wire.ProgressRunning, running)
 		if r := l.wantAnswer(); r.Status != wire.StatusOK || string(r.Stdout) != "hi\n" {
 			t.Fatalf("answer %+v", r)
 		}
@@ -100,11 +106,12 @@ func TestProgressLines(t *testing.T) {
 		a.See("attached to rootgated")
 		l := d.open(request(map[string]any{"id": "pg-ask", "progress": true, "pipeline": [][]string{{"true"}}, "reason": "progress test"}))
 		// The approval line comes while the prompt waits for a key.
-		l.wantProgress("pg-ask", wire.ProgressApproval)
+		l.wantProgress("pg-ask", wire.ProgressReceived, asking)
+		l.wantProgress("pg-ask", wire.ProgressApproval, asking)
 		a.See("pg-ask")
 		a.See("n or Esc deny")
 		a.Key("y")
-		l.wantProgress("pg-ask", wire.ProgressRunning)
+		l.wantProgress("pg-ask", wire.ProgressRunning, running)
 		if r := l.wantAnswer(); r.Status != wire.StatusOK {
 			t.Fatalf("answer %+v", r)
 		}

@@ -20,9 +20,10 @@ func errorResponse(id string, err error) *wire.Response {
 
 // handle takes a request line through checks 3 to 11. It calls
 // eofWithdraws once the request is decoded and asks for it, and progress
-// when a request that asked for progress lines is put to a person or
-// starts to run. It returns nil when there is no one left to answer.
-func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string), log *slog.Logger) *wire.Response {
+// when a request that asked for progress lines is to be decided, is put
+// to a person, or starts to run, with the longest it may still take. It
+// returns nil when there is no one left to answer.
+func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string, within time.Duration), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	// The request is decided against the policy in force now, whatever
 	// a reload does while it is checked or waits for a person.
@@ -124,10 +125,20 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return s.check(plan)
 	}
 	plan.progress = func(phase string) {
-		if req.Progress {
-			progress(req.ID, phase)
+		if !req.Progress {
+			return
 		}
+		// The longest the rest may take, as far as this daemon knows:
+		// the prompt (a policy decision is quicker), then the run and
+		// its kill grace. Waiting for a run slot is not known ahead.
+		within := plan.cmd.Timeout + s.cfg.KillGrace
+		if phase != wire.ProgressRunning {
+			within += s.cfg.PromptTimeout
+		}
+		progress(req.ID, phase, within)
 	}
+	// The client hears at once that the daemon is deciding its request.
+	plan.progress(wire.ProgressReceived)
 
 	d, err := s.decide(ctx, plan, log, receive)
 	switch {
@@ -137,6 +148,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return reject(err)
 	case err != nil:
 		return reject(err)
+	}
+	if d.Verdict == approval.Withdrawn && context.Cause(ctx) != errClientGone {
+		// The daemon ended the wait, not the requester (who is told
+		// "daemon stopping"): the record must say so.
+		d.By, d.Message = endedByDaemon, wire.ErrStopping.Error()
 	}
 	by := s.decider(&d, plan.rule)
 
@@ -182,7 +198,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 	// A requester gone by now (even as the slot came free) is not run for.
 	if ctx.Err() != nil {
-		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", context.Cause(ctx))})
+		cause := context.Cause(ctx)
+		if cause != errClientGone {
+			cause = wire.ErrStopping
+		}
+		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", cause)})
 		return s.gone(ctx, req.ID)
 	}
 	if req.ForwardAgent {
@@ -247,6 +267,10 @@ func (s *Server) pong(id string, peer peerInfo) *wire.Response {
 	}
 	return resp
 }
+
+// endedByDaemon is the decided record's by (and the decision's) when the
+// daemon, stopping, ended a request that waited for approval.
+const endedByDaemon = "daemon stopping"
 
 // gone answers a request whose context ended: "daemon stopping" when the
 // daemon is, nothing when the client went away.

@@ -86,6 +86,10 @@ type Config struct {
 	ExecTimeout time.Duration
 	// KillGrace is how long a run has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// PromptTimeout is how long the approver waits for a person (zero:
+	// approval.DefaultPromptTimeout). The daemon only tells clients,
+	// in progress lines, how long they may have to wait.
+	PromptTimeout time.Duration
 	// MaxSkew bounds the distance between a request's time and the clock;
 	// the replay window is twice as long.
 	MaxSkew time.Duration
@@ -160,6 +164,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ExecTimeout <= 0 {
 		cfg.ExecTimeout = DefaultExecTimeout
+	}
+	if cfg.PromptTimeout <= 0 {
+		cfg.PromptTimeout = approval.DefaultPromptTimeout
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = pipeline.DefaultKillGrace
@@ -376,10 +383,10 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}()
 
-	progress := func(id, phase string) {
+	progress := func(id, phase string, within time.Duration) {
 		// Progress lines are advisory: a client that cannot take one
 		// now is told the outcome by the answer line.
-		if err := wire.WriteProgress(stallGuard{c, s.cfg.StallTimeout}, id, phase); err != nil {
+		if err := wire.WriteProgress(stallGuard{c, s.cfg.StallTimeout}, id, phase, within); err != nil {
 			log.Info("cannot send progress", "id", id, "err", err)
 		}
 	}

@@ -40,6 +40,9 @@ type Client struct {
 	Version  string // the client's version, told in the hello
 	// Out receives status lines; they are held while a prompt is up.
 	Out io.Writer
+	// AnswerWithin bounds each attempt to attach: the connect and the
+	// daemon's welcome; zero means HelloWithin.
+	AnswerWithin time.Duration
 	// Ask makes what asks the operator about one prompt, which must be
 	// decided by deadline. afterWithdrawn says the prompt shown before was
 	// withdrawn while on screen, so this one must say it is a different
@@ -74,6 +77,13 @@ func (a *Client) DaemonRuleFile() string {
 // refuses a decision that carries one.
 func (a *Client) DaemonGrants() bool { return a.grants.Load() }
 
+func (a *Client) answerWithin() time.Duration {
+	if a.AnswerWithin > 0 {
+		return a.AnswerWithin
+	}
+	return HelloWithin
+}
+
 // RefusedError is a daemon's refusal to attach the client: retrying
 // cannot help.
 type RefusedError struct{ Message string }
@@ -89,7 +99,9 @@ func (a *Client) Run(ctx context.Context) error {
 	backoff := backoffMin
 	waiting := false
 	for ctx.Err() == nil {
-		c, err := net.Dial("unix", a.Socket)
+		// A connect blocks while the socket's queue is full; each
+		// attempt, and the welcome after it (HelloWithin), has a bound.
+		c, err := net.DialTimeout("unix", a.Socket, a.answerWithin())
 		if err != nil {
 			if errors.Is(err, os.ErrPermission) {
 				return fmt.Errorf("cannot attach to %s: %w", a.Socket, err)
@@ -113,8 +125,18 @@ func (a *Client) Run(ctx context.Context) error {
 		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
 			return refused
 		}
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case !attached && errors.Is(err, os.ErrDeadlineExceeded):
+			a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying", a.Socket, a.answerWithin()))
+		case attached:
+			// Stopped, restarted or crashed. Re-attaching starts it again
+			// under systemd while its sockets listen.
+			a.scr.println("rootgate: connection to rootgated lost (stopped, restarted or crashed); re-attaching, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service")
+		default:
 			a.scr.println("rootgate: connection to rootgated lost; reconnecting")
+		}
+		if ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):
@@ -158,7 +180,7 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 	herr := send(&Message{Type: MsgHello, Version: ProtoVersion, Client: a.Version,
 		Name: a.Name, Capabilities: caps, AgentSocket: a.Agent})
 	br := bufio.NewReaderSize(c, 64<<10)
-	_ = c.SetReadDeadline(time.Now().Add(HelloWithin))
+	_ = c.SetReadDeadline(time.Now().Add(a.answerWithin()))
 	welcome, err := ReadMessage(br, MaxDaemonLine)
 	if err != nil {
 		if herr != nil {

@@ -6,8 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 )
+
+// NoAnswerError is a daemon that took the connection but did not answer
+// within Within: as systemd's socket does while rootgate.service is
+// failed.
+type NoAnswerError struct {
+	Socket string
+	Within time.Duration
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("rootgated did not answer within %s (%s)", e.Within, e.Socket)
+}
 
 // ListGrants asks the daemon at the approver socket for the standing
 // grants this process's user may see, and how many others it holds. The
@@ -27,9 +40,10 @@ func RevokeGrant(ctx context.Context, socket, id string) error {
 }
 
 // oneExchange sends m on a new connection and reads the one answer, of
-// type want; an error message becomes a [*RefusedError].
+// type want, within HelloWithin of connecting; an error message becomes a
+// [*RefusedError], silence a [*NoAnswerError].
 func oneExchange(ctx context.Context, socket string, m *Message, want string) (*Message, error) {
-	var d net.Dialer
+	d := net.Dialer{Timeout: HelloWithin}
 	c, err := d.DialContext(ctx, "unix", socket)
 	if err != nil {
 		return nil, err
@@ -45,6 +59,8 @@ func oneExchange(ctx context.Context, socket string, m *Message, want string) (*
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &NoAnswerError{Socket: socket, Within: HelloWithin}
 	case err != nil:
 		return nil, fmt.Errorf("no answer from rootgated: %w", err)
 	case ans.Type == MsgError:

@@ -66,7 +66,7 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	if desktop {
 		// No terminal needed: status lines go to stderr, prompts to the
 		// desktop.
-		a := &remote.Client{Socket: sock, Name: desktopName, Kind: "desktop", Operator: approval.OperatorName(), Out: stderr, Agent: agentSock, Version: version.String()}
+		a := &remote.Client{Socket: sock, Name: desktopName, Kind: "desktop", Operator: approval.OperatorName(), Out: stderr, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
 		ask, err := desktopAsker(a.Operator, stderr)
 		if err != nil {
 			errorf(stderr, "--desktop: %v", err)
@@ -81,7 +81,7 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		return exitError
 	}
 	defer tty.Close()
-	a := &remote.Client{Socket: sock, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String()}
+	a := &remote.Client{Socket: sock, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
 	a.Ask = func(deadline time.Time, afterWithdrawn bool) approval.Approver {
 		grantFor := grantFor
 		if !a.DaemonGrants() {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -30,11 +32,24 @@ var grantsFlags = []clidoc.Flag{
 	{Name: "socket", Default: "", Usage: "approver socket `path`"},
 }
 
-func cmdGrants(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
-	grants, hidden, err := remote.ListGrants(ctx, client.ApproverSocket(fl.String("socket")))
-	if err != nil {
-		errorf(e.stderr, "grants: %v", err)
+// grantsFail reports a failed grants exchange: one the daemon did not
+// answer within (its deadline) with what to check.
+func grantsFail(stderr io.Writer, what, sock string, within time.Duration, err error) int {
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*remote.NoAnswerError)) {
+		errorWithHint(stderr, fmt.Sprintf("%s: rootgated did not answer within %s (%s)", what, within, sock), client.NoAnswerHint)
 		return exitError
+	}
+	errorf(stderr, "%s: %v", what, err)
+	return exitError
+}
+
+func cmdGrants(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
+	sock, within := client.ApproverSocket(fl.String("socket")), client.AnswerWithin()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	grants, hidden, err := remote.ListGrants(ctx, sock)
+	if err != nil {
+		return grantsFail(e.stderr, "grants", sock, within, err)
 	}
 	if len(grants) == 0 {
 		fmt.Fprintln(e.stdout, "no standing grants")
@@ -72,9 +87,11 @@ func cmdGrantsRevoke(ctx context.Context, e *env, fl clidoc.Values, args []strin
 		errorWithHint(e.stderr, "grants revoke needs one grant id", "rootgate grants lists them")
 		return exitUsage
 	}
-	if err := remote.RevokeGrant(ctx, client.ApproverSocket(fl.String("socket")), args[0]); err != nil {
-		errorf(e.stderr, "grants revoke: %v", err)
-		return exitError
+	sock, within := client.ApproverSocket(fl.String("socket")), client.AnswerWithin()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	if err := remote.RevokeGrant(ctx, sock, args[0]); err != nil {
+		return grantsFail(e.stderr, "grants revoke", sock, within, err)
 	}
 	fmt.Fprintf(e.stdout, "revoked %s\n", termsafe.Sanitize(args[0]))
 	return exitOK

@@ -218,13 +218,16 @@ func cmdVersion(_ context.Context, e *env, _ clidoc.Values, _ []string) int {
 	return exitOK
 }
 
-// fail reports err on stderr (with the hint of a connection error) and
-// returns exitError.
+// fail reports err on stderr (with the hint of a connection error, or of
+// a daemon that did not answer in time) and returns exitError.
 func fail(stderr io.Writer, err error) int {
 	errorf(stderr, "%v", err)
 	var ce *client.ConnectError
-	if errors.As(err, &ce) && ce.Hint != "" {
+	switch {
+	case errors.As(err, &ce) && ce.Hint != "":
 		hintf(stderr, "%s", ce.Hint)
+	case errors.As(err, new(*client.NoAnswerError)):
+		hintf(stderr, "%s", client.NoAnswerHint)
 	}
 	return exitError
 }

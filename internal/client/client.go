@@ -3,6 +3,14 @@
 // daemon withdraw the prompt or kill the run. Requests sent with [Do] say
 // eof_withdraws, so this holds through a forwarded socket too (ssh -L),
 // where the close reaches the daemon only as the end of the stream.
+//
+// No call waits without a bound (docs/operations.md, "Client deadlines"):
+// the daemon must say something within [AnswerWithin] of the connection
+// (a ping's or a check's answer, or a run's first progress line); each
+// progress line then says how long the rest may take, and the call waits
+// that long plus [Margin]. A request without progress lines waits
+// [RunWithin]. Past its deadline a call closes the connection (which
+// withdraws the request) and returns a [*NoAnswerError].
 package client
 
 import (
@@ -42,6 +50,70 @@ func ApproverSocket(flag string) string {
 	return cmp.Or(flag, os.Getenv(ApproverSocketEnv), DefaultApproverSocket)
 }
 
+// Deadlines (docs/operations.md, "Client deadlines").
+const (
+	// DefaultAnswerWithin is how long a client waits for the daemon's
+	// first line: the answer to a ping or a check, the first progress
+	// line of a run. $ROOTGATE_ANSWER_WITHIN (a Go duration) sets another.
+	DefaultAnswerWithin = 10 * time.Second
+	AnswerWithinEnv     = "ROOTGATE_ANSWER_WITHIN"
+	// Margin is added to what a progress line says the rest may take.
+	Margin = 10 * time.Second
+	// defaultPrompt, defaultRun and defaultGrace are rootgated's default
+	// --prompt-timeout, --exec-timeout and --kill-grace: what a client
+	// that is told nothing assumes.
+	defaultPrompt = 60 * time.Second
+	defaultRun    = 300 * time.Second
+	defaultGrace  = 5 * time.Second
+)
+
+// NoAnswerHint says what to check when the daemon does not answer.
+const NoAnswerHint = "is the service failed? systemctl status rootgate; journalctl -u rootgate -p err"
+
+// AnswerWithin is how long to wait for the daemon's first line:
+// $ROOTGATE_ANSWER_WITHIN when it holds a positive duration, else
+// DefaultAnswerWithin.
+func AnswerWithin() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(AnswerWithinEnv)); err == nil && d > 0 {
+		return d
+	}
+	return DefaultAnswerWithin
+}
+
+// RunWithin is how long a run request that gets no progress lines may
+// take, as a client assumes when it is told nothing: rootgated's default
+// prompt timeout, the run's time limit (timeout seconds when positive,
+// else the default --exec-timeout), its kill grace, and Margin.
+func RunWithin(timeout float64) time.Duration {
+	run := defaultRun
+	if timeout > 0 && timeout < defaultRun.Seconds() {
+		run = time.Duration(timeout * float64(time.Second))
+	}
+	return defaultPrompt + run + defaultGrace + Margin
+}
+
+// NoAnswerError is a daemon that did not answer in time: it took the
+// connection (or systemd did, for a daemon that is not running) and said
+// nothing more within Within. Phase is the last progress line's phase,
+// "" when there was none.
+type NoAnswerError struct {
+	Socket string
+	Within time.Duration
+	Phase  string
+}
+
+func (e *NoAnswerError) Error() string {
+	after := ""
+	switch e.Phase {
+	case "":
+	case wire.ProgressRunning:
+		after = " of the run's start"
+	default:
+		after = " of its " + e.Phase + " line"
+	}
+	return fmt.Sprintf("rootgated did not answer within %s%s (%s); the request was withdrawn", e.Within, after, e.Socket)
+}
+
 // ConnectError is a failure to reach the daemon, with a hint saying what
 // to do about it.
 type ConnectError struct {
@@ -63,7 +135,7 @@ func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
 		ce := &ConnectError{Socket: socket, Err: err}
 		switch {
 		case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
-			ce.Hint = "is rootgated running? start it with: sudo rootgated --tty"
+			ce.Hint = "is rootgated running? as a service: sudo systemctl start rootgate.socket rootgate-approve.socket; by hand: sudo rootgated --tty"
 		case errors.Is(err, os.ErrPermission):
 			ce.Hint = "only root and members of group rootgate may connect: sudo usermod -aG rootgate $USER, then log in again"
 		}
@@ -76,14 +148,31 @@ func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
 // and returns its raw answer line, newline included. The answer is read
 // even when the daemon closed before reading the request (it answers
 // "server busy" that way).
+//
+// It waits AnswerWithin for a line that is a ping or a check, else (it may
+// be a run) RunWithin of the line's timeout.
 func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) {
-	return roundTrip(ctx, socket, line, true, nil)
+	var v struct {
+		Action  string  `json:"action"`
+		Check   bool    `json:"check"`
+		Timeout float64 `json:"timeout"`
+	}
+	_ = json.Unmarshal(line, &v) // a line it cannot read gets the run's bound
+	first := RunWithin(v.Timeout)
+	if v.Action == wire.ActionPing || v.Check {
+		first = AnswerWithin()
+	}
+	return roundTrip(ctx, socket, line, true, first, nil)
 }
 
 // roundTrip is RoundTrip; halfClose says whether to end the stream after
 // the line. A request saying eof_withdraws must not: its end withdraws it.
-// Progress lines before the answer go to onProgress (when not nil).
-func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, onProgress func(phase string)) ([]byte, error) {
+// The first line must come within first; a progress line moves the
+// deadline to what it says plus Margin (RunWithin(0) when it says
+// nothing) and goes to onProgress, unless it is wire.ProgressReceived,
+// which only says the daemon is alive. With onProgress nil, progress
+// lines are not looked for: the first line is the answer.
+func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, first time.Duration, onProgress func(phase string)) ([]byte, error) {
 	c, err := dial(ctx, socket)
 	if err != nil {
 		return nil, err
@@ -91,7 +180,20 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	// A connection systemd holds for a daemon that is not running takes
+	// a request as large as its buffer, then blocks the write.
+	within, phase := first, ""
+	_ = c.SetDeadline(time.Now().Add(within))
+	noAnswer := func(err error) error {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return &NoAnswerError{Socket: socket, Within: within, Phase: phase}
+		}
+		return nil
+	}
 	_, werr := c.Write(line)
+	if err := noAnswer(werr); err != nil {
+		return nil, err
+	}
 	if werr == nil && halfClose {
 		// A half-close tells the daemon the request is complete (so a line
 		// without its newline is reported as such) and cancels nothing.
@@ -104,6 +206,9 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 			return nil, ctx.Err()
 		}
 		if err != nil {
+			if err := noAnswer(err); err != nil {
+				return nil, err
+			}
 			if werr != nil {
 				return nil, fmt.Errorf("send request: %w", werr)
 			}
@@ -112,11 +217,16 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 			}
 			return nil, fmt.Errorf("read answer: %w", err)
 		}
-		if onProgress != nil {
-			if phase, ok := wire.ParseProgress(resp); ok {
-				onProgress(phase)
-				continue
+		if p, w, ok := wire.ParseProgress(resp); ok && onProgress != nil {
+			phase, within = p, w+Margin
+			if w == 0 {
+				within = RunWithin(0)
 			}
+			_ = c.SetReadDeadline(time.Now().Add(within))
+			if p != wire.ProgressReceived {
+				onProgress(p)
+			}
+			continue
 		}
 		return resp, nil
 	}
@@ -146,20 +256,44 @@ func Do(ctx context.Context, socket string, req *wire.Outgoing) (*wire.Response,
 	return DoProgress(ctx, socket, req, nil)
 }
 
-// DoProgress is [Do]; when onProgress is not nil, the request asks for
-// progress lines (docs/protocol.md) and onProgress gets each phase
-// ([wire.ProgressApproval], [wire.ProgressRunning]) as the daemon reports
-// it. A daemon that does not know the extension refuses the request with
-// an unknown-field error.
+// DoProgress is [Do]; a request that may run (not a ping, not a check)
+// asks for progress lines (docs/protocol.md), whose first one tells that
+// the daemon is alive and each how long the rest may take, and
+// onProgress, when not nil, gets each phase ([wire.ProgressApproval],
+// [wire.ProgressRunning]) as the daemon reports it. A daemon that does
+// not know the extension refuses the request with an unknown-field error
+// before deciding anything; the request is then sent again without.
 func DoProgress(ctx context.Context, socket string, req *wire.Outgoing, onProgress func(phase string)) (*wire.Response, error) {
 	out := *req
 	out.EOFWithdraws = true
-	out.Progress = onProgress != nil
-	line, err := json.Marshal(&out)
+	out.Progress = out.Action != wire.ActionPing && !out.Check
+	resp, err := do(ctx, socket, &out, onProgress)
+	if err == nil && out.Progress && resp.Code == wire.CodeUnknownField {
+		// An older rootgated. (Were another field unknown, the second
+		// refusal says so.)
+		out.Progress = false
+		resp, err = do(ctx, socket, &out, nil)
+	}
+	return resp, err
+}
+
+// do sends out as it is and decodes the answer.
+func do(ctx context.Context, socket string, out *wire.Outgoing, onProgress func(phase string)) (*wire.Response, error) {
+	line, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	raw, err := roundTrip(ctx, socket, append(line, '\n'), false, onProgress)
+	// A ping or a check is answered at once; so is the first progress
+	// line of a request that asked for them. A run without them (an
+	// older daemon) may take as long as a run.
+	first := AnswerWithin()
+	if !out.Progress && out.Action != wire.ActionPing && !out.Check {
+		first = RunWithin(out.Timeout)
+	}
+	if out.Progress && onProgress == nil {
+		onProgress = func(string) {}
+	}
+	raw, err := roundTrip(ctx, socket, append(line, '\n'), false, first, onProgress)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@
 package daemoncmd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -61,7 +62,22 @@ const (
 	exitOK     = 0 // stopped by SIGTERM, SIGINT or an idle exit, or asked for its version or documents
 	exitFailed = 1 // could not start or serve
 	exitUsage  = 2 // bad flags or arguments
+	// exitConfig (EX_CONFIG, which systemd calls CONFIG): the
+	// configuration cannot work (a policy that does not parse, an
+	// unusable audit log or runtime directory, the wrong sockets handed
+	// over). Starting again cannot help, so rootgate.service lists it,
+	// with exitUsage, in RestartPreventExitStatus=.
+	exitConfig = 78
 )
+
+// configError is an error of serve's that exitConfig reports: fixing it
+// takes a person.
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
+
+// configErr marks err as a configuration error.
+func configErr(err error) error { return configError{err} }
 
 // options are the daemon's flags.
 type options struct {
@@ -157,7 +173,7 @@ var flags = []clidoc.Flag{
 	{Name: "stall-timeout", Default: daemon.DefaultStallTimeout, Usage: "how long a client may leave its answer unread before its connection is dropped"},
 	{Name: "max-pending", Default: daemon.DefaultMaxPending, Usage: "requests of one uid waiting for a person's decision at once; more are refused"},
 	{Name: "prompt-rate", Default: daemon.DefaultPromptRate, Usage: "requests of one uid put to a person per minute; more are refused"},
-	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit after this long with no connection, no attached approver, no run and the replay window (2 × --max-skew) over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
+	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit this long after the last connection ended, with no connection, no attached approver and no run meanwhile, and not before the replay window (2 × --max-skew) of the last request is over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
 	{Name: "audit", Default: audit.DefaultPath, Usage: "audit log `file` (created 0600, its directory 0700); it cannot be turned off"},
 	{Name: "audit-max-size", Default: sizeFlag(defaultAuditMaxSize), Usage: "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates"},
 	{Name: "audit-keep", Default: defaultAuditKeep, Usage: "rotated audit files kept; older ones are removed after a rotation (0 keeps all)"},
@@ -214,6 +230,8 @@ func sizeFlag(def byteSize) clidoc.Custom {
 
 // run is rootgated's whole life; it returns the exit code.
 func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int {
+	// The lines that say why it did not start must reach journalctl -p err.
+	errw := errOut(stderr)
 	fs := clidoc.NewFlagSet("rootgated", flags, io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -223,12 +241,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 			fs.PrintDefaults()
 			return exitOK
 		}
-		out.Errorf(stderr, "%v", err)
-		out.Hintf(stderr, "run \"rootgated -h\" for the flags")
+		out.Errorf(errw, "%v", err)
+		out.Hintf(errw, "run \"rootgated -h\" for the flags")
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		out.Errorf(stderr, "unexpected argument %q", fs.Arg(0))
+		out.Errorf(errw, "unexpected argument %q", fs.Arg(0))
 		return exitUsage
 	}
 	o := parseOptions(clidoc.ValuesOf(fs))
@@ -238,7 +256,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 	}
 	if o.man || o.completion != "" {
 		if err := writeDoc(os.Stdout, o.man, o.completion); err != nil {
-			out.Errorf(stderr, "%v", err)
+			out.Errorf(errw, "%v", err)
 			return exitUsage
 		}
 		return exitOK
@@ -248,32 +266,35 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		v    time.Duration
 	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}, {"read-timeout", o.readTimeout}, {"stall-timeout", o.stallTimeout}} {
 		if d.v <= 0 {
-			out.Errorf(stderr, "--%s must be positive", d.name)
+			out.Errorf(errw, "--%s must be positive", d.name)
 			return exitUsage
 		}
 	}
 	if o.auditKeep < 0 || o.rejectRate < 1 {
-		out.Errorf(stderr, "--audit-keep must not be negative and --audit-reject-rate must be at least 1")
+		out.Errorf(errw, "--audit-keep must not be negative and --audit-reject-rate must be at least 1")
 		return exitUsage
 	}
 	if o.maxConnsUID < 0 {
-		out.Errorf(stderr, "--max-conns-per-uid must not be negative")
+		out.Errorf(errw, "--max-conns-per-uid must not be negative")
 		return exitUsage
 	}
 	if o.idleExit < 0 {
-		out.Errorf(stderr, "--idle-exit must not be negative")
+		out.Errorf(errw, "--idle-exit must not be negative")
 		return exitUsage
 	}
 	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 {
-		out.Errorf(stderr, "--max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
+		out.Errorf(errw, "--max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
 		return exitUsage
 	}
 	if o.audit == "" {
-		out.Errorf(stderr, "--audit must name a file: the audit log cannot be turned off")
+		out.Errorf(errw, "--audit must name a file: the audit log cannot be turned off")
 		return exitUsage
 	}
 	if err := serve(ctx, &o, stderr, hup); err != nil {
-		out.Errorf(stderr, "%v", err)
+		out.Errorf(errw, "%v", err)
+		if errors.As(err, new(configError)) {
+			return exitConfig
+		}
 		return exitFailed
 	}
 	return exitOK
@@ -283,7 +304,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 // except that it stops a --tty daemon not started under nohup.
 func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error {
 	if os.Geteuid() != 0 {
-		return errors.New("must run as root")
+		return configErr(errors.New("must run as root"))
 	}
 	// Orphans of a run come to the daemon rather than to init, where the
 	// end of their run finds and kills them.
@@ -297,7 +318,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	if activated {
 		var err error
 		if ln, aln, err = activationListeners(); err != nil {
-			return err
+			return configErr(err)
 		}
 		defer ln.Close()
 		if aln != nil {
@@ -310,7 +331,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	if o.tty {
 		var err error
 		if term, err = openTerminal(o.promptTimeout); err != nil {
-			return err
+			return configErr(err)
 		}
 		logOut = term.LogWriter(stderr)
 		if o.policy != "" {
@@ -345,7 +366,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	var admit daemon.Admission
 	for _, a := range o.approvers {
 		if err := admit.ParseApprover(a); err != nil {
-			return err
+			return configErr(err)
 		}
 	}
 
@@ -354,7 +375,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	}
 	pol, err := loadPolicy()
 	if err != nil {
-		return err
+		return configErr(err)
 	}
 	for _, r := range pol.AllowsAllPrivileged() {
 		log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
@@ -362,7 +383,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 
 	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep})
 	if err != nil {
-		return err
+		return configErr(err)
 	}
 	defer alog.Close()
 	// The first record of each daemon's life says who writes from here on;
@@ -383,6 +404,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		Audit:          alog,
 		ExecTimeout:    o.execTimeout,
 		KillGrace:      o.killGrace,
+		PromptTimeout:  o.promptTimeout,
 		MaxSkew:        o.maxSkew,
 		MaxRuns:        o.maxRuns,
 		MaxConns:       o.maxConns,
@@ -397,7 +419,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		Log:            log,
 	})
 	if err != nil {
-		return err
+		return configErr(err) // the runtime directory
 	}
 	defer srv.Close()
 	socket := o.socket
@@ -569,6 +591,34 @@ func firstRequest(socket string) string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// errOut is where run writes the lines that say why the daemon did not
+// start: stderr, each line with the journal's priority prefix "<3>" (err,
+// sd-daemon(3)) when stderr is the journal's stream, as under systemd: so
+// journalctl -p err shows them, and systemctl status with them.
+func errOut(stderr io.Writer) io.Writer {
+	if stderr != io.Writer(os.Stderr) {
+		return stderr
+	}
+	if is, _ := journal.StderrIsJournalStream(); !is {
+		return stderr
+	}
+	return errPriority{stderr}
+}
+
+// errPriority writes each line with the prefix "<3>".
+type errPriority struct{ w io.Writer }
+
+func (e errPriority) Write(p []byte) (int, error) {
+	var b []byte
+	for line := range bytes.Lines(p) {
+		b = append(append(b, "<3>"...), line...)
+	}
+	if _, err := e.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // newLogger logs to the journal when there is one, and as text to out

@@ -341,6 +341,8 @@ func connectionHint(host, socket string, err error) string {
 		return fmt.Sprintf("Nothing listens on %s: rootgated is not running. Ask the user to start it (`sudo systemctl start rootgate.socket`, or `sudo rootgated --tty`), then try again.", socket)
 	case errors.As(err, &ce):
 		return "Ask the user to check that rootgated is running and that this MCP server points at its socket (--socket or --host)."
+	case errors.As(err, new(*client.NoAnswerError)):
+		return fmt.Sprintf("rootgated took the connection on %s but did not answer in time (the request was withdrawn): the service may have failed. Ask the user to check `systemctl status rootgate` and `journalctl -u rootgate -p err`, then try again.", socket)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("rootgated accepted the connection on %s but did not answer; it may be stuck or overloaded. Ask the user to check it (`journalctl -u rootgate`).", socket)
 	case errors.Is(err, client.ErrNotResponse):

@@ -15,6 +15,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/testutil"
 )
 
@@ -345,7 +346,8 @@ func TestConnectionErrors(t *testing.T) {
 	stuck := fakeSocket(t, "")
 	other := fakeSocket(t, "220 smtp.example ESMTP ready\n")
 	older := fakeSocket(t, `{"id":"","status":"error","code":"unknown_field","message":"unknown field \"cwd\"","version":"0.9"}`+"\n")
-	cs := connect(t, mcpserver.Config{Socket: stuck, PingTimeout: 200 * time.Millisecond,
+	t.Setenv(client.AnswerWithinEnv, "300ms")
+	cs := connect(t, mcpserver.Config{Socket: stuck, PingTimeout: 200 * time.Millisecond, Wait: 20 * time.Second,
 		Hosts: map[string]string{"other": other, "older": older}})
 
 	t.Run("ping: not answering, another program, an older daemon", func(t *testing.T) {
@@ -374,6 +376,22 @@ func TestConnectionErrors(t *testing.T) {
 		if !res.IsError || r.Status != "error" || r.Message != `unknown field "cwd"` ||
 			r.Next != "rootgated on "+older+" is older than this rootgate mcp and does not know a field the message names: leave out that argument, or ask the user to upgrade rootgated." {
 			t.Errorf("%+v", r)
+		}
+	})
+	t.Run("execute: not answering", func(t *testing.T) {
+		// The daemon's socket takes the request and nobody answers (the
+		// service failed): the call ends at the client's deadline, not
+		// at --wait, and says what to check.
+		start := time.Now()
+		res := call(t, cs, "execute", json.RawMessage(`{"argv":["ls"],"reason":"r"}`))
+		var r mcpserver.Result
+		remarshal(t, res.StructuredContent, &r)
+		if !res.IsError || r.Status != "error" || r.Message != "rootgated did not answer within 300ms ("+stuck+"); the request was withdrawn" ||
+			r.Next != "rootgated took the connection on "+stuck+" but did not answer in time (the request was withdrawn): the service may have failed. Ask the user to check `systemctl status rootgate` and `journalctl -u rootgate -p err`, then try again." {
+			t.Errorf("%+v", r)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("took %s", took)
 		}
 	})
 	t.Run("execute: another program", func(t *testing.T) {

@@ -152,13 +152,9 @@ func (s *session) start(host, socket string, out *wire.Outgoing) *call {
 	s.mu.Unlock()
 	go func() {
 		defer cancel(nil)
+		// An older rootgated, without progress lines, gets the request
+		// again without them (client.DoProgress).
 		resp, err := client.DoProgress(ctx, socket, out, c.setPhase)
-		if err == nil && resp.Code == wire.CodeUnknownField {
-			// An older rootgated, without progress lines: it refused the
-			// request before deciding anything, so send it again without.
-			// (Were another field unknown, the second refusal says so.)
-			resp, err = client.Do(ctx, socket, out)
-		}
 		if err != nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
