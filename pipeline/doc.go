@@ -61,10 +61,10 @@
 // and once the stages' groups are dead every child of the calling process
 // whose environment still holds the tag is killed and reaped (the scan
 // repeats until it finds none). Escaped processes are the caller's
-// children once it called [Subreaper], as rootgated does; without it they
+// children once it called [Subreaper], as rootgated does without cgroups; without it they
 // go to init and are not found. The limit: a process that also replaces
 // its environment escapes that too. If it still holds one of the run's output pipes, Run stops reading
 // it shortly after the stages have ended and closes it, so it cannot delay
-// the result; it may go on running. Run under a systemd unit or a cgroup
-// when that matters.
+// the result; it may go on running. Give the run a [Cgroup] when that
+// matters.
 package pipeline
