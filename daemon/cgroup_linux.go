@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/pipeline"
 	"golang.org/x/sys/unix"
 )
@@ -289,3 +290,16 @@ func (s *Server) recoverOrphans() {
 
 // errOrphaned is the error of an orphaned record.
 var errOrphaned = errors.New("run left by a daemon that did not stop cleanly; everything left of it was killed when this daemon started; how it ended is unknown")
+
+// stricter is l with the limits of the allow rule r where they are lower
+// (or l has none).
+func stricter(l pipeline.Limits, r *policy.Rule) pipeline.Limits {
+	mem, tasks := r.Limits()
+	if mem > 0 && (l.Memory == 0 || mem < l.Memory) {
+		l.Memory = mem
+	}
+	if tasks > 0 && (l.Tasks == 0 || tasks < l.Tasks) {
+		l.Tasks = tasks
+	}
+	return l
+}

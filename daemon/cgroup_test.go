@@ -230,3 +230,44 @@ func subdirs(dir string) []string {
 	}
 	return names
 }
+
+// TestCgroupPolicyLimits: an allow rule's tasks= qualifier limits the run
+// it allows. Where the limit cannot be enforced (this machine's cgroup v2
+// has no pids controller; and without a cgroup at all) the daemon warns
+// at start and refuses the requests the rule allows, recorded as failed:
+// they never run without the limit.
+func TestCgroupPolicyLimits(t *testing.T) {
+	t.Parallel()
+	for _, path := range containments {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			d := startDaemon(t, opts{Policy: "allow any,tasks=50 sh ...\nallow any,env=*\n", Args: path.args})
+			script := []string{"sh", "-c", `cat "/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/pids.max"`}
+			id := "limited-" + runMarker()
+			r := d.send(map[string]any{"id": id, "pipeline": [][]string{script}})
+			parent := ""
+			if path.args == nil {
+				parent = filepath.Dir(d.cgroup(t))
+			}
+			ctl, _ := pipeline.Controllers(parent)
+			if parent != "" && slices.Contains(ctl, "pids") {
+				wantOK(t, r)
+				if got := strings.TrimSpace(string(r.Stdout)); got != "50" {
+					t.Errorf("pids.max = %q, want 50", got)
+				}
+				return
+			}
+			why := "runs have no cgroup"
+			if parent != "" {
+				why = "no pids controller in the cgroup v2 tree at " + parent
+			}
+			wantError(t, r, "cannot start pipeline: limits cannot be enforced here: tasks ("+why+")")
+			waitTrail(t, d.Dir, id, "received decided failed")
+			if !strings.Contains(d.Stderr.String(), "policy rule sets limits this machine cannot enforce") {
+				t.Errorf("no start-up warning about the rule:\n%s", d.Stderr)
+			}
+			// The rule without limits still runs.
+			wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}}))
+		})
+	}
+}

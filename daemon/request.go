@@ -192,6 +192,15 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		defer relay.Close()
 		plan.cmd.Env = append(plan.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
 	}
+	if plan.rule != nil && plan.grant == nil {
+		plan.lim = stricter(plan.lim, plan.rule)
+	}
+	// A limit the operator asked for that cannot be enforced here
+	// refuses the run: it never runs without it.
+	if err := s.cfg.Cgroups.Check(plan.lim); err != nil {
+		log.Error("run refused", "err", err)
+		return fail(wire.StartError(err))
+	}
 	if c := s.cfg.Cgroups; c != nil {
 		// Its own cgroup, or no run: a run that cannot be contained so
 		// is not run the weaker way behind the operator's back.
