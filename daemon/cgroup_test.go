@@ -14,6 +14,7 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/wire"
 )
 
 // cgroupParent is a test daemon's own --cgroup; the test fails where
@@ -268,6 +269,35 @@ func TestCgroupPolicyLimits(t *testing.T) {
 			}
 			// The rule without limits still runs.
 			wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}}))
+		})
+	}
+}
+
+// TestCgroupPromptShowsLimits: the person asked sees how the run will be
+// contained and which limits apply, in the real approver's terminal.
+func TestCgroupPromptShowsLimits(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cgroup", nil, "Limits:      none (the run's own cgroup)"},
+		{"fallback", []string{"--cgroup", "none"}, "Limits:      none; no cgroup (contained by sessions and an environment tag only)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := approverDaemon(t, c.args...)
+			a := startApprover(t, d.asock(), 0)
+			a.See("attached to rootgated")
+			ch := d.ask(map[string]any{"id": "lim-" + c.name})
+			a.See("lim-" + c.name)
+			a.See(c.want)
+			a.See("n or Esc deny")
+			a.Key("n")
+			if r := <-ch; r.Status != wire.StatusDenied {
+				t.Fatalf("%s", r.raw)
+			}
 		})
 	}
 }
