@@ -204,19 +204,30 @@ func (c *Cgroups) Check(l pipeline.Limits) error {
 	return fmt.Errorf("limits cannot be enforced here: %s", strings.Join(why, ", "))
 }
 
+// maxCgroupName bounds a run cgroup's name, below NAME_MAX (255) with
+// room for "~N".
+const maxCgroupName = 240
+
 // cgroupName is a request id as a cgroup's name: every byte but ASCII
 // letters, digits, '-' and '_' (and '.' not first) written %XX, so that
-// any id makes a valid, distinct directory name that idOf reads back.
+// any id makes a valid directory name that idOf reads back; an id whose
+// name would pass maxCgroupName bytes is cut there (idOf then gives the
+// id's start).
 func cgroupName(id string) string {
 	var b strings.Builder
 	for i := 0; i < len(id); i++ {
 		ch := id[i]
+		var s string
 		switch {
 		case 'a' <= ch && ch <= 'z', 'A' <= ch && ch <= 'Z', '0' <= ch && ch <= '9', ch == '-', ch == '_', ch == '.' && i > 0:
-			b.WriteByte(ch)
+			s = string(rune(ch))
 		default:
-			fmt.Fprintf(&b, "%%%02X", ch)
+			s = fmt.Sprintf("%%%02X", ch)
 		}
+		if b.Len()+len(s) > maxCgroupName {
+			break
+		}
+		b.WriteString(s)
 	}
 	return b.String()
 }
