@@ -112,10 +112,32 @@ func SetupCgroups(spec string) (*Cgroups, error) {
 		lock.Close()
 		return nil, fmt.Errorf("%s: in use by another rootgated", parent)
 	}
+	if err := probe(parent); err != nil {
+		lock.Close()
+		return nil, err
+	}
 	c := &Cgroups{Parent: parent, lock: lock}
 	c.Memory = enable(chain, "memory")
 	c.Tasks = enable(chain, "pids")
 	return c, nil
+}
+
+// probe makes and removes a cgroup in parent, to see that the kernel has
+// cgroup.kill (Linux 5.14; CLONE_INTO_CGROUP came in 5.7). Its name
+// starts with a '.', which no run's cgroup name does.
+func probe(parent string) error {
+	dir := filepath.Join(parent, ".probe")
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s: cannot make a cgroup there: %w", parent, err)
+	}
+	_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+	if rerr := unix.Rmdir(dir); rerr != nil && err == nil {
+		return fmt.Errorf("%s: %w", dir, rerr)
+	}
+	if err != nil {
+		return errors.New("the kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later)")
+	}
+	return nil
 }
 
 // Close releases the lock on Parent.
@@ -267,7 +289,7 @@ func (c *Cgroups) leftovers() []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
 			names = append(names, e.Name())
 		}
 	}
