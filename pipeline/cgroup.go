@@ -172,6 +172,11 @@ func (c *Cgroup) Populated() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read cgroup.events: %w", err)
 	}
+	return populated(b)
+}
+
+// populated reads the populated line of cgroup.events's content b.
+func populated(b []byte) (bool, error) {
 	for line := range strings.Lines(string(b)) {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && k == "populated" {
 			return v != "0", nil
@@ -180,20 +185,23 @@ func (c *Cgroup) Populated() (bool, error) {
 	return false, errors.New("cgroup.events has no populated line")
 }
 
-// waitEmpty waits until the cgroup is no longer populated, woken by the
-// kernel's modify event on cgroup.events.
+// waitEmpty waits until the cgroup is no longer populated. The kernel
+// wakes a poll for POLLPRI on cgroup.events when the file changes (an
+// inotify watch would do too, but closing one costs milliseconds).
 func (c *Cgroup) waitEmpty(deadline time.Time) error {
-	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	f, err := os.Open(filepath.Join(c.Path, "cgroup.events"))
 	if err != nil {
 		return fmt.Errorf("wait for cgroup: %w", err)
 	}
-	defer unix.Close(in)
-	if _, err := unix.InotifyAddWatch(in, filepath.Join(c.Path, "cgroup.events"), unix.IN_MODIFY); err != nil {
-		return fmt.Errorf("wait for cgroup: %w", err)
-	}
-	buf := make([]byte, 4096)
+	defer f.Close()
+	fd := int(f.Fd())
+	buf := make([]byte, 512)
 	for {
-		full, err := c.Populated()
+		n, err := unix.Pread(fd, buf, 0)
+		if err != nil {
+			return fmt.Errorf("read cgroup.events: %w", err)
+		}
+		full, err := populated(buf[:n])
 		if err != nil {
 			return err
 		}
@@ -204,16 +212,12 @@ func (c *Cgroup) waitEmpty(deadline time.Time) error {
 		if left <= 0 {
 			return fmt.Errorf("cgroup %s: processes left after SIGKILL", c.Path)
 		}
-		// The event may come between the read above and this poll: the
-		// read is repeated at least every 100ms.
-		fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}
+		// A change between the read above and this poll still wakes it
+		// (the file's event count moved on); the read is repeated at
+		// least every 100ms anyway.
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
 		if _, err := unix.Poll(fds, int(min(left, 100*time.Millisecond)/time.Millisecond)+1); err != nil && err != unix.EINTR {
 			return fmt.Errorf("wait for cgroup: %w", err)
-		}
-		for {
-			if _, err := unix.Read(in, buf); err != nil {
-				break
-			}
 		}
 	}
 }
