@@ -108,6 +108,11 @@ func TestCgroupUsage(t *testing.T) {
 	if au == nil || au.CPUUsec != u.CPUUsec || au.UserUsec != u.UserUsec || au.SystemUsec != u.SystemUsec {
 		t.Errorf("finished record's usage %+v, answer's %+v", au, u)
 	}
+	// rootgate audit show says it too.
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.Dir)).CombinedOutput()
+	if want := "usage:     cpu " + (time.Duration(u.CPUUsec) * time.Microsecond).String() + " (user "; err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("audit show: %v, no %q in:\n%s", err, want, out)
+	}
 	// memory.peak only where the memory controller is.
 	ctl, _ := pipeline.Controllers(filepath.Dir(d.cgroup(t)))
 	if has := slices.Contains(ctl, "memory"); has != (u.MemoryPeak != nil) {
