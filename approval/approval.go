@@ -84,6 +84,10 @@ type Decision struct {
 	// daemon allows requests of the same shape from the same requester
 	// without asking, for this long ([MaxGrant] at most). See [Grantable].
 	Grant time.Duration `json:"-"`
+	// Rule, on an Allow from a person, is the policy rule they confirmed
+	// to save ([CheckRule]): the daemon checks it again, appends it to its
+	// policy's drop-in [RuleDropIn] and reloads the policy.
+	Rule string `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the
@@ -134,6 +138,11 @@ type Prompt struct {
 	Stdin        []byte            `json:"stdin"`
 	ForwardAgent bool              `json:"forward_agent"`
 	RunTimeout   time.Duration     `json:"run_timeout"` // the run's time limit, in nanoseconds
+	// Named is set when a privileged request names the account or the
+	// group it runs as (run_as, run_as_group): the run has that
+	// identity, and the prompt says so on its first line. RunAs is then
+	// the account's name.
+	Named *NamedRun `json:"named,omitempty"`
 	// SelfApproval marks a prompt put to an approver the requester can
 	// control, under the daemon's --unsafe-self-approval: the requester
 	// could have typed the answer itself.
@@ -142,6 +151,14 @@ type Prompt struct {
 	// it, e.g. "memory 512M, tasks 100 (the run's own cgroup)"; "" when
 	// the daemon did not say (one older than this field).
 	Limits string `json:"limits,omitempty"`
+}
+
+// NamedRun is the identity a request that names one runs with.
+type NamedRun struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"` // the run's primary group
+	// Group is run_as_group's group name, when the request named one.
+	Group string `json:"group,omitempty"`
 }
 
 // An Approver decides about one request. Approve blocks until there is a

@@ -152,6 +152,12 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if plan.prompt != nil && d.Grant > 0 {
 		s.addGrant(plan, plan.prompt, &d, s.cfg.Now())
 	}
+	if plan.prompt != nil && d.Rule != "" && d.Verdict == approval.Allow && d.Member != nil {
+		if saved := s.saveRule(plan, &d); saved != nil && by != nil {
+			// The person decided; the rule they saved decides the next.
+			by.Rule, by.Source = saved.Text, fmt.Sprintf("%s:%d", saved.File, saved.Line)
+		}
+	}
 	// fail ends a decided request in an error, recorded as failed.
 	fail := func(msg error) *wire.Response {
 		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: msg})

@@ -64,6 +64,12 @@ type Config struct {
 	// LoadPolicy reads the policy again for [Server.ReloadPolicy]; nil
 	// means the policy cannot be reloaded.
 	LoadPolicy func() (*policy.Policy, error)
+	// PolicyFile is the policy's main file. A rule a person saves from the
+	// prompt is appended to the drop-in [approval.RuleDropIn] of its
+	// directory (policy.Dir) and the policy reloaded with LoadPolicy; ""
+	// (or no LoadPolicy) means rules are not saved, and approvers are not
+	// offered to.
+	PolicyFile string
 	// Approver is asked when the policy says ask; nil means nobody can be
 	// asked ([approval.Nobody]).
 	Approver approval.Approver
@@ -142,6 +148,9 @@ type Server struct {
 	// it is received, and decides against that one.
 	policy atomic.Pointer[policy.Policy]
 	reload sync.Mutex // one ReloadPolicy at a time
+	// saving serialises the saving of rules from the prompt; it is taken
+	// before reload, never inside it.
+	saving sync.Mutex
 	// grants are the standing grants people gave, in memory only.
 	grants grantStore
 }

@@ -76,9 +76,23 @@ const (
 	// ApproverGrantRunsAnything: a grant for a request with an interpreter
 	// or command runner, without grant_runs_anything.
 	ApproverGrantRunsAnything = "decision refused: the request runs an interpreter or a command runner: a grant for it must say grant_runs_anything (a second confirmation)"
+	// ApproverRuleOnDeny: a policy rule on a denial.
+	ApproverRuleOnDeny = "decision refused: a rule is saved only with an approval"
+	// ApproverNoRules: a rule for a daemon that has no policy file.
+	ApproverNoRules = "decision refused: this daemon has no policy file to save a rule in"
+	// ApproverRuleAndGrant: a decision with both a rule and a grant.
+	ApproverRuleAndGrant = "decision refused: a decision carries a grant or a rule, not both"
+	// ApproverRuleRunsAnything: an open rule for a request with an
+	// interpreter or command runner, without the second confirmation.
+	ApproverRuleRunsAnything = "decision refused: the request runs an interpreter or a command runner and the rule admits other arguments: it must say rule_runs_anything (a second confirmation)"
 	// ApproverNoGrants: a grants request to a daemon that keeps none.
 	ApproverNoGrants = "this daemon keeps no standing grants"
 )
+
+// ApproverRuleRefused refuses a rule that cannot be saved, saying why.
+func ApproverRuleRefused(why string) string {
+	return "decision refused: rule not saved: " + why
+}
 
 // ApproverGrantDuration refuses a grant outside 1 second to max.
 func ApproverGrantDuration(got, max int64) string {

@@ -54,6 +54,19 @@ type Client struct {
 	// grants: the daemon attached to keeps standing grants (its welcome
 	// said so).
 	grants atomic.Bool
+	// ruleFile: where the daemon attached to saves policy rules (its
+	// welcome's rule_file), or "".
+	ruleFile atomic.Pointer[string]
+}
+
+// DaemonRuleFile is the policy drop-in the daemon attached to saves a
+// rule from the prompt to, or "" when it saves none: a prompt then
+// offers none.
+func (a *Client) DaemonRuleFile() string {
+	if f := a.ruleFile.Load(); f != nil {
+		return *f
+	}
+	return ""
 }
 
 // DaemonGrants reports whether the daemon this client is attached to
@@ -163,6 +176,8 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 		return false, &RefusedError{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
 	}
 	a.grants.Store(welcome.StandingGrants)
+	ruleFile := welcome.RuleFile
+	a.ruleFile.Store(&ruleFile)
 	a.scr.println(fmt.Sprintf("rootgate: attached to rootgated %s at %s as %s on %s; waiting for requests (prompts time out after %ds)",
 		welcome.Daemon, a.Socket, a.Operator, a.Name, int(welcome.PromptTimeout)))
 	notAsked := ""
@@ -341,6 +356,14 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 			// runs anything (approval.RunsAnything).
 			m.Grant = max(int64(d.Grant/time.Second), 1)
 			m.GrantRunsAnything = len(approval.RunsAnything(p.msg.Request)) > 0
+		}
+		if ok && d.Rule != "" {
+			// The terminal confirmed a second time for an open rule for a
+			// request that runs anything (approval.RuleRunsAnything).
+			m.Rule = d.Rule
+			if r, err := approval.CheckRule(p.msg.Request, d.Rule); err == nil {
+				m.RuleRunsAnything = len(approval.RuleRunsAnything(p.msg.Request, r)) > 0
+			}
 		}
 		_ = send(m)
 	}

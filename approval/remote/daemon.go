@@ -62,6 +62,10 @@ type Host struct {
 	// Grants lists and revokes the daemon's standing grants for a
 	// connection that asks (grants, revoke); nil: the daemon keeps none.
 	Grants GrantKeeper
+	// RuleFile is the policy drop-in a rule saved from a prompt goes to,
+	// told in the welcome; "" means rules are not saved, and a decision
+	// that carries one is refused.
+	RuleFile string
 }
 
 // A GrantKeeper holds the daemon's standing grants.
@@ -104,6 +108,7 @@ type answer struct {
 	approve bool
 	note    string        // a deny note, sanitised
 	grant   time.Duration // a standing grant asked for with an approval
+	rule    string        // a policy rule to save, checked, with an approval
 }
 
 var _ approval.Approver = (*remote)(nil)
@@ -152,7 +157,7 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 	select {
 	case a := <-pp.answer:
 		if a.approve {
-			d := approval.Decision{Verdict: approval.Allow, By: by, After: r, Grant: a.grant}
+			d := approval.Decision{Verdict: approval.Allow, By: by, After: r, Grant: a.grant, Rule: a.rule}
 			if r.agent != "" {
 				d.Agent = &approval.AgentOffer{Socket: r.agent, UID: uint32(r.peer.UID), GID: uint32(r.peer.GID), Groups: r.peer.Groups}
 			}
@@ -236,7 +241,7 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
 		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
-		StandingGrants: h.Grants != nil})
+		StandingGrants: h.Grants != nil, RuleFile: h.RuleFile})
 	r.wmu.Unlock()
 	if err != nil {
 		detach()
@@ -286,7 +291,7 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 		switch m.Type {
 		case MsgPong:
 		case MsgDecision:
-			msg := r.deliver(m)
+			msg := r.deliver(m, h.RuleFile)
 			if msg == "" {
 				continue
 			}
@@ -310,7 +315,7 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 
 // deliver hands a decision to its waiting prompt; it returns why it was
 // refused, or "".
-func (r *remote) deliver(m *Message) string {
+func (r *remote) deliver(m *Message, ruleFile string) string {
 	if m.Approve == nil {
 		return wire.ApproverNoVerdict
 	}
@@ -326,6 +331,9 @@ func (r *remote) deliver(m *Message) string {
 		// A refused grant leaves the prompt waiting: the approver may
 		// answer it again.
 		if refused = checkGrant(m, pp.p); refused == "" {
+			refused = checkRule(m, pp.p, ruleFile)
+		}
+		if refused == "" {
 			delete(r.pending, m.ID)
 		}
 	}
@@ -338,6 +346,7 @@ func (r *remote) deliver(m *Message) string {
 		a.note = wire.SanitizeNote(m.Note)
 	}
 	a.grant = time.Duration(m.Grant) * time.Second
+	a.rule = m.Rule
 	pp.answer <- a
 	return ""
 }
@@ -357,6 +366,33 @@ func checkGrant(m *Message, p *approval.Prompt) string {
 		return wire.ApproverGrantAgent
 	case len(approval.RunsAnything(p)) > 0 && !m.GrantRunsAnything:
 		return wire.ApproverGrantRunsAnything
+	}
+	return ""
+}
+
+// checkRule returns why the policy rule m carries is refused, or "". The
+// daemon checks it here as the approver's screen did, and never takes the
+// screen's word: one allow rule, naming its command, that matches the
+// request shown (its text has no control or invisible character: the
+// parser refuses them).
+func checkRule(m *Message, p *approval.Prompt, ruleFile string) string {
+	if m.Rule == "" && !m.RuleRunsAnything {
+		return ""
+	}
+	switch {
+	case !*m.Approve:
+		return wire.ApproverRuleOnDeny
+	case ruleFile == "":
+		return wire.ApproverNoRules
+	case m.Grant != 0:
+		return wire.ApproverRuleAndGrant
+	}
+	r, err := approval.CheckRule(p, m.Rule)
+	if err != nil {
+		return wire.ApproverRuleRefused(err.Error())
+	}
+	if len(approval.RuleRunsAnything(p, r)) > 0 && !m.RuleRunsAnything {
+		return wire.ApproverRuleRunsAnything
 	}
 	return ""
 }

@@ -72,6 +72,10 @@ type Message struct {
 	// StandingGrants says the daemon keeps standing grants: a decision
 	// may carry one.
 	StandingGrants bool `json:"standing_grants,omitempty"`
+	// RuleFile is the policy drop-in where the daemon saves a rule a
+	// decision carries; "" (omitted): it saves none (it has no policy
+	// file), and refuses a decision that carries one.
+	RuleFile string `json:"rule_file,omitempty"`
 
 	// prompt, withdraw, decision, result
 	ID       string           `json:"id,omitempty"`
@@ -89,6 +93,14 @@ type Message struct {
 	// was told and confirmed twice.
 	Grant             int64 `json:"grant,omitempty"`
 	GrantRunsAnything bool  `json:"grant_runs_anything,omitempty"`
+	// Rule, on a decision that approves: a policy rule to save, which
+	// must be one allow rule that matches the request
+	// ([approval.CheckRule]). RuleRunsAnything confirms a rule that admits
+	// other arguments for a request that runs an interpreter or command
+	// runner ([approval.RuleRunsAnything]): the person was told and
+	// confirmed twice.
+	Rule             string `json:"rule,omitempty"`
+	RuleRunsAnything bool   `json:"rule_runs_anything,omitempty"`
 	// grants (the daemon's answer): the standing grants this approver may
 	// see, and how many others are held for requesters it is never asked
 	// about.

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textarea"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/huh/v2"
 	"charm.land/lipgloss/v2"
@@ -62,6 +63,16 @@ var errHangup = errors.New("terminal closed or hung up")
 //     [approval.Decision].Grant. A request with a stage that runs
 //     anything its arguments say ([approval.RunsAnything]) asks a third
 //     time, saying why; n or Esc go back to the request;
+//   - r, when y would count and RuleFile is set, offers the policy rule
+//     that admits exactly this request ([approval.SuggestRule]) in an
+//     editable field; Enter checks the edited rule ([approval.CheckRule]:
+//     one allow rule that matches this request, else it says why and stays),
+//     then shows it in full with the file it goes to and asks for y,
+//     after its own dwell and paging; a rule that admits other arguments
+//     for a request that runs anything ([approval.RuleRunsAnything]) asks
+//     a second time, saying why. That y approves the request with a
+//     [approval.Decision].Rule. Esc goes back (from the editor to the
+//     request, from a confirmation to the editor);
 //   - no answer within Timeout: [approval.Expired];
 //   - the request's context ends first: the form is removed and the answer
 //     is [approval.Withdrawn].
@@ -106,6 +117,10 @@ type Terminal struct {
 	// that g offers none (the daemon keeps none). Each is at most
 	// approval.MaxGrant.
 	GrantDurations []time.Duration
+	// RuleFile is the policy drop-in a rule saved from the prompt (r) goes
+	// to, shown before it is confirmed; "" means r offers none (the daemon
+	// has no policy file, or saves no rules).
+	RuleFile string
 
 	mu    sync.Mutex // guards the fields that follow
 	busy  bool       // a request holds the terminal
@@ -277,6 +292,7 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	}
 	m := &promptModel{
 		durations: durations,
+		ruleFile:  t.RuleFile,
 		form:      newConfirmForm(p, &ok),
 		p:         p,
 		text:      strings.TrimSuffix(approval.RenderWhole(p), "\n"),
@@ -332,6 +348,8 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	}
 
 	switch state := m.form.State; {
+	case state == huh.StateCompleted && ok && m.armed && m.seenEnd && m.rule != "":
+		return approval.Decision{Verdict: approval.Allow, By: by, Rule: m.rule}, "approved, with a policy rule to save"
 	case state == huh.StateCompleted && ok && m.armed && m.seenEnd && m.grant > 0:
 		return approval.Decision{Verdict: approval.Allow, By: by, Grant: m.grant}, "approved, with a standing grant for " + approval.DisplayDuration(m.grant)
 	case state == huh.StateCompleted && ok && m.armed && m.seenEnd:
@@ -440,6 +458,9 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 
 // runAsWord is who a run would be, for the question.
 func runAsWord(p *approval.Prompt) string {
+	if p.Named != nil && p.Named.UID != 0 {
+		return fmt.Sprintf("%s (uid %d)", termsafe.Sanitize(p.RunAs), p.Named.UID)
+	}
 	if p.Privileged {
 		return "ROOT"
 	}
@@ -604,7 +625,10 @@ func (t *Terminal) denyMessage(name string) string {
 // text as well as by reverse video, so it shows without colour too.
 func newConfirmForm(p *approval.Prompt, ok *bool) *huh.Form {
 	title := "Run this command as " + approval.RunAsName(p) + "?"
-	if approval.RunsAsRoot(p) {
+	switch {
+	case p.Named != nil && p.Named.UID != 0:
+		title = "Run this command as " + runAsWord(p) + "?"
+	case approval.RunsAsRoot(p):
 		title = "Run this command as ROOT?"
 	}
 	keys := huh.NewDefaultKeyMap()
@@ -693,6 +717,18 @@ type promptModel struct {
 	grant     time.Duration // the grant confirmed, when the form completes
 	grantNo   string        // why g was refused, shown in the key line
 	armGen    int           // the dwell that armMsg{armGen} ends
+
+	// A policy rule (r): ruleStep is 0 on the request, 1 while the rule
+	// is edited, 2 while the checked rule is shown for confirmation, 3
+	// while the second confirmation is. rule is the text confirmed, when
+	// the form completes.
+	ruleFile string
+	ruleStep int
+	edit     textarea.Model
+	ruleErr  string // why the edited rule was refused, shown above it
+	ruleText string // the checked rule, on steps 2 and 3
+	rule     string
+	ruleNo   string // why r was refused, shown in the key line
 }
 
 // endPromptMsg tells the program the prompt's context ended.
@@ -836,7 +872,11 @@ func (m *promptModel) footer() []string {
 		f = append(f, fit(status, m.width))
 	}
 	f = append(f, m.stages...)
-	f = append(f, strings.Split(strings.TrimRight(m.form.View(), "\n"), "\n")...)
+	if m.ruleStep == 1 {
+		f = append(f, strings.Split(strings.TrimRight(m.edit.View(), "\n"), "\n")...)
+	} else {
+		f = append(f, strings.Split(strings.TrimRight(m.form.View(), "\n"), "\n")...)
+	}
 	left := max(time.Until(m.deadline).Round(time.Second), 0)
 	var keys string
 	switch {
@@ -853,12 +893,26 @@ func (m *promptModel) footer() []string {
 		keys = " SECOND CONFIRMATION: page to the end before y counts · n or Esc back to the request"
 	case m.grantStep == 2:
 		keys = " SECOND CONFIRMATION: y approve and grant it anyway · n or Esc back to the request"
+	case m.ruleStep == 1:
+		keys = " RULE: edit it · Enter check it · Esc back to the request · ctrl+c deny"
+	case m.ruleStep == 2 && !m.seenEnd:
+		keys = " RULE: page to the end of the rule before y counts · n or Esc back to editing"
+	case m.ruleStep == 2:
+		keys = " RULE: y approve and save this rule · n or Esc back to editing"
+	case m.ruleStep == 3 && !m.seenEnd:
+		keys = " SECOND CONFIRMATION: page to the end before y counts · n or Esc back to editing"
+	case m.ruleStep == 3:
+		keys = " SECOND CONFIRMATION: y approve and save the rule anyway · n or Esc back to editing"
 	case m.refused && !m.seenEnd:
 		keys = " y refused: page to the end first (space, PgDn) · n or Esc deny · m deny with a note"
 	case !m.seenEnd:
 		keys = " page to the end of the request before y counts · n or Esc deny · m deny with a note"
 	case m.grantNo != "":
 		keys = " y approve · n or Esc deny · m deny with a note · no grant: " + m.grantNo
+	case m.ruleNo != "":
+		keys = " y approve · n or Esc deny · m deny with a note · no rule: " + m.ruleNo
+	case m.ruleFile != "":
+		keys = " y approve · n or Esc deny · m deny with a note · g grant for a time · r save a rule · Enter takes the highlighted answer"
 	default:
 		keys = " y approve · n or Esc deny · m deny with a note · g grant for a time · Enter takes the highlighted answer"
 	}
@@ -920,11 +974,23 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 			msg.Height = 24
 		}
 		m.layout(msg.Width, msg.Height)
+		if m.ruleStep == 1 {
+			m.edit.SetWidth(max(msg.Width-1, 10))
+			sizeEditor(&m.edit)
+		}
 		_, cmd := m.form.Update(msg)
 		return m, cmd
+	case tea.PasteMsg:
+		if m.armed && m.ruleStep == 1 {
+			return m.ruleEditKey(msg)
+		}
+		return m, nil
 	case tea.KeyPressMsg:
 		if !m.armed {
 			return m, nil // too early to be an answer to this request
+		}
+		if m.ruleStep == 1 {
+			return m.ruleEditKey(msg)
 		}
 		ph := m.pagerHeight()
 		switch msg.String() {
@@ -949,7 +1015,16 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 		if m.grantStep > 0 {
 			return m.grantKey(msg)
 		}
+		if m.ruleStep > 0 {
+			return m.ruleKey(msg)
+		}
 		switch msg.String() {
+		case "r", "R":
+			if !m.seenEnd {
+				m.refused = true
+				return m, nil
+			}
+			return m, m.startRule()
 		case "g", "G":
 			switch {
 			case !m.seenEnd:

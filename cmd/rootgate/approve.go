@@ -88,7 +88,7 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
 		}
 		return &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
-			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor}
+			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: a.DaemonRuleFile()}
 	}
 	return runApprover(ctx, a, stderr)
 }

@@ -191,7 +191,14 @@ func formatRecord(r *audit.Record) string {
 		if len(rq.Pipeline) > 0 {
 			line("pipeline", "%s", pipelineText(rq.Pipeline))
 		}
-		line("run as", "%s", map[bool]string{true: "root (privileged)", false: "the requester"}[rq.Privileged])
+		runAs := map[bool]string{true: "root (privileged)", false: "the requester"}[rq.Privileged]
+		if rq.RunAs != "" {
+			runAs = "the account " + q(rq.RunAs) + " (run_as)"
+		}
+		if rq.RunAsGroup != "" {
+			runAs += " with the group " + q(rq.RunAsGroup) + " (run_as_group)"
+		}
+		line("run as", "%s", runAs)
 		if rq.Reason != "" {
 			line("reason", "%s", termsafe.Quote(rq.Reason))
 		}
@@ -252,6 +259,18 @@ func formatRecord(r *audit.Record) string {
 		}
 		line("run as", "%s in %s", q(g.RunAsUser), termsafe.Quote(g.Cwd))
 		line("shape", "sha256 %s", q(g.Shape))
+	}
+	if ru := r.Rule; ru != nil {
+		by := fmt.Sprintf("%s (uid %d)", q(ru.Approver), ru.ApproverUID)
+		if ru.OK {
+			line("rule", "saved by %s to %s line %d, for uid %d", by, q(ru.File), ru.Line, ru.RequesterUID)
+		} else {
+			line("rule", "NOT saved (confirmed by %s, for uid %d)", by, ru.RequesterUID)
+		}
+		line("text", "%s", q(ru.Text))
+		if ru.Error != "" {
+			line("why", "%s", q(ru.Error))
+		}
 	}
 	if d := r.Decision; d != nil {
 		by := q(d.By)

@@ -45,6 +45,10 @@ const (
 	// names it.
 	KindGrantCreated Kind = "grant_created"
 	KindGrantRevoked Kind = "grant_revoked"
+	// KindRuleSaved: a person confirmed a policy rule with the approval of
+	// request ID; Rule says where it was written, or (OK false, Error) why
+	// it was not, or was taken out again.
+	KindRuleSaved Kind = "rule_saved"
 
 	KindReceived  Kind = "received"  // a request decoded; Peer and Request
 	KindRejected  Kind = "rejected"  // a request refused by a check; Error
@@ -95,6 +99,8 @@ type Record struct {
 	// Grant is a standing grant, on grant_created and grant_revoked
 	// records.
 	Grant *Grant `json:"grant,omitempty"`
+	// Rule is a policy rule saved from the prompt, on rule_saved records.
+	Rule *RuleSaved `json:"rule,omitempty"`
 
 	// Hash is the SHA-256 of the record's line without its hash field.
 	Hash string `json:"-"`
@@ -133,6 +139,11 @@ type Request struct {
 	// Check: a check request, evaluated against the policy and never
 	// asked about or run.
 	Check bool `json:"check,omitempty"`
+	// RunAs and RunAsGroup are the account and group the request named
+	// to run as, as sent ("" when it named none); the started record's
+	// run holds the uid, gid and groups they resolved to.
+	RunAs      string `json:"run_as,omitempty"`
+	RunAsGroup string `json:"run_as_group,omitempty"`
 }
 
 // Line describes a raw request line without holding it.
@@ -254,6 +265,20 @@ type PolicyLoad struct {
 	Rules int      `json:"rules"`           // in force now
 	File  string   `json:"file,omitempty"`  // the file refused or that does not parse
 	Line  int      `json:"line,omitempty"`  // the first line that does not parse
+}
+
+// RuleSaved is a policy rule a person saved from the prompt. On success
+// (OK) the rule is line Line of File and the policy was reloaded with it;
+// otherwise Error says why the file was left (or put back) as it was.
+type RuleSaved struct {
+	OK           bool   `json:"ok"`
+	File         string `json:"file"`
+	Line         int    `json:"line,omitempty"`
+	Text         string `json:"text"`
+	ApproverUID  int    `json:"approver_uid"`
+	Approver     string `json:"approver"` // "USER on WHERE"
+	RequesterUID int    `json:"requester_uid"`
+	Error        string `json:"error,omitempty"`
 }
 
 // Daemon identifies the process writing the log.

@@ -339,6 +339,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 			return err
 		}
 		logOut = term.LogWriter(stderr)
+		if o.policy != "" {
+			term.RuleFile = filepath.Join(policy.Dir(o.policy), approval.RuleDropIn)
+		}
 	}
 	log := newLogger(logOut)
 	if cgroups != nil {
@@ -411,6 +414,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		RuntimeDir:     o.runtimeDir,
 		Policy:         pol,
 		LoadPolicy:     loadPolicy,
+		PolicyFile:     o.policy,
 		Approver:       broker,
 		Broker:         broker,
 		Admission:      admit,

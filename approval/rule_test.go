@@ -1,0 +1,74 @@
+package approval
+
+import (
+	"strings"
+	"testing"
+)
+
+func rulePrompt(argv ...string) *Prompt {
+	return &Prompt{Privileged: true, Requester: Requester{UID: 1000, User: "alice"},
+		Stages: []Stage{{Argv: argv, Path: "/usr/bin/" + argv[0]}}}
+}
+
+func TestSuggestRule(t *testing.T) {
+	got, err := SuggestRule(rulePrompt("systemctl", "status", "nginx"))
+	if want := "allow privileged,user=alice systemctl status nginx"; err != nil || got != want {
+		t.Fatalf("SuggestRule = %q, %v; want %q", got, err, want)
+	}
+	named := rulePrompt("psql", "-l")
+	named.RunAs, named.Named = "postgres", &NamedRun{UID: 108, GID: 115}
+	got, err = SuggestRule(named)
+	if want := "allow privileged,runas=postgres,user=alice psql -l"; err != nil || got != want {
+		t.Fatalf("SuggestRule for a run as postgres = %q, %v; want %q", got, err, want)
+	}
+	pipe := rulePrompt("ls")
+	pipe.Stages = append(pipe.Stages, Stage{Argv: []string{"wc"}, Path: "/usr/bin/wc"})
+	agent := rulePrompt("ssh-add", "-l")
+	agent.ForwardAgent = true
+	for p, want := range map[*Prompt]string{pipe: "pipeline", agent: "SSH agent"} {
+		if got, err := SuggestRule(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("SuggestRule = %q, %v; want an error with %q", got, err, want)
+		}
+	}
+}
+
+func TestCheckRule(t *testing.T) {
+	p := rulePrompt("sh", "-c", "id")
+	for _, tc := range []struct {
+		rule      string
+		err       string // "" accepts
+		runsAnyth bool
+	}{
+		{`allow privileged,user=alice sh -c id`, "", false},
+		{`allow privileged sh -c "id"  # a comment`, "", false},
+		{`allow privileged sh -c ...`, "", true},
+		{`allow privileged sh -c {a|id}`, "", true},
+		{`allow any sh * id`, "", true},
+		{`allow privileged sh -c whoami`, "does not match the request shown", false},
+		{`allow privileged,user=bob sh -c id`, "does not match the request shown", false},
+		{`allow unprivileged sh -c id`, "does not match the request shown", false},
+		{`ask privileged sh -c id`, "it says ask", false},
+		{`allow privileged`, "must name its command", false},
+		{`allow privileged s* -c id`, "must name its command", false},
+		{"allow privileged sh -c id\nallow any", "one line", false},
+		{"# nothing", "no rule", false},
+		{"allow privileged sh -c \u200bid", "control, invisible", false},
+	} {
+		r, err := CheckRule(p, tc.rule)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.rule, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: got %v, want an error with %q", tc.rule, err, tc.err)
+		case err == nil && (len(RuleRunsAnything(p, r)) > 0) != tc.runsAnyth:
+			t.Errorf("%q: RuleRunsAnything = %v, want %v", tc.rule, RuleRunsAnything(p, r), tc.runsAnyth)
+		}
+	}
+	// An open rule for a command that runs nothing else needs no second
+	// confirmation.
+	q := rulePrompt("systemctl", "status", "nginx")
+	r, err := CheckRule(q, "allow privileged systemctl status ...")
+	if err != nil || len(RuleRunsAnything(q, r)) != 0 {
+		t.Fatalf("systemctl status ...: %v, %v", err, RuleRunsAnything(q, r))
+	}
+}

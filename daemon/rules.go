@@ -1,0 +1,270 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/termsafe"
+	"golang.org/x/sys/unix"
+)
+
+// Saving a policy rule a person confirmed at the prompt (docs/policy.md,
+// "Saving a rule from the prompt").
+
+// maxDropIn caps the drop-in file rules are appended to, as read back.
+const maxDropIn = 4 << 20
+
+// ruleFile is where a rule saved from the prompt goes, or "" when rules
+// are not saved.
+func (s *Server) ruleFile() string {
+	if s.cfg.PolicyFile == "" || s.cfg.LoadPolicy == nil {
+		return ""
+	}
+	return filepath.Join(policy.Dir(s.cfg.PolicyFile), approval.RuleDropIn)
+}
+
+// savedRule is a rule written to the policy.
+type savedRule struct {
+	File string
+	Line int
+	Text string
+}
+
+// saveRule saves the rule d carries for p's request, which d approved:
+// it checks the rule again (never taking the approver's word), appends it
+// with a comment to the drop-in file (atomically), reloads the policy and
+// checks that the policy now allows the request. When it does not (a rule
+// earlier in the order decides the request first, or the policy does not
+// reload), the file is put back as it was and the policy reloaded again.
+// The request stays approved either way: the person approved it. The
+// outcome is recorded (rule_saved), logged, and told to the approver. It
+// returns the rule saved, or nil.
+func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
+	log := s.cfg.Log.With("request_id", p.req.ID)
+	approverUID := d.Member.UID
+	rec := &audit.RuleSaved{Text: d.Rule, ApproverUID: approverUID, Approver: d.Member.Name, RequesterUID: p.peer.UID}
+	tell := func(line string) {
+		if d.After != nil {
+			d.After.Outcome(p.req.ID, line)
+		}
+	}
+	fail := func(err error) *savedRule {
+		rec.Error = err.Error()
+		log.Warn("rule not saved", "rule", d.Rule, "err", err)
+		s.ruleEvent(p.req.ID, rec)
+		tell("approved once; rule NOT saved: " + termsafe.Sanitize(err.Error()))
+		return nil
+	}
+	file := s.ruleFile()
+	rec.File = file
+	if file == "" {
+		return fail(errors.New("this daemon has no policy file to save a rule in"))
+	}
+	r, err := approval.CheckRule(p.prompt, d.Rule)
+	if err != nil {
+		return fail(err)
+	}
+	rec.Text = r.Text
+	s.saving.Lock()
+	defer s.saving.Unlock()
+	dir := filepath.Dir(file)
+	dfd, err := openDropInDir(dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer unix.Close(dfd)
+	name := filepath.Base(file)
+	old, existed, err := readDropIn(dfd, file)
+	if err != nil {
+		return fail(err)
+	}
+	var b strings.Builder
+	b.Write(old)
+	if len(old) > 0 && !strings.HasSuffix(string(old), "\n") {
+		b.WriteByte('\n')
+	}
+	if len(old) > 0 {
+		b.WriteByte('\n')
+	}
+	b.WriteString(ruleComment(p, d, s.cfg.Now()))
+	line := strings.Count(b.String(), "\n") + 1
+	b.WriteString(r.Text + "\n")
+	// What is written must read back as the policy it is meant to be: a
+	// comment line holds requester text, escaped.
+	if _, err := policy.Parse(file, strings.NewReader(b.String())); err != nil {
+		return fail(fmt.Errorf("the file would not parse: %w", err))
+	}
+	if err := writeDropIn(dfd, name, []byte(b.String())); err != nil {
+		return fail(err)
+	}
+	rec.Line = line
+	why := ""
+	if err := s.ReloadPolicy(); err != nil {
+		why = "the policy does not reload with it: " + err.Error()
+	} else if m := s.evaluateWith(s.policy.Load(), p, p.prompt.Requester.User); m.Action != policy.ActionAllow {
+		why = "the policy still does not allow this request"
+		if m.Rule != nil {
+			why = fmt.Sprintf("an earlier rule decides this request first (%s:%d: %s): the saved rule would never be used; "+
+				"edit that rule, or put this one in a file read before it", m.Rule.File, m.Rule.Line, m.Rule.Text)
+		}
+	}
+	if why != "" {
+		// Take it out again: a rule on disk that does nothing misleads.
+		if existed {
+			err = writeDropIn(dfd, name, old)
+		} else {
+			err = unix.Unlinkat(dfd, name, 0)
+			if err == nil {
+				err = unix.Fsync(dfd)
+			}
+		}
+		if err != nil {
+			log.Error("cannot take a saved rule out again", "file", file, "err", err)
+			why += fmt.Sprintf("; taking it out of %s failed: %v", file, err)
+		}
+		if err := s.ReloadPolicy(); err != nil {
+			log.Error("policy reload after taking a rule out failed", "err", err)
+		}
+		rec.Line = 0
+		return fail(errors.New(why))
+	}
+	rec.OK = true
+	log.Info("rule saved", "file", file, "line", line, "rule", r.Text, "by", d.Member.Name)
+	s.ruleEvent(p.req.ID, rec)
+	tell(fmt.Sprintf("approved; rule saved to %s line %d: %s", termsafe.Quote(file), line, termsafe.Sanitize(r.Text)))
+	return &savedRule{File: file, Line: line, Text: r.Text}
+}
+
+// ruleComment is the comment above a saved rule: who saved it, when, and
+// from which request. Requester text in it is escaped.
+func ruleComment(p *runPlan, d *approval.Decision, now time.Time) string {
+	user, where, _ := strings.Cut(d.Member.Name, " on ")
+	var b strings.Builder
+	fmt.Fprintf(&b, "# saved from the prompt by %s (uid %d) on %s at %s\n", termsafe.Sanitize(user), d.Member.UID, termsafe.Sanitize(where), now.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(p.prompt.Requester.User), approval.QuoteArgv(p.prompt.Stages[0].Argv))
+	return b.String()
+}
+
+// openDropInDir opens the policy's drop-in directory, making it (root's,
+// mode 0755) when it is missing. It must be a directory, not a symlink,
+// owned by root and writable by no group or other, as the policy loader
+// requires.
+func openDropInDir(dir string) (int, error) {
+	if err := unix.Mkdir(dir, 0o755); err == nil {
+		if err := os.Chmod(dir, 0o755); err != nil { // past the umask
+			return -1, fmt.Errorf("policy drop-in directory %s: %w", dir, err)
+		}
+	} else if !errors.Is(err, unix.EEXIST) {
+		return -1, fmt.Errorf("cannot make the policy drop-in directory %s: %w", dir, err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("policy drop-in directory %s: not a directory or a symlink: %w", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("policy drop-in directory %s: %w", dir, err)
+	}
+	switch {
+	case st.Uid != 0:
+		unix.Close(fd)
+		return -1, fmt.Errorf("policy drop-in directory %s is owned by uid %d, not root", dir, st.Uid)
+	case st.Mode&0o022 != 0:
+		unix.Close(fd)
+		return -1, fmt.Errorf("policy drop-in directory %s is writable by group or others (mode %04o)", dir, st.Mode&0o7777)
+	}
+	return fd, nil
+}
+
+// readDropIn reads the drop-in file in the directory dfd; existed is
+// false when there is none. It must be a regular file (not a symlink)
+// owned by root and writable by no group or other.
+func readDropIn(dfd int, file string) (data []byte, existed bool, err error) {
+	fd, err := unix.Openat(dfd, filepath.Base(file), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot open %s: %w", file, err)
+	}
+	f := os.NewFile(uintptr(fd), file)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", file, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, false, fmt.Errorf("%s is not a regular file", file)
+	case st.Uid != 0:
+		return nil, false, fmt.Errorf("%s is owned by uid %d, not root", file, st.Uid)
+	case st.Mode&0o022 != 0:
+		return nil, false, fmt.Errorf("%s is writable by group or others (mode %04o)", file, st.Mode&0o7777)
+	}
+	data, err = io.ReadAll(io.LimitReader(f, maxDropIn+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot read %s: %w", file, err)
+	}
+	if len(data) > maxDropIn {
+		return nil, false, fmt.Errorf("%s is over %d bytes", file, maxDropIn)
+	}
+	return data, true, nil
+}
+
+// writeDropIn replaces the file name in the directory dfd with data,
+// atomically: a new file (made with O_EXCL, never through a symlink),
+// root's and mode 0644, synced, renamed over it, and the directory
+// synced. Its name starts with "." while it is written, so a reload
+// meanwhile skips it.
+func writeDropIn(dfd int, name string, data []byte) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := "." + name + "." + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write the policy drop-in: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	err = unix.Fchown(fd, 0, 0)
+	if err == nil {
+		err = unix.Fchmod(fd, 0o644)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, name)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		return fmt.Errorf("cannot write the policy drop-in %s: %w", name, err)
+	}
+	return unix.Fsync(dfd)
+}
+
+// ruleEvent records a rule_saved record for request id.
+func (s *Server) ruleEvent(id string, r *audit.RuleSaved) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	if err := s.cfg.Audit.Append(&audit.Record{Kind: audit.KindRuleSaved, ID: id, Rule: r}); err != nil {
+		s.cfg.Log.Error("cannot write audit record", "event", string(audit.KindRuleSaved), "err", err)
+	}
+}

@@ -1,0 +1,500 @@
+package daemon_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// Saving a policy rule from the prompt: a person at a real `rootgate
+// approve` presses r, edits the rule, confirms it; the real rootgated
+// checks it again, writes it under policy.d and reloads. The requester
+// (the adversary) tries to get more saved than the person confirmed: keys
+// typed into the approver's terminal during a dwell, a rule that does not
+// cover the request, an open rule for an interpreter confirmed once.
+
+// ruleDaemon asks a person about everything, with a main policy file that
+// has no catch-all (which would decide first and shadow a saved rule).
+func ruleDaemon(t *testing.T) *daemonProc {
+	return startDaemon(t, opts{Policy: "# asks about everything\ndeny any rm -rf /\n", Args: []string{"--prompt-timeout", "60s"}})
+}
+
+// dropIn is where d saves rules.
+func dropIn(d *daemonProc) string { return filepath.Join(d.Dir, "policy.d", "approved.policy") }
+
+// Keys on the approver's terminal.
+const (
+	keyEnter     = "\r"
+	keyBackspace = "\x7f"
+)
+
+// startRule presses r once the prompt for the request on ch accepts keys
+// and waits for the editor, showing rule.
+func (a *approverProc) startRule(ch chan response, rule string) {
+	a.T.Helper()
+	a.notAnsweredKey(ch, "r")
+	a.See("SAVE A POLICY RULE: edit the rule below")
+	a.See(rule)
+	a.See("RULE: edit it")
+}
+
+// editRule replaces the last n characters of the rule in the editor by
+// with, once the editor accepts keys.
+func (a *approverProc) editRule(n int, with string) {
+	a.T.Helper()
+	a.Key(strings.Repeat(keyBackspace, n) + with)
+	a.See(with)
+}
+
+// wantRuleFile asserts the drop-in holds exactly the comment above rule
+// for request id, and rule, and is root's 0644 in a root 0755 directory.
+func wantRuleFile(t *testing.T, d *daemonProc, id, rule string) {
+	t.Helper()
+	b, err := os.ReadFile(dropIn(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "# saved from the prompt by root (uid 0) on pts/") ||
+		!strings.HasPrefix(lines[1], fmt.Sprintf("# request %s from uid 0 (root): ", id)) || lines[2] != rule {
+		t.Fatalf("%s holds:\n%s\nwant the comment and %s", dropIn(d), b, rule)
+	}
+	for path, mode := range map[string]os.FileMode{dropIn(d): 0o644, filepath.Dir(dropIn(d)): 0o755 | os.ModeDir} {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != mode || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("%s: mode %v uid %d, want %v root", path, fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid, mode)
+		}
+	}
+}
+
+// wantRule asserts r ran, decided by the saved rule at line.
+func wantRule(t *testing.T, d *daemonProc, r response, line int) {
+	t.Helper()
+	wantOK(t, r)
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPolicy || r.DecidedBy.Source != fmt.Sprintf("%s:%d", dropIn(d), line) {
+		t.Fatalf("got %s, want decided_by the policy at %s:%d", r.raw, dropIn(d), line)
+	}
+}
+
+// auditShow is `rootgate audit show` of d's log, once d has stopped.
+func auditShow(t *testing.T, d *daemonProc) string {
+	t.Helper()
+	d.Stop()
+	d.VerifyAudit()
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.Dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("audit show: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func TestRuleFromPrompt(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	run := [][]string{{"echo", "saved-rule"}}
+	const rule = "allow privileged,user=root echo saved-rule"
+
+	ch := d.ask(map[string]any{"id": "rule-1", "pipeline": run, "privileged": true})
+	a.See("rule-1")
+	a.startRule(ch, rule)
+	a.Key(keyEnter)
+	a.See("SAVE A POLICY RULE")
+	a.See(dropIn(d))
+	// The confirmation has a dwell of its own: a y typed as it appears
+	// does not save the rule.
+	a.tapY(ch, "a y typed as the rule appeared")
+	a.See("RULE: y approve and save this rule")
+	pending(t, ch, "the rule shown, not confirmed")
+	a.Key("y")
+	r := wantOK(t, <-ch)
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Rule != rule || r.DecidedBy.Source != dropIn(d)+":3" {
+		t.Fatalf("the request the rule was saved on: %s", r.raw)
+	}
+	a.See("approved; rule saved to " + dropIn(d) + " line 3")
+	wantRuleFile(t, d, "rule-1", rule)
+
+	// The daemon applies it at once: the same command runs without a
+	// prompt, decided by that rule; anything else still asks.
+	wantRule(t, d, d.send(map[string]any{"id": "rule-2", "pipeline": run, "privileged": true}), 3)
+	a.wantAsked(d.ask(map[string]any{"id": "rule-other-arg", "pipeline": [][]string{{"echo", "saved-rule", "x"}}, "privileged": true}), "rule-other-arg")
+	a.wantAsked(d.ask(map[string]any{"id": "rule-unpriv", "pipeline": run, "privileged": false}), "rule-unpriv")
+	a.wantAsked(d.ask(map[string]any{"id": "rule-env", "pipeline": run, "privileged": true, "env": map[string]string{"LANG": "C"}}), "rule-env")
+
+	out := auditShow(t, d)
+	for _, want := range []string{"rule_saved", "saved by root on pts/", fmt.Sprintf("to %s line 3, for uid 0", dropIn(d)), rule, "policy_reload"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit show lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestRuleEditedGeneralised: the person widens the rule before saving it
+// (the last argument becomes a placeholder); it then admits the other
+// argument without a prompt, and nothing beyond what it says.
+func TestRuleEditedGeneralised(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	const rule = "allow privileged,user=root echo gen {alpha|beta}"
+
+	ch := d.ask(map[string]any{"id": "gen-1", "pipeline": [][]string{{"echo", "gen", "alpha"}}, "privileged": true})
+	a.See("gen-1")
+	a.startRule(ch, "allow privileged,user=root echo gen alpha")
+	a.editRule(len("alpha"), "{alpha|beta}")
+	a.Key(keyEnter)
+	a.See(rule)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	wantOK(t, <-ch)
+	wantRuleFile(t, d, "gen-1", rule)
+
+	r := wantOK(t, d.send(map[string]any{"id": "gen-2", "pipeline": [][]string{{"echo", "gen", "beta"}}, "privileged": true}))
+	wantRule(t, d, r, 3)
+	if string(r.Stdout) != "gen beta\n" {
+		t.Fatalf("got %s", r.raw)
+	}
+	a.wantAsked(d.ask(map[string]any{"id": "gen-3", "pipeline": [][]string{{"echo", "gen", "gamma"}}, "privileged": true}), "gen-3")
+}
+
+// TestRuleNotCoveringRequestRefused: an edited rule that does not match
+// the request on screen is refused with the reason, on the screen and by
+// the daemon (for an approver client that skips the screen's check).
+func TestRuleNotCoveringRequestRefused(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+
+	ch := d.ask(map[string]any{"id": "cover-1", "pipeline": [][]string{{"echo", "cover", "one"}}, "privileged": true})
+	a.See("cover-1")
+	a.startRule(ch, "allow privileged,user=root echo cover one")
+	a.editRule(len("one"), "two")
+	a.Key(keyEnter)
+	a.See(`RULE REFUSED: the rule does not match the request shown (argument 2 "one" does not match "two")`)
+	a.See("RULE: edit it")
+	pending(t, ch, "a rule that does not cover the request")
+	a.Key("\x1b") // back to the request
+	a.See("y approve ·")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
+		t.Fatalf("a drop-in was written: %v", err)
+	}
+
+	// The daemon never takes the approver's word for it.
+	c := dialApprover(t, d)
+	c.send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "raw"})
+	if m := c.next(); m.Type != remote.MsgWelcome || m.RuleFile != dropIn(d) {
+		t.Fatalf("got %+v, want a welcome naming the rule file %s", m, dropIn(d))
+	}
+	a.Kill() // the raw client is the only approver
+	ch = d.ask(map[string]any{"id": "cover-2", "pipeline": [][]string{{"echo", "cover", "one"}}, "privileged": true})
+	p := c.prompt()
+	yes := true
+	for _, tc := range []struct{ rule, want string }{
+		{"allow privileged echo cover two", `decision refused: rule not saved: the rule does not match the request shown (argument 2 "one" does not match "two"): a rule saved from here must cover it`},
+		{"allow privileged echo cover one\nallow any", "decision refused: rule not saved: the rule does not parse: a rule is one line"},
+		{"deny privileged echo cover one", "decision refused: rule not saved: the rule is not an allow rule (it says deny): only allow rules are saved from the prompt"},
+		{"allow privileged", "decision refused: rule not saved: the rule must name its command in plain text (no glob): write other rules in the policy file"},
+		{"allow privileged echo cover \u202eone", "decision refused: rule not saved: the rule does not parse: a control, invisible or invalid UTF-8 character; a policy is plain text"},
+	} {
+		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: tc.rule})
+		if m := c.next(); m.Type != remote.MsgError || m.Message != tc.want {
+			t.Errorf("rule %q: got %+v, want error %q", tc.rule, m, tc.want)
+		}
+	}
+	pending(t, ch, "refused rules")
+	no := false
+	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &no})
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
+		t.Fatalf("a drop-in was written: %v", err)
+	}
+}
+
+// TestRuleInterpreterNeedsSecondConfirmation: a rule for sh -c that ends
+// in ... lets the requester run any script: one y does not save it, the
+// second screen says why, and the daemon refuses such a rule from a
+// client that does not say it was confirmed twice.
+func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	run := [][]string{{"sh", "-c", "echo from-sh"}}
+	const rule = "allow privileged,user=root sh -c ..."
+
+	ch := d.ask(map[string]any{"id": "sh-rule-1", "pipeline": run})
+	a.See("sh-rule-1")
+	a.startRule(ch, `allow privileged,user=root sh -c "echo from-sh"`)
+	a.editRule(len(`"echo from-sh"`), "...")
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
+	a.See("runs sh, which runs whatever its arguments or input say")
+	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
+	pending(t, ch, "one confirmation of an open rule for sh")
+	a.Key("n") // back to the editor, then to the request, then deny
+	a.See("RULE: edit it")
+	a.Key("\x1b")
+	a.See("y approve ·")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
+		t.Fatalf("one confirmation wrote a drop-in: %v", err)
+	}
+
+	ch = d.ask(map[string]any{"id": "sh-rule-2", "pipeline": run})
+	a.See("sh-rule-2")
+	a.startRule(ch, `allow privileged,user=root sh -c "echo from-sh"`)
+	a.editRule(len(`"echo from-sh"`), "...")
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
+	a.Key("y")
+	wantOK(t, <-ch)
+	wantRuleFile(t, d, "sh-rule-2", rule)
+	wantRule(t, d, d.send(map[string]any{"id": "sh-rule-3", "pipeline": [][]string{{"sh", "-c", "echo other"}}}), 3)
+
+	// A client that skips the second confirmation is refused.
+	a.Kill()
+	c := attachRaw(t, d)
+	ch = d.ask(map[string]any{"id": "sh-rule-4", "pipeline": [][]string{{"bash", "-c", "id"}}})
+	p := c.prompt()
+	yes := true
+	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged bash -c ..."})
+	if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(t, ch, "an open rule for bash without rule_runs_anything")
+}
+
+// TestRuleShadowedIsTakenOut: a rule earlier in the order (the main file
+// is read first) decides the request before the saved rule would: the
+// daemon finds it after reloading, puts the drop-in back as it was,
+// reloads again and tells the approver why; the request stays approved
+// once.
+func TestRuleShadowedIsTakenOut(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "ask privileged echo ...\n", Args: []string{"--prompt-timeout", "60s"}})
+	if err := os.Mkdir(filepath.Dir(dropIn(d)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const before = "# an earlier rule\nallow unprivileged id\n"
+	if err := os.WriteFile(dropIn(d), []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	run := [][]string{{"echo", "shadowed"}}
+
+	ch := d.ask(map[string]any{"id": "shadow-1", "pipeline": run, "privileged": true})
+	a.See("shadow-1")
+	a.startRule(ch, "allow privileged,user=root echo shadowed")
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	r := wantOK(t, <-ch)
+	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Rule != "" {
+		t.Fatalf("got %s, want approved by the person, no rule", r.raw)
+	}
+	a.See("approved once; rule NOT saved: an earlier rule decides this request first (" + filepath.Join(d.Dir, "policy") + ":1: ask privileged echo ...)")
+	if b, err := os.ReadFile(dropIn(d)); err != nil || string(b) != before {
+		t.Fatalf("the drop-in holds %q, %v; want it as it was", b, err)
+	}
+	// The policy in force is the one before: asked again.
+	a.wantAsked(d.ask(map[string]any{"id": "shadow-2", "pipeline": run, "privileged": true}), "shadow-2")
+
+	out := auditShow(t, d)
+	for _, want := range []string{"rule_saved", "NOT saved (confirmed by root on pts/", "an earlier rule decides this request first"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit show lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestRuleKeysDuringDwellDoNotCount: every step of saving has a dwell.
+// The requester types r, Enter and y into the approver's tmux as the
+// prompt appears (it may write to a terminal its uid owns); none of them
+// counts, no rule is saved, and the request waits for the person.
+func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	ta := startTmuxApprover(t, d.asock(), 120, 40)
+	ta.wait("attached to rootgated")
+	ch := d.ask(map[string]any{"id": "dwell-rule", "pipeline": [][]string{{"echo", "dwell"}}, "privileged": true})
+	ta.wait("keys are not accepted yet")
+	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(20 * time.Millisecond) {
+		ta.key("r")
+		ta.key(keyEnter)
+		ta.key("y")
+	}
+	// Keys count from now on: the request is on screen with its keys,
+	// and no rule editor or confirmation opened.
+	var rows []string
+	waitFor(t, "the prompt to accept keys", 30*time.Second, func() bool {
+		rows = ta.rows()
+		return slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "y approve ·") || strings.Contains(r, "RULE") })
+	})
+	if slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "RULE") }) {
+		t.Fatalf("keys typed during the dwell opened the rule editor:\n%s", strings.Join(rows, "\n"))
+	}
+	pending(t, ch, "keys typed during the dwell")
+	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
+		t.Fatalf("a drop-in was written: %v", err)
+	}
+	ta.key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+}
+
+// TestRuleNotOfferedWithoutPolicyFile: a daemon started with --policy ""
+// has nowhere to save a rule: its welcome names no rule file, the prompt
+// does not offer r (and says why when it is pressed), and a decision that
+// carries a rule is refused.
+func TestRuleNotOfferedWithoutPolicyFile(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{NoFile: true, Args: []string{"--policy", "", "--prompt-timeout", "60s"}})
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	ch := d.ask(map[string]any{"id": "nofile-1", "pipeline": [][]string{{"echo", "nofile"}}})
+	a.See("nofile-1")
+	a.notAnsweredKey(ch, "r")
+	a.See("no rule: this rootgated saves no rules (it has no policy file)")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+	if strings.Contains(a.Screen.Text(), "r save a rule") {
+		t.Errorf("the prompt offered r:\n%s", a.Screen.Text())
+	}
+	a.Kill()
+
+	c := dialApprover(t, d)
+	c.send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "raw"})
+	if m := c.next(); m.Type != remote.MsgWelcome || m.RuleFile != "" {
+		t.Fatalf("got %+v, want a welcome without a rule file", m)
+	}
+	ch = d.ask(map[string]any{"id": "nofile-2", "pipeline": [][]string{{"echo", "nofile"}}})
+	p := c.prompt()
+	yes := true
+	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged echo nofile"})
+	if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverNoRules {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverNoRules)
+	}
+	pending(t, ch, "a rule for a daemon without a policy file")
+}
+
+// TestRuleDropInDirRefused: the drop-in directory must be root's own
+// directory, writable by no one else, and not a symlink (whoever may
+// write it or point it elsewhere could put rules in place of the one
+// confirmed). Then nothing is written, the approver is told, and the
+// request it approved runs once.
+func TestRuleDropInDirRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"symlink", func(t *testing.T, dir string) {
+			other := t.TempDir()
+			if err := os.Chmod(other, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(other, dir); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a directory or a symlink"},
+		{"not root's", func(t *testing.T, dir string) {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}, "is owned by uid 65534, not root"},
+		{"group-writable", func(t *testing.T, dir string) {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o775); err != nil {
+				t.Fatal(err)
+			}
+		}, "is writable by group or others (mode 0775)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := ruleDaemon(t)
+			// Set up once the daemon has read its policy: the loader
+			// refuses such a directory too.
+			dir := filepath.Dir(dropIn(d))
+			tc.setup(t, dir)
+			c := attachRaw(t, d)
+			ch := d.ask(map[string]any{"id": "dir-1", "pipeline": [][]string{{"echo", "dir"}}})
+			p := c.prompt()
+			yes := true
+			c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged echo dir"})
+			if m := c.next(); m.Type != remote.MsgResult || !strings.HasPrefix(m.Outcome, "approved once; rule NOT saved: policy drop-in directory "+dir) || !strings.Contains(m.Outcome, tc.want) {
+				t.Fatalf("got %+v, want the outcome saying %q", m, tc.want)
+			}
+			if r := wantOK(t, <-ch); r.DecidedBy == nil || r.DecidedBy.Rule != "" {
+				t.Fatalf("got %s, want approved once, no rule", r.raw)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "approved.policy")); !os.IsNotExist(err) {
+				t.Fatalf("a drop-in was written: %v", err)
+			}
+		})
+	}
+}
+
+// TestRuleFromTTY: rootgated --tty offers r too, and the operator at its
+// terminal is told the outcome. Its test policy is "ask any" in the main
+// file, which decides every request before any drop-in: the rule is
+// taken out again, the request runs once, and the terminal says why.
+func TestRuleFromTTY(t *testing.T) {
+	t.Parallel()
+	td := startTTYDaemon(t, "60s")
+	ch := td.ask(map[string]any{"id": "tty-rule", "pipeline": [][]string{{"echo", "tty-rule"}}})
+	pos := td.waitScreen(t, 0, "tty-rule")
+	pos = td.waitScreen(t, pos, "r save a rule")
+	td.key(t, "r")
+	pos = td.waitScreen(t, pos, "allow privileged,user=root echo tty-rule")
+	pos = td.waitScreen(t, pos, "RULE: edit it")
+	td.key(t, keyEnter)
+	pos = td.waitScreen(t, pos, filepath.Join(td.Dir, "policy.d", "approved.policy"))
+	pos = td.waitScreen(t, pos, "RULE: y approve and save this rule")
+	td.key(t, "y")
+	if r := wantOK(t, <-ch); r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Rule != "" {
+		t.Fatalf("got %s, want approved once by the person", r.raw)
+	}
+	td.waitScreen(t, pos, "rule not saved")
+	td.waitScreen(t, pos, "an earlier rule decides this request first")
+	if b, err := os.ReadFile(filepath.Join(td.Dir, "policy.d", "approved.policy")); !os.IsNotExist(err) {
+		t.Fatalf("the drop-in holds %q, %v; want it gone", b, err)
+	}
+}
