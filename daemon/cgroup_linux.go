@@ -336,3 +336,18 @@ func stricter(l pipeline.Limits, r *policy.Rule) pipeline.Limits {
 	}
 	return l
 }
+
+// warnLimits warns about each rule of p whose limits cannot be enforced
+// here: the requests it allows will be refused.
+func (s *Server) warnLimits(p *policy.Policy) {
+	if p == nil {
+		return
+	}
+	for _, r := range p.Rules {
+		if mem, tasks := r.Limits(); mem > 0 || tasks > 0 {
+			if err := s.cfg.Cgroups.Check(pipeline.Limits{Memory: mem, Tasks: tasks}); err != nil {
+				s.cfg.Log.Warn("policy rule sets limits this machine cannot enforce: the requests it allows will be refused", "file", r.File, "line", r.Line, "rule", r.Text, "err", err)
+			}
+		}
+	}
+}

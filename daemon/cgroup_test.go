@@ -306,3 +306,25 @@ func TestCgroupPromptShowsLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestCgroupReloadWarnsLimits: a policy reload that brings in a rule
+// whose limits cannot be enforced (here: runs without cgroups) is warned
+// about, as at start.
+func TestCgroupReloadWarnsLimits(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--cgroup", "none"}})
+	const warning = "policy rule sets limits this machine cannot enforce"
+	if strings.Contains(d.Stderr.String(), warning) {
+		t.Fatalf("a warning before any rule sets limits:\n%s", d.Stderr)
+	}
+	if err := os.WriteFile(filepath.Join(d.Dir, "policy"), []byte("allow any,memory=1G make ...\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload's warning", 10*time.Second, func() bool {
+		return strings.Contains(d.Stderr.String(), warning+`: the requests it allows will be refused" file=`) &&
+			strings.Contains(d.Stderr.String(), "memory (runs have no cgroup)")
+	})
+}

@@ -225,6 +225,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
 	s.policy.Store(cfg.Policy)
+	s.warnLimits(cfg.Policy)
 	if cfg.Cgroups != nil {
 		s.recoverOrphans()
 	}

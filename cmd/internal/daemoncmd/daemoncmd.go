@@ -387,13 +387,6 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	if err != nil {
 		return err
 	}
-	for _, r := range pol.Rules {
-		if mem, tasks := r.Limits(); mem > 0 || tasks > 0 {
-			if err := cgroups.Check(pipeline.Limits{Memory: mem, Tasks: tasks}); err != nil {
-				log.Warn("policy rule sets limits this machine cannot enforce: the requests it allows will be refused", "file", r.File, "line", r.Line, "rule", r.Text, "err", err)
-			}
-		}
-	}
 	for _, r := range pol.AllowsAllPrivileged() {
 		log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
 	}
