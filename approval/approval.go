@@ -147,6 +147,10 @@ type Prompt struct {
 	// control, under the daemon's --unsafe-self-approval: the requester
 	// could have typed the answer itself.
 	SelfApproval bool `json:"self_approval,omitempty"`
+	// Limits says how the run is contained and the limits that apply to
+	// it, e.g. "memory 512M, tasks 100 (the run's own cgroup)"; "" when
+	// the daemon did not say (one older than this field).
+	Limits string `json:"limits,omitempty"`
 }
 
 // NamedRun is the identity a request that names one runs with.

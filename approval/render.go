@@ -156,6 +156,9 @@ func render(p *Prompt, wholeStdin bool) string {
 	} else {
 		field("Time limit:", "none")
 	}
+	if p.Limits != "" {
+		field("Limits:", termsafe.Sanitize(p.Limits))
+	}
 
 	switch len(p.Stages) {
 	case 0:

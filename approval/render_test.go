@@ -27,6 +27,7 @@ func TestRenderFull(t *testing.T) {
 		Stdin:        []byte("hello\n"),
 		ForwardAgent: true,
 		RunTimeout:   90 * time.Second,
+		Limits:       "memory 512M, tasks 100 (the run's own cgroup)",
 	}
 	want := `rootgate approval request
   Requester:   alice (uid 1000, gid 1000, pid 4242, exe /usr/bin/node), per the kernel
@@ -48,6 +49,7 @@ What would run:
                all of it: $'hello\n'
   SSH agent:   FORWARDED: the run may use the operator's SSH agent (your keys) while it runs
   Time limit:  90s
+  Limits:      memory 512M, tasks 100 (the run's own cgroup)
 Pipeline (2 stages; each stage's output is the next one's input):
   [1] journalctl -u nginx --since '1 hour ago'
       executable: /usr/bin/journalctl

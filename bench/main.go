@@ -190,9 +190,9 @@ type daemon struct {
 	done     chan struct{}
 }
 
-// startDaemon starts rootgated with the policy text and waits until it
-// answers a ping.
-func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool) (*daemon, error) {
+// startDaemon starts rootgated with the policy text and more flags, and
+// waits until it answers a ping.
+func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool, more ...string) (*daemon, error) {
 	dir, err := b.tempDir()
 	if err != nil {
 		return nil, err
@@ -213,6 +213,7 @@ func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool) 
 	d.cmd = exec.Command(b.bin, "--socket", d.sock, "--approver-socket", aflag,
 		"--runtime-dir", filepath.Join(dir, "run"), "--policy", pol,
 		"--audit", filepath.Join(dir, "audit.jsonl"), "--prompt-rate", "1000000", "--max-pending", "64")
+	d.cmd.Args = append(d.cmd.Args, more...)
 	d.log = filepath.Join(dir, "log")
 	logf, err := os.Create(d.log)
 	if err != nil {
@@ -535,16 +536,25 @@ func (b *bench) pipeline(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The same daemon without cgroups (the fallback): whether a run's own
+	// cgroup changes what autogroup does to its share.
+	dn, err := b.startDaemon(ctx, "allow any\n", false, "--cgroup", "none")
+	if err != nil {
+		return err
+	}
 	size := strconv.FormatInt(b.cfg.size, 10)
 	want := size + "\n"
 	stages := [][]string{{"head", "-c", size, "/dev/zero"}, {"cat"}, {"cat"}, {"wc", "-c"}}
-	viaDaemon := func() error {
-		out, err := request(ctx, d.sock, stages)
-		if err == nil && string(out) != want {
-			err = fmt.Errorf("wc -c printed %q", out)
+	through := func(sock string) func() error {
+		return func() error {
+			out, err := request(ctx, sock, stages)
+			if err == nil && string(out) != want {
+				err = fmt.Errorf("wc -c printed %q", out)
+			}
+			return err
 		}
-		return err
 	}
+	viaDaemon, viaNoCgroup := through(d.sock), through(dn.sock)
 	shell := func(line string) func() error {
 		return func() error {
 			out, err := exec.Command("/bin/sh", "-c", line).Output()
@@ -559,13 +569,13 @@ func (b *bench) pipeline(ctx context.Context) error {
 	// groups tasks by session for scheduling (autogroup), that alone can
 	// change a pipeline's share of a busy machine. This side shows it.
 	viaShSessions := shell("setsid -w head -c " + size + " /dev/zero | setsid -w cat | setsid -w cat | setsid -w wc -c")
-	b.progress("figure 2: %d runs of %s bytes through 4 stages, daemon / sh -c / sh -c with a session per stage", b.cfg.runs, size)
+	b.progress("figure 2: %d runs of %s bytes through 4 stages, daemon / sh -c / sh -c with a session per stage / daemon without cgroups", b.cfg.runs, size)
 	got, err := inTurns(ctx, b.cfg.runs, 0, contender{"pipeline via daemon", viaDaemon}, contender{"pipeline via sh -c", viaSh},
-		contender{"pipeline via sh -c, setsid stages", viaShSessions})
+		contender{"pipeline via sh -c, setsid stages", viaShSessions}, contender{"pipeline via daemon, no cgroup", viaNoCgroup})
 	if err != nil {
 		return err
 	}
-	sd, ss, sss := got[0], got[1], got[2]
+	sd, ss, sss, sdn := got[0], got[1], got[2], got[3]
 	rate := func(t time.Duration) string {
 		return fmt.Sprintf("%.2f GiB/s", float64(b.cfg.size)/float64(1<<30)/t.Seconds())
 	}
@@ -576,7 +586,9 @@ func (b *bench) pipeline(ctx context.Context) error {
 		row{"2. the same, each stage setsid (as rootgated)", ms(sss.median()), sss.spread(), n,
 			fmt.Sprintf("%s = %.3f× sh -c", rate(sss.median()), pairedRatio(ss, sss)), "", ""},
 		row{"2. the same through rootgated", ms(sd.median()), sd.spread(), n,
-			fmt.Sprintf("%s = %.3f× sh -c", rate(sd.median()), th), "≥ 0.95× sh -c", yes(th >= 0.95)})
+			fmt.Sprintf("%s = %.3f× sh -c", rate(sd.median()), th), "≥ 0.95× sh -c", yes(th >= 0.95)},
+		row{"2. the same through rootgated --cgroup none", ms(sdn.median()), sdn.spread(), n,
+			fmt.Sprintf("%s = %.3f× sh -c", rate(sdn.median()), pairedRatio(ss, sdn)), "", ""})
 	return nil
 }
 

@@ -20,14 +20,35 @@ func runMarker() string {
 	return fmt.Sprintf("%d.%d", 3000+n%1000, n%1000000007)
 }
 
+// containments are the two ways a daemon contains its runs: a cgroup of
+// its own for each (the test daemon's --cgroup, see rgtest.CgroupParent),
+// and the fallback without one (sessions, process groups, the subreaper
+// and the environment tag).
+var containments = []struct {
+	name string
+	args []string
+}{
+	{"cgroup", nil},
+	{"fallback", []string{"--cgroup", "none"}},
+}
+
 // TestHostileChildrenLeaveNothing runs children that fork within bounds,
 // leave their session, close and dup their descriptors, flood both
 // streams, ignore or block signals, stop themselves and exit before their
 // readers. Each run must end with the right answer, leave no process
-// behind, and the daemon must answer a ping while it runs and after.
+// behind, and the daemon must answer a ping while it runs and after; on
+// both containment paths.
 func TestHostileChildrenLeaveNothing(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Args: []string{"--kill-grace", "1s"}})
+	for _, path := range containments {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			hostileChildren(t, startDaemon(t, opts{Args: append([]string{"--kill-grace", "1s"}, path.args...)}))
+		})
+	}
+}
+
+func hostileChildren(t *testing.T, d *daemonProc) {
 	type tc struct {
 		name     string
 		pipeline func(m string) [][]string
@@ -115,12 +136,23 @@ func TestHostileChildrenLeaveNothing(t *testing.T) {
 	}
 }
 
-// TestEscapeWithNewEnvironment pins the documented limit: a process that
-// leaves its session and replaces its environment is not found when the
-// run ends. (It is killed here by hand.)
+// TestEscapeWithNewEnvironment: a process that double-forks away from its
+// stage, leaves its session and process group (setsid) and replaces its
+// environment (env -i, so no run tag) is dead by the time the run's answer
+// comes when the run has a cgroup of its own. On the fallback path
+// (--cgroup none) it pins the documented limit: it is not found when the
+// run ends (and is killed here by hand).
 func TestEscapeWithNewEnvironment(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{})
+	for _, path := range containments {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			escapeWithNewEnvironment(t, startDaemon(t, opts{Args: path.args}), path.name == "fallback")
+		})
+	}
+}
+
+func escapeWithNewEnvironment(t *testing.T, d *daemonProc, survives bool) {
 	m := runMarker()
 	t.Cleanup(func() {
 		for _, pid := range procsWith(m) {
@@ -132,10 +164,13 @@ func TestEscapeWithNewEnvironment(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	script := "setsid env -i sh -c 'echo >" + fifo + "; exec sleep " + m + "' >/dev/null 2>&1 & read x <" + fifo
+	script := "(setsid env -i sh -c 'echo >" + fifo + "; exec sleep " + m + "' >/dev/null 2>&1 &); read x <" + fifo
 	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", script}}}))
-	if len(procsWith(m)) == 0 {
-		t.Fatal("the escapee was found after all: update docs/security.md")
+	switch left := procsWith(m); {
+	case survives && len(left) == 0:
+		t.Fatal("the escapee was found without a cgroup after all: update docs/security.md")
+	case !survives && len(left) > 0:
+		t.Fatalf("the escapee %v outlived its run's cgroup", left)
 	}
 }
 

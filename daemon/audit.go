@@ -31,6 +31,10 @@ const (
 	eventCancelled eventKind = eventKind(audit.KindCancelled) // the requester went away and the run was killed; Result
 	eventKilled    eventKind = eventKind(audit.KindKilled)    // the daemon stopped and killed the run; Result
 	eventFailed    eventKind = eventKind(audit.KindFailed)    // decided, but ended in an error; Err
+	// eventOrphaned: a run's cgroup a daemon that did not stop cleanly
+	// left, killed at start; ID is its name's request id, Err says the
+	// outcome is unknown. It has no peer.
+	eventOrphaned eventKind = eventKind(audit.KindOrphaned)
 )
 
 // auditEvent is one step of a request's life. Only the fields of its kind are
@@ -110,8 +114,9 @@ func (s *Server) event(e auditEvent) error {
 	attrs := []any{
 		"event", string(e.Kind),
 		"request_id", e.ID,
-		"requester_uid", e.Peer.UID,
-		"requester_pid", e.Peer.PID,
+	}
+	if e.Kind != eventOrphaned {
+		attrs = append(attrs, "requester_uid", e.Peer.UID, "requester_pid", e.Peer.PID)
 	}
 	if r.Seq > 0 && err == nil {
 		attrs = append(attrs, "audit_seq", r.Seq, "audit_hash", r.Hash)
@@ -123,6 +128,8 @@ func (s *Server) event(e auditEvent) error {
 	switch e.Kind {
 	case eventRejected, eventFailed:
 		attrs = append(attrs, "outcome", "error", "error", r.Error)
+	case eventOrphaned:
+		attrs = append(attrs, "outcome", "unknown", "error", r.Error)
 	case eventFinished, eventTimedOut, eventCancelled, eventKilled:
 		attrs = append(attrs, "outcome", string(e.Kind), "exit_codes", codesText(e.Result), "duration", e.Duration)
 	case eventStarted:
@@ -284,6 +291,13 @@ func result(res *pipeline.Result, d time.Duration) *audit.Result {
 		StdoutBytes:     res.Stdout.Total,
 		StdoutTruncated: res.Stdout.Truncated,
 		StdoutSHA256:    audit.SHA256(res.Stdout.Data),
+	}
+	if u := res.Usage; u != nil {
+		r.Usage = &audit.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
+		if u.MemoryPeak >= 0 {
+			peak := u.MemoryPeak
+			r.Usage.MemoryPeak = &peak
+		}
 	}
 	for i, st := range res.Stages {
 		r.Stages[i] = audit.StageResult{

@@ -85,6 +85,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Stdin:        req.Stdin,
 		ForwardAgent: req.ForwardAgent,
 		RunTimeout:   p.cmd.Timeout,
+		Limits:       s.limitsText(p),
 	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.

@@ -40,6 +40,8 @@ type runPlan struct {
 	unrecorded bool
 	// progress writes a progress line when the request asked for them.
 	progress func(phase string)
+	// lim is the limits of the run's cgroup.
+	lim pipeline.Limits
 }
 
 // close releases the pinned executables and the cwd.
@@ -126,6 +128,9 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 		Timeout:   timeout,
 		KillGrace: s.cfg.KillGrace,
 		Cap:       wire.MaxCapture,
+	}
+	if s.cfg.Cgroups != nil {
+		p.lim = s.cfg.Cgroups.Limits
 	}
 	return p, nil
 }

@@ -47,6 +47,7 @@ func (s *Server) ReloadPolicy() error {
 		for _, r := range p.AllowsAllPrivileged() {
 			s.cfg.Log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
 		}
+		s.warnLimits(p)
 	}
 	if s.cfg.Audit != nil {
 		if aerr := s.cfg.Audit.Append(rec); aerr != nil {

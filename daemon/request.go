@@ -218,6 +218,30 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		defer relay.Close()
 		plan.cmd.Env = append(plan.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
 	}
+	if plan.rule != nil && plan.grant == nil {
+		plan.lim = stricter(plan.lim, plan.rule)
+	}
+	// A limit the operator asked for that cannot be enforced here
+	// refuses the run: it never runs without it.
+	if err := s.cfg.Cgroups.Check(plan.lim); err != nil {
+		log.Error("run refused", "err", err)
+		return fail(wire.StartError(err))
+	}
+	if c := s.cfg.Cgroups; c != nil {
+		// Its own cgroup, or no run: a run that cannot be contained so
+		// is not run the weaker way behind the operator's back.
+		cg, err := c.newRun(req.ID, plan.lim)
+		if err != nil {
+			log.Error("cannot make the run's cgroup", "err", err)
+			return fail(wire.StartError(err))
+		}
+		plan.cmd.Cgroup = cg
+		defer func() {
+			if err := cg.Remove(); err != nil {
+				log.Error("run's cgroup left behind", "cgroup", cg.Path, "err", err)
+			}
+		}()
+	}
 	// The run starts only once its started record is on disk.
 	if err := s.event(auditEvent{Kind: eventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
 		return errorResponse(req.ID, errAudit)
@@ -228,6 +252,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if err != nil {
 		log.Error("run failed to start", "err", err)
 		return fail(wire.StartError(err))
+	}
+	if res.KillErr != nil {
+		log.Error("run's cgroup not emptied", "err", res.KillErr)
 	}
 	// The run is over: a failure to record its end is logged, but the
 	// requester still gets its result.
@@ -324,6 +351,13 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 		Stages:          make([]wire.StageResult, len(res.Stages)),
 		Stdout:          res.Stdout.Data,
 		StdoutTruncated: res.Stdout.Truncated,
+	}
+	if u := res.Usage; u != nil {
+		r.Usage = &wire.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
+		if u.MemoryPeak >= 0 {
+			peak := u.MemoryPeak
+			r.Usage.MemoryPeak = &peak
+		}
 	}
 	for i, st := range res.Stages {
 		r.Stages[i] = wire.StageResult{

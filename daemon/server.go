@@ -125,6 +125,12 @@ type Config struct {
 	RejectRate int
 	// EnvAllow is the env allowlist; nil means wire.DefaultEnvAllow.
 	EnvAllow wire.EnvPolicy
+	// Cgroups, when set, gives every run a cgroup of its own (see
+	// [SetupCgroups]); nil contains runs the fallback way (sessions,
+	// process groups, the subreaper and the environment tag). New kills
+	// the runs' cgroups it finds left in Cgroups.Parent and records each
+	// as orphaned.
+	Cgroups *Cgroups
 	// Log receives the daemon's log; nil discards it.
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -226,6 +232,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
 	s.policy.Store(cfg.Policy)
+	s.warnLimits(cfg.Policy)
+	if cfg.Cgroups != nil {
+		s.recoverOrphans()
+	}
 	return s, nil
 }
 

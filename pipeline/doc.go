@@ -51,15 +51,20 @@
 // kernel (PR_SET_PDEATHSIG); the rest of its group does not.
 //
 // A process that leaves its stage's session or process group (setsid,
-// setpgid, a daemon that double-forks that way) escapes the group kill. To
-// find those, every stage gets [RunEnvKey] set to a random tag of the run,
+// setpgid, a daemon that double-forks that way) escapes the group kill.
+// With a [Cgroup] ([Cmd].Cgroup), that does not matter: every stage is
+// created in the run's cgroup, all it starts stays there, and once the
+// stages' leaders have exited (or the run is stopped) everything in the
+// cgroup is killed through cgroup.kill and waited for; the stages get no
+// tag and no sweep runs. [Result].Usage then holds the run's CPU time and
+// peak memory. Without a cgroup (the fallback), every stage gets [RunEnvKey] set to a random tag of the run,
 // and once the stages' groups are dead every child of the calling process
 // whose environment still holds the tag is killed and reaped (the scan
 // repeats until it finds none). Escaped processes are the caller's
-// children once it called [Subreaper], as rootgated does; without it they
+// children once it called [Subreaper], as rootgated does without cgroups; without it they
 // go to init and are not found. The limit: a process that also replaces
 // its environment escapes that too. If it still holds one of the run's output pipes, Run stops reading
 // it shortly after the stages have ended and closes it, so it cannot delay
-// the result; it may go on running. Run under a systemd unit or a cgroup
-// when that matters.
+// the result; it may go on running. Give the run a [Cgroup] when that
+// matters.
 package pipeline

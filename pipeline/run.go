@@ -70,6 +70,12 @@ type Cmd struct {
 	// Cap is how many bytes of each captured stream are kept; 0 means
 	// DefaultCap.
 	Cap int
+	// Cgroup, when set, is the run's own cgroup (see [Cgroup]): every
+	// stage is created in it, and when the run ends everything in it is
+	// killed, in place of the environment tag and the sweep (see the
+	// package documentation). Run does not remove it; the caller does,
+	// after reading what it needs ([Result].Usage holds its counters).
+	Cgroup *Cgroup
 
 	ran bool
 }
@@ -88,6 +94,13 @@ type Result struct {
 	Stdout   Capture       // last stage's stdout
 	TimedOut bool          // the Timeout fired and the run was killed
 	Canceled bool          // ctx ended before the run finished and it was killed
+	// Usage is what the run's cgroup counted, read once everything in
+	// it was killed; nil without [Cmd].Cgroup.
+	Usage *Usage
+	// KillErr, with [Cmd].Cgroup only, says why the end of the run could
+	// not make sure nothing of it is left (cgroup.kill failed, or a
+	// process outlived SIGKILL by 10 seconds); nil otherwise.
+	KillErr error
 }
 
 // Run starts every stage at once, waits for all of them and their output,
@@ -213,12 +226,13 @@ type runner struct {
 	exited  chan struct{} // a value per started stage once reaped
 
 	out Capture
-	tag string // the run's RunEnvKey value
+	tag string  // the run's RunEnvKey value, without a cgroup
+	cg  *Cgroup // the run's cgroup, if it has one
 }
 
 // prepare makes the pipes and the exec.Cmd of every stage.
 func (c *Cmd) prepare() (r *runner, err error) {
-	r = &runner{limit: cmp.Or(c.Cap, DefaultCap), stdin: c.Stdin}
+	r = &runner{limit: cmp.Or(c.Cap, DefaultCap), stdin: c.Stdin, cg: c.Cgroup}
 	defer func() {
 		if err != nil {
 			closeAll(r.childEnds)
@@ -231,10 +245,17 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		}
 		return rd, wr, nil
 	}
-	r.tag = newRunTag()
-	// Never nil (that would make exec inherit our environment); the tag
-	// comes last so that it wins over any entry of the same name.
-	env := append(slices.Clip(c.Env), RunEnvKey+"="+r.tag)
+	// Never nil (that would make exec inherit our environment).
+	env := slices.Clip(c.Env)
+	if env == nil {
+		env = []string{}
+	}
+	if r.cg == nil {
+		// Without a cgroup the tag is what the sweep looks for; it comes
+		// last so that it wins over any entry of the same name.
+		r.tag = newRunTag()
+		env = append(env, RunEnvKey+"="+r.tag)
+	}
 	dir := cmp.Or(c.Dir, "/")
 	var prevOut *os.File // read end of the previous stage's stdout
 	for i, argv := range c.Argv {
@@ -243,6 +264,11 @@ func (c *Cmd) prepare() (r *runner, err error) {
 			// Safe from early firing: the thread that starts the child
 			// stays locked to its goroutine until the child is reaped.
 			Pdeathsig: syscall.SIGKILL,
+		}
+		if r.cg != nil {
+			// clone3 with CLONE_INTO_CGROUP: the stage is in the run's
+			// cgroup from its first instruction.
+			attr.UseCgroupFD, attr.CgroupFD = true, r.cg.fd()
 		}
 		if a := c.Account; a != nil {
 			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
@@ -417,6 +443,10 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 			stop()
 		case <-killC:
 			killC = nil
+			if r.cg != nil {
+				// Every process of the run, whatever group it is in.
+				_ = os.WriteFile(r.cg.Path+"/cgroup.kill", []byte("1"), 0)
+			}
 			for _, s := range r.stages {
 				s.signal(unix.SIGKILL)
 			}
@@ -426,7 +456,13 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 		kill.Stop()
 	}
 	// Every stage's group is dead; what is left of the run left its group.
-	sweep(r.tag)
+	if r.cg != nil {
+		res.KillErr = r.cg.Kill()
+		u := r.cg.Usage()
+		res.Usage = &u
+	} else {
+		sweep(r.tag)
+	}
 
 	// Every group has been killed; output still pending can only come from
 	// a process that left its group. Stop waiting for it after drainWait.

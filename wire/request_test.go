@@ -369,6 +369,10 @@ func TestWriteResponse(t *testing.T) {
 			`{"id":"i","status":"ok","stages":[{"exit_code":0,"stderr":""}],"stdout":"","version":"v"}`},
 		{"truncated and signal", Response{ID: "i", Status: StatusOK, Stages: []StageResult{{ExitCode: 0}, {ExitCode: 137, Signal: "SIGKILL", Stderr: []byte{0xff}, StderrTruncated: true}}, Stdout: []byte{0}, StdoutTruncated: true, Version: "v"},
 			`{"id":"i","status":"ok","stages":[{"exit_code":0,"stderr":""},{"exit_code":137,"signal":"SIGKILL","stderr":"/w==","stderr_truncated":true}],"stdout":"AA==","stdout_truncated":true,"version":"v"}`},
+		{"usage", Response{ID: "i", Status: StatusOK, Stages: []StageResult{{}}, Usage: &Usage{CPUUsec: 3, UserUsec: 2, SystemUsec: 1}, Version: "v"},
+			`{"id":"i","status":"ok","stages":[{"exit_code":0,"stderr":""}],"stdout":"","usage":{"cpu_usec":3,"user_usec":2,"system_usec":1},"version":"v"}`},
+		{"usage with memory", Response{ID: "i", Status: StatusOK, Stages: []StageResult{{}}, Usage: &Usage{CPUUsec: 3, MemoryPeak: new(int64(4096))}, Version: "v"},
+			`{"id":"i","status":"ok","stages":[{"exit_code":0,"stderr":""}],"stdout":"","usage":{"cpu_usec":3,"user_usec":0,"system_usec":0,"memory_peak":4096},"version":"v"}`},
 		{"denied", Response{ID: "i", Status: StatusDenied, Message: "denied by operator root on pts/3", Version: "v"},
 			`{"id":"i","status":"denied","message":"denied by operator root on pts/3","version":"v"}`},
 		{"pong", Response{ID: "i", Status: StatusOK, Message: "pong", Approver: new(bool), Version: "v"},
@@ -388,7 +392,7 @@ func TestWriteResponse(t *testing.T) {
 			if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(back.Stdout, tc.r.Stdout) || back.Status != tc.r.Status || back.Message != tc.r.Message || len(back.Stages) != len(tc.r.Stages) {
+			if !bytes.Equal(back.Stdout, tc.r.Stdout) || back.Status != tc.r.Status || back.Message != tc.r.Message || len(back.Stages) != len(tc.r.Stages) || (back.Usage == nil) != (tc.r.Usage == nil) {
 				t.Fatalf("round trip: %+v", back)
 			}
 		})

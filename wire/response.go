@@ -55,6 +55,19 @@ type Response struct {
 	// DaemonTime, on a refusal for the request's time: the daemon's clock,
 	// RFC 3339 in whole seconds UTC.
 	DaemonTime string `json:"daemon_time,omitempty"`
+	// Usage, with a run's results when the run had a cgroup of its own:
+	// what the cgroup counted.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a run's cgroup counted over the whole run, every process
+// of it included: CPU time in microseconds (cpu.stat) and, where the
+// memory controller is enabled, the peak memory in bytes (memory.peak).
+type Usage struct {
+	CPUUsec    int64  `json:"cpu_usec"`
+	UserUsec   int64  `json:"user_usec"`
+	SystemUsec int64  `json:"system_usec"`
+	MemoryPeak *int64 `json:"memory_peak,omitempty"`
 }
 
 // Values of [DecidedBy].By.
@@ -140,6 +153,10 @@ func WriteResponse(w io.Writer, r *Response) error {
 		e.b64(r.Stdout)
 		if r.StdoutTruncated {
 			e.raw(`,"stdout_truncated":true`)
+		}
+		if r.Usage != nil {
+			e.raw(`,"usage":`)
+			e.json(r.Usage)
 		}
 	}
 	if r.Message != "" {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -82,6 +84,9 @@ type Rule struct {
 	// env lists what the env= qualifiers of an allow rule admit. An allow
 	// rule matches only a request whose every env key one of them admits.
 	env []envAdmit
+	// memory and tasks are the memory= and tasks= qualifiers of an allow
+	// rule: limits of the run it allows (0: not given).
+	memory, tasks int64
 	// words are the pattern's globs, without a trailing "..." (see rest).
 	words []string
 	// places holds, index for index with words, the placeholder a word
@@ -293,6 +298,9 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 	if len(r.env) > 0 && r.Action != ActionAllow {
 		return Rule{}, false, fmt.Errorf("qualifier \"env\" is only for allow rules: %s rules match whatever the env", r.Action)
 	}
+	if (r.memory > 0 || r.tasks > 0) && r.Action != ActionAllow {
+		return Rule{}, false, fmt.Errorf("qualifiers \"memory\" and \"tasks\" are only for allow rules: they limit the run a rule allows")
+	}
 	pats := words[2:]
 	for i, w := range pats {
 		if w.text == restWord && !w.quoted {
@@ -351,7 +359,7 @@ func (r *Rule) parseScope(word string) error {
 		}
 		key, glob, found := strings.Cut(q, "=")
 		if !found {
-			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB or env=KEY[=VALUE]", q)
+			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, env=KEY[=VALUE], memory=SIZE or tasks=N", q)
 		}
 		var dst *string
 		switch key {
@@ -374,8 +382,13 @@ func (r *Rule) parseScope(word string) error {
 				return err
 			}
 			continue
+		case "memory", "tasks":
+			if err := r.parseLimit(key, glob); err != nil {
+				return err
+			}
+			continue
 		default:
-			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup or env", key)
+			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup, env, memory or tasks", key)
 		}
 		if glob == "" {
 			return fmt.Errorf("empty value for qualifier %q", key)
@@ -390,6 +403,45 @@ func (r *Rule) parseScope(word string) error {
 	}
 	return nil
 }
+
+// parseLimit sets the qualifier memory=SIZE (bytes, or with K, M or G)
+// or tasks=N.
+func (r *Rule) parseLimit(key, text string) error {
+	dst := &r.memory
+	if key == "tasks" {
+		dst = &r.tasks
+	}
+	if *dst != 0 {
+		return fmt.Errorf("duplicate qualifier %q", key)
+	}
+	num, mult := text, int64(1)
+	if key == "memory" && text != "" {
+		switch text[len(text)-1] {
+		case 'K', 'k':
+			mult = 1 << 10
+		case 'M', 'm':
+			mult = 1 << 20
+		case 'G', 'g':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			num = text[:len(text)-1]
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		if key == "memory" {
+			return fmt.Errorf("bad value %q for qualifier \"memory\": want a positive size in bytes, or with K, M or G", text)
+		}
+		return fmt.Errorf("bad value %q for qualifier \"tasks\": want a positive number", text)
+	}
+	*dst = n * mult
+	return nil
+}
+
+// Limits is the limits an allow rule's memory= and tasks= qualifiers set
+// on the run it allows: memory in bytes and tasks, 0 where not given.
+func (r *Rule) Limits() (memory, tasks int64) { return r.memory, r.tasks }
 
 // parseEnv adds the qualifier env=text: KEY or KEY=VALUE, each a glob.
 func (r *Rule) parseEnv(text string) error {

@@ -73,16 +73,22 @@ func TestParsePolicyErrors(t *testing.T) {
 		{name: "missing scope before qualifiers", text: "allow ,user=alice\n", want: `policy test:1: missing scope before qualifiers`},
 		{name: "trailing comma", text: "allow any,\n", want: `policy test:1: empty qualifier in "any,"`},
 		{name: "double comma", text: "allow any,,user=a\n", want: `policy test:1: empty qualifier in "any,,user=a"`},
-		{name: "qualifier without equals", text: "allow any,alice\n", want: `policy test:1: malformed qualifier "alice": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB or env=KEY[=VALUE]`},
-		{name: "two scopes", text: "allow any,privileged\n", want: `policy test:1: malformed qualifier "privileged": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB or env=KEY[=VALUE]`},
-		{name: "unknown qualifier", text: "allow any,group=wheel\n", want: `policy test:1: unknown qualifier "group": want user, session, host, runas, rungroup or env`},
-		{name: "empty qualifier name", text: "allow any,=x\n", want: `policy test:1: unknown qualifier "": want user, session, host, runas, rungroup or env`},
+		{name: "qualifier without equals", text: "allow any,alice\n", want: `policy test:1: malformed qualifier "alice": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, env=KEY[=VALUE], memory=SIZE or tasks=N`},
+		{name: "two scopes", text: "allow any,privileged\n", want: `policy test:1: malformed qualifier "privileged": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, env=KEY[=VALUE], memory=SIZE or tasks=N`},
+		{name: "unknown qualifier", text: "allow any,group=wheel\n", want: `policy test:1: unknown qualifier "group": want user, session, host, runas, rungroup, env, memory or tasks`},
+		{name: "empty qualifier name", text: "allow any,=x\n", want: `policy test:1: unknown qualifier "": want user, session, host, runas, rungroup, env, memory or tasks`},
 		{name: "empty env", text: "allow any,env=\n", want: `policy test:1: empty value for qualifier "env"`},
 		{name: "empty env key", text: "allow any,env==C\n", want: `policy test:1: empty key in qualifier "env==C"`},
 		{name: "bad env key glob", text: "allow any,env=[\n", want: `policy test:1: bad glob "[" for qualifier "env": syntax error in pattern`, badGlob: true},
 		{name: "bad env value glob", text: "allow any,env=LANG=[\n", want: `policy test:1: bad glob "[" for qualifier "env": syntax error in pattern`, badGlob: true},
 		{name: "env on a deny rule", text: "deny any,env=LANG rm\n", want: `policy test:1: qualifier "env" is only for allow rules: deny rules match whatever the env`},
 		{name: "env on an ask rule", text: "ask any,env=LANG\n", want: `policy test:1: qualifier "env" is only for allow rules: ask rules match whatever the env`},
+		{name: "bad memory", text: "allow any,memory=lots apt-get\n", want: `policy test:1: bad value "lots" for qualifier "memory": want a positive size in bytes, or with K, M or G`},
+		{name: "zero memory", text: "allow any,memory=0 apt-get\n", want: `policy test:1: bad value "0" for qualifier "memory": want a positive size in bytes, or with K, M or G`},
+		{name: "bad tasks", text: "allow any,tasks=1K apt-get\n", want: `policy test:1: bad value "1K" for qualifier "tasks": want a positive number`},
+		{name: "duplicate tasks", text: "allow any,tasks=1,tasks=2\n", want: `policy test:1: duplicate qualifier "tasks"`},
+		{name: "memory on a deny rule", text: "deny any,memory=1M rm\n", want: `policy test:1: qualifiers "memory" and "tasks" are only for allow rules: they limit the run a rule allows`},
+		{name: "tasks on an ask rule", text: "ask any,tasks=5\n", want: `policy test:1: qualifiers "memory" and "tasks" are only for allow rules: they limit the run a rule allows`},
 		{name: "empty user", text: "allow any,user=\n", want: `policy test:1: empty value for qualifier "user"`},
 		{name: "empty quoted session", text: `allow any,session="" ls`, want: `policy test:1: empty value for qualifier "session"`},
 		{name: "duplicate qualifier", text: "allow any,user=a,host=h,user=b\n", want: `policy test:1: duplicate qualifier "user"`},
@@ -799,5 +805,24 @@ func TestEvaluateDoesNotCopyArguments(t *testing.T) {
 	allocs := testing.AllocsPerRun(3, func() { p.Evaluate(s) })
 	if allocs > 50 {
 		t.Errorf("Evaluate allocated %.0f times for 100 rules that do not match", allocs)
+	}
+}
+
+func TestRuleLimits(t *testing.T) {
+	for text, want := range map[string][2]int64{
+		"allow privileged apt-get ...":                       {0, 0},
+		"allow privileged,memory=512M,tasks=100 apt-get ...": {512 << 20, 100},
+		"allow any,memory=4096 ls":                           {4096, 0},
+		"allow any,memory=2g,user=a* ls":                     {2 << 30, 0},
+		"allow any,tasks=7 ls":                               {0, 7},
+	} {
+		p, err := Parse("test", strings.NewReader(text+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		mem, tasks := p.Rules[0].Limits()
+		if mem != want[0] || tasks != want[1] {
+			t.Errorf("%s: memory %d tasks %d, want %v", text, mem, tasks, want)
+		}
 	}
 }

@@ -310,6 +310,14 @@ func formatRecord(r *audit.Record) string {
 			line("stage "+strconv.Itoa(i+1), "exit %d%s after %s; stderr %d bytes%s sha256 %s", st.ExitCode, sig, q(st.Duration), st.StderrBytes, truncated(st.StderrTruncated), q(st.StderrSHA256))
 		}
 		line("stdout", "%d bytes%s sha256 %s", res.StdoutBytes, truncated(res.StdoutTruncated), q(res.StdoutSHA256))
+		if u := res.Usage; u != nil {
+			us := func(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+			mem := ""
+			if u.MemoryPeak != nil {
+				mem = fmt.Sprintf("; memory peak %d bytes", *u.MemoryPeak)
+			}
+			line("usage", "cpu %s (user %s, system %s)%s", us(u.CPUUsec), us(u.UserUsec), us(u.SystemUsec), mem)
+		}
 	}
 	if r.PrevFile != "" {
 		line("follows", "%s", q(r.PrevFile))

@@ -60,6 +60,11 @@ const (
 	KindKilled    Kind = "killed"    // the daemon stopped and killed the run; Result
 	KindFailed    Kind = "failed"    // the request ended in an error after it was decided (the run could not start, ...); Error
 	KindDropped   Kind = "dropped"   // rejected records of one uid left out past the rate limit; Peer (uid) and Dropped
+	// KindOrphaned: a run's cgroup that a daemon which did not stop
+	// cleanly left behind, found and killed by the next daemon at its
+	// start. ID is the cgroup's name (the request id, escaped); how the
+	// run ended is unknown; Error says so.
+	KindOrphaned Kind = "orphaned"
 )
 
 // Record is one line of the audit log. Seq, Time, Prev and Hash are set by
@@ -227,6 +232,18 @@ type Result struct {
 	StdoutBytes     int64         `json:"stdout_bytes"`
 	StdoutTruncated bool          `json:"stdout_truncated"`
 	StdoutSHA256    string        `json:"stdout_sha256"`
+	// Usage is what the run's cgroup counted, when it had one.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a run's cgroup counted: CPU time in microseconds
+// (cpu.stat) and, with the memory controller, peak memory in bytes
+// (memory.peak).
+type Usage struct {
+	CPUUsec    int64  `json:"cpu_usec"`
+	UserUsec   int64  `json:"user_usec"`
+	SystemUsec int64  `json:"system_usec"`
+	MemoryPeak *int64 `json:"memory_peak,omitempty"`
 }
 
 // StageResult is how one stage ended.

@@ -106,6 +106,9 @@ type options struct {
 	auditKeep     int
 	auditMinFree  byteSize
 	rejectRate    int
+	cgroup        string
+	runMemoryMax  byteSize
+	runTasksMax   int
 	version       bool
 	man           bool
 	completion    string
@@ -179,6 +182,9 @@ var flags = []clidoc.Flag{
 	{Name: "audit-keep", Default: defaultAuditKeep, Usage: "rotated audit files kept; older ones are removed after a rotation (0 keeps all)"},
 	{Name: "audit-min-free", Default: sizeFlag(defaultAuditMinFree), Usage: "refuse requests while the audit log's file system has less than this `size` free (bytes, or with K, M or G); 0 turns the guard off"},
 	{Name: "audit-reject-rate", Default: daemon.DefaultRejectRate, Usage: "rejected requests of one uid (root excepted) recorded per minute; past it they are counted in one dropped record"},
+	{Name: "cgroup", Default: daemon.CgroupAuto, Usage: "where each run gets a cgroup v2 of its own: \"auto\" (a subtree of the daemon's own cgroup when it is the tree's root or was delegated to the daemon, as under rootgate.service), a cgroup2 `directory` to make the runs' cgroups in, or \"none\"; without one, runs are contained by sessions, process groups and an environment tag only (docs/security.md)"},
+	{Name: "run-memory-max", Default: sizeFlag(0), Usage: "memory limit of every run (memory.max, `size` in bytes, or with K, M or G); 0 is none. The daemon refuses to start when its runs' cgroups have no memory controller"},
+	{Name: "run-tasks-max", Default: 0, Usage: "limit on the processes and threads of every run (pids.max); 0 is none. The daemon refuses to start when its runs' cgroups have no pids controller"},
 	{Name: "version", Default: false, Usage: "print the version and exit"},
 	{Name: "man", Default: false, Usage: "print the rootgated(8) manual page in roff and exit"},
 	{Name: "completion", Default: "", Usage: "print a completion script for `shell` (bash, zsh or fish) and exit"},
@@ -215,6 +221,9 @@ func parseOptions(v clidoc.Values) options {
 		auditKeep:     v.Int("audit-keep"),
 		auditMinFree:  *v.Value("audit-min-free").(*byteSize),
 		rejectRate:    v.Int("audit-reject-rate"),
+		cgroup:        v.String("cgroup"),
+		runMemoryMax:  *v.Value("run-memory-max").(*byteSize),
+		runTasksMax:   v.Int("run-tasks-max"),
 		version:       v.Bool("version"),
 		man:           v.Bool("man"),
 		completion:    v.String("completion"),
@@ -274,6 +283,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		out.Errorf(errw, "--audit-keep must not be negative and --audit-reject-rate must be at least 1")
 		return exitUsage
 	}
+	if o.runMemoryMax < 0 || o.runTasksMax < 0 {
+		out.Errorf(stderr, "--run-memory-max and --run-tasks-max must not be negative")
+		return exitUsage
+	}
 	if o.maxConnsUID < 0 {
 		out.Errorf(errw, "--max-conns-per-uid must not be negative")
 		return exitUsage
@@ -306,10 +319,23 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	if os.Geteuid() != 0 {
 		return configErr(errors.New("must run as root"))
 	}
-	// Orphans of a run come to the daemon rather than to init, where the
-	// end of their run finds and kills them.
-	if err := pipeline.Subreaper(); err != nil {
-		return fmt.Errorf("cannot become a subreaper: %w", err)
+	// A cgroup of its own for every run, where the machine allows it.
+	cgroups, noCgroup := daemon.SetupCgroups(o.cgroup)
+	if cgroups != nil {
+		defer cgroups.Close()
+		cgroups.Limits = pipeline.Limits{Memory: int64(o.runMemoryMax), Tasks: int64(o.runTasksMax)}
+		if err := cgroups.Check(cgroups.Limits); err != nil {
+			return fmt.Errorf("--run-memory-max, --run-tasks-max: %w", err)
+		}
+	} else {
+		if err := (*daemon.Cgroups)(nil).Check(pipeline.Limits{Memory: int64(o.runMemoryMax), Tasks: int64(o.runTasksMax)}); err != nil {
+			return fmt.Errorf("--run-memory-max, --run-tasks-max: %w: %v", err, noCgroup)
+		}
+		// The fallback: orphans of a run come to the daemon rather than
+		// to init, where the end of their run finds them by its tag.
+		if err := pipeline.Subreaper(); err != nil {
+			return fmt.Errorf("cannot become a subreaper: %w", err)
+		}
 	}
 	// Take the handed-over sockets first: until they are taken, LISTEN_*
 	// stays in the environment, and nothing may start a child before that.
@@ -339,6 +365,11 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		}
 	}
 	log := newLogger(logOut)
+	if cgroups != nil {
+		log.Info(cgroups.Summary())
+	} else {
+		log.Warn("cgroup: none (" + noCgroup.Error() + "): runs contained by sessions, process groups and an environment tag only; a process that leaves its session and replaces its environment outlives its run; no limits")
+	}
 	if o.unsafeSelf {
 		log.Warn("UNSAFE: --unsafe-self-approval is on: a requester may be asked through an approver whose terminal or session its own uid controls, and could type the answer itself; this guards against mistakes only, not against a hostile agent")
 	}
@@ -416,6 +447,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		PromptRate:     o.promptRate,
 		RejectRate:     o.rejectRate,
 		AuditMinFree:   int64(o.auditMinFree),
+		Cgroups:        cgroups,
 		Log:            log,
 	})
 	if err != nil {

@@ -56,6 +56,11 @@ func StartDaemon(t testing.TB, o Opts) *Daemon {
 		}
 	}
 	args := append([]string{"--socket", d.Sock, "--approver-socket", d.ApproverSock(), "--runtime-dir", filepath.Join(d.Dir, "run"), "--policy", policy, "--audit", AuditPath(d.Dir)}, o.Args...)
+	if !hasCgroupFlag(o.Args) {
+		if cg := CgroupParent(t); cg != "" {
+			args = append(args, "--cgroup", cg)
+		}
+	}
 	bin := Rootgated(t)
 	if len(o.Prefix) > 0 {
 		d.Cmd = exec.Command(o.Prefix[0], append(append(o.Prefix[1:], bin), args...)...)

@@ -1,0 +1,353 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/pipeline"
+	"golang.org/x/sys/unix"
+)
+
+// Cgroups is where each run gets a cgroup v2 of its own: a directory
+// named for its request in Parent, which holds nothing else. Make it with
+// [SetupCgroups]; a nil *Cgroups means runs are contained the fallback
+// way (sessions, process groups, the subreaper and the environment tag:
+// docs/security.md).
+type Cgroups struct {
+	// Parent is the cgroup the runs' cgroups are made in.
+	Parent string
+	// Memory and Tasks say whether a memory (memory.max) or a task
+	// (pids.max) limit can be enforced: nil when it can, else why not.
+	Memory, Tasks error
+	// Limits apply to every run (rootgated's --run-memory-max and
+	// --run-tasks-max).
+	Limits pipeline.Limits
+
+	lock *os.File // Parent, held with an exclusive flock
+}
+
+// Cgroup modes of [SetupCgroups].
+const (
+	CgroupAuto = "auto"
+	CgroupNone = "none"
+)
+
+// errNotDelegated: the daemon's own cgroup is not the tree's root and was
+// not delegated to it, so it must not make cgroups there.
+var errNotDelegated = errors.New("not delegated to rootgated (Delegate=yes in its unit)")
+
+// SetupCgroups works out where runs' cgroups go; spec is [CgroupAuto],
+// [CgroupNone] or a directory of a cgroup2 file system.
+//
+// Auto: when the daemon is in the cgroup v2 tree's root (no service
+// manager put it anywhere), runs go in ROOT/rootgate. When it is in a
+// cgroup delegated to it (a systemd unit with Delegate=yes: systemd
+// marks it with the trusted.delegate attribute), the daemon first moves
+// itself into the leaf OWN/daemon, as cgroup v2 lets only leaves hold
+// processes once controllers are enabled below, and runs go in OWN/runs.
+// Anywhere else it makes no cgroup. A directory named: runs go in it
+// (made when missing); the daemon stays where it is.
+//
+// The memory and pids controllers are enabled for the runs where the
+// tree offers them. Parent is held locked, so that two daemons never
+// share it (each kills the other's leftovers at start). The error says
+// why runs cannot have cgroups: the caller falls back.
+func SetupCgroups(spec string) (*Cgroups, error) {
+	if spec == CgroupNone {
+		return nil, errors.New("turned off (--cgroup none)")
+	}
+	var parent string
+	var chain []string // cgroups whose subtree_control must enable a controller, top first
+	if spec == CgroupAuto || spec == "" {
+		own, root, err := pipeline.OwnCgroup()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case root:
+			parent = filepath.Join(own, "rootgate")
+			chain = []string{own, parent}
+		case delegated(own):
+			if err := enterLeaf(own); err != nil {
+				return nil, err
+			}
+			parent = filepath.Join(own, "runs")
+			chain = []string{own, parent}
+		default:
+			return nil, fmt.Errorf("%s: %w", own, errNotDelegated)
+		}
+	} else {
+		if !filepath.IsAbs(spec) {
+			return nil, fmt.Errorf("%s: not an absolute path", spec)
+		}
+		parent = filepath.Clean(spec)
+		chain = []string{parent}
+	}
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("%s: %w", parent, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(parent, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", parent, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return nil, fmt.Errorf("%s: not in a cgroup2 file system", parent)
+	}
+	if err := unix.Access(filepath.Join(parent, "cgroup.procs"), unix.W_OK); err != nil {
+		return nil, fmt.Errorf("%s: not writable: %w", parent, err)
+	}
+	lock, err := os.Open(parent)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", parent, err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%s: in use by another rootgated", parent)
+	}
+	if err := probe(parent); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	c := &Cgroups{Parent: parent, lock: lock}
+	c.Memory = enable(chain, "memory")
+	c.Tasks = enable(chain, "pids")
+	return c, nil
+}
+
+// probe makes and removes a cgroup in parent, to see that the kernel has
+// cgroup.kill (Linux 5.14; CLONE_INTO_CGROUP came in 5.7). Its name
+// starts with a '.', which no run's cgroup name does.
+func probe(parent string) error {
+	dir := filepath.Join(parent, ".probe")
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s: cannot make a cgroup there: %w", parent, err)
+	}
+	_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+	if rerr := unix.Rmdir(dir); rerr != nil && err == nil {
+		return fmt.Errorf("%s: %w", dir, rerr)
+	}
+	if err != nil {
+		return errors.New("the kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later)")
+	}
+	return nil
+}
+
+// Close releases the lock on Parent.
+func (c *Cgroups) Close() error {
+	if c == nil || c.lock == nil {
+		return nil
+	}
+	return c.lock.Close()
+}
+
+// delegated reports whether systemd delegated the cgroup at dir
+// (trusted.delegate, set for units with Delegate=yes).
+func delegated(dir string) bool {
+	buf := make([]byte, 8)
+	n, err := unix.Getxattr(dir, "trusted.delegate", buf)
+	return err == nil && string(buf[:n]) == "1"
+}
+
+// enterLeaf moves the daemon (every thread) into own/daemon.
+func enterLeaf(own string) error {
+	leaf := filepath.Join(own, "daemon")
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s: %w", leaf, err)
+	}
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		return fmt.Errorf("move the daemon into %s: %w", leaf, err)
+	}
+	return nil
+}
+
+// enable enables controller name in the subtree_control of every cgroup
+// of chain, top first, and reports why it could not.
+func enable(chain []string, name string) error {
+	for _, dir := range chain {
+		have, err := pipeline.Controllers(dir)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(have, name) {
+			return fmt.Errorf("no %s controller in the cgroup v2 tree at %s", name, dir)
+		}
+		sub, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+		if err == nil && slices.Contains(strings.Fields(string(sub)), name) {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+name), 0); err != nil {
+			return fmt.Errorf("enable %s in %s: %w", name, dir, err)
+		}
+	}
+	return nil
+}
+
+// Summary is the daemon's start-up line about containment, e.g.
+// "cgroup: /sys/fs/cgroup/unified/rootgate: runs contained; limits:
+// memory no (no memory controller ...), tasks yes".
+func (c *Cgroups) Summary() string {
+	yes := func(err error) string {
+		if err == nil {
+			return "yes"
+		}
+		return "no (" + err.Error() + ")"
+	}
+	return "cgroup: " + c.Parent + ": runs contained; limits: memory " + yes(c.Memory) + ", tasks " + yes(c.Tasks)
+}
+
+// errNoCgroup: why no limit can be enforced when runs have no cgroup.
+var errNoCgroup = errors.New("runs have no cgroup")
+
+// Check reports the limits of l that cannot be enforced here, and why;
+// c may be nil (no cgroups).
+func (c *Cgroups) Check(l pipeline.Limits) error {
+	memErr, tasksErr := errNoCgroup, errNoCgroup
+	if c != nil {
+		memErr, tasksErr = c.Memory, c.Tasks
+	}
+	var why []string
+	if l.Memory > 0 && memErr != nil {
+		why = append(why, "memory ("+memErr.Error()+")")
+	}
+	if l.Tasks > 0 && tasksErr != nil {
+		why = append(why, "tasks ("+tasksErr.Error()+")")
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("limits cannot be enforced here: %s", strings.Join(why, ", "))
+}
+
+// maxCgroupName bounds a run cgroup's name, below NAME_MAX (255) with
+// room for "~N".
+const maxCgroupName = 240
+
+// cgroupName is a request id as a cgroup's name: every byte but ASCII
+// letters, digits, '-' and '_' (and '.' not first) written %XX, so that
+// any id makes a valid directory name that idOf reads back; an id whose
+// name would pass maxCgroupName bytes is cut there (idOf then gives the
+// id's start).
+func cgroupName(id string) string {
+	var b strings.Builder
+	for i := 0; i < len(id); i++ {
+		ch := id[i]
+		var s string
+		switch {
+		case 'a' <= ch && ch <= 'z', 'A' <= ch && ch <= 'Z', '0' <= ch && ch <= '9', ch == '-', ch == '_', ch == '.' && i > 0:
+			s = string(rune(ch))
+		default:
+			s = fmt.Sprintf("%%%02X", ch)
+		}
+		if b.Len()+len(s) > maxCgroupName {
+			break
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// idOf is the request id a run's cgroup is named for, without the "~N"
+// that tells apart two runs of the same id.
+func idOf(name string) string {
+	name, _, _ = strings.Cut(name, "~")
+	if id, err := url.PathUnescape(name); err == nil {
+		return id
+	}
+	return name
+}
+
+// newRun makes the cgroup of the run of request id, with limits l.
+func (c *Cgroups) newRun(id string, l pipeline.Limits) (*pipeline.Cgroup, error) {
+	base := cgroupName(id)
+	for n := 1; ; n++ {
+		name := base
+		if n > 1 {
+			name += "~" + strconv.Itoa(n)
+		}
+		cg, err := pipeline.NewCgroup(c.Parent, name, l)
+		if errors.Is(err, fs.ErrExist) && n < 100 {
+			continue
+		}
+		return cg, err
+	}
+}
+
+// leftovers lists the runs' cgroups in Parent: at start, those a daemon
+// that did not stop cleanly left.
+func (c *Cgroups) leftovers() []string {
+	entries, err := os.ReadDir(c.Parent)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// limitsText is the prompt's Limits line for p.
+func (s *Server) limitsText(p *runPlan) string {
+	if s.cfg.Cgroups == nil {
+		return "none; no cgroup (contained by sessions and an environment tag only)"
+	}
+	return p.lim.String() + " (the run's own cgroup)"
+}
+
+// recoverOrphans kills the runs' cgroups left in Cgroups.Parent by a
+// daemon that did not stop cleanly, and records each as orphaned.
+func (s *Server) recoverOrphans() {
+	c := s.cfg.Cgroups
+	for _, name := range c.leftovers() {
+		path := filepath.Join(c.Parent, name)
+		cg, err := pipeline.OpenCgroup(path)
+		if err == nil {
+			err = cg.Remove()
+		}
+		if err != nil {
+			s.cfg.Log.Error("cannot remove a run's cgroup left by a previous daemon", "cgroup", path, "err", err)
+		}
+		s.event(auditEvent{Kind: eventOrphaned, ID: idOf(name), Err: errOrphaned})
+	}
+}
+
+// errOrphaned is the error of an orphaned record.
+var errOrphaned = errors.New("run left by a daemon that did not stop cleanly; everything left of it was killed when this daemon started; how it ended is unknown")
+
+// stricter is l with the limits of the allow rule r where they are lower
+// (or l has none).
+func stricter(l pipeline.Limits, r *policy.Rule) pipeline.Limits {
+	mem, tasks := r.Limits()
+	if mem > 0 && (l.Memory == 0 || mem < l.Memory) {
+		l.Memory = mem
+	}
+	if tasks > 0 && (l.Tasks == 0 || tasks < l.Tasks) {
+		l.Tasks = tasks
+	}
+	return l
+}
+
+// warnLimits warns about each rule of p whose limits cannot be enforced
+// here: the requests it allows will be refused.
+func (s *Server) warnLimits(p *policy.Policy) {
+	if p == nil {
+		return
+	}
+	for _, r := range p.Rules {
+		if mem, tasks := r.Limits(); mem > 0 || tasks > 0 {
+			if err := s.cfg.Cgroups.Check(pipeline.Limits{Memory: mem, Tasks: tasks}); err != nil {
+				s.cfg.Log.Warn("policy rule sets limits this machine cannot enforce: the requests it allows will be refused", "file", r.File, "line", r.Line, "rule", r.Text, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package rgtest
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rootgate/rootgate/pipeline"
+)
+
+// CgroupParent is a cgroup v2 of its own for one test daemon's runs (its
+// --cgroup), made under the test process's cgroup: test daemons must not
+// share one, as each kills at start the runs' cgroups it finds in its
+// own. It is removed, with anything left in it, when t ends (after a
+// daemon started later has stopped). "" when this machine has no
+// writable cgroup v2.
+func CgroupParent(t testing.TB) string {
+	t.Helper()
+	own, _, err := pipeline.OwnCgroup()
+	if err != nil {
+		return ""
+	}
+	dir, err := os.MkdirTemp(own, "rgtest-")
+	if err != nil {
+		return ""
+	}
+	t.Cleanup(func() {
+		if c, err := pipeline.OpenCgroup(dir); err == nil {
+			if err := c.Remove(); err != nil {
+				t.Errorf("test cgroup: %v", err)
+			}
+		}
+	})
+	return dir
+}
+
+// hasCgroupFlag reports whether args choose the daemon's cgroup.
+func hasCgroupFlag(args []string) bool {
+	return slices.ContainsFunc(args, func(a string) bool {
+		return a == "--cgroup" || a == "-cgroup" || strings.HasPrefix(a, "--cgroup=") || strings.HasPrefix(a, "-cgroup=")
+	})
+}

@@ -1,0 +1,360 @@
+package pipeline
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroup is a cgroup v2 directory that holds one run: with [Cmd].Cgroup
+// set, every stage is created inside it (clone3 with CLONE_INTO_CGROUP,
+// so no process of the run ever runs outside it), and the end of the run
+// kills everything in it through cgroup.kill, whatever the processes did
+// to their sessions, process groups or environment. Make one with
+// [NewCgroup] or [OpenCgroup]; [Cgroup.Remove] ends it.
+type Cgroup struct {
+	// Path is the cgroup's directory in the cgroup2 file system.
+	Path string
+	dir  *os.File // the directory, held for CLONE_INTO_CGROUP
+}
+
+// Limits bound one run's cgroup; a zero field sets no limit. Each needs
+// its controller enabled in the parent's cgroup.subtree_control.
+type Limits struct {
+	Memory int64 // memory.max, in bytes (memory controller)
+	Tasks  int64 // pids.max, processes and threads (pids controller)
+}
+
+// IsZero reports whether l sets no limit.
+func (l Limits) IsZero() bool { return l == Limits{} }
+
+// String lists l's limits as "memory 512M, tasks 100", or "none".
+func (l Limits) String() string {
+	var parts []string
+	if l.Memory > 0 {
+		parts = append(parts, "memory "+FormatSize(l.Memory))
+	}
+	if l.Tasks > 0 {
+		parts = append(parts, "tasks "+strconv.FormatInt(l.Tasks, 10))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// FormatSize writes n bytes as the largest of G, M or K that divides it,
+// else as a number of bytes.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		s string
+		v int64
+	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if n >= u.v && n%u.v == 0 {
+			return strconv.FormatInt(n/u.v, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// Usage is what a run's cgroup counted: CPU time from cpu.stat (present
+// without any controller) and, where the memory controller is enabled,
+// the peak memory from memory.peak.
+type Usage struct {
+	CPU    time.Duration // usage_usec: user and system
+	User   time.Duration // user_usec
+	System time.Duration // system_usec
+	// MemoryPeak is memory.peak in bytes; -1 when the cgroup has no
+	// memory controller.
+	MemoryPeak int64
+}
+
+// NewCgroup makes the cgroup name in parent, writes lim into it (see
+// [WriteLimits]) before anything runs there, and opens it. The error
+// wraps fs.ErrExist when the name is taken.
+func NewCgroup(parent, name string, lim Limits) (*Cgroup, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return nil, fmt.Errorf("cgroup name %q is not a directory name", name)
+	}
+	path := filepath.Join(parent, name)
+	if err := os.Mkdir(path, 0o755); err != nil {
+		return nil, fmt.Errorf("make cgroup: %w", err)
+	}
+	if err := WriteLimits(path, lim); err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	c, err := OpenCgroup(path)
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	return c, nil
+}
+
+// OpenCgroup opens the cgroup at path, which must exist.
+func OpenCgroup(path string) (*Cgroup, error) {
+	d, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup: %w", err)
+	}
+	return &Cgroup{Path: path, dir: d}, nil
+}
+
+// WriteLimits writes lim's limits into the files of the cgroup at dir:
+// memory.max, and memory.swap.max set to 0 where that file exists (so the
+// memory limit is not spilled into swap), and pids.max. It writes nothing
+// for a zero field. It is the whole of the limit setting: the files must
+// exist, as they do once the controller is enabled in the parent.
+func WriteLimits(dir string, lim Limits) error {
+	write := func(file, v string) error {
+		f, err := os.OpenFile(filepath.Join(dir, file), os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return fmt.Errorf("set cgroup limit: %w", err)
+		}
+		_, err = f.WriteString(v)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("set cgroup limit %s: %w", file, err)
+		}
+		return nil
+	}
+	if lim.Memory > 0 {
+		if err := write("memory.max", strconv.FormatInt(lim.Memory, 10)); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "memory.swap.max")); err == nil {
+			if err := write("memory.swap.max", "0"); err != nil {
+				return err
+			}
+		}
+	}
+	if lim.Tasks > 0 {
+		if err := write("pids.max", strconv.FormatInt(lim.Tasks, 10)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fd is the descriptor stages are created in.
+func (c *Cgroup) fd() int { return int(c.dir.Fd()) }
+
+// killWait bounds how long Kill waits for the killed processes to be
+// gone: SIGKILL cannot be caught, but a process in uninterruptible sleep
+// (a hung NFS read) dies only when it wakes.
+const killWait = 10 * time.Second
+
+// Kill kills every process in the cgroup and in the cgroups below it
+// (cgroup.kill) and waits until none is left (cgroup.events says
+// "populated 0"), for at most 10 seconds.
+func (c *Cgroup) Kill() error {
+	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1"), 0); err != nil {
+		return fmt.Errorf("kill cgroup: %w", err)
+	}
+	return c.waitEmpty(time.Now().Add(killWait))
+}
+
+// Populated reports whether a process is left in the cgroup or below it.
+func (c *Cgroup) Populated() (bool, error) {
+	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.events"))
+	if err != nil {
+		return false, fmt.Errorf("read cgroup.events: %w", err)
+	}
+	return populated(b)
+}
+
+// populated reads the populated line of cgroup.events's content b.
+func populated(b []byte) (bool, error) {
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && k == "populated" {
+			return v != "0", nil
+		}
+	}
+	return false, errors.New("cgroup.events has no populated line")
+}
+
+// waitEmpty waits until the cgroup is no longer populated. The kernel
+// wakes a poll for POLLPRI on cgroup.events when the file changes (an
+// inotify watch would do too, but closing one costs milliseconds).
+func (c *Cgroup) waitEmpty(deadline time.Time) error {
+	f, err := os.Open(filepath.Join(c.Path, "cgroup.events"))
+	if err != nil {
+		return fmt.Errorf("wait for cgroup: %w", err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	buf := make([]byte, 512)
+	for {
+		n, err := unix.Pread(fd, buf, 0)
+		if err != nil {
+			return fmt.Errorf("read cgroup.events: %w", err)
+		}
+		full, err := populated(buf[:n])
+		if err != nil {
+			return err
+		}
+		if !full {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("cgroup %s: processes left after SIGKILL", c.Path)
+		}
+		// A change between the read above and this poll still wakes it
+		// (the file's event count moved on); the read is repeated at
+		// least every 100ms anyway.
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
+		if _, err := unix.Poll(fds, int(min(left, 100*time.Millisecond)/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return fmt.Errorf("wait for cgroup: %w", err)
+		}
+	}
+}
+
+// Usage reads the CPU time (cpu.stat) and peak memory (memory.peak) the
+// cgroup counted; fields it cannot read stay zero (MemoryPeak -1).
+func (c *Cgroup) Usage() Usage {
+	u := Usage{MemoryPeak: -1}
+	if b, err := os.ReadFile(filepath.Join(c.Path, "cpu.stat")); err == nil {
+		for line := range strings.Lines(string(b)) {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			d := time.Duration(n) * time.Microsecond
+			switch k {
+			case "usage_usec":
+				u.CPU = d
+			case "user_usec":
+				u.User = d
+			case "system_usec":
+				u.System = d
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(c.Path, "memory.peak")); err == nil {
+		if n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil {
+			u.MemoryPeak = n
+		}
+	}
+	return u
+}
+
+// Remove kills what is left in the cgroup, waits for it, and removes the
+// cgroup and any cgroup a process of the run (running as root) made
+// below it. It closes c's descriptor either way.
+func (c *Cgroup) Remove() error {
+	defer c.dir.Close()
+	if err := c.Kill(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return removeTree(c.Path)
+}
+
+// removeTree removes the cgroup at path, its children first.
+func removeTree(path string) error {
+	entries, err := os.ReadDir(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove cgroup: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(path, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := unix.Rmdir(path); err != nil && err != unix.ENOENT {
+		return fmt.Errorf("remove cgroup %s: %w", path, err)
+	}
+	return nil
+}
+
+// ErrNoCgroup2 means no cgroup2 file system is mounted where this process
+// can see it, or the process is in no cgroup of it.
+var ErrNoCgroup2 = errors.New("no cgroup2 file system mounted")
+
+// OwnCgroup returns the directory of the calling process's cgroup v2 in
+// the cgroup2 file system mounted in its mount namespace (on a system
+// whose controllers are on cgroup v1, the v2 tree is often at
+// /sys/fs/cgroup/unified), and whether that cgroup is the root of the
+// tree. The error wraps [ErrNoCgroup2] when there is none.
+func OwnCgroup() (dir string, root bool, err error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", false, err
+	}
+	rel := ""
+	found := false
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), "0::"); ok {
+			rel, found = p, true
+		}
+	}
+	if !found {
+		return "", false, fmt.Errorf("%w: /proc/self/cgroup has no 0:: line", ErrNoCgroup2)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, err
+	}
+	for line := range strings.Lines(string(mi)) {
+		// "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS"
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "cgroup2" {
+			continue
+		}
+		mroot, mpoint := unescapeMount(f[3]), unescapeMount(f[4])
+		sub, ok := strings.CutPrefix(rel, strings.TrimSuffix(mroot, "/"))
+		if !ok || (sub != "" && !strings.HasPrefix(sub, "/")) {
+			continue
+		}
+		return filepath.Join(mpoint, sub), sub == "" || sub == "/", nil
+	}
+	return "", false, fmt.Errorf("%w: none in /proc/self/mountinfo", ErrNoCgroup2)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Controllers lists the controllers the cgroup at dir offers its children
+// (cgroup.controllers).
+func Controllers(dir string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(b)), nil
+}

@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testCgroupParent makes a cgroup of its own under this process's cgroup
+// v2 for one test, and removes it (and what is left in it) afterwards.
+func testCgroupParent(t *testing.T) string {
+	t.Helper()
+	own, _, err := OwnCgroup()
+	if err != nil {
+		t.Fatalf("no cgroup v2 here: %v", err)
+	}
+	dir, err := os.MkdirTemp(own, "rootgate-test-")
+	if err != nil {
+		t.Fatalf("cgroup v2 not writable: %v", err)
+	}
+	t.Cleanup(func() {
+		if c, err := OpenCgroup(dir); err == nil {
+			if err := c.Remove(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return dir
+}
+
+// gone reports whether process pid has ended (or is a zombie).
+func gone(pid string) bool {
+	st, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(st), ')')
+	return i > 0 && i+2 < len(st) && st[i+2] == 'Z'
+}
+
+func TestRunCgroupKillsEscapee(t *testing.T) {
+	t.Parallel()
+	// A grandchild that leaves its session and process group (setsid),
+	// double-forks and drops the environment (env -i, so no run tag) is
+	// still in the run's cgroup, and dead when Run returns.
+	parent := testCgroupParent(t)
+	cg, err := NewCgroup(parent, "run", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	script := `(setsid env -i /bin/sh -c 'echo $$ > "$1"; exec sleep 1000' sh "$1" </dev/null >/dev/null 2>&1 &); while [ ! -s "$1" ]; do sleep 0.01; done; echo hi`
+	res := run(t, &Cmd{Argv: [][]string{{"sh", "-c", script, "sh", pidFile}}, Paths: []string{"/bin/sh"}, Cgroup: cg})
+	checkStage(t, res, 0, 0, "")
+	if res.KillErr != nil {
+		t.Errorf("KillErr = %v", res.KillErr)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	if _, err := strconv.Atoi(pid); err != nil {
+		t.Fatalf("pid file holds %q", b)
+	}
+	if !gone(pid) {
+		t.Errorf("the escaped grandchild %s is still running after the run", pid)
+	}
+	if full, err := cg.Populated(); err != nil || full {
+		t.Errorf("cgroup populated %v (%v) after the run", full, err)
+	}
+}
+
+func TestRunCgroupUsage(t *testing.T) {
+	t.Parallel()
+	// A busy stage's CPU time is counted by its cgroup and returned.
+	parent := testCgroupParent(t)
+	cg, err := NewCgroup(parent, "run", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	script := `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done`
+	res := run(t, &Cmd{Argv: [][]string{{"sh", "-c", script}}, Paths: []string{"/bin/sh"}, Cgroup: cg})
+	checkStage(t, res, 0, 0, "")
+	if res.Usage == nil || res.Usage.CPU <= 0 || res.Usage.User+res.Usage.System <= 0 {
+		t.Fatalf("Usage = %+v, want CPU time > 0", res.Usage)
+	}
+	if res.Usage.CPU > 10*time.Minute {
+		t.Errorf("Usage.CPU = %v, implausible", res.Usage.CPU)
+	}
+}
+
+func TestRunCgroupNoTag(t *testing.T) {
+	t.Parallel()
+	// With a cgroup, the stages get no run tag: nothing in their
+	// environment is rootgate's.
+	parent := testCgroupParent(t)
+	cg, err := NewCgroup(parent, "run", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	res := run(t, &Cmd{Argv: [][]string{{"env"}}, Paths: []string{"/usr/bin/env"}, Env: []string{"A=1"}, Cgroup: cg})
+	checkStage(t, res, 0, 0, "")
+	if got := string(res.Stdout.Data); got != "A=1\n" {
+		t.Errorf("environment = %q, want only A=1", got)
+	}
+}
+
+func TestWriteLimits(t *testing.T) {
+	// The limit files are written as the kernel reads them. A fake
+	// cgroup directory: this machine's cgroup v2 has no memory or pids
+	// controller, so the real files cannot be there.
+	for _, tc := range []struct {
+		name  string
+		lim   Limits
+		files []string
+		want  map[string]string
+	}{
+		{"none", Limits{}, []string{"memory.max", "pids.max"}, map[string]string{"memory.max": "max", "pids.max": "max"}},
+		{"memory", Limits{Memory: 512 << 20}, []string{"memory.max", "pids.max", "memory.swap.max"},
+			map[string]string{"memory.max": "536870912", "memory.swap.max": "0", "pids.max": "max"}},
+		{"memory without swap", Limits{Memory: 4096}, []string{"memory.max"}, map[string]string{"memory.max": "4096"}},
+		{"tasks", Limits{Tasks: 100}, []string{"memory.max", "pids.max"}, map[string]string{"memory.max": "max", "pids.max": "100"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("max"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := WriteLimits(dir, tc.lim); err != nil {
+				t.Fatal(err)
+			}
+			for f, want := range tc.want {
+				b, _ := os.ReadFile(filepath.Join(dir, f))
+				if string(b) != want {
+					t.Errorf("%s = %q, want %q", f, b, want)
+				}
+			}
+		})
+	}
+	// A limit whose controller is missing (no file) is an error, never
+	// silently not set.
+	if err := WriteLimits(t.TempDir(), Limits{Tasks: 5}); err == nil {
+		t.Error("WriteLimits without pids.max: no error")
+	}
+}
+
+func TestLimitsString(t *testing.T) {
+	for lim, want := range map[Limits]string{
+		{}:                         "none",
+		{Memory: 512 << 20}:        "memory 512M",
+		{Memory: 1000, Tasks: 100}: "memory 1000, tasks 100",
+		{Tasks: 7}:                 "tasks 7",
+	} {
+		if got := lim.String(); got != want {
+			t.Errorf("%+v: %q, want %q", lim, got, want)
+		}
+	}
+}
