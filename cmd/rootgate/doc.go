@@ -41,8 +41,12 @@ Pipelines are written with '|' as a separate, quoted argument; each stage runs d
 rootgate approve attaches a terminal (or, with --desktop, the desktop) to the daemon as an approver: each request is shown in full, y approves, n, Esc or Enter deny, m denies with a note for the requester.`,
 		Sections: []clidoc.Section{
 			{Title: "Exit status", Text: `rootgate run exits with the last stage's exit code when the pipeline was approved and ran; 77 when a person or a policy rule denied it or no one could be asked; 124 when no decision came in time or the run passed its time limit; 70 on any other error (bad request, daemon unreachable); 2 on bad usage. Other commands exit 0 on success, 70 on error and 2 on bad usage.`},
+			{Title: "rootgate sudo", Text: sudoAbout},
 			{Title: "Environment", Terms: true, Text: client.SocketEnv + `
 The request socket when --socket is not given (default ` + client.DefaultSocket + `).
+
+` + reasonEnv + `
+The reason rootgate sudo sends when --reason is not given.
 
 ` + client.ApproverSocketEnv + `
 The approver socket of rootgate approve when --socket is not given (default ` + client.DefaultApproverSocket + `).

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+)
+
+// TestParseSudo: each spelling of sudo's options that rootgate sudo
+// accepts reads as the same request, and what it refuses is refused.
+func TestParseSudo(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want sudoOptions
+	}{
+		{"plain", []string{"apt-get", "install", "-y", "nginx"}, sudoOptions{argv: []string{"apt-get", "install", "-y", "nginx"}}},
+		{"options end at the command", []string{"-n", "ls", "-l", "-u", "x"}, sudoOptions{nonInteractive: true, argv: []string{"ls", "-l", "-u", "x"}}},
+		{"--", []string{"-n", "--", "-x", "-n"}, sudoOptions{nonInteractive: true, argv: []string{"-x", "-n"}}},
+		{"-nE", []string{"-nE", "env"}, sudoOptions{nonInteractive: true, preserveAll: true, argv: []string{"env"}}},
+		{"-u postgres", []string{"-u", "postgres", "psql"}, sudoOptions{user: "postgres", argv: []string{"psql"}}},
+		{"-upostgres", []string{"-upostgres", "psql"}, sudoOptions{user: "postgres", argv: []string{"psql"}}},
+		{"-nupostgres", []string{"-nupostgres", "psql"}, sudoOptions{nonInteractive: true, user: "postgres", argv: []string{"psql"}}},
+		{"--user=postgres", []string{"--user=postgres", "psql"}, sudoOptions{user: "postgres", argv: []string{"psql"}}},
+		{"--user postgres", []string{"--user", "postgres", "psql"}, sudoOptions{user: "postgres", argv: []string{"psql"}}},
+		{"-g and -u", []string{"-u", "www-data", "-gadm", "id"}, sudoOptions{user: "www-data", group: "adm", argv: []string{"id"}}},
+		{"--group=adm", []string{"--group=adm", "id"}, sudoOptions{group: "adm", argv: []string{"id"}}},
+		{"--preserve-env=LIST", []string{"--preserve-env=LANG,TZ", "--preserve-env=TERM", "date"}, sudoOptions{preserve: []string{"LANG", "TZ", "TERM"}, argv: []string{"date"}}},
+		{"--preserve-env", []string{"--preserve-env", "date"}, sudoOptions{preserveAll: true, argv: []string{"date"}}},
+		{"--reason", []string{"--reason", "why", "--reason=really", "id"}, sudoOptions{reason: "really", reasonGiven: true, argv: []string{"id"}}},
+		{"-H", []string{"-H", "pip", "install", "x"}, sudoOptions{argv: []string{"pip", "install", "x"}}},
+		{"-v", []string{"-v"}, sudoOptions{validate: true, argv: []string{}}},
+		{"-k CMD", []string{"-k", "id"}, sudoOptions{forget: true, argv: []string{"id"}}},
+		{"-l CMD", []string{"-l", "id"}, sudoOptions{list: true, argv: []string{"id"}}},
+		{"a shell with -c", []string{"bash", "-c", "echo hi"}, sudoOptions{argv: []string{"bash", "-c", "echo hi"}}},
+		{"a shell with -ec", []string{"sh", "-ec", "echo hi"}, sudoOptions{argv: []string{"sh", "-ec", "echo hi"}}},
+		{"a shell with a script", []string{"/bin/sh", "/usr/local/sbin/x.sh"}, sudoOptions{argv: []string{"/bin/sh", "/usr/local/sbin/x.sh"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := parseSudo(c.args)
+			if err != nil {
+				t.Fatalf("parseSudo(%q): %v", c.args, err)
+			}
+			if got.argv == nil {
+				got.argv = []string{}
+			}
+			if c.want.argv == nil {
+				c.want.argv = []string{}
+			}
+			if !sameOptions(got, c.want) {
+				t.Errorf("parseSudo(%q) =\n%+v\nwant\n%+v", c.args, got, c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-i"}, "sudo -i: "},
+		{[]string{"-ni"}, "sudo -i: "},
+		{[]string{"--login"}, "sudo -i: "},
+		{[]string{"-s"}, "sudo -s: "},
+		{[]string{"--shell", "id"}, "sudo -s: "},
+		{[]string{"-e", "/etc/hosts"}, "sudo -e: "},
+		{[]string{"--edit", "/etc/hosts"}, "sudo -e: "},
+		{[]string{"su"}, "sudo su: "},
+		{[]string{"-u", "postgres", "su", "-c", "id"}, "sudo su: "},
+		{[]string{"/bin/su", "-"}, "sudo su: "},
+		{[]string{"bash"}, "sudo bash: "},
+		{[]string{"bash", "-l"}, "sudo bash: "},
+		{[]string{"--", "zsh", "--login", "-i"}, "sudo zsh: "},
+		{[]string{"-S", "id"}, "sudo: unknown option -S; "},
+		{[]string{"-nX", "id"}, "sudo: unknown option -X; "},
+		{[]string{"-p", "", "id"}, "sudo: unknown option -p; "},
+		{[]string{"--askpass", "id"}, "sudo: unknown option --askpass; "},
+		{[]string{"-n\x1b[2J", "id"}, `sudo: unknown option $'-\x1b'; `},
+		{[]string{"-u"}, "sudo -u needs a user name"},
+		{[]string{"--group"}, "sudo --group needs a group name"},
+		{[]string{"--non-interactive=yes", "id"}, "sudo --non-interactive takes no value"},
+	} {
+		_, err := parseSudo(c.args)
+		var r *sudoRefusal
+		if !errors.As(err, &r) || !strings.HasPrefix(r.msg, c.want) || strings.ContainsAny(r.msg, "\n\x1b") {
+			t.Errorf("parseSudo(%q): %v, want a one-line refusal starting %q", c.args, err, c.want)
+		}
+	}
+}
+
+func sameOptions(a, b sudoOptions) bool {
+	return a.nonInteractive == b.nonInteractive && a.user == b.user && a.group == b.group &&
+		a.preserveAll == b.preserveAll && slices.Equal(a.preserve, b.preserve) &&
+		a.reason == b.reason && a.reasonGiven == b.reasonGiven && a.validate == b.validate &&
+		a.forget == b.forget && a.list == b.list && a.help == b.help && a.version == b.version &&
+		slices.Equal(a.argv, b.argv)
+}
+
+// sudoCmd is the real rootgate binary called as sudo (through a symlink of
+// that name, as /usr/lib/rootgate/agent-bin/sudo is), asking daemon d.
+func sudoCmd(t *testing.T, d *rgtest.Daemon, args ...string) *exec.Cmd {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sudo")
+	if err := os.Symlink(rgtest.Rootgate(t), bin); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.Sock}
+	return cmd
+}
+
+// auditKinds counts the records of each kind in d's audit log.
+func auditKinds(t *testing.T, d *rgtest.Daemon) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(rgtest.AuditPath(d.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if _, rest, ok := strings.Cut(line, `"kind":"`); ok {
+			k, _, _ := strings.Cut(rest, `"`)
+			kinds[k]++
+		}
+	}
+	return kinds
+}
+
+// TestSudoNonInteractiveNeverAsks: sudo -n with an approver attached who
+// would be asked: a command the policy allows runs; one it does not allow
+// is denied at once, and no person is ever shown it (the daemon records no
+// decision for it: no prompt was put up and withdrawn). Without -n, the
+// same command is put to the approver.
+func TestSudoNonInteractiveNeverAsks(t *testing.T) {
+	t.Parallel()
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow privileged id ...\n", Args: []string{"--prompt-timeout", "120s"}})
+	a := rgtest.StartApprover(t, d.ApproverSock(), 0)
+	a.See("attached to rootgated")
+
+	out, err := sudoCmd(t, d, "-n", "id", "-un").Output()
+	if err != nil || string(out) != "root\n" {
+		t.Fatalf("sudo -n id -un: %q, %v", out, err)
+	}
+
+	before := auditKinds(t, d)
+	cmd := sudoCmd(t, d, "-n", "ls", "/rootgate-sudo-n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("sudo -n ls still waits after 15s (the prompt times out in 120s):\n%s", a.Screen.Text())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitDenied {
+		t.Fatalf("sudo -n ls: %v, want exit %d\n%s", err, exitDenied, &stderr)
+	}
+	if !strings.Contains(stderr.String(), "rootgate: denied: sudo -n: ") {
+		t.Errorf("stderr %q", &stderr)
+	}
+	after := auditKinds(t, d)
+	if after["decided"] != before["decided"] || after["started"] != before["started"] {
+		t.Errorf("sudo -n ls was decided or run: audit kinds before %v, after %v", before, after)
+	}
+	if strings.Contains(a.Screen.Text(), "rootgate-sudo-n") {
+		t.Errorf("the approver was shown the request:\n%s", a.Screen.Text())
+	}
+
+	// Without -n the approver is asked: the denial above was -n's.
+	cmd = sudoCmd(t, d, "ls", "/rootgate-sudo-n")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	a.See("/rootgate-sudo-n")
+}
+
+// TestSudoStdin: standard input is read to its end before the request is
+// sent; while a pipe stays open, rootgate sudo says on stderr that it waits
+// for it, and sends what came once it ends. A terminal is not read: the
+// command gets nothing and rootgate sudo does not wait for the terminal.
+func TestSudoStdin(t *testing.T) {
+	t.Parallel()
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow privileged cat\nallow privileged wc -c\n"})
+
+	t.Run("a pipe held open", func(t *testing.T) {
+		cmd := sudoCmd(t, d, "cat")
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr testutil.SyncBuffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() { cmd.Process.Kill() })
+		if _, err := w.Write([]byte("first\n")); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, "the notice that stdin has not ended", 30*time.Second, func() bool {
+			return strings.Contains(stderr.String(), "rootgate: waiting: standard input has not ended: rootgate sudo sends it with the request; if the command reads none, give it </dev/null\n")
+		})
+		if _, err := w.Write([]byte("second\n")); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		select {
+		case err := <-done:
+			if err != nil || stdout.String() != "first\nsecond\n" {
+				t.Fatalf("sudo cat: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("sudo cat did not end after its stdin did: stderr %q", stderr.String())
+		}
+	})
+
+	t.Run("a terminal", func(t *testing.T) {
+		cmd := sudoCmd(t, d, "wc", "-c")
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
+		a := rgtest.StartOnPty(t, cmd, &syscall.SysProcAttr{Setsid: true, Setctty: true})
+		select {
+		case <-a.Done():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("sudo wc -c on a terminal waited for it:\n%s", a.Screen.Text())
+		}
+		if code := a.Cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("sudo wc -c on a terminal: exit %d\n%s", code, a.Screen.Text())
+		}
+		testutil.WaitFor(t, "wc -c to print 0", 30*time.Second, func() bool { return strings.TrimSpace(a.Screen.Text()) == "0" })
+	})
+}
