@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -248,4 +249,74 @@ func TestSudoStdin(t *testing.T) {
 		}
 		testutil.WaitFor(t, "wc -c to print 0", 30*time.Second, func() bool { return strings.TrimSpace(a.Screen.Text()) == "0" })
 	})
+}
+
+// TestSudoShimAsAgentAccount: the secure setup end to end. The agent runs
+// under its own account (nobody) with the packaged shim's directory first
+// in its PATH, and types sudo into a child shell as its Bash tool does;
+// the operator approves from a terminal of their own. The prompt shows
+// the command and, with no reason given, which process asked, as the
+// requester's words; y runs it as root, n denies it with 77.
+func TestSudoShimAsAgentAccount(t *testing.T) {
+	t.Parallel()
+	dir := testutil.ShortDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil { // the agent's shim lives here
+		t.Fatal(err)
+	}
+	d := rgtest.StartDaemon(t, rgtest.Opts{Dir: dir, Policy: "deny any rm ...\n", Args: []string{"--prompt-timeout", "60s"}})
+	if err := os.Chmod(d.Sock, 0o666); err != nil { // the agent account may ask
+		t.Fatal(err)
+	}
+	agentBin := filepath.Join(dir, "agent-bin")
+	if err := os.Mkdir(agentBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rgtest.Rootgate(t), filepath.Join(agentBin, "sudo")); err != nil {
+		t.Fatal(err)
+	}
+	a := rgtest.StartApprover(t, d.ApproverSock(), 0)
+	a.See("attached to rootgated")
+
+	agent := func(script string) (*exec.Cmd, *testutil.SyncBuffer, chan error) {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Dir = "/"
+		cmd.Env = []string{"PATH=" + agentBin + ":/usr/bin:/bin", "HOME=/nonexistent", "ROOTGATE_SOCKET=" + d.Sock}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		out := &testutil.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return cmd, out, done
+	}
+	wait := func(what string, done chan error, out *testutil.SyncBuffer) error {
+		t.Helper()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s did not end:\n%s", what, out)
+			return nil
+		}
+	}
+
+	_, out, done := agent("sudo id -un; echo code=$?")
+	a.See("id -un")
+	a.SeeRe(regexp.MustCompile(`no reason given \(rootgate sudo, run by pid \d+ sh, as the requester\s*(┊\s*)?names it\)`))
+	a.See("n or Esc deny")
+	a.Key("y")
+	if err := wait("sudo id -un", done, out); err != nil || out.String() != "root\ncode=0\n" {
+		t.Fatalf("the agent's sudo id -un: %v\n%s", err, out)
+	}
+
+	_, out, done = agent("sudo ls /root; echo code=$?")
+	a.See("ls /root")
+	a.See("n or Esc deny")
+	a.Key("n")
+	if err := wait("sudo ls /root", done, out); err != nil || !regexp.MustCompile(`^rootgate: denied: denied by operator root on pts/\d+\ncode=77\n$`).MatchString(out.String()) {
+		t.Fatalf("the agent's denied sudo ls /root: %v\n%s", err, out)
+	}
 }
