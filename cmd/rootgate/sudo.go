@@ -307,6 +307,14 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 	if req == nil {
 		return code
 	}
+	socket := client.Socket("")
+	// -n asks the policy before anything else, so that neither a person
+	// nor standard input is waited for when the answer is no.
+	if o.nonInteractive {
+		if code, ok := sudoPolicyAllows(ctx, e, socket, req); !ok {
+			return code
+		}
+	}
 	if stdin, ok := forwardedStdin(e.stdin); ok {
 		data, err := readStdin(ctx, stdin, stderr)
 		if err != nil {
@@ -322,9 +330,12 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 			return exitError
 		}
 	}
-	socket := client.Socket("")
+	// A fresh id and time: the check used the first id, and standard
+	// input may have taken longer to end than the daemon's time window.
+	fresh := client.NewRequest("")
+	req.ID, req.Time = fresh.ID, fresh.Time
 	if o.nonInteractive {
-		return sudoNonInteractive(ctx, e, socket, req)
+		return sudoRunUnasked(ctx, e, socket, req)
 	}
 	resp, err := client.Do(ctx, socket, req)
 	if err != nil {
@@ -487,32 +498,39 @@ func encodedLen(req *wire.Outgoing) int {
 	return len(line) + n + len(`,"stdin":""`) + 1
 }
 
-// sudoNonInteractive is sudo -n: the policy is asked first (a check
-// request), and only a request it allows without a person is sent; if
-// the daemon would ask a person all the same (the policy changed in
-// between), the request is withdrawn at once.
-func sudoNonInteractive(ctx context.Context, e *env, socket string, req *wire.Outgoing) int {
+// sudoPolicyAllows is the first half of sudo -n: a check request asks
+// the policy about req. It returns ok when the daemon would decide the run
+// without a person (a rule allows or denies it); otherwise it has said why
+// and returns the exit code.
+func sudoPolicyAllows(ctx context.Context, e *env, socket string, req *wire.Outgoing) (code int, ok bool) {
 	stderr := e.stderr
 	chk := *req
-	chk.ID = client.NewRequest("").ID // a check uses up its id
-	chk.Check, chk.Stdin = true, nil
+	chk.Check = true
 	resp, err := client.Do(ctx, socket, &chk)
 	if err != nil {
-		return fail(stderr, err)
+		return fail(stderr, err), false
 	}
 	if resp.Status != wire.StatusOK {
-		return report(resp, e.stdout, stderr)
+		return report(resp, e.stdout, stderr), false
 	}
-	if resp.Check == wire.CheckAsk {
+	if resp.Check != wire.CheckAllow && resp.Check != wire.CheckDeny {
 		sayf(stderr, "denied", "sudo -n: the policy does not allow this without asking a person, and -n does not wait for one")
-		return exitDenied
+		return exitDenied, false
 	}
+	return 0, true
+}
+
+// sudoRunUnasked is the second half of sudo -n: req is sent, and withdrawn
+// at once if the daemon puts it to a person all the same (its policy was
+// reloaded since the check).
+func sudoRunUnasked(ctx context.Context, e *env, socket string, req *wire.Outgoing) int {
+	stderr := e.stderr
 	// allow, or deny: the daemon decides the run without a person, and a
 	// denial comes back in its own words.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	asked := false
-	resp, err = client.DoProgress(runCtx, socket, req, func(phase string) {
+	resp, err := client.DoProgress(runCtx, socket, req, func(phase string) {
 		if phase == wire.ProgressApproval {
 			asked = true
 			cancel()

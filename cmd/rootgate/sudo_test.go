@@ -152,9 +152,16 @@ func TestSudoNonInteractiveNeverAsks(t *testing.T) {
 	}
 
 	before := auditKinds(t, d)
+	// Its standard input is a pipe that never ends, as some agents' tools
+	// leave it: -n waits for that no more than for a person.
 	cmd := sudoCmd(t, d, "-n", "ls", "/rootgate-sudo-n")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +202,14 @@ func TestSudoNonInteractiveNeverAsks(t *testing.T) {
 
 // TestSudoStdin: standard input is read to its end before the request is
 // sent; while a pipe stays open, rootgate sudo says on stderr that it waits
-// for it, and sends what came once it ends. A terminal is not read: the
-// command gets nothing and rootgate sudo does not wait for the terminal.
+// for it, and sends what came once it ends, dated then: a request dated
+// when rootgate sudo started would be refused as too old. A terminal is
+// not read: the command gets nothing and rootgate sudo does not wait for
+// the terminal.
 func TestSudoStdin(t *testing.T) {
 	t.Parallel()
-	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow privileged cat\nallow privileged wc -c\n"})
+	const maxSkew = 3 * time.Second
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow privileged cat\nallow privileged wc -c\n", Args: []string{"--max-skew", maxSkew.String()}})
 
 	t.Run("a pipe held open", func(t *testing.T) {
 		cmd := sudoCmd(t, d, "cat")
@@ -209,6 +219,7 @@ func TestSudoStdin(t *testing.T) {
 		}
 		var stdout, stderr testutil.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		start := time.Now()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -220,6 +231,10 @@ func TestSudoStdin(t *testing.T) {
 		}
 		testutil.WaitFor(t, "the notice that stdin has not ended", 30*time.Second, func() bool {
 			return strings.Contains(stderr.String(), "rootgate: waiting: standard input has not ended: rootgate sudo sends it with the request; if the command reads none, give it </dev/null\n")
+		})
+		// Past the daemon's time window, counted from the start.
+		testutil.WaitFor(t, "the time window since the start to pass", 30*time.Second, func() bool {
+			return time.Since(start) > maxSkew+time.Second
 		})
 		if _, err := w.Write([]byte("second\n")); err != nil {
 			t.Fatal(err)
