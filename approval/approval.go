@@ -134,10 +134,23 @@ type Prompt struct {
 	Stdin        []byte            `json:"stdin"`
 	ForwardAgent bool              `json:"forward_agent"`
 	RunTimeout   time.Duration     `json:"run_timeout"` // the run's time limit, in nanoseconds
+	// Named is set when a privileged request names the account or the
+	// group it runs as (run_as, run_as_group): the run has that
+	// identity, and the prompt says so on its first line. RunAs is then
+	// the account's name.
+	Named *NamedRun `json:"named,omitempty"`
 	// SelfApproval marks a prompt put to an approver the requester can
 	// control, under the daemon's --unsafe-self-approval: the requester
 	// could have typed the answer itself.
 	SelfApproval bool `json:"self_approval,omitempty"`
+}
+
+// NamedRun is the identity a request that names one runs with.
+type NamedRun struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"` // the run's primary group
+	// Group is run_as_group's group name, when the request named one.
+	Group string `json:"group,omitempty"`
 }
 
 // An Approver decides about one request. Approve blocks until there is a

@@ -66,6 +66,9 @@ func render(p *Prompt, wholeStdin bool) string {
 		fmt.Fprintf(&b, "%s%-8s %s\n", RequesterMark, label, value)
 	}
 
+	if p.Named != nil {
+		b.WriteString(RunAsLine(p) + "\n")
+	}
 	b.WriteString("rootgate approval request\n")
 	if p.SelfApproval {
 		b.WriteString(SelfApprovalBanner)
@@ -206,7 +209,36 @@ func DescribeRequester(r *Requester) string {
 
 // RunsAsRoot reports whether the prompt's run would have root's rights.
 func RunsAsRoot(p *Prompt) bool {
+	if p.Named != nil {
+		return p.Named.UID == 0
+	}
 	return p.Privileged || p.RunAs == "root"
+}
+
+// RunAsLine is the line that heads the prompt of a request naming the
+// account or group it runs as, in capitals so that no approver takes it
+// for an ordinary run as root or as the requester:
+// "RUN AS postgres (uid 108, gid 115)", with " WITH GROUP staff (gid 50)"
+// for a run_as_group. "" when the request names neither.
+func RunAsLine(p *Prompt) string {
+	if p.Named == nil {
+		return ""
+	}
+	line := "RUN AS " + namedIdentity(p)
+	if p.Named.UID == 0 {
+		line += "   *** PRIVILEGED: ROOT ***"
+	}
+	return line
+}
+
+// namedIdentity is the identity of p's named run: "postgres (uid 108,
+// gid 115)", or "postgres (uid 108) WITH GROUP staff (gid 50)".
+func namedIdentity(p *Prompt) string {
+	n := p.Named
+	if n.Group != "" {
+		return fmt.Sprintf("%s (uid %d) WITH GROUP %s (gid %d)", RunAsName(p), n.UID, termsafe.Sanitize(n.Group), n.GID)
+	}
+	return fmt.Sprintf("%s (uid %d, gid %d)", RunAsName(p), n.UID, n.GID)
 }
 
 // RunAsName is the run-as user for display, escaped.
@@ -221,6 +253,13 @@ func RunAsName(p *Prompt) string {
 }
 
 func describeRunAs(p *Prompt) string {
+	if p.Named != nil {
+		who := "the account the request names, neither root nor the requester"
+		if p.Named.UID == 0 {
+			who = "PRIVILEGED: the command runs as ROOT"
+		}
+		return namedIdentity(p) + ": " + who
+	}
 	if RunsAsRoot(p) {
 		return RunAsName(p) + "   *** PRIVILEGED: the command runs as ROOT ***"
 	}

@@ -240,3 +240,59 @@ func TestRenderMarksRequesterWords(t *testing.T) {
 	}
 	checkDisplaySafe(t, "RenderWhole", whole, true)
 }
+
+// TestRenderNamedAccount: a run as a named account says so on the
+// prompt's first line, with its uid and gid (and group), and is never
+// shown as root or as the requester's own run; a group named for a run
+// as root keeps the root warning.
+func TestRenderNamedAccount(t *testing.T) {
+	base := func() *Prompt {
+		return &Prompt{
+			Requester:  Requester{UID: 1000, GID: 1000, PID: 7, User: "alice"},
+			Stages:     []Stage{{Argv: []string{"psql", "-l"}, Path: "/usr/bin/psql"}},
+			Privileged: true,
+			RunAs:      "postgres",
+			Named:      &NamedRun{UID: 108, GID: 115},
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		edit          func(p *Prompt)
+		first, runAs  string
+		root, notRoot bool
+	}{
+		{"account", func(*Prompt) {}, "RUN AS postgres (uid 108, gid 115)",
+			"  Run as:      postgres (uid 108, gid 115): the account the request names, neither root nor the requester", false, true},
+		{"account and group", func(p *Prompt) { p.Named.GID, p.Named.Group = 34, "backup" },
+			"RUN AS postgres (uid 108) WITH GROUP backup (gid 34)",
+			"  Run as:      postgres (uid 108) WITH GROUP backup (gid 34): the account the request names, neither root nor the requester", false, true},
+		{"root and group", func(p *Prompt) { p.RunAs, p.Named = "root", &NamedRun{UID: 0, GID: 34, Group: "backup"} },
+			"RUN AS root (uid 0) WITH GROUP backup (gid 34)   *** PRIVILEGED: ROOT ***",
+			"  Run as:      root (uid 0) WITH GROUP backup (gid 34): PRIVILEGED: the command runs as ROOT", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base()
+			tc.edit(p)
+			out := Render(p)
+			lines := strings.Split(out, "\n")
+			if lines[0] != tc.first || lines[1] != "rootgate approval request" {
+				t.Fatalf("first lines %q, want %q then the header:\n%s", lines[:2], tc.first, out)
+			}
+			if !strings.Contains(out, "\n"+tc.runAs+"\n") {
+				t.Fatalf("no line %q:\n%s", tc.runAs, out)
+			}
+			if RunsAsRoot(p) != tc.root {
+				t.Fatalf("RunsAsRoot = %v", RunsAsRoot(p))
+			}
+			if tc.notRoot && strings.Contains(out, "ROOT") {
+				t.Fatalf("a run as %s is shown as root:\n%s", p.RunAs, out)
+			}
+		})
+	}
+	// Without Named, nothing comes before the header.
+	p := base()
+	p.Named, p.RunAs = nil, "root"
+	if out := Render(p); !strings.HasPrefix(out, "rootgate approval request\n") || RunAsLine(p) != "" {
+		t.Fatalf("a plain run as root:\n%s", out)
+	}
+}

@@ -234,6 +234,8 @@ func request(q *wire.Request) *audit.Request {
 		StdinBytes:   len(q.Stdin),
 		Version:      q.Version,
 		Check:        q.Check,
+		RunAs:        q.RunAs,
+		RunAsGroup:   q.RunAsGroup,
 	}
 	r.Env, r.EnvSHA256 = audit.SplitEnv(q.Env)
 	if q.Stdin != nil {

@@ -79,6 +79,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Stages:       p.stages,
 		Privileged:   req.Privileged,
 		RunAs:        p.account.Name,
+		Named:        p.named,
 		Cwd:          p.cwd,
 		Env:          req.Env,
 		Stdin:        req.Stdin,
@@ -109,7 +110,27 @@ func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 		Stages:     req.Pipeline,
 		Paths:      p.cmd.Paths,
 		Env:        req.Env,
+		RunAs:      p.runAsName(),
+		RunGroup:   p.runGroupName(),
 	})
+}
+
+// runAsName is the account p's request named to run as, for the policy:
+// "" for root, the requester (not privileged), and a request naming
+// only a group.
+func (p *runPlan) runAsName() string {
+	if p.named == nil || p.account.UID == 0 {
+		return ""
+	}
+	return p.account.Name
+}
+
+// runGroupName is the group p's request named (run_as_group), or "".
+func (p *runPlan) runGroupName() string {
+	if p.named == nil {
+		return ""
+	}
+	return p.named.Group
 }
 
 // check answers a check request: what the policy would decide about p's

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
@@ -30,7 +31,10 @@ type runPlan struct {
 	rule    *policy.Rule     // the policy rule that decided, if one did
 	grant   *grant           // the standing grant that decided, if one did
 	prompt  *approval.Prompt // what a person was shown, if one was asked
-	shape   string           // shapeOf(p), once computed (see grantShape)
+	// named is the identity a request naming its account or group
+	// (run_as other than root, run_as_group) runs with; nil otherwise.
+	named *approval.NamedRun
+	shape string // shapeOf(p), once computed (see grantShape)
 	// unrecorded: a policy denial past its uid's budget of records for
 	// requests refused without a person; counted in a dropped record.
 	unrecorded bool
@@ -62,23 +66,41 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	if !req.Privileged {
 		uid = uint32(peer.UID)
 	}
-	account, err := pipeline.LookupAccount(uid)
+	var account pipeline.Account
+	if req.RunAs != "" {
+		account, err = lookupRunAs(req.RunAs)
+	} else if account, err = pipeline.LookupAccount(uid); err != nil {
+		err = wire.NoUserError(int(uid))
+	}
 	if err != nil {
-		return nil, wire.NoUserError(int(uid))
+		return nil, err
 	}
 	if !req.Privileged {
 		// The peer's own groups, as the kernel reported them at connect.
 		account.GID = uint32(peer.GID)
 		account.Groups = peer.Groups
 	}
-	p := &runPlan{req: req, peer: peer, account: account, stages: make([]approval.Stage, len(req.Pipeline))}
+	var named *approval.NamedRun
+	if account.UID != 0 && req.Privileged || req.RunAsGroup != "" {
+		named = &approval.NamedRun{UID: account.UID, GID: account.GID}
+	}
+	if req.RunAsGroup != "" {
+		g, err := lookupRunGroup(req.RunAsGroup)
+		if err != nil {
+			return nil, err
+		}
+		account.GID, named.GID, named.Group = g.gid, g.gid, g.name
+	}
+	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline))}
 	defer func() {
 		if err != nil {
 			p.close()
 		}
 	}()
 	open := p.open
-	if !req.Privileged {
+	if !req.Privileged || p.account.UID != 0 {
+		// Not privileged, or a named account: the cwd and executables
+		// are reached as the run will reach them.
 		open = func() error { return pipeline.AsUser(&p.account, p.open) }
 	}
 	if err := open(); err != nil {
@@ -154,6 +176,52 @@ func (p *runPlan) open() error {
 		p.stages[i] = st
 	}
 	return nil
+}
+
+// lookupRunAs is the account a request's run_as names: by name, or by
+// number as "#UID", through NSS with its groups as initgroups(3) gives
+// them. An account that does not exist is a [wire.RunAsError].
+func lookupRunAs(name string) (pipeline.Account, error) {
+	var a pipeline.Account
+	var err error
+	if id, ok := strings.CutPrefix(name, "#"); ok {
+		var uid uint32
+		if uid, err = wire.ParseAccountID(id); err == nil {
+			a, err = pipeline.LookupAccount(uid)
+		}
+	} else {
+		a, err = pipeline.LookupAccountName(name)
+	}
+	if err != nil {
+		return pipeline.Account{}, wire.RunAsError("user", name)
+	}
+	return a, nil
+}
+
+// runGroup is the group a request's run_as_group names.
+type runGroup struct {
+	name string
+	gid  uint32
+}
+
+// lookupRunGroup resolves run_as_group through NSS: by name, or by number
+// as "#GID". A group that does not exist is a [wire.RunAsError].
+func lookupRunGroup(name string) (runGroup, error) {
+	var g *user.Group
+	var err error
+	if id, ok := strings.CutPrefix(name, "#"); ok {
+		g, err = user.LookupGroupId(id)
+	} else {
+		g, err = user.LookupGroup(name)
+	}
+	if err != nil {
+		return runGroup{}, wire.RunAsError("group", name)
+	}
+	gid, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		return runGroup{}, wire.RunAsError("group", name)
+	}
+	return runGroup{name: g.Name, gid: uint32(gid)}, nil
 }
 
 // userNameOf names uid, or gives its number when it has no passwd entry.

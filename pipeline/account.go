@@ -36,24 +36,45 @@ type Account struct {
 // The error says which step failed; for an unknown uid it wraps
 // [user.UnknownUserIdError].
 func LookupAccount(uid uint32) (Account, error) {
-	id := strconv.FormatUint(uint64(uid), 10)
-	u, err := user.LookupId(id)
+	u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10))
 	if err != nil {
 		return Account{}, fmt.Errorf("lookup account %d: %w", uid, err)
 	}
+	return accountOf(u)
+}
+
+// LookupAccountName is [LookupAccount] for the user named name, as
+// initgroups(3) sees it: its passwd entry, and the groups the group
+// database lists it in besides its primary one. For an unknown name the
+// error wraps [user.UnknownUserError].
+func LookupAccountName(name string) (Account, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return Account{}, fmt.Errorf("lookup account %q: %w", name, err)
+	}
+	return accountOf(u)
+}
+
+// accountOf completes u's Account: its groups and login shell.
+func accountOf(u *user.User) (Account, error) {
+	id := u.Uid
+	uid, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		return Account{}, fmt.Errorf("lookup account %q: uid %q: %w", u.Username, id, err)
+	}
 	gid, err := strconv.ParseUint(u.Gid, 10, 32)
 	if err != nil {
-		return Account{}, fmt.Errorf("lookup account %d: gid %q: %w", uid, u.Gid, err)
+		return Account{}, fmt.Errorf("lookup account %s: gid %q: %w", id, u.Gid, err)
 	}
 	ids, err := u.GroupIds()
 	if err != nil {
-		return Account{}, fmt.Errorf("lookup account %d: groups: %w", uid, err)
+		return Account{}, fmt.Errorf("lookup account %s: groups: %w", id, err)
 	}
 	groups := make([]uint32, 0, len(ids))
 	for _, s := range ids {
 		g, err := strconv.ParseUint(s, 10, 32)
 		if err != nil {
-			return Account{}, fmt.Errorf("lookup account %d: group %q: %w", uid, s, err)
+			return Account{}, fmt.Errorf("lookup account %s: group %q: %w", id, s, err)
 		}
 		if !slices.Contains(groups, uint32(g)) {
 			groups = append(groups, uint32(g))
@@ -61,11 +82,11 @@ func LookupAccount(uid uint32) (Account, error) {
 	}
 	shell, err := loginShell(passwdFile, u.Username, id)
 	if err != nil {
-		return Account{}, fmt.Errorf("lookup account %d: %w", uid, err)
+		return Account{}, fmt.Errorf("lookup account %s: %w", id, err)
 	}
 	return Account{
 		Name:   u.Username,
-		UID:    uid,
+		UID:    uint32(uid),
 		GID:    uint32(gid),
 		Groups: groups,
 		Home:   u.HomeDir,

@@ -32,7 +32,8 @@ func TestDocsQuoteErrors(t *testing.T) {
 		FirstByteError(2 * time.Second),
 		ReadTimeoutError(ReadTimeout),
 		ErrInternal, ErrPeerCredentials, ErrReplayRecord, ErrAudit, ErrAuditFull, ErrNoAgent,
-		NoUserError(1000), CwdMissingError("/nope"), CwdDeniedError("/home/other/dir"),
+		NoUserError(1000), RunAsError("user", "postgres"), RunAsError("user", "#108"), RunAsError("group", "backup"), RunAsError("group", "#34"),
+		CwdMissingError("/nope"), CwdDeniedError("/home/other/dir"),
 		PromptTooLargeError(5000000, 4194304),
 		ErrNoApprover, NoEligibleApproverError(1000, "alice"), ApproversLeftError(""),
 		PromptTimeoutError(60 * time.Second), DeniedByOperatorError("root", "pts/3"), DeniedByOperatorError("", "TTY"),
@@ -78,6 +79,12 @@ func TestDocsQuoteErrors(t *testing.T) {
 		`{"time":"x","pipeline":[["a"]],"env":{"KEY":"C","KEY":"C"}}`,
 		`{"time":"x","pipeline":[["a","\ud800"]]}`,
 		`{"time":"x","pipeline":[["a"]],"cwd":"/` + strings.Repeat("a", 4096) + `"}`,
+		`{"time":"x","pipeline":[["a"]],"run_as":""}`,
+		`{"time":"x","pipeline":[["a"]],"run_as":"` + strings.Repeat("a", 257) + `"}`,
+		`{"time":"x","pipeline":[["a"]],"run_as":"a\u001b"}`,
+		`{"time":"x","pipeline":[["a"]],"run_as":"a b"}`,
+		`{"time":"x","pipeline":[["a"]],"run_as_group":"a b"}`,
+		`{"time":"x","pipeline":[["a"]],"run_as":"postgres","privileged":false}`,
 	} {
 		_, err := Decode([]byte(line))
 		if err == nil || !strings.Contains(doc, "`"+err.Error()+"`") {

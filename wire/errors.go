@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -139,6 +140,20 @@ var (
 // NoUserError: the uid the request is to run as has no account.
 func NoUserError(uid int) error {
 	return coded(CodeNoUser, fmt.Sprintf("cannot run as uid %d: no such user", uid))
+}
+
+// RunAsError: the account or group a request names (run_as, "#UID" as
+// the number; run_as_group, "#GID" likewise) does not exist. what is
+// "user" or "group".
+func RunAsError(what, name string) error {
+	if id, ok := strings.CutPrefix(name, "#"); ok {
+		kind := "uid"
+		if what == "group" {
+			kind = "gid"
+		}
+		return coded(CodeNoUser, fmt.Sprintf("cannot run as %s %s: no such %s", kind, id, what))
+	}
+	return coded(CodeNoUser, fmt.Sprintf("cannot run as %s %q: no such %s", what, name, what))
 }
 
 // CwdMissingError: the request's cwd is not an existing directory.

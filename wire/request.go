@@ -39,6 +39,8 @@ const (
 	MaxSessionLen = 256
 	MaxReasonLen  = 4096
 	MaxVersionLen = 256
+	// MaxAccountLen bounds run_as and run_as_group.
+	MaxAccountLen = 256
 	// MaxTimeoutSeconds is the largest timeout a request may ask for (a
 	// year); the daemon lowers any timeout to its own limit anyway.
 	MaxTimeoutSeconds = 365 * 24 * 3600
@@ -86,6 +88,15 @@ type Request struct {
 	// Progress: the client asked for progress lines before the answer
 	// (docs/protocol.md, "Progress lines"; opt-in).
 	Progress bool
+	// RunAs names the account a privileged request runs as: a user name,
+	// or "#UID"; "" runs as root (docs/protocol.md, "Runs as a named
+	// account"). RunAsGroup likewise names the run's primary group
+	// ("#GID" or a name); "" keeps the account's own.
+	RunAs      string
+	RunAsGroup string
+	// runAsSet and runAsGroupSet: the client sent the field (an empty
+	// value is refused, not taken as absent).
+	runAsSet, runAsGroupSet bool
 }
 
 // ReplayKey is what the replay window remembers: the id when the client
@@ -115,6 +126,14 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 		return decodeBool("privileged", raw, &r.Privileged)
 	},
 	"forward_agent": func(r *Request, raw json.RawMessage) error { return decodeBool("forward_agent", raw, &r.ForwardAgent) },
+	"run_as": func(r *Request, raw json.RawMessage) error {
+		r.runAsSet = true
+		return decodeString("run_as", raw, &r.RunAs)
+	},
+	"run_as_group": func(r *Request, raw json.RawMessage) error {
+		r.runAsGroupSet = true
+		return decodeString("run_as_group", raw, &r.RunAsGroup)
+	},
 	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
 	"progress":      func(r *Request, raw json.RawMessage) error { return decodeBool("progress", raw, &r.Progress) },
 	"stdin":         decodeStdin,
@@ -436,7 +455,68 @@ func (r *Request) validate() error {
 	if r.ForwardAgent && (!r.PrivilegedSet || r.Privileged) {
 		return ErrAgentNeedsUnprivileged
 	}
+	for _, f := range []struct {
+		name, val, what string
+		set             bool
+	}{
+		{"run_as", r.RunAs, "user", r.runAsSet},
+		{"run_as_group", r.RunAsGroup, "group", r.runAsGroupSet},
+	} {
+		if !f.set {
+			continue
+		}
+		if err := checkAccountName(f.name, f.val, f.what); err != nil {
+			return err
+		}
+		if !r.Privileged {
+			return fmt.Errorf(`%s needs "privileged": true: a request with "privileged": false runs as its requester`, f.name)
+		}
+	}
 	return nil
+}
+
+// accountName is what run_as and run_as_group may hold besides "#ID": a
+// name of the portable characters most systems allow in user and group
+// names, an optional trailing "$" (a machine account), never only digits
+// (which would read as a number to some tools and a name to others).
+var accountName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*\$?$`)
+
+// checkAccountName checks v, the value of field name (run_as or
+// run_as_group), as a what ("user" or "group") name or "#ID".
+func checkAccountName(name, v, what string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%s must not be empty", name)
+	case utf8.RuneCountInString(v) > MaxAccountLen:
+		return fmt.Errorf("%s exceeds %d characters", name, MaxAccountLen)
+	case !termsafe.String(v, false):
+		return charError(name)
+	}
+	if id, ok := strings.CutPrefix(v, "#"); ok {
+		if _, err := ParseAccountID(id); err == nil {
+			return nil
+		}
+	} else if accountName.MatchString(v) && strings.Trim(v, "0123456789") != "" {
+		return nil
+	}
+	return fmt.Errorf(`%s must be a %s name or "#%sID" (a number)`, name, what, strings.ToUpper(what[:1]))
+}
+
+// ParseAccountID parses the number of a "#ID" run_as or run_as_group:
+// decimal digits, no sign, no leading zero, below 4294967295 (which is
+// -1, "no id", to the kernel).
+func ParseAccountID(s string) (uint32, error) {
+	if s == "" || len(s) > 10 || s[0] == '0' && len(s) > 1 || strings.Trim(s, "0123456789") != "" {
+		return 0, errors.New("not a decimal id")
+	}
+	var n uint64
+	for _, c := range []byte(s) {
+		n = n*10 + uint64(c-'0')
+	}
+	if n >= math.MaxUint32 {
+		return 0, errors.New("id out of range")
+	}
+	return uint32(n), nil
 }
 
 // CheckTime is check 6: the request's time must be an RFC 3339 date-time

@@ -167,6 +167,22 @@ func TestDecodeErrors(t *testing.T) {
 		{"env value", `{"time":"x","pipeline":[["a"]],"env":{"TERM":"a\nb"}}`, `env["TERM"] contains a control or bidi character`},
 		{"agent privileged default", `{"time":"x","pipeline":[["a"]],"forward_agent":true}`, `forward_agent requires "privileged": false`},
 		{"agent privileged true", `{"time":"x","pipeline":[["a"]],"forward_agent":true,"privileged":true}`, `forward_agent requires "privileged": false`},
+		{"run_as type", `{"time":"x","pipeline":[["a"]],"run_as":108}`, `field "run_as" must be a string`},
+		{"run_as empty", `{"time":"x","pipeline":[["a"]],"run_as":""}`, `run_as must not be empty`},
+		{"run_as long", `{"time":"x","pipeline":[["a"]],"run_as":"` + strings.Repeat("u", 257) + `"}`, `run_as exceeds 256 characters`},
+		{"run_as newline", `{"time":"x","pipeline":[["a"]],"run_as":"a\nb"}`, `run_as contains a control or bidi character`},
+		{"run_as space", `{"time":"x","pipeline":[["a"]],"run_as":"a b"}`, `run_as must be a user name or "#UID" (a number)`},
+		{"run_as option", `{"time":"x","pipeline":[["a"]],"run_as":"-u"}`, `run_as must be a user name or "#UID" (a number)`},
+		{"run_as slash", `{"time":"x","pipeline":[["a"]],"run_as":"../root"}`, `run_as must be a user name or "#UID" (a number)`},
+		{"run_as digits", `{"time":"x","pipeline":[["a"]],"run_as":"1001"}`, `run_as must be a user name or "#UID" (a number)`},
+		{"run_as uid -1", `{"time":"x","pipeline":[["a"]],"run_as":"#4294967295"}`, `run_as must be a user name or "#UID" (a number)`},
+		{"run_as uid sign", `{"time":"x","pipeline":[["a"]],"run_as":"#+5"}`, `run_as must be a user name or "#UID" (a number)`},
+		{"run_as uid zero", `{"time":"x","pipeline":[["a"]],"run_as":"#01"}`, `run_as must be a user name or "#UID" (a number)`},
+		{"run_as_group bad", `{"time":"x","pipeline":[["a"]],"run_as_group":"a:b"}`, `run_as_group must be a group name or "#GID" (a number)`},
+		{"run_as unprivileged", `{"time":"x","pipeline":[["a"]],"run_as":"postgres","privileged":false}`, `run_as needs "privileged": true: a request with "privileged": false runs as its requester`},
+		{"run_as_group unprivileged", `{"time":"x","pipeline":[["a"]],"run_as_group":"staff","privileged":false}`, `run_as_group needs "privileged": true: a request with "privileged": false runs as its requester`},
+		{"run_as with agent", `{"time":"x","pipeline":[["a"]],"run_as":"postgres","privileged":false,"forward_agent":true}`, `run_as needs "privileged": true: a request with "privileged": false runs as its requester`},
+		{"run_as with agent privileged", `{"time":"x","pipeline":[["a"]],"run_as":"postgres","forward_agent":true}`, `forward_agent requires "privileged": false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode([]byte(tc.line))
@@ -174,6 +190,32 @@ func TestDecodeErrors(t *testing.T) {
 				t.Fatalf("Decode(%s) error = %v, want %q", tc.line, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDecodeRunAs: run_as and run_as_group decode as sent, names and
+// "#ID" forms, and leave a request without them running as root.
+func TestDecodeRunAs(t *testing.T) {
+	for _, tc := range []struct{ user, group string }{
+		{"postgres", ""}, {"www-data", "staff"}, {"#108", "#0"}, {"svc.deploy", ""}, {"HOST$", "_grp"}, {"root", ""},
+	} {
+		fields := map[string]any{"privileged": true}
+		if tc.user != "" {
+			fields["run_as"] = tc.user
+		}
+		if tc.group != "" {
+			fields["run_as_group"] = tc.group
+		}
+		r, err := Decode(line(t, fields))
+		if err != nil {
+			t.Fatalf("run_as %q run_as_group %q: %v", tc.user, tc.group, err)
+		}
+		if r.RunAs != tc.user || r.RunAsGroup != tc.group || !r.Privileged {
+			t.Fatalf("run_as %q run_as_group %q decoded as %q %q", tc.user, tc.group, r.RunAs, r.RunAsGroup)
+		}
+	}
+	if id, err := ParseAccountID("4294967294"); err != nil || id != 4294967294 {
+		t.Fatalf("ParseAccountID(4294967294) = %d, %v", id, err)
 	}
 }
 
@@ -373,6 +415,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"time":"2026-02-13T14:30:00Z","pipeline":[["a","b"],["c"]],"env":{"LANG":"C"},"privileged":false,"forward_agent":true}`))
+	f.Add([]byte(`{"time":"2026-02-13T14:30:00Z","pipeline":[["psql","-l"]],"run_as":"postgres","run_as_group":"#34"}`))
 	f.Add([]byte(`{"action":"ping","time":"x"}`))
 	// Look-alike names, lone surrogates and extreme times.
 	for _, s := range []string{

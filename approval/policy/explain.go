@@ -87,6 +87,9 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 			return fmt.Sprintf("%s=%s: the request's %s is %q", q.name, q.glob, q.name, q.value)
 		}
 	}
+	if why := r.runAsWhyNot(s, explain); why != "" {
+		return why
+	}
 	// An allow rule covers only the env it names: a root program may read
 	// an env value as code or as a file to load.
 	if r.Action == ActionAllow && !r.admitsEnv(s.Env) {
@@ -136,4 +139,48 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 		}
 	}
 	return ""
+}
+
+// runAsWhyNot returns why r does not match the account and group s runs
+// with, or "". A runas= or rungroup= qualifier must match the account or
+// group named (a run as root is the account "root"; a request naming no
+// group matches no rungroup=). Without the qualifier an allow rule admits
+// only root and no named group: a rule written before named accounts
+// existed must not start to let requests run as any account. Deny and
+// ask rules without it match whatever the account.
+func (r *Rule) runAsWhyNot(s *Subject, explain bool) string {
+	account := s.RunAs
+	if account == "" {
+		account = "root"
+	}
+	for _, q := range []struct{ name, glob, value, none string }{
+		{"runas", r.runas, account, "root"},
+		{"rungroup", r.rungroup, s.RunGroup, ""},
+	} {
+		var why string
+		switch {
+		case q.glob != "" && (q.value == "" || !globMatch(q.glob, q.value)):
+			why = fmt.Sprintf("%s=%s: the request runs as %s %q", q.name, q.glob, accountKind(q.name), q.value)
+			if q.value == "" {
+				why = fmt.Sprintf("%s=%s: the request names no group", q.name, q.glob)
+			}
+		case q.glob == "" && r.Action == ActionAllow && q.value != q.none:
+			why = fmt.Sprintf("no %s=: an allow rule without it does not admit the %s %q the request names", q.name, accountKind(q.name), q.value)
+		default:
+			continue
+		}
+		if !explain {
+			return no
+		}
+		return why
+	}
+	return ""
+}
+
+// accountKind is what the qualifier name compares: "account" or "group".
+func accountKind(name string) string {
+	if name == "rungroup" {
+		return "group"
+	}
+	return "account"
 }

@@ -74,6 +74,11 @@ type Rule struct {
 	scope ruleScope
 	// Qualifier globs; "" means the qualifier was not given.
 	user, session, host string
+	// runas and rungroup are the runas= and rungroup= globs: the account
+	// and the group a privileged request names to run as. An allow rule
+	// without runas= matches only a run as root, without rungroup= only a
+	// request naming no group.
+	runas, rungroup string
 	// env lists what the env= qualifiers of an allow rule admit. An allow
 	// rule matches only a request whose every env key one of them admits.
 	env []envAdmit
@@ -332,6 +337,9 @@ func (r *Rule) parseScope(word string) error {
 		}
 		return errors.New("missing scope")
 	default:
+		if strings.HasPrefix(scope, "runas=") || strings.HasPrefix(scope, "rungroup=") {
+			return fmt.Errorf("unknown scope %q: write privileged,%s", scope, scope)
+		}
 		return fmt.Errorf("unknown scope %q", scope)
 	}
 	if !hasQuals {
@@ -343,7 +351,7 @@ func (r *Rule) parseScope(word string) error {
 		}
 		key, glob, found := strings.Cut(q, "=")
 		if !found {
-			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB or env=KEY[=VALUE]", q)
+			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB or env=KEY[=VALUE]", q)
 		}
 		var dst *string
 		switch key {
@@ -353,13 +361,21 @@ func (r *Rule) parseScope(word string) error {
 			dst = &r.session
 		case "host":
 			dst = &r.host
+		case "runas", "rungroup":
+			if r.scope != scopePrivileged {
+				return fmt.Errorf("qualifier %q needs scope privileged: only a privileged request names an account to run as", key)
+			}
+			dst = &r.runas
+			if key == "rungroup" {
+				dst = &r.rungroup
+			}
 		case "env":
 			if err := r.parseEnv(glob); err != nil {
 				return err
 			}
 			continue
 		default:
-			return fmt.Errorf("unknown qualifier %q: want user, session, host or env", key)
+			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup or env", key)
 		}
 		if glob == "" {
 			return fmt.Errorf("empty value for qualifier %q", key)
@@ -460,6 +476,15 @@ type Subject struct {
 	// Env is the request's env. An allow rule matches only when its env=
 	// qualifiers admit every key (with its value).
 	Env map[string]string
+	// RunAs is the account a privileged request names to run as
+	// (run_as), by its user name; "" (or "root") for a run as root. An
+	// allow rule matches a request naming another account only with a
+	// runas= qualifier that matches it.
+	RunAs string
+	// RunGroup is the group a privileged request names (run_as_group),
+	// by its name; "" for none. An allow rule matches a request naming
+	// one only with a rungroup= qualifier that matches it.
+	RunGroup string
 }
 
 // Match is a policy's verdict on a request.

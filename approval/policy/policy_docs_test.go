@@ -281,3 +281,54 @@ func TestDocPlaceholders(t *testing.T) {
 		}
 	}
 }
+
+// TestDocRunAs holds the Run-as accounts section of docs/policy.md to the
+// code: its policy block is followed by a text block of decisions,
+// "ACTION ACCOUNT[:GROUP] COMMAND", each what the rules decide for that
+// command run as that account (root: no account named) and group.
+func TestDocRunAs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Run-as accounts\n")
+	if !ok {
+		t.Fatal("docs/policy.md: the Run-as accounts section is gone")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, after, ok := strings.Cut(section, "```policy\n")
+	if !ok {
+		t.Fatal("the Run-as accounts section has no policy example")
+	}
+	rules, after, _ := strings.Cut(after, "```\n")
+	_, after, ok = strings.Cut(after, "```text\n")
+	if !ok {
+		t.Fatal("the Run-as accounts example is not followed by its decisions")
+	}
+	decisions, _, _ := strings.Cut(after, "```\n")
+	p := mustParse(t, rules)
+	seen := map[string]bool{}
+	for line := range strings.Lines(decisions) {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			t.Errorf("decision line %q: want ACTION ACCOUNT[:GROUP] COMMAND", line)
+			continue
+		}
+		account, group, _ := strings.Cut(f[1], ":")
+		if account == "root" {
+			account = ""
+		}
+		m := p.Evaluate(Subject{Privileged: true, RunAs: account, RunGroup: group, Stages: [][]string{f[2:]}})
+		if m.Action.String() != f[0] {
+			t.Errorf("docs/policy.md says %s for %s as %s; the rules say %v", f[0], strings.Join(f[2:], " "), f[1], m.Action)
+		}
+		seen[f[0]+" "+f[1]] = true
+	}
+	// The claims the section makes: a runas rule admits its account and
+	// not root; a rule for root admits no account; deny covers accounts.
+	for _, want := range []string{"allow postgres", "ask root", "ask www-data", "allow root", "ask postgres", "deny postgres", "allow postgres:backup", "ask postgres:backup"} {
+		if !seen[want] {
+			t.Errorf("the Run-as accounts decisions lack a line %q", want)
+		}
+	}
+}

@@ -440,6 +440,9 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 
 // runAsWord is who a run would be, for the question.
 func runAsWord(p *approval.Prompt) string {
+	if p.Named != nil && p.Named.UID != 0 {
+		return fmt.Sprintf("%s (uid %d)", termsafe.Sanitize(p.RunAs), p.Named.UID)
+	}
 	if p.Privileged {
 		return "ROOT"
 	}
@@ -604,7 +607,10 @@ func (t *Terminal) denyMessage(name string) string {
 // text as well as by reverse video, so it shows without colour too.
 func newConfirmForm(p *approval.Prompt, ok *bool) *huh.Form {
 	title := "Run this command as " + approval.RunAsName(p) + "?"
-	if approval.RunsAsRoot(p) {
+	switch {
+	case p.Named != nil && p.Named.UID != 0:
+		title = "Run this command as " + runAsWord(p) + "?"
+	case approval.RunsAsRoot(p):
 		title = "Run this command as ROOT?"
 	}
 	keys := huh.NewDefaultKeyMap()

@@ -191,7 +191,14 @@ func formatRecord(r *audit.Record) string {
 		if len(rq.Pipeline) > 0 {
 			line("pipeline", "%s", pipelineText(rq.Pipeline))
 		}
-		line("run as", "%s", map[bool]string{true: "root (privileged)", false: "the requester"}[rq.Privileged])
+		runAs := map[bool]string{true: "root (privileged)", false: "the requester"}[rq.Privileged]
+		if rq.RunAs != "" {
+			runAs = "the account " + q(rq.RunAs) + " (run_as)"
+		}
+		if rq.RunAsGroup != "" {
+			runAs += " with the group " + q(rq.RunAsGroup) + " (run_as_group)"
+		}
+		line("run as", "%s", runAs)
 		if rq.Reason != "" {
 			line("reason", "%s", termsafe.Quote(rq.Reason))
 		}

@@ -38,6 +38,8 @@ var policyTestFlags = []clidoc.Flag{
 	{Name: "policy", Default: policy.DefaultFile, Usage: "policy `file`; its drop-ins FILE.d/*.policy are read too"},
 	{Name: "user", Default: "", Usage: "the requester's user `name` (default: you)"},
 	{Name: "no-privilege", Default: false, Usage: "the request runs as the requester instead of root"},
+	{Name: "runas", Default: "", Usage: "the account `name` the request runs as instead of root (rootgate run --user)"},
+	{Name: "rungroup", Default: "", Usage: "the `group` the request names to run with (rootgate run --group)"},
 	{Name: "env", Default: clidoc.List(nil), Usage: "`KEY=VALUE` the request carries (repeatable)"},
 	{Name: "session", Default: "", Usage: "the session the request names"},
 	{Name: "host", Default: "", Usage: "the host the request names"},
@@ -98,6 +100,12 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		Session:    fl.String("session"),
 		Host:       fl.String("host"),
 		Stages:     stages,
+		RunAs:      fl.String("runas"),
+		RunGroup:   fl.String("rungroup"),
+	}
+	if !s.Privileged && (s.RunAs != "" || s.RunGroup != "") {
+		errorf(e.stderr, "--runas and --rungroup cannot go with --no-privilege: such a request runs as its requester")
+		return exitUsage
 	}
 	if s.User == "" {
 		u, err := user.Current()

@@ -24,6 +24,8 @@ var runFlags = []clidoc.Flag{
 	{Name: "stdin-file", Default: "", Usage: "`file` fed to the first stage (- for standard input)"},
 	{Name: "timeout", Default: 0.0, Usage: "run time limit in `seconds` (may only lower the daemon's)"},
 	{Name: "forward-agent", Default: false, Usage: "forward the operator's SSH agent (needs --no-privilege)"},
+	{Name: "user", Default: "", Usage: "run as this account `name` (or #UID) instead of root, as sudo -u does"},
+	{Name: "group", Default: "", Usage: "run with this primary `group` (or #GID), as sudo -g does"},
 	{Name: "env", Default: clidoc.List(nil), Usage: "`KEY=VALUE` for the run (repeatable; allowlisted keys only)"},
 }
 
@@ -39,12 +41,18 @@ func cmdRun(ctx context.Context, e *env, fl clidoc.Values, args []string) int {
 		errorf(stderr, "--forward-agent needs --no-privilege")
 		return exitUsage
 	}
+	runAs, runGroup := fl.String("user"), fl.String("group")
+	if noPriv && (runAs != "" || runGroup != "") {
+		errorWithHint(stderr, "--user and --group cannot go with --no-privilege: such a run is yours", "rootgate run --user postgres -- psql -l")
+		return exitUsage
+	}
 	req := client.NewRequest(fl.String("session"))
 	req.Pipeline = pipeline
 	req.Reason = fl.String("reason")
 	req.Cwd = fl.String("cwd")
 	req.Timeout = fl.Float("timeout")
 	req.ForwardAgent = agent
+	req.RunAs, req.RunAsGroup = runAs, runGroup
 	priv := !noPriv
 	req.Privileged = &priv
 	for _, kv := range fl.List("env") {

@@ -128,6 +128,11 @@ type Request struct {
 	// Check: a check request, evaluated against the policy and never
 	// asked about or run.
 	Check bool `json:"check,omitempty"`
+	// RunAs and RunAsGroup are the account and group the request named
+	// to run as, as sent ("" when it named none); the started record's
+	// run holds the uid, gid and groups they resolved to.
+	RunAs      string `json:"run_as,omitempty"`
+	RunAsGroup string `json:"run_as_group,omitempty"`
 }
 
 // Line describes a raw request line without holding it.

@@ -24,6 +24,7 @@ type CheckInput struct {
 	Cwd          string            `json:"cwd,omitempty"`
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
 	Host         string            `json:"host,omitempty"`
+	User         string            `json:"user,omitempty"`
 }
 
 var checkShape = wire.ShapeOf(reflect.TypeFor[CheckInput]())
@@ -41,12 +42,12 @@ type CheckResult struct {
 
 const checkDescription = `Ask rootgated whether its policy would run a command (or pipeline) without asking anyone, put it to a person, or deny it, for this MCP server's own user. Nothing is shown to the operator and nothing runs.
 
-Use it to prefer forms the operator has pre-approved: a request runs without asking only when it matches an allow rule exactly (the same command, arguments, privileged, env), so check the exact form you will send to execute. The answer is for this moment's policy and this user; the person's decision, when one is asked, is theirs.`
+Use it to prefer forms the operator has pre-approved: a request runs without asking only when it matches an allow rule exactly (the same command, arguments, privileged, user, env), so check the exact form you will send to execute. The answer is for this moment's policy and this user; the person's decision, when one is asked, is theirs.`
 
 func checkTool(cfg *Config) *mcp.Tool {
 	exec := executeSchema(cfg)
 	props := map[string]*jsonschema.Schema{}
-	for _, name := range []string{"argv", "pipeline", "privileged", "env", "cwd", "forward_agent", "host"} {
+	for _, name := range []string{"argv", "pipeline", "privileged", "env", "cwd", "forward_agent", "host", "user"} {
 		props[name] = exec.Properties[name]
 	}
 	out := outputSchemaOf[CheckResult]()
@@ -90,6 +91,9 @@ func parseCheck(raw json.RawMessage, resolved *jsonschema.Resolved) (*CheckInput
 	if err := resolved.Validate(v); err != nil {
 		return nil, &inputError{"invalid arguments: " + cutValues(strings.TrimPrefix(err.Error(), "validating root: "), v) + " (see the input schema's descriptions)"}
 	}
+	if err := checkUser(fields); err != nil {
+		return nil, err
+	}
 	if err := wire.CheckKeys(raw, checkShape); err != nil {
 		return nil, &inputError{"invalid arguments: " + err.Error()}
 	}
@@ -117,7 +121,7 @@ func (h *handler) check(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return checkResultOf(&CheckResult{Status: wire.StatusError, Message: fmt.Sprintf("unknown host %q: use one of %s", host, strings.Join(h.cfg.hostNames(), ", "))}), nil
 	}
-	ex := &ExecuteInput{Argv: in.Argv, Pipeline: in.Pipeline, Privileged: in.Privileged, Env: in.Env, Cwd: in.Cwd, ForwardAgent: in.ForwardAgent}
+	ex := &ExecuteInput{Argv: in.Argv, Pipeline: in.Pipeline, Privileged: in.Privileged, Env: in.Env, Cwd: in.Cwd, ForwardAgent: in.ForwardAgent, User: in.User}
 	out := h.buildRequest(req, ex)
 	out.Check = true
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.PingTimeout)
@@ -142,7 +146,7 @@ func (h *handler) check(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 			r.Next = envHint(in.Env)
 		}
 	case resp.Check == wire.CheckAllow:
-		r.Next = "execute runs this without asking anyone, sent in exactly this form (same command, arguments, privileged, env and host)."
+		r.Next = "execute runs this without asking anyone, sent in exactly this form (same command, arguments, privileged, user, env and host)."
 	case resp.Check == wire.CheckAsk:
 		r.Next = "execute would put this to a person, who may take a while to answer. If a form the policy allows does the job, prefer it; otherwise send it with an honest reason."
 	case resp.Check == wire.CheckDeny:

@@ -57,7 +57,7 @@ func docExamples(t *testing.T) map[string]string {
 	stale.Next = staleHint(stale.DaemonTime, stale.ClientTime)
 	checked := &CheckResult{Status: wire.StatusOK, Check: wire.CheckAllow, Host: LocalHost, Message: "the policy allows this request without asking",
 		DecidedBy: &DecidedBy{By: wire.DecidedByPolicy, Rule: "allow privileged systemctl status [a-z0-9]*", Source: "/etc/rootgate/policy:4"},
-		Next:      "execute runs this without asking anyone, sent in exactly this form (same command, arguments, privileged, env and host).",
+		Next:      "execute runs this without asking anyone, sent in exactly this form (same command, arguments, privileged, user, env and host).",
 		Pipeline:  [][]string{{"systemctl", "status", "nginx"}}}
 	noApprover := result([][]string{{"apt-get", "install", "-y", "nginx"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeNoApprover, Message: `no approver attached: run "sudo rootgate approve" in a terminal`})
 	slow := result([][]string{{"apt-get", "upgrade", "-y"}}, &wire.Response{Status: wire.StatusTimeout, Message: "run exceeded its time limit of 1m0s",

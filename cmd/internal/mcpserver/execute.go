@@ -32,6 +32,7 @@ type ExecuteInput struct {
 	Timeout      float64           `json:"timeout,omitempty"`
 	ForwardAgent bool              `json:"forward_agent,omitempty"`
 	Host         string            `json:"host,omitempty"`
+	User         string            `json:"user,omitempty"`
 }
 
 // executeShape is the keys the execute tool's arguments may have: the json
@@ -89,6 +90,10 @@ func executeSchema(cfg *Config) *jsonschema.Schema {
 			"forward_agent": {
 				Type: "boolean", Default: json.RawMessage("false"),
 				Description: "Lend the run the operator's SSH agent (for git or ssh as the user). Needs privileged: false, and an approver who offers an agent.",
+			},
+			"user": {
+				Type: "string", MinLength: ptr(1), MaxLength: ptr(wire.MaxAccountLen),
+				Description: "Run as this account instead of root, as sudo -u does: a user name such as \"postgres\", or \"#UID\". Only with privileged true (the default). The person, or a policy rule naming that account, must allow it; a rule for root does not.",
 			},
 			"host": {
 				Type: "string", Enum: hosts, Default: json.RawMessage(`"local"`),
@@ -162,6 +167,9 @@ func parseExecute(raw json.RawMessage, resolved *jsonschema.Resolved) (*ExecuteI
 	if err := checkEarly(fields); err != nil {
 		return nil, err
 	}
+	if err := checkUser(fields); err != nil {
+		return nil, err
+	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil, &inputError{"the arguments are not valid JSON"}
@@ -206,6 +214,18 @@ func checkEarly(fields map[string]json.RawMessage) error {
 	case f > wire.MaxTimeoutSeconds:
 		return &inputError{fmt.Sprintf("timeout must be at most %d seconds (a year; got %s); rootgated lowers it to its own limit (300 s by default) anyway, so leave it out for that limit",
 			wire.MaxTimeoutSeconds, strconv.FormatFloat(f, 'g', -1, 64))}
+	}
+	return nil
+}
+
+// checkUser refuses user with privileged false: such a run is the MCP
+// server's own user, and a run as another account is a privileged one.
+func checkUser(fields map[string]json.RawMessage) error {
+	var user string
+	var priv bool
+	if json.Unmarshal(fields["user"], &user) == nil && user != "" &&
+		json.Unmarshal(fields["privileged"], &priv) == nil && !priv && len(fields["privileged"]) > 0 {
+		return &inputError{`user needs privileged true (or leave privileged out): privileged false runs as this MCP server's own user`}
 	}
 	return nil
 }
@@ -293,6 +313,7 @@ func (h *handler) buildRequest(req *mcp.CallToolRequest, in *ExecuteInput) *wire
 	}
 	out.Timeout = in.Timeout
 	out.ForwardAgent = in.ForwardAgent
+	out.RunAs = in.User
 	return out
 }
 

@@ -82,7 +82,7 @@ func TestToolsList(t *testing.T) {
 	if in.Type != "object" || !slices.Equal(in.Required, []string{"reason"}) || in.AdditionalProperties != false {
 		t.Errorf("execute schema: %+v", in)
 	}
-	want := []string{"argv", "cwd", "env", "forward_agent", "host", "pipeline", "privileged", "reason", "stdin", "timeout"}
+	want := []string{"argv", "cwd", "env", "forward_agent", "host", "pipeline", "privileged", "reason", "stdin", "timeout", "user"}
 	var got []string
 	for name, p := range in.Properties {
 		got = append(got, name)
