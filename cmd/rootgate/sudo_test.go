@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -333,5 +334,49 @@ func TestSudoShimAsAgentAccount(t *testing.T) {
 	a.Key("n")
 	if err := wait("sudo ls /root", done, out); err != nil || !regexp.MustCompile(`^rootgate: denied: denied by operator root on pts/\d+\ncode=77\n$`).MatchString(out.String()) {
 		t.Fatalf("the agent's denied sudo ls /root: %v\n%s", err, out)
+	}
+}
+
+// TestSudoRunAsAccount: sudo -u, in each spelling, through the agent-bin
+// shim in a child shell, runs the command as that account with that
+// account's environment, where a policy rule scoped to the account allows
+// it; the same command as root falls outside that rule (with -n: denied at
+// once), and an unknown account is the daemon's error.
+func TestSudoRunAsAccount(t *testing.T) {
+	const account = "rgsudo1"
+	addRunAsAccount(t, account)
+	u, err := user.Lookup(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rgtest.StartDaemon(t, rgtest.Opts{Dir: testutil.ShortDir(t), Policy: "allow privileged,runas=" + account + " id -un\nallow privileged,runas=" + account + " printenv USER HOME LOGNAME\n"})
+	agentBin := t.TempDir()
+	if err := os.Symlink(rgtest.Rootgate(t), filepath.Join(agentBin, "sudo")); err != nil {
+		t.Fatal(err)
+	}
+	shell := func(script string) (stdout, stderr string) {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Env = []string{"PATH=" + agentBin + ":/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.Sock}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("sh -c %q: %v\n%s", script, err, &e)
+		}
+		return o.String(), e.String()
+	}
+	for _, form := range []string{"-u " + account, "-u" + account, "--user=" + account, "--user " + account, "-nu " + account, "-u '#" + u.Uid + "'"} {
+		if out, errs := shell("sudo " + form + " id -un; echo code=$?"); out != account+"\ncode=0\n" {
+			t.Errorf("sudo %s id -un: %q, stderr %q", form, out, errs)
+		}
+	}
+	if out, errs := shell("sudo -u " + account + " printenv USER HOME LOGNAME"); out != account+"\n"+u.HomeDir+"\n"+account+"\n" {
+		t.Errorf("sudo -u %s printenv: %q, stderr %q; want the account's environment", account, out, errs)
+	}
+	if out, errs := shell("sudo -n id -un; echo code=$?"); out != "code=77\n" || !strings.Contains(errs, "sudo -n: the policy does not allow this without asking a person") {
+		t.Errorf("sudo -n id -un as root, outside the rule for %s: %q, stderr %q", account, out, errs)
+	}
+	if out, errs := shell("sudo -u rgsudo-none id -un; echo code=$?"); out != "code=70\n" || !strings.HasPrefix(errs, "rootgate: error: ") {
+		t.Errorf("sudo -u an unknown account: %q, stderr %q", out, errs)
 	}
 }
