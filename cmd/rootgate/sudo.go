@@ -71,18 +71,17 @@ directory first in an agent's PATH (docs/agents.md).`
 
 // sudoOptions is what a sudo command line asks for.
 type sudoOptions struct {
-	nonInteractive  bool
-	user, group     string
-	preserveAll     bool     // -E
-	preserve        []string // --preserve-env=LIST
-	reason          string
-	reasonGiven     bool
-	validate        bool // -v
-	forget          bool // -k, -K
-	list            bool // -l
-	help, version   bool
-	argv            []string // the command and its arguments
-	optionsForShell []string // for the refusal of a shell: how it was called
+	nonInteractive bool
+	user, group    string
+	preserveAll    bool     // -E
+	preserve       []string // --preserve-env=LIST
+	reason         string
+	reasonGiven    bool
+	validate       bool // -v
+	forget         bool // -k, -K
+	list           bool // -l
+	help, version  bool
+	argv           []string // the command and its arguments
 }
 
 // sudoRefusal is a sudo command line rootgate sudo will not turn into a
