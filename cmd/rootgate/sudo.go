@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/termsafe"
@@ -57,8 +60,10 @@ Options, in sudo's spelling; short ones combine, as in -nE or -upostgres:
   -v, --validate          check that rootgated answers (no credentials are
                           cached: every command is asked for)
   -k, -K                  accepted, nothing to forget; with CMD, runs it
-  -l, --list [CMD ARGS]   what the policy decides about CMD (allow, ask or
-                          deny), or how to find out
+  -l, --list [CMD ARGS]   the policy's rules that concern you, or what the
+                          daemon's policy decides about CMD: allow, ask or
+                          deny (exit 1)
+  --policy FILE           the policy file -l reads (default ` + policy.DefaultFile + `)
   --reason TEXT           why, shown to the approver (default $` + reasonEnv + `;
                           without either, the approver is told none was
                           given and which process asked)
@@ -77,9 +82,10 @@ type sudoOptions struct {
 	preserve       []string // --preserve-env=LIST
 	reason         string
 	reasonGiven    bool
-	validate       bool // -v
-	forget         bool // -k, -K
-	list           bool // -l
+	policy         string // the policy file -l reads; "" for the default
+	validate       bool   // -v
+	forget         bool   // -k, -K
+	list           bool   // -l
 	help, version  bool
 	argv           []string // the command and its arguments
 }
@@ -94,7 +100,7 @@ func refuse(format string, a ...any) error { return &sudoRefusal{fmt.Sprintf(for
 
 // sudoKnows lists the options rootgate sudo accepts, for the refusal of
 // the others.
-const sudoKnows = `-n -u -g -E --preserve-env=LIST -H -v -k -K -l -h -V --reason`
+const sudoKnows = `-n -u -g -E --preserve-env=LIST -H -v -k -K -l -h -V --reason --policy`
 
 // parseSudo reads a sudo command line: options, then the command.
 func parseSudo(args []string) (sudoOptions, error) {
@@ -141,6 +147,8 @@ func parseSudo(args []string) (sudoOptions, error) {
 			case "reason":
 				o.reason, err = value(opt, val, hasVal, "a text")
 				o.reasonGiven = true
+			case "policy":
+				o.policy, err = value(opt, val, hasVal, "a file")
 			case "preserve-env":
 				if !hasVal {
 					o.preserveAll = true
@@ -565,19 +573,11 @@ func sudoValidate(ctx context.Context, e *env) int {
 	return exitOK
 }
 
-// sudoList is sudo -l: with a command, the policy's decision about it (a
-// check request); without, how to find out.
+// sudoList is sudo -l: with a command, the daemon's decision about it (a
+// check request); without, the rules that concern this user.
 func sudoList(ctx context.Context, e *env, o sudoOptions) int {
 	if len(o.argv) == 0 {
-		fmt.Fprint(e.stdout, `rootgate sudo sends each command to rootgated, which runs it when a policy
-rule allows it, refuses it when a rule denies it, and otherwise asks a
-person. The rules that apply to you are not listed here; ask about one
-command with:
-  sudo -l CMD ARGS...
-which prints allow, ask or deny (exit 0 for allow and ask, 1 for deny).
-The operator can see the whole policy with: rootgate policy test -- CMD ARGS
-`)
-		return exitOK
+		return sudoListRules(e, cmp.Or(o.policy, policy.DefaultFile))
 	}
 	req, code := sudoRequest(e, o)
 	if req == nil {
@@ -599,5 +599,39 @@ The operator can see the whole policy with: rootgate policy test -- CMD ARGS
 	if resp.Check == wire.CheckDeny {
 		return 1
 	}
+	return exitOK
+}
+
+// sudoListRules is sudo -l without a command: the rules of the policy file
+// (as this user may read it) that can decide a privileged request of this
+// user, in the order they are tried. Rules scoped to other users are left
+// out, as the daemon's check never names them.
+func sudoListRules(e *env, file string) int {
+	u, err := user.Current()
+	if err != nil {
+		return fail(e.stderr, err)
+	}
+	name := termsafe.Sanitize(u.Username)
+	fmt.Fprintf(e.stdout, "rootgate sudo sends each command to rootgated, which runs it when a policy\nrule allows it, refuses it when one denies it, and otherwise asks a person.\n")
+	p, err := policy.LoadFiles(file, policy.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(e.stdout, "The policy cannot be read here (%s).\n", safeText(err.Error()))
+	} else {
+		var rules []*policy.Rule
+		for i := range p.Rules {
+			if r := &p.Rules[i]; r.Concerns(u.Username, true) {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) == 0 {
+			fmt.Fprintf(e.stdout, "No rule of %s concerns user %s: every command is put to a person.\n", safeText(file), name)
+		} else {
+			fmt.Fprintf(e.stdout, "The rules of %s for user %s, the first that matches deciding:\n", safeText(file), name)
+			for _, r := range rules {
+				fmt.Fprintf(e.stdout, "  %s (%s:%d)\n", safeText(r.Text), safeText(r.File), r.Line)
+			}
+		}
+	}
+	fmt.Fprintf(e.stdout, "Ask the daemon about one command with: sudo -l CMD ARGS\n")
 	return exitOK
 }

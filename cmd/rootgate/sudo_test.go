@@ -328,6 +328,12 @@ func TestSudoShimAsAgentAccount(t *testing.T) {
 		t.Fatalf("the agent's sudo id -un: %v\n%s", err, out)
 	}
 
+	// The policy file is root's alone here: -l says it cannot read it.
+	_, out, done = agent("sudo -l --policy " + filepath.Join(dir, "policy"))
+	if err := wait("sudo -l", done, out); err != nil || !strings.Contains(out.String(), "The policy cannot be read here (policy: open "+filepath.Join(dir, "policy")+": permission denied).\n") {
+		t.Fatalf("the agent's sudo -l: %v\n%s", err, out)
+	}
+
 	_, out, done = agent("sudo ls /root; echo code=$?")
 	a.See("ls /root")
 	a.See("n or Esc deny")
