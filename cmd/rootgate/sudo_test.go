@@ -386,3 +386,20 @@ func TestSudoRunAsAccount(t *testing.T) {
 		t.Errorf("sudo -u an unknown account: %q, stderr %q", out, errs)
 	}
 }
+
+// TestSudoPromptTimeout: a request no one decides in time ends rootgate
+// sudo with rootgate run's timeout code, 124, and the daemon's words.
+func TestSudoPromptTimeout(t *testing.T) {
+	t.Parallel()
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "1s"}})
+	a := rgtest.StartApprover(t, d.ApproverSock(), 0)
+	a.See("attached to rootgated")
+	cmd := sudoCmd(t, d, "ls", "/rootgate-sudo-timeout")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitTimeout || stderr.String() != "rootgate: timeout: no approval decision within 1s\n" {
+		t.Fatalf("sudo ls with no decision: %v, stderr %q", err, &stderr)
+	}
+}
