@@ -322,7 +322,7 @@ func TestSudoShimAsAgentAccount(t *testing.T) {
 	_, out, done := agent("sudo id -un; echo code=$?")
 	a.See("id -un")
 	a.SeeRe(regexp.MustCompile(`no reason given \(rootgate sudo, run by pid \d+ sh, as the requester\s*(┊\s*)?names it\)`))
-	a.See("n or Esc deny")
+	a.See("y approve · n or Esc deny")
 	a.Key("y")
 	if err := wait("sudo id -un", done, out); err != nil || out.String() != "root\ncode=0\n" {
 		t.Fatalf("the agent's sudo id -un: %v\n%s", err, out)
