@@ -403,3 +403,59 @@ func TestSudoPromptTimeout(t *testing.T) {
 		t.Fatalf("sudo ls with no decision: %v, stderr %q", err, &stderr)
 	}
 }
+
+// TestSudoNonInteractiveWithdrawsWhenAsked: sudo -n whose check the policy
+// allowed, but whose run the daemon puts to a person all the same (the
+// policy was reloaded in between, here while sudo read its standard
+// input), withdraws the request at once and is denied: it never waits
+// for the person.
+func TestSudoNonInteractiveWithdrawsWhenAsked(t *testing.T) {
+	t.Parallel()
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow privileged cat\n", Args: []string{"--prompt-timeout", "120s"}})
+	a := rgtest.StartApprover(t, d.ApproverSock(), 0)
+	a.See("attached to rootgated")
+
+	cmd := sudoCmd(t, d, "-n", "cat")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	var stdout, stderr testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+
+	audit := func() string {
+		b, _ := os.ReadFile(rgtest.AuditPath(d.Dir))
+		return string(b)
+	}
+	testutil.WaitFor(t, "the check request in the audit log", 30*time.Second, func() bool { return strings.Contains(audit(), `"check":true`) })
+	// The policy changes: cat is no longer allowed.
+	if err := os.WriteFile(filepath.Join(d.Dir, "policy"), []byte("ask any\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the reload in the audit log", 30*time.Second, func() bool { return strings.Contains(audit(), `"kind":"policy_reload"`) })
+	if _, err := stdin.Write([]byte("data\n")); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("sudo -n still waits after 15s (the prompt times out in 120s):\n%s", a.Screen.Text())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != exitDenied || stdout.String() != "" ||
+		stderr.String() != "rootgate: denied: sudo -n: rootgated put the request to a person, so it was withdrawn: -n does not wait for one\n" {
+		t.Fatalf("sudo -n cat: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+	testutil.WaitFor(t, "the withdrawal in the audit log", 30*time.Second, func() bool { return strings.Contains(audit(), `"verdict":"withdrawn"`) })
+}
