@@ -29,6 +29,7 @@ const (
 var installed = map[string]string{
 	"/usr/sbin/rootgated":                                 "-rwxr-xr-x",
 	"/usr/bin/rootgate":                                   "-rwxr-xr-x",
+	"/usr/lib/rootgate/agent-bin/sudo":                    "lrwxrwxrwx", // -> /usr/bin/rootgate
 	"/usr/lib/systemd/system/rootgate.service":            "-rw-r--r--",
 	"/usr/lib/systemd/system/rootgate.socket":             "-rw-r--r--",
 	"/usr/lib/systemd/system/rootgate-approve.socket":     "-rw-r--r--",
@@ -126,6 +127,11 @@ func TestPackages(t *testing.T) {
 	t.Run("rpm contents", func(t *testing.T) {
 		wantRPM := map[string]string{}
 		for k, v := range want {
+			if strings.HasPrefix(v, "l") {
+				// nfpm writes an rpm's symlinks without permission bits,
+				// which Linux ignores on a symlink.
+				v = "l---------"
+			}
 			wantRPM[strings.Replace(k, "/zsh/vendor-completions/", "/zsh/site-functions/", 1)] = v
 		}
 		got := map[string]string{}
@@ -211,13 +217,17 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 		t.Errorf("dpkg -i output lacks the note on enabling the sockets:\n%s", out)
 	}
 	for f, mode := range files {
-		fi, err := os.Stat(f)
+		fi, err := os.Lstat(f)
 		if err != nil {
 			t.Errorf("installed: %v", err)
 			continue
 		}
-		if fi.Mode().String() != mode {
-			t.Errorf("%s: mode %s, want %s", f, fi.Mode(), mode)
+		got := fi.Mode().String()
+		if fi.Mode()&os.ModeSymlink != 0 {
+			got = "l" + got[1:] // Go writes L, ls and dpkg-deb l
+		}
+		if got != mode {
+			t.Errorf("%s: mode %s, want %s", f, got, mode)
 		}
 	}
 	if v := run(t, nil, "/usr/sbin/rootgated", "--version"); v != "rootgated "+testVersion+"\n" {
@@ -225,6 +235,13 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 	}
 	if v := run(t, nil, "/usr/bin/rootgate", "--version"); v != "rootgate "+testVersion+"\n" {
 		t.Errorf("rootgate --version: %q", v)
+	}
+	// The agent's sudo is rootgate sudo.
+	if target, err := os.Readlink("/usr/lib/rootgate/agent-bin/sudo"); err != nil || target != "/usr/bin/rootgate" {
+		t.Errorf("/usr/lib/rootgate/agent-bin/sudo links to %q (%v), want /usr/bin/rootgate", target, err)
+	}
+	if v := run(t, nil, "/usr/lib/rootgate/agent-bin/sudo", "--version"); !strings.HasPrefix(v, "rootgate "+testVersion+" (rootgate sudo: ") {
+		t.Errorf("/usr/lib/rootgate/agent-bin/sudo --version: %q", v)
 	}
 	if _, err := exec.Command("getent", "group", "rootgate").Output(); err != nil {
 		t.Errorf("no group rootgate after install: %v", err)

@@ -42,11 +42,15 @@ rootgate approve attaches a terminal (or, with --desktop, the desktop) to the da
 		Sections: []clidoc.Section{
 			{Title: "Exit status", Text: `rootgate run exits with the last stage's exit code when the pipeline was approved and ran; 77 when a person or a policy rule denied it or no one could be asked; 124 when no decision came in time or the run passed its time limit; 70 on any other error (bad request, daemon unreachable, or no answer within its deadline); 2 on bad usage. Other commands exit 0 on success, 70 on error and 2 on bad usage.`},
 			{Title: "Deadlines", Text: `No command waits for rootgated without a bound. The daemon must say something within 10s of the connection (` + client.AnswerWithinEnv + `): a ping's, a check's or a grants answer, the welcome of rootgate approve, or, for rootgate run and the MCP server's execute, the first progress line, which the daemon sends as soon as it has read the request. Each progress line says how long the rest may take (the daemon's prompt timeout, the run's time limit and kill grace), and the client waits that long plus 10s. rootgate send waits 10s for a ping or a check, else the defaults' bound for a run: 60s + the request's timeout (at most 300s) + 5s + 10s. Past its deadline a client closes the connection, which withdraws the request, and says "rootgated did not answer within ..." with what to check (systemctl status rootgate; journalctl -u rootgate -p err); rootgate run exits 70. rootgate approve tries again after each bound.`},
+			{Title: "rootgate sudo", Text: sudoAbout},
 			{Title: "Environment", Terms: true, Text: client.SocketEnv + `
 The request socket when --socket is not given (default ` + client.DefaultSocket + `).
 
 ` + client.AnswerWithinEnv + `
 How long to wait for rootgated's first line (a Go duration, default 10s; see Deadlines).
+
+` + reasonEnv + `
+The reason rootgate sudo sends when --reason is not given.
 
 ` + client.ApproverSocketEnv + `
 The approver socket of rootgate approve when --socket is not given (default ` + client.DefaultApproverSocket + `).

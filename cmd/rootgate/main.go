@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -81,6 +82,9 @@ type command struct {
 	// run runs the command with its parsed flags and the arguments after
 	// them, and returns the exit code.
 	run func(ctx context.Context, e *env, fl clidoc.Values, args []string) int
+	// raw: the command reads its own options from its arguments (sudo's
+	// spelling), so flags is nil and nothing is parsed before run.
+	raw bool
 }
 
 // socketFlag is the --socket of the commands that send requests.
@@ -91,6 +95,7 @@ func commands() []command {
 	return []command{
 		{name: "run", args: "-- CMD ARGS... ['|' CMD ARGS...]", summary: "run a pipeline once approved", flags: runFlags, run: cmdRun},
 		{name: "send", summary: "one raw request line from stdin, the raw answer to stdout", flags: []clidoc.Flag{socketFlag}, run: cmdSend},
+		{name: "sudo", args: sudoArgsSyn, summary: "ask for a run with sudo's options: for agents that only know sudo", about: sudoAbout, raw: true, run: cmdSudo},
 		{name: "ping", summary: "check that rootgated answers", flags: []clidoc.Flag{socketFlag}, run: cmdPing},
 		{name: "approve", summary: "approve requests on this terminal or desktop", about: approveAbout, flags: approveFlags, run: cmdApprove},
 		{name: "approve " + dialogHelperArg, summary: "the desktop dialog helper of approve --desktop", hidden: true, run: cmdDialogHelper},
@@ -166,7 +171,13 @@ func lookup(args []string) (command, []string, bool) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	args := os.Args[1:]
+	// Called as sudo (the agent-bin symlink), rootgate is rootgate sudo;
+	// only that exact name turns it on.
+	if filepath.Base(os.Args[0]) == sudoName {
+		args = append([]string{"sudo"}, args...)
+	}
+	code := run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -196,6 +207,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // call parses args against c's flags and runs c. -h shows c's help; a
 // bad flag, or an argument to a command that takes none, is a usage error.
 func (c command) call(ctx context.Context, e *env, args []string) int {
+	if c.raw {
+		return c.run(ctx, e, clidoc.Values{}, args)
+	}
 	fs := clidoc.NewFlagSet("rootgate "+c.name, c.flags, io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {

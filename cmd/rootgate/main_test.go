@@ -31,12 +31,12 @@ func (w withBinaries) Run() int { return rgtest.Main(w.m) }
 
 // TestScripts runs cmd/rootgate/testdata/*.txt: this package's rootgate
 // and the real rootgated (rgtest.Binaries) as commands, on a socket in
-// each script's $WORK.
+// each script's $WORK; $ROOTGATE_BIN is the real rootgate.
 func TestScripts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the scripts start rootgated, which needs root")
 	}
-	rootgated := rgtest.Rootgated(t)
+	rootgated, rootgate := rgtest.Binaries(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata",
 		RequireExplicitExec: true,
@@ -58,6 +58,9 @@ func TestScripts(t *testing.T) {
 			e.Setenv("ASOCK", dir+"/a")
 			e.Setenv("RUNDIR", dir+"/run")
 			e.Setenv("ROOTGATE_SOCKET", "")
+			// The real rootgate binary, for what only its main does:
+			// acting as sudo when called by that name.
+			e.Setenv("ROOTGATE_BIN", rootgate)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

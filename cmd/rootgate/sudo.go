@@ -1,0 +1,637 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/internal/version"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// sudoName is the name under which the rootgate binary acts as
+// "rootgate sudo": the packaged /usr/lib/rootgate/agent-bin/sudo is a
+// symlink to it (see main).
+const sudoName = "sudo"
+
+// sudoArgsSyn is what follows "rootgate sudo" in its synopsis.
+const sudoArgsSyn = "[-n] [-u USER] [-g GROUP] [-E|--preserve-env=LIST] [--reason TEXT] [--] CMD ARGS..."
+
+// reasonEnv is where rootgate sudo takes the reason from when --reason is
+// not given.
+const reasonEnv = "ROOTGATE_REASON"
+
+// sudoAbout is rootgate sudo's help.
+const sudoAbout = `Turn a sudo command line into one rootgated request, so that agents and
+scripts that only know sudo ask rootgate instead. The command runs once a
+policy rule or a person allows it; its stdout, stderr and exit code are the
+command's, and 77 (denied), 124 (timeout) or 70 (error) are rootgate run's.
+It runs in the current directory, with the run-as account's clean
+environment. Standard input, unless it is a terminal, is read to its end
+and sent with the request: up to about 760 KiB, since the request line,
+stdin in base64 included, holds at most 1 MiB.
+
+Options, in sudo's spelling; short ones combine, as in -nE or -upostgres:
+
+  -n, --non-interactive   never wait for a person: unless the policy allows
+                          the command without asking, it is denied at once
+  -u, --user USER         run as USER instead of root
+  -g, --group GROUP       run with GROUP as primary group
+  -E, --preserve-env      pass the variables of the daemon's env allowlist
+                          that are set here; the others are not passed
+  --preserve-env=LIST     pass these variables (comma-separated); any the
+                          allowlist refuses is an error naming it
+  -H, --set-home          accepted: HOME is always the run-as account's
+  -v, --validate          check that rootgated answers (no credentials are
+                          cached: every command is asked for)
+  -k, -K                  accepted, nothing to forget; with CMD, runs it
+  -l, --list [CMD ARGS]   the policy's rules that concern you, or what the
+                          daemon's policy decides about CMD: allow, ask or
+                          deny (exit 1)
+  --policy FILE           the policy file -l reads (default ` + policy.DefaultFile + `)
+  --reason TEXT           why, shown to the approver (default $` + reasonEnv + `;
+                          without either, the approver is told none was
+                          given and which process asked)
+  -h, --help, -V, --version
+
+Refused, with what to do instead: -i, -s, -e (sudoedit), su, a shell with
+no command (sudo bash), any other option. Installed as
+/usr/lib/rootgate/agent-bin/sudo (a symlink to rootgate): put that
+directory first in an agent's PATH (docs/agents.md).`
+
+// sudoOptions is what a sudo command line asks for.
+type sudoOptions struct {
+	nonInteractive bool
+	user, group    string
+	preserveAll    bool     // -E
+	preserve       []string // --preserve-env=LIST
+	reason         string
+	reasonGiven    bool
+	policy         string // the policy file -l reads; "" for the default
+	validate       bool   // -v
+	forget         bool   // -k, -K
+	list           bool   // -l
+	help, version  bool
+	argv           []string // the command and its arguments
+}
+
+// sudoRefusal is a sudo command line rootgate sudo will not turn into a
+// request: one line saying why and what to do instead.
+type sudoRefusal struct{ msg string }
+
+func (r *sudoRefusal) Error() string { return r.msg }
+
+func refuse(format string, a ...any) error { return &sudoRefusal{fmt.Sprintf(format, a...)} }
+
+// sudoKnows lists the options rootgate sudo accepts, for the refusal of
+// the others.
+const sudoKnows = `-n -u -g -E --preserve-env=LIST -H -v -k -K -l -h -V --reason --policy`
+
+// parseSudo reads a sudo command line: options, then the command.
+func parseSudo(args []string) (sudoOptions, error) {
+	var o sudoOptions
+	i := 0
+	// value returns the value of an option that takes one: what follows
+	// it in the same argument, else the next argument.
+	value := func(name, inline string, hasInline bool, what string) (string, error) {
+		if hasInline {
+			return inline, nil
+		}
+		if i+1 >= len(args) {
+			return "", refuse("sudo %s needs %s", name, what)
+		}
+		i++
+		return args[i], nil
+	}
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			break
+		}
+		if strings.HasPrefix(a, "--") {
+			name, val, hasVal := strings.Cut(a[2:], "=")
+			opt := "--" + name
+			noValue := func() error {
+				if hasVal {
+					return refuse("sudo %s takes no value", opt)
+				}
+				return nil
+			}
+			var err error
+			switch name {
+			case "non-interactive":
+				o.nonInteractive, err = true, noValue()
+			case "user":
+				o.user, err = value(opt, val, hasVal, "a user name")
+			case "group":
+				o.group, err = value(opt, val, hasVal, "a group name")
+			case "reason":
+				o.reason, err = value(opt, val, hasVal, "a text")
+				o.reasonGiven = true
+			case "policy":
+				o.policy, err = value(opt, val, hasVal, "a file")
+			case "preserve-env":
+				if !hasVal {
+					o.preserveAll = true
+					break
+				}
+				for k := range strings.SplitSeq(val, ",") {
+					if k != "" {
+						o.preserve = append(o.preserve, k)
+					}
+				}
+			case "set-home":
+				err = noValue()
+			case "validate":
+				o.validate, err = true, noValue()
+			case "reset-timestamp", "remove-timestamp":
+				o.forget, err = true, noValue()
+			case "list":
+				o.list, err = true, noValue()
+			case "help":
+				o.help, err = true, noValue()
+			case "version":
+				o.version, err = true, noValue()
+			case "login":
+				return o, refuseLogin()
+			case "shell":
+				return o, refuseShellOption()
+			case "edit":
+				return o, refuseEdit()
+			default:
+				return o, refuseUnknown(opt)
+			}
+			if err != nil {
+				return o, err
+			}
+			continue
+		}
+		// A cluster of short options: -nE, -upostgres.
+	cluster:
+		for j := 1; j < len(a); j++ {
+			var err error
+			switch c := a[j]; c {
+			case 'n':
+				o.nonInteractive = true
+			case 'E':
+				o.preserveAll = true
+			case 'H':
+			case 'v':
+				o.validate = true
+			case 'k', 'K':
+				o.forget = true
+			case 'l':
+				o.list = true
+			case 'h':
+				o.help = true
+			case 'V':
+				o.version = true
+			case 'u', 'g':
+				what := map[byte]string{'u': "a user name", 'g': "a group name"}[c]
+				v, err := value("-"+string(c), a[j+1:], j+1 < len(a), what)
+				if err != nil {
+					return o, err
+				}
+				if c == 'u' {
+					o.user = v
+				} else {
+					o.group = v
+				}
+				break cluster
+			case 'i':
+				err = refuseLogin()
+			case 's':
+				err = refuseShellOption()
+			case 'e':
+				err = refuseEdit()
+			default:
+				err = refuseUnknown("-" + string(rune(c)))
+				if c >= 0x80 {
+					err = refuseUnknown(a) // not one byte: the whole word
+				}
+			}
+			if err != nil {
+				return o, err
+			}
+		}
+	}
+	o.argv = args[i:]
+	if len(o.argv) > 0 {
+		if err := refuseShell(o.argv); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func refuseLogin() error {
+	return refuse(`sudo -i: rootgate gives no login shell; run each command as "sudo CMD ARGS" (with -u USER for another account)`)
+}
+
+func refuseShellOption() error {
+	return refuse(`sudo -s: rootgate gives no shell; run each command as "sudo CMD ARGS", or "sudo sh -c 'SCRIPT'" where it needs shell syntax`)
+}
+
+func refuseEdit() error {
+	return refuse(`sudo -e: rootgate edits no files; write the new content to a file of yours, then run "sudo install -m 644 FILE /etc/TARGET" (or "sudo tee /etc/TARGET < FILE")`)
+}
+
+func refuseUnknown(opt string) error {
+	return refuse(`sudo: unknown option %s; rootgate sudo knows %s: see "rootgate sudo -h"`, termsafe.Quote(opt), sudoKnows)
+}
+
+// shells are the programs that, given no command, would be an interactive
+// shell.
+var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh"}
+
+// refuseShell refuses a command that asks for an interactive root shell:
+// su, or a shell with no script and no -c.
+func refuseShell(argv []string) error {
+	base := path.Base(argv[0])
+	if base == "su" {
+		return refuse(`sudo su: rootgate gives no root shell; run each command as "sudo CMD ARGS", or "sudo -u USER CMD ARGS" for another account`)
+	}
+	if !slices.Contains(shells, base) {
+		return nil
+	}
+	for _, a := range argv[1:] {
+		// An operand (a script) or -c or -s in a cluster of short
+		// options: the shell runs something and ends.
+		if !strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "+") || !strings.HasPrefix(a, "--") && strings.ContainsAny(a, "cs") {
+			return nil
+		}
+	}
+	return refuse(`sudo %s: rootgate gives no interactive shell; run each command as "sudo CMD ARGS", or "sudo %s -c 'SCRIPT'"`, termsafe.Sanitize(base), termsafe.Sanitize(base))
+}
+
+func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
+	stderr := e.stderr
+	o, err := parseSudo(args)
+	if err != nil {
+		errorf(stderr, "%s", err)
+		return exitUsage
+	}
+	switch {
+	case o.help:
+		c, _, _ := lookup([]string{"sudo"})
+		c.help(e.stderr, nil)
+		return exitOK
+	case o.version:
+		fmt.Fprintln(e.stdout, "rootgate", version.String(), "(rootgate sudo: each command is a request to rootgated)")
+		return exitOK
+	case o.validate:
+		return sudoValidate(ctx, e)
+	case o.list:
+		return sudoList(ctx, e, o)
+	case len(o.argv) == 0 && o.forget:
+		// No timestamp to reset: every command is asked for.
+		return exitOK
+	case len(o.argv) == 0:
+		errorf(stderr, "sudo: no command given; usage: sudo %s", sudoArgsSyn)
+		return exitUsage
+	}
+
+	req, code := sudoRequest(e, o)
+	if req == nil {
+		return code
+	}
+	socket := client.Socket("")
+	// -n asks the policy before anything else, so that neither a person
+	// nor standard input is waited for when the answer is no.
+	if o.nonInteractive {
+		if code, ok := sudoPolicyAllows(ctx, e, socket, req); !ok {
+			return code
+		}
+	}
+	if stdin, ok := forwardedStdin(e.stdin); ok {
+		data, err := readStdin(ctx, stdin, stderr)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		req.Stdin = data
+		if encodedLen(req) > wire.MaxLine {
+			size := fmt.Sprintf("%d bytes", len(data))
+			if len(data) > maxStdin {
+				size = fmt.Sprintf("more than %d bytes", maxStdin)
+			}
+			errorf(stderr, "sudo: standard input is too large to send (%s): a request holds at most %d bytes, base64 included: put the data in a file the command reads instead", size, wire.MaxLine)
+			return exitError
+		}
+	}
+	// A fresh id and time: the check used the first id, and standard
+	// input may have taken longer to end than the daemon's time window.
+	fresh := client.NewRequest("")
+	req.ID, req.Time = fresh.ID, fresh.Time
+	if o.nonInteractive {
+		return sudoRunUnasked(ctx, e, socket, req)
+	}
+	resp, err := client.Do(ctx, socket, req)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	return report(resp, e.stdout, stderr)
+}
+
+// sudoRequest builds the request of a sudo command line; on failure it
+// returns nil and the exit code, having said why.
+func sudoRequest(e *env, o sudoOptions) (*wire.Outgoing, int) {
+	req := client.NewRequest("")
+	req.Pipeline = [][]string{o.argv}
+	priv := true
+	req.Privileged = &priv
+	// -u root is what a request means without run_as.
+	if o.user != "root" && o.user != "#0" {
+		req.RunAs = o.user
+	}
+	req.RunAsGroup = o.group
+	if wd, err := os.Getwd(); err == nil {
+		req.Cwd = wd
+	}
+	req.Reason = o.reason
+	if !o.reasonGiven {
+		req.Reason = os.Getenv(reasonEnv)
+	}
+	if req.Reason == "" {
+		req.Reason = noReason()
+	}
+	env, err := preservedEnv(e.stderr, o)
+	if err != nil {
+		errorf(e.stderr, "%s", err)
+		return nil, exitError
+	}
+	req.Env = env
+	return req, 0
+}
+
+// noReason is the reason of a request that gave none: it says so, and
+// which process ran rootgate sudo, by the name that process gave itself.
+func noReason() string {
+	ppid := os.Getppid()
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", ppid))
+	name := "?"
+	if err == nil {
+		name = termsafe.Quote(strings.TrimSuffix(string(comm), "\n"))
+	}
+	return fmt.Sprintf("no reason given (rootgate sudo, run by pid %d %s, as the requester names it)", ppid, name)
+}
+
+// envAllowlist is the env allowlist as the daemon has it by default.
+func envAllowlist() string { return strings.Join(wire.DefaultEnvAllow(), ", ") }
+
+// preservedEnv is the environment -E or --preserve-env passes: -E takes
+// every allowlisted variable set here whose value the daemon accepts
+// (warning about the others); --preserve-env=LIST takes the named ones
+// that are set, and refuses the whole request when one is not allowed.
+func preservedEnv(stderr io.Writer, o sudoOptions) (map[string]string, error) {
+	allow := wire.EnvPolicy(wire.DefaultEnvAllow())
+	env := map[string]string{}
+	if o.preserveAll {
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			switch err := allow.Check(map[string]string{k: v}); {
+			case err == nil:
+				env[k] = v
+			case wire.CodeOf(err) == wire.CodeEnvValue:
+				warningf(stderr, "sudo -E: %s is not passed: %v", k, err)
+			}
+		}
+	}
+	var refused []string
+	for _, k := range o.preserve {
+		v, ok := os.LookupEnv(k)
+		err := allow.Check(map[string]string{k: v})
+		switch {
+		case wire.CodeOf(err) == wire.CodeEnvNotAllowed:
+			refused = append(refused, termsafe.Quote(k))
+		case !ok:
+			// Not set here: nothing to pass, as with sudo.
+		case err != nil:
+			return nil, fmt.Errorf("sudo --preserve-env: %v", err)
+		default:
+			env[k] = v
+		}
+	}
+	if len(refused) > 0 {
+		return nil, fmt.Errorf("sudo --preserve-env: %s may not be passed: rootgated's env allowlist admits only %s", strings.Join(refused, ", "), envAllowlist())
+	}
+	if len(env) == 0 {
+		return nil, nil
+	}
+	return env, nil
+}
+
+// forwardedStdin returns the standard input to send with the request: any
+// but a terminal, which a request cannot carry (the command gets
+// /dev/null then).
+func forwardedStdin(stdin io.Reader) (io.Reader, bool) {
+	if stdin == nil {
+		return nil, false
+	}
+	if f, ok := stdin.(*os.File); ok {
+		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+			return nil, false
+		}
+	}
+	return stdin, true
+}
+
+// stdinNoticeAfter is how long rootgate sudo waits for its standard input
+// to end before it says that it waits for that.
+var stdinNoticeAfter = 2 * time.Second
+
+// readStdin reads stdin to its end, or to one byte past what a request
+// can hold. When the end has not come after stdinNoticeAfter, it says on
+// stderr that it waits for it: an agent's tool may hold a pipe open.
+func readStdin(ctx context.Context, stdin io.Reader, stderr io.Writer) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := io.ReadAll(io.LimitReader(stdin, maxStdin+1))
+		done <- result{data, err}
+	}()
+	notice := time.NewTimer(stdinNoticeAfter)
+	defer notice.Stop()
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				return nil, fmt.Errorf("read stdin: %w", r.err)
+			}
+			return r.data, nil
+		case <-notice.C:
+			sayf(stderr, "waiting", "standard input has not ended: rootgate sudo sends it with the request; if the command reads none, give it </dev/null")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// maxStdin is more stdin than a request line can hold in base64.
+const maxStdin = wire.MaxLine / 4 * 3
+
+// encodedLen is the length of req's request line, newline included, as
+// client.Do sends it.
+func encodedLen(req *wire.Outgoing) int {
+	n := base64.StdEncoding.EncodedLen(len(req.Stdin))
+	out := *req
+	out.Stdin = nil
+	out.EOFWithdraws, out.Progress = true, true
+	line, err := json.Marshal(&out)
+	if err != nil {
+		return wire.MaxLine + 1
+	}
+	return len(line) + n + len(`,"stdin":""`) + 1
+}
+
+// sudoPolicyAllows is the first half of sudo -n: a check request asks
+// the policy about req. It returns ok when the daemon would decide the run
+// without a person (a rule allows or denies it); otherwise it has said why
+// and returns the exit code.
+func sudoPolicyAllows(ctx context.Context, e *env, socket string, req *wire.Outgoing) (code int, ok bool) {
+	stderr := e.stderr
+	chk := *req
+	chk.Check = true
+	resp, err := client.Do(ctx, socket, &chk)
+	if err != nil {
+		return fail(stderr, err), false
+	}
+	if resp.Status != wire.StatusOK {
+		return report(resp, e.stdout, stderr), false
+	}
+	if resp.Check != wire.CheckAllow && resp.Check != wire.CheckDeny {
+		sayf(stderr, "denied", "sudo -n: the policy does not allow this without asking a person, and -n does not wait for one")
+		return exitDenied, false
+	}
+	return 0, true
+}
+
+// sudoRunUnasked is the second half of sudo -n: req is sent, and withdrawn
+// at once if the daemon puts it to a person all the same (its policy was
+// reloaded since the check).
+func sudoRunUnasked(ctx context.Context, e *env, socket string, req *wire.Outgoing) int {
+	stderr := e.stderr
+	// allow, or deny: the daemon decides the run without a person, and a
+	// denial comes back in its own words.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	asked := false
+	resp, err := client.DoProgress(runCtx, socket, req, func(phase string) {
+		if phase == wire.ProgressApproval {
+			asked = true
+			cancel()
+		}
+	})
+	if asked {
+		sayf(stderr, "denied", "sudo -n: rootgated put the request to a person, so it was withdrawn: -n does not wait for one")
+		return exitDenied
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	return report(resp, e.stdout, stderr)
+}
+
+// sudoValidate is sudo -v: no credentials are cached, so it only checks
+// that rootgated answers.
+func sudoValidate(ctx context.Context, e *env) int {
+	req := client.NewRequest("")
+	req.Action = wire.ActionPing
+	resp, err := client.Do(ctx, client.Socket(""), req)
+	if err != nil {
+		return fail(e.stderr, err)
+	}
+	if resp.Status != wire.StatusOK {
+		errorf(e.stderr, "%s", resp.Message)
+		return exitError
+	}
+	sayf(e.stderr, "ok", "rootgated %s answers; nothing is cached: each command is allowed by the policy or asked for", resp.Version)
+	if resp.Approver != nil && !*resp.Approver {
+		warningf(e.stderr, "no approver who may decide your requests is attached: what the policy does not allow is denied now")
+	}
+	return exitOK
+}
+
+// sudoList is sudo -l: with a command, the daemon's decision about it (a
+// check request); without, the rules that concern this user.
+func sudoList(ctx context.Context, e *env, o sudoOptions) int {
+	if len(o.argv) == 0 {
+		return sudoListRules(e, cmp.Or(o.policy, policy.DefaultFile))
+	}
+	req, code := sudoRequest(e, o)
+	if req == nil {
+		return code
+	}
+	req.Check = true
+	resp, err := client.Do(ctx, client.Socket(""), req)
+	if err != nil {
+		return fail(e.stderr, err)
+	}
+	if resp.Status != wire.StatusOK {
+		return report(resp, e.stdout, e.stderr)
+	}
+	rule := ""
+	if d := resp.DecidedBy; d != nil && d.Rule != "" {
+		rule = fmt.Sprintf(" (rule at %s: %s)", termsafe.Sanitize(d.Source), termsafe.Sanitize(d.Rule))
+	}
+	fmt.Fprintf(e.stdout, "%s: %s%s\n", resp.Check, termsafe.Sanitize(resp.Message), rule)
+	if resp.Check == wire.CheckDeny {
+		return 1
+	}
+	return exitOK
+}
+
+// sudoListRules is sudo -l without a command: the rules of the policy file
+// (as this user may read it) that can decide a privileged request of this
+// user, in the order they are tried. Rules scoped to other users are left
+// out, as the daemon's check never names them.
+func sudoListRules(e *env, file string) int {
+	u, err := user.Current()
+	if err != nil {
+		return fail(e.stderr, err)
+	}
+	name := termsafe.Sanitize(u.Username)
+	fmt.Fprintf(e.stdout, "rootgate sudo sends each command to rootgated, which runs it when a policy\nrule allows it, refuses it when one denies it, and otherwise asks a person.\n")
+	p, err := policy.LoadFiles(file, policy.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(e.stdout, "The policy cannot be read here (%s).\n", safeText(err.Error()))
+	} else {
+		var rules []*policy.Rule
+		for i := range p.Rules {
+			if r := &p.Rules[i]; r.Concerns(u.Username, true) {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) == 0 {
+			fmt.Fprintf(e.stdout, "No rule of %s concerns user %s: every command is put to a person.\n", safeText(file), name)
+		} else {
+			fmt.Fprintf(e.stdout, "The rules of %s for user %s, the first that matches deciding:\n", safeText(file), name)
+			for _, r := range rules {
+				fmt.Fprintf(e.stdout, "  %s (%s:%d)\n", safeText(r.Text), safeText(r.File), r.Line)
+			}
+		}
+	}
+	fmt.Fprintf(e.stdout, "Ask the daemon about one command with: sudo -l CMD ARGS\n")
+	return exitOK
+}
