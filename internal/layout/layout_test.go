@@ -124,7 +124,7 @@ func TestDeps(t *testing.T) {
 			"the daemon links no terminal or D-Bus library: its caller hands it the deciders"},
 		{[]string{"approval", "approval/policy", "approval/remote"}, append([]string{"daemon", "pipeline", "cmd"}, ui...),
 			"the decision core, the policy and the approver protocol draw nothing and know no daemon or pipeline"},
-		{[]string{"approval/terminal", "approval/desktop"}, []string{"daemon", "pipeline", "cmd", "approval/remote", "approval/policy"},
+		{[]string{"approval/terminal", "approval/desktop"}, []string{"daemon", "pipeline", "cmd", "approval/remote"},
 			"a prompt shows a request; it knows nothing of where it came from"},
 	}
 	for _, r := range rules {
