@@ -11,6 +11,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+	"github.com/rootgate/rootgate/pipeline"
 )
 
 // TestMain makes this test binary the command rootgate too: for the
@@ -55,6 +56,21 @@ func TestScripts(t *testing.T) {
 			}
 			e.Defer(func() { os.RemoveAll(dir) })
 			e.Setenv("SOCK", dir+"/s")
+			// Each script's daemon gets a cgroup parent of its own, as
+			// rgtest gives every test daemon: daemons sharing one would
+			// take turns at its lock, and the losers fall back.
+			cg := "none"
+			if own, _, err := pipeline.OwnCgroup(); err == nil {
+				if d, err := os.MkdirTemp(own, "rgscript-"); err == nil {
+					cg = d
+					e.Defer(func() {
+						if c, err := pipeline.OpenCgroup(d); err == nil {
+							c.Remove()
+						}
+					})
+				}
+			}
+			e.Setenv("CGROUP", cg)
 			e.Setenv("ASOCK", dir+"/a")
 			e.Setenv("RUNDIR", dir+"/run")
 			e.Setenv("ROOTGATE_SOCKET", "")
