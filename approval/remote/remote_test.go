@@ -67,7 +67,7 @@ func attach(t *testing.T) *pair {
 		}
 	}()
 	client := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Operator: "op", Version: "test-client", Out: p.out,
-		Ask: func(time.Time, bool) approval.Approver {
+		Ask: func(time.Time, bool, Daemon) approval.Approver {
 			return askFunc(func(ctx context.Context, pr *approval.Prompt) approval.Decision {
 				p.shown <- pr
 				select {
@@ -191,7 +191,7 @@ func TestClientRefused(t *testing.T) {
 		c.Close()
 	}()
 	out := &testutil.SyncBuffer{}
-	c := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Out: out, Ask: func(time.Time, bool) approval.Approver { return approval.Nobody{} }}
+	c := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Out: out, Ask: func(time.Time, bool, Daemon) approval.Approver { return approval.Nobody{} }}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = c.Run(ctx)
