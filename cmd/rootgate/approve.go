@@ -95,7 +95,9 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 			errorf(stderr, "--desktop: %v", err)
 			return exitError
 		}
-		a.Ask = func(deadline time.Time, _ bool, _ remote.Daemon) approval.Approver { return reporting{ask(deadline), stderr} }
+		a.Ask = func(deadline time.Time, _ bool, _ remote.Daemon) approval.Approver {
+			return reporting{ask(deadline), stderr}
+		}
 		return runApprover(ctx, a, stderr)
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
