@@ -21,6 +21,13 @@ import (
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
+// Bounds of how long the client waits on a silent daemon, whatever
+// ping interval its welcome gives.
+const (
+	minDaemonSilentFor = 500 * time.Millisecond
+	maxDaemonSilentFor = 10 * time.Minute
+)
+
 // Reconnection backoff bounds.
 const (
 	backoffMin = 250 * time.Millisecond
@@ -304,7 +311,10 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 	d.Host = welcome.Hostname
 	silentFor := DefaultDaemonSilentFor
 	if welcome.PingEvery > 0 {
-		silentFor = time.Duration(DaemonSilentPings * welcome.PingEvery * float64(time.Second))
+		// Bounded both ways: a daemon saying nonsense must neither make
+		// the client drop it at once, over and over, nor overflow.
+		secs := min(max(DaemonSilentPings*welcome.PingEvery, minDaemonSilentFor.Seconds()), maxDaemonSilentFor.Seconds())
+		silentFor = time.Duration(secs * float64(time.Second))
 	}
 	on := ""
 	if d.Host != "" {
