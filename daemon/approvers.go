@@ -14,6 +14,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sys/unix"
 )
 
 // Admission says who may attach as an approver besides root.
@@ -122,6 +123,18 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		remote.Refuse(c, wire.ApproverControllers(err))
 		return
 	}
-	(&remote.Host{Broker: s.cfg.Broker, Version: s.cfg.Version, Log: s.cfg.Log, Grants: grantKeeper{s}, RuleFile: s.ruleFile()}).Serve(ctx, c,
+	(&remote.Host{Broker: s.cfg.Broker, Version: s.cfg.Version, Log: s.cfg.Log, Grants: grantKeeper{s}, RuleFile: s.ruleFile(),
+		Hostname: nodename(), PingEvery: s.cfg.ApproverPing, SilentFor: s.cfg.ApproverSilent}).Serve(ctx, c,
 		remote.Peer{UID: peer.UID, GID: peer.GID, PID: peer.PID, Groups: peer.Groups, User: user, Controllers: controllers})
+}
+
+// nodename is this machine's host name as uname(2) gives it in the
+// daemon's UTS namespace, or "" when it cannot be read. An approver client
+// shows it on every prompt from this daemon.
+func nodename() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Nodename[:])
 }

@@ -78,6 +78,14 @@ type Config struct {
 	Broker *approval.Broker
 	// Admission names who besides root may attach as an approver.
 	Admission Admission
+	// ApproverPing is how often an attached approver client is pinged;
+	// 0 means remote.DefaultPingEvery.
+	ApproverPing time.Duration
+	// ApproverSilent is how long an attached approver client may send
+	// nothing before it is detached (its prompts then go on with the
+	// other approvers, or fail as when it closes); 0 means
+	// remote.DefaultSilentFor.
+	ApproverSilent time.Duration
 	// Audit stores every request's lifecycle events; nil means none
 	// beyond the log. A request whose records cannot be written does not
 	// run (see docs/audit.md).

@@ -367,7 +367,7 @@ func TestStopWithApproverAttached(t *testing.T) {
 
 	// systemctl stop rootgate.service
 	act.stopService()
-	a.See("rootgate: connection to rootgated lost (stopped, restarted or crashed); re-attaching, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service")
+	a.See("which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service")
 	a.See("attached to rootgated")
 	if n := act.started(); n != 2 {
 		t.Fatalf("%d daemons started, want 2: the approver's re-attach starts one", n)

@@ -7,17 +7,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
+)
+
+// Bounds of how long the client waits on a silent daemon, whatever
+// ping interval its welcome gives.
+const (
+	minDaemonSilentFor = 500 * time.Millisecond
+	maxDaemonSilentFor = 10 * time.Minute
 )
 
 // Reconnection backoff bounds.
@@ -27,12 +35,16 @@ const (
 )
 
 // Client is the approver client's end of the protocol (rootgate approve):
-// it attaches to rootgated's approver socket, re-attaching after the
-// daemon goes away, puts each prompt to the operator through Ask, one at a
-// time and first come first served, and sends the answer back. Set the
-// fields before calling Run, once.
+// it attaches to one or more rootgated approver sockets, each re-attaching
+// by itself after its daemon goes away or falls silent, puts each prompt
+// from any of them to the operator through Ask, one at a time and first
+// come first served across daemons, and sends the answer back to the
+// daemon that asked. Set the fields before calling Run, once.
 type Client struct {
-	Socket   string // the approver socket
+	// Sockets are the approver sockets, one per daemon (local, or the
+	// local end of an ssh -L forward); empty means Socket alone.
+	Sockets  []string
+	Socket   string // the approver socket when Sockets is empty
 	Name     string // where it asks, e.g. "pts/3", or "desktop"
 	Kind     string // how it asks, the hello's first capability: "terminal" or "desktop"
 	Operator string // who sits here
@@ -43,39 +55,41 @@ type Client struct {
 	// AnswerWithin bounds each attempt to attach: the connect and the
 	// daemon's welcome; zero means HelloWithin.
 	AnswerWithin time.Duration
-	// Ask makes what asks the operator about one prompt, which must be
-	// decided by deadline. afterWithdrawn says the prompt shown before was
-	// withdrawn while on screen, so this one must say it is a different
-	// request.
-	Ask func(deadline time.Time, afterWithdrawn bool) approval.Approver
+	// Ask makes what asks the operator about one prompt from daemon from,
+	// which must be decided by deadline. afterWithdrawn says the prompt
+	// shown before was withdrawn while on screen, so this one must say it
+	// is a different request.
+	Ask func(deadline time.Time, afterWithdrawn bool, from Daemon) approval.Approver
 
 	scr  *screen
 	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
 	// afterWithdrawn: the last prompt shown here was withdrawn while on
 	// screen, so the next one says it is a different request; the worker's.
 	afterWithdrawn bool
-	// grants: the daemon attached to keeps standing grants (its welcome
-	// said so).
-	grants atomic.Bool
-	// ruleFile: where the daemon attached to saves policy rules (its
-	// welcome's rule_file), or "".
-	ruleFile atomic.Pointer[string]
+
+	mu       sync.Mutex        // guards the fields that follow
+	queue    []*prompt         // prompts of every daemon, in arrival order
+	notAsked map[string]string // by socket: whom that daemon never asks here, for the idle line
+	wake     chan struct{}
 }
 
-// DaemonRuleFile is the policy drop-in the daemon attached to saves a
-// rule from the prompt to, or "" when it saves none: a prompt then
-// offers none.
-func (a *Client) DaemonRuleFile() string {
-	if f := a.ruleFile.Load(); f != nil {
-		return *f
-	}
-	return ""
+// Daemon is what an approver client knows of one daemon it is attached
+// to, for a prompt from it.
+type Daemon struct {
+	// Socket is the approver socket it was reached through: the
+	// operator's own word.
+	Socket string
+	// Host is the daemon's own host name as its welcome told it, not yet
+	// escaped for a terminal; "" from a daemon that does not tell.
+	Host string
+	// Grants says the daemon keeps standing grants: a prompt may offer
+	// one (an older daemon refuses a decision that carries one).
+	Grants bool
+	// RuleFile is the policy drop-in the daemon saves a rule from the
+	// prompt to (its welcome's rule_file), or "" when it saves none: a
+	// prompt then offers none.
+	RuleFile string
 }
-
-// DaemonGrants reports whether the daemon this client is attached to
-// keeps standing grants, so a prompt may offer one: an older daemon
-// refuses a decision that carries one.
-func (a *Client) DaemonGrants() bool { return a.grants.Load() }
 
 func (a *Client) answerWithin() time.Duration {
 	if a.AnswerWithin > 0 {
@@ -84,62 +98,56 @@ func (a *Client) answerWithin() time.Duration {
 	return HelloWithin
 }
 
+// Label names the daemon in status lines: its host name and socket,
+// escaped for a terminal.
+func (d Daemon) Label() string {
+	if d.Host == "" {
+		return termsafe.Sanitize(d.Socket)
+	}
+	return termsafe.Sanitize(d.Host) + " at " + termsafe.Sanitize(d.Socket)
+}
+
 // RefusedError is a daemon's refusal to attach the client: retrying
 // cannot help.
 type RefusedError struct{ Message string }
 
 func (e *RefusedError) Error() string { return "rootgated refused this approver: " + e.Message }
 
-// Run attaches, and re-attaches quietly after the daemon goes away, until
-// ctx ends (Ctrl-C; then it returns nil) or the daemon refuses the client
-// (a [*RefusedError]) or the socket refuses it (an error that is
-// [os.ErrPermission]).
+// Run attaches to every socket, each re-attaching quietly after its
+// daemon goes away, until ctx ends (Ctrl-C; then it returns nil) or every
+// daemon has refused the client (a [*RefusedError]) or its socket has
+// ([os.ErrPermission]); it then returns the first such error. A daemon
+// that refuses is told on screen while the others keep working.
 func (a *Client) Run(ctx context.Context) error {
 	a.scr = &screen{out: a.Out}
-	backoff := backoffMin
-	waiting := false
-	for ctx.Err() == nil {
-		// A connect blocks while the socket's queue is full; each
-		// attempt, and the welcome after it (HelloWithin), has a bound.
-		c, err := net.DialTimeout("unix", a.Socket, a.answerWithin())
-		if err != nil {
-			if errors.Is(err, os.ErrPermission) {
-				return fmt.Errorf("cannot attach to %s: %w", a.Socket, err)
-			}
-			if !waiting {
-				a.scr.println(fmt.Sprintf("rootgate: waiting for rootgated at %s (%v); retrying quietly", a.Socket, err))
-				waiting = true
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, backoffMax)
-			continue
-		}
-		waiting = false
-		attached, err := a.session(ctx, c.(*net.UnixConn))
-		if attached {
-			backoff = backoffMin
-		}
-		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
-			return refused
-		}
-		switch {
-		case ctx.Err() != nil:
-		case !attached && errors.Is(err, os.ErrDeadlineExceeded):
-			a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying", a.Socket, a.answerWithin()))
-		case attached:
-			// Stopped, restarted or crashed. Re-attaching starts it again
-			// under systemd while its sockets listen.
-			a.scr.println("rootgate: connection to rootgated lost (stopped, restarted or crashed); re-attaching, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service")
-		default:
-			a.scr.println("rootgate: connection to rootgated lost; reconnecting")
-		}
-		if ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
+	a.wake = make(chan struct{}, 1)
+	socks := a.Sockets
+	if len(socks) == 0 {
+		socks = []string{a.Socket}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var worker sync.WaitGroup
+	worker.Add(1)
+	go func() { defer worker.Done(); a.work(ctx) }()
+
+	errs := make([]error, len(socks))
+	var wg sync.WaitGroup
+	for i, sock := range socks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = a.attach(ctx, sock, len(socks) > 1)
+		}()
+	}
+	wg.Wait()
+	interrupted := ctx.Err() != nil
+	cancel()
+	worker.Wait()
+	if !interrupted { // every daemon refused
+		for _, e := range errs {
+			if e != nil {
+				return e
 			}
 		}
 	}
@@ -147,16 +155,138 @@ func (a *Client) Run(ctx context.Context) error {
 	return nil
 }
 
+// attach keeps one daemon attached until ctx ends (nil) or the daemon or
+// its socket refuses the client (that error). many says other daemons
+// carry on meanwhile, so a refusal is told here too.
+func (a *Client) attach(ctx context.Context, sock string, many bool) error {
+	backoff := backoffMin
+	waiting := false
+	last := Daemon{Socket: sock} // what the last welcome told
+	for ctx.Err() == nil {
+		// A connect blocks while the socket's queue is full; each
+		// attempt, and the welcome after it, has a bound.
+		c, err := net.DialTimeout("unix", sock, a.answerWithin())
+		if err != nil {
+			if errors.Is(err, os.ErrPermission) {
+				err = fmt.Errorf("cannot attach to %s: %w", sock, err)
+				if many {
+					a.scr.println("rootgate: " + err.Error() + "; the other daemons stay attached")
+				}
+				return err
+			}
+			if !waiting {
+				a.scr.println(fmt.Sprintf("rootgate: waiting for rootgated at %s (%v); retrying quietly, at least every %s", sock, err, backoffMax))
+				waiting = true
+			}
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		d, attached, err := a.session(ctx, c.(*net.UnixConn), sock, many)
+		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+			if many {
+				a.scr.println(fmt.Sprintf("rootgate: %s: %v; the other daemons stay attached", sock, refused))
+			}
+			return refused
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if attached {
+			last = d
+			waiting = false
+			backoff = backoffMin
+			// Stopped, restarted or crashed. Re-attaching starts it again
+			// under systemd while its sockets listen.
+			a.scr.println(fmt.Sprintf("rootgate: connection to rootgated lost (%s: %v); re-attaching by itself, retrying at least every %s, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service", last.Label(), err, backoffMax))
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying", sock, a.answerWithin()))
+		} else if !waiting {
+			a.scr.println(fmt.Sprintf("rootgate: no welcome from rootgated (%s: %v); retrying quietly, at least every %s", last.Label(), err, backoffMax))
+			waiting = true
+		}
+		sleep(ctx, backoff)
+		if !attached {
+			backoff = min(2*backoff, backoffMax)
+		}
+	}
+	return nil
+}
+
+// sleep waits for d or the end of ctx.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // prompt is a request waiting to be shown.
 type prompt struct {
 	msg    *Message
+	from   Daemon
+	send   func(*Message) error // to the daemon that asked, on its connection
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	shown  chan struct{} // closed when the worker is done with it
 }
 
-// session runs one connection: hello, welcome, then prompts until the
-// connection ends. attached says whether the daemon accepted us.
-func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, err error) {
+// work shows the queued prompts, one at a time, first come first served
+// across daemons, until ctx ends.
+func (a *Client) work(ctx context.Context) {
+	for {
+		a.mu.Lock()
+		var p *prompt
+		if len(a.queue) > 0 {
+			p, a.queue = a.queue[0], a.queue[1:]
+		}
+		left := len(a.queue)
+		a.mu.Unlock()
+		if p == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.wake:
+				continue
+			}
+		}
+		a.remember(p.msg.ID, a.show(p, left))
+		close(p.shown)
+		a.mu.Lock()
+		n := len(a.queue)
+		var notAsked []string
+		for _, sock := range slices.Sorted(maps.Keys(a.notAsked)) {
+			notAsked = append(notAsked, a.notAsked[sock])
+		}
+		a.mu.Unlock()
+		if n == 0 {
+			a.scr.println("rootgate: idle, nothing queued; waiting for requests (last: " + strings.Join(a.last, ", ") + ")" + strings.Join(notAsked, ""))
+		}
+	}
+}
+
+// enqueue puts p in the queue shared by every daemon.
+func (a *Client) enqueue(p *prompt) {
+	a.mu.Lock()
+	a.queue = append(a.queue, p)
+	n := len(a.queue)
+	a.mu.Unlock()
+	if n > 1 {
+		a.scr.println(fmt.Sprintf("rootgate: %d requests queued", n))
+	}
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// session runs one connection to sock: hello, welcome, then prompts until
+// the connection ends. attached says whether the daemon accepted us; d is
+// what its welcome told.
+func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many bool) (d Daemon, attached bool, err error) {
+	d.Socket = sock
 	defer c.Close()
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -184,30 +314,45 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 	welcome, err := ReadMessage(br, MaxDaemonLine)
 	if err != nil {
 		if herr != nil {
-			return false, herr
+			return d, false, herr
 		}
-		return false, err
+		return d, false, err
 	}
 	if herr != nil && welcome.Type != MsgError {
-		return false, herr
+		return d, false, herr
 	}
 	if welcome.Type == MsgError {
-		return false, &RefusedError{welcome.Message}
+		return d, false, &RefusedError{welcome.Message}
 	}
 	if welcome.Type != MsgWelcome {
-		return false, &RefusedError{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
+		return d, false, &RefusedError{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
 	}
-	a.grants.Store(welcome.StandingGrants)
-	ruleFile := welcome.RuleFile
-	a.ruleFile.Store(&ruleFile)
-	a.scr.println(fmt.Sprintf("rootgate: attached to rootgated %s at %s as %s on %s; waiting for requests (prompts time out after %ds)",
-		welcome.Daemon, a.Socket, a.Operator, a.Name, int(welcome.PromptTimeout)))
+	d.Grants = welcome.StandingGrants
+	d.RuleFile = welcome.RuleFile
+	d.Host = welcome.Hostname
+	silentFor := DefaultDaemonSilentFor
+	if welcome.PingEvery > 0 {
+		// Bounded both ways: a daemon saying nonsense must neither make
+		// the client drop it at once, over and over, nor overflow.
+		secs := min(max(DaemonSilentPings*welcome.PingEvery, minDaemonSilentFor.Seconds()), maxDaemonSilentFor.Seconds())
+		silentFor = time.Duration(secs * float64(time.Second))
+	}
+	on := ""
+	if d.Host != "" {
+		on = " on host " + termsafe.Sanitize(d.Host)
+	}
+	a.scr.println(fmt.Sprintf("rootgate: attached to rootgated %s%s at %s as %s on %s; waiting for requests (prompts time out after %ds)",
+		termsafe.Sanitize(welcome.Daemon), on, sock, a.Operator, a.Name, int(welcome.PromptTimeout)))
 	notAsked := ""
 	if who := approval.Uninvolved(welcome.NotAsked, lookupUserName); who != "" {
+		notAsked = "; "
+		if many {
+			notAsked += "from " + d.Label() + ", "
+		}
 		if welcome.SelfApproval {
-			notAsked = "; UNSAFE: asked about " + who + " too, who can control this terminal (--unsafe-self-approval)"
+			notAsked += "UNSAFE: asked about " + who + " too, who can control this terminal (--unsafe-self-approval)"
 		} else {
-			notAsked = "; not asked about " + who + ": they can control this terminal"
+			notAsked += "not asked about " + who + ": they can control this terminal"
 		}
 		a.scr.println("rootgate: requests from " + who + " are not shown here: that uid can control this terminal or session and could answer for you")
 		if welcome.SelfApproval {
@@ -215,40 +360,21 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 		}
 	}
 
-	var mu sync.Mutex // guards queue and byID
-	queue := []*prompt{}
+	a.mu.Lock()
+	if a.notAsked == nil {
+		a.notAsked = map[string]string{}
+	}
+	a.notAsked[sock] = notAsked
+	a.mu.Unlock()
+
+	// byID holds this connection's prompts not yet shown to the end: a
+	// withdraw names a prompt of this daemon only (ids are the
+	// requesters' words, and two daemons' may be the same).
+	var mu sync.Mutex
 	byID := map[string]*prompt{}
-	wake := make(chan struct{}, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the worker: one prompt at a time, first come first served
-		defer wg.Done()
-		for {
-			mu.Lock()
-			var p *prompt
-			if len(queue) > 0 {
-				p, queue = queue[0], queue[1:]
-			}
-			left := len(queue)
-			mu.Unlock()
-			if p == nil {
-				select {
-				case <-connCtx.Done():
-					return
-				case <-wake:
-					continue
-				}
-			}
-			a.remember(p.msg.ID, a.show(p, send, left))
-			mu.Lock()
-			delete(byID, p.msg.ID)
-			n := len(queue)
-			mu.Unlock()
-			if n == 0 {
-				a.scr.println("rootgate: idle, nothing queued; waiting for requests (last: " + strings.Join(a.last, ", ") + ")" + notAsked)
-			}
-		}
-	}()
+	// The prompts still queued or on screen end with the connection; the
+	// worker drops each when it comes to it, and the reconnection does not
+	// wait for that (a prompt of another daemon may hold the screen).
 	defer func() {
 		cancel()
 		mu.Lock()
@@ -256,11 +382,10 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 			p.cancel(errors.New("connection to rootgated lost"))
 		}
 		mu.Unlock()
-		wg.Wait()
 	}()
 
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(DaemonSilentFor))
+		_ = c.SetReadDeadline(time.Now().Add(silentFor))
 		m, err := readDaemonMessage(br)
 		if errors.Is(err, ErrLineTooLong) {
 			// One message we cannot take must not cost the session:
@@ -269,7 +394,11 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 			continue
 		}
 		if err != nil {
-			return true, err
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				err = fmt.Errorf("silent for %s", silentFor)
+			}
+			return d, true, err
 		}
 		switch m.Type {
 		case MsgPing:
@@ -280,19 +409,23 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 				continue
 			}
 			pctx, pcancel := context.WithCancelCause(connCtx)
-			p := &prompt{msg: m, ctx: pctx, cancel: pcancel}
+			p := &prompt{msg: m, from: d, send: send, ctx: pctx, cancel: pcancel, shown: make(chan struct{})}
 			mu.Lock()
-			queue = append(queue, p)
 			byID[m.ID] = p
-			n := len(queue)
 			mu.Unlock()
-			if n > 1 {
-				a.scr.println(fmt.Sprintf("rootgate: %d requests queued", n))
-			}
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
+			go func() {
+				select {
+				case <-p.shown:
+				case <-connCtx.Done():
+					return
+				}
+				mu.Lock()
+				if byID[m.ID] == p {
+					delete(byID, m.ID)
+				}
+				mu.Unlock()
+			}()
+			a.enqueue(p)
 		case MsgWithdraw:
 			mu.Lock()
 			if p := byID[m.ID]; p != nil {
@@ -354,7 +487,7 @@ func (a *Client) remember(id string, v approval.Verdict) {
 
 // show puts one prompt on the terminal and sends the operator's answer.
 // It returns what became of the prompt here.
-func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval.Verdict {
+func (a *Client) show(p *prompt, queued int) approval.Verdict {
 	if err := p.ctx.Err(); err != nil {
 		a.scr.println(fmt.Sprintf("rootgate: request %s withdrawn before it was shown (%v)", termsafe.Sanitize(p.msg.ID), context.Cause(p.ctx)))
 		return approval.Withdrawn
@@ -364,7 +497,7 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 	if queued > 0 {
 		fmt.Fprintf(a.scr.out, "rootgate: %d more request(s) queued after this one\n", queued)
 	}
-	d := a.Ask(*p.msg.Deadline, a.afterWithdrawn).Approve(p.ctx, p.msg.Request)
+	d := a.Ask(*p.msg.Deadline, a.afterWithdrawn, p.from).Approve(p.ctx, p.msg.Request)
 	a.afterWithdrawn = d.Verdict == approval.Withdrawn
 	switch d.Verdict {
 	case approval.Allow, approval.Deny:
@@ -387,7 +520,7 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 				m.RuleRunsAnything = len(approval.RuleRunsAnything(p.msg.Request, r)) > 0
 			}
 		}
-		_ = send(m)
+		_ = p.send(m)
 	}
 	return d.Verdict
 }

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,18 +18,23 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// Connection timing, one set for both ends: the daemon pings every
-// PingEvery and drops an approver it has heard nothing from for SilentFor;
-// an approver client drops a daemon it has heard nothing from for
-// DaemonSilentFor. The hello must come within HelloWithin of connecting,
-// and the client waits as long for the welcome. Each line's write must end
-// within WriteWithin.
+// Connection timing. The daemon pings every [Host].PingEvery (default
+// DefaultPingEvery) and detaches an approver it has heard nothing from for
+// [Host].SilentFor (default DefaultSilentFor): an approver cut off without
+// a close (a network gone silent under an ssh forward) is detached well
+// before a prompt would time out, and its prompt is no longer waiting on
+// it. The welcome tells the client the ping interval; the client drops a
+// daemon it has heard nothing from for DaemonSilentPings intervals
+// (DefaultDaemonSilentFor from a daemon that does not say). The hello
+// must come within HelloWithin of connecting, and the client waits as long
+// for the welcome. Each line's write must end within WriteWithin.
 const (
-	PingEvery       = 15 * time.Second
-	SilentFor       = 3 * PingEvery
-	DaemonSilentFor = 4 * PingEvery
-	HelloWithin     = 10 * time.Second
-	WriteWithin     = 10 * time.Second
+	DefaultPingEvery       = 5 * time.Second
+	DefaultSilentFor       = 3 * DefaultPingEvery
+	DaemonSilentPings      = 4
+	DefaultDaemonSilentFor = 60 * time.Second
+	HelloWithin            = 10 * time.Second
+	WriteWithin            = 10 * time.Second
 )
 
 // An approver that sends more than maxRefused refused decisions within
@@ -66,6 +72,14 @@ type Host struct {
 	// told in the welcome; "" means rules are not saved, and a decision
 	// that carries one is refused.
 	RuleFile string
+	// Hostname is the daemon's own host name, told in the welcome.
+	Hostname string
+	// PingEvery is how often an attached client is pinged; 0 means
+	// DefaultPingEvery.
+	PingEvery time.Duration
+	// SilentFor is how long a client may send nothing (no pong, no
+	// decision) before it is detached; 0 means DefaultSilentFor.
+	SilentFor time.Duration
 }
 
 // A GrantKeeper holds the daemon's standing grants.
@@ -239,9 +253,10 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	r.wmu.Lock()
 	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: "remote", Approver: r, Agent: r.agent, Controllers: peer.Controllers})
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
+	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.SilentFor, DefaultSilentFor)
 	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
 		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
-		StandingGrants: h.Grants != nil, RuleFile: h.RuleFile})
+		StandingGrants: h.Grants != nil, Hostname: h.Hostname, PingEvery: pingEvery.Seconds(), RuleFile: h.RuleFile})
 	r.wmu.Unlock()
 	if err != nil {
 		detach()
@@ -260,7 +275,7 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		t := time.NewTicker(PingEvery)
+		t := time.NewTicker(pingEvery)
 		defer t.Stop()
 		for {
 			select {
@@ -277,12 +292,15 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	}()
 	var refused []time.Time // when the decisions of the last refusedWithin were refused
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(SilentFor))
+		_ = c.SetReadDeadline(time.Now().Add(silentFor))
 		m, err := ReadMessage(br, MaxApproverLine)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				var ne net.Error
-				if !errors.As(err, &ne) {
+				switch {
+				case errors.As(err, &ne) && ne.Timeout():
+					log.Warn("approver silent: no answer to pings, detaching it", "name", r.name, "silent_for", silentFor.String())
+				case !errors.As(err, &ne):
 					Refuse(c, err.Error())
 				}
 			}

@@ -1,7 +1,8 @@
 // Package remote is both ends of the approver protocol (docs/protocol.md,
 // "Approver protocol"): one JSON object per line between rootgated and an
-// attached approver client, with one set of timings ([PingEvery] and the
-// rest) for both.
+// attached approver client. The daemon pings the client and tells it in
+// the welcome how often, so each end notices a silent other
+// ([DefaultPingEvery] and the rest).
 //
 // The daemon's end is [Host]: it attaches each admitted client to an
 // [github.com/rootgate/rootgate/approval.Broker] as a member whose Approve

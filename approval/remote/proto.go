@@ -76,6 +76,15 @@ type Message struct {
 	// decision carries; "" (omitted): it saves none (it has no policy
 	// file), and refuses a decision that carries one.
 	RuleFile string `json:"rule_file,omitempty"`
+	// Hostname is the daemon's own host name (its uname nodename, in its
+	// UTS namespace): the machine its prompts' commands run on. An
+	// approver client shows it on every prompt from this daemon; the
+	// request's own host is only the requester's word.
+	Hostname string `json:"hostname,omitempty"`
+	// PingEvery is how often, in seconds, the daemon pings this approver;
+	// the client drops a daemon silent for [DaemonSilentPings] times as
+	// long.
+	PingEvery float64 `json:"ping_every,omitempty"`
 
 	// prompt, withdraw, decision, result
 	ID       string           `json:"id,omitempty"`

@@ -67,7 +67,7 @@ func attach(t *testing.T) *pair {
 		}
 	}()
 	client := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Operator: "op", Version: "test-client", Out: p.out,
-		Ask: func(time.Time, bool) approval.Approver {
+		Ask: func(time.Time, bool, Daemon) approval.Approver {
 			return askFunc(func(ctx context.Context, pr *approval.Prompt) approval.Decision {
 				p.shown <- pr
 				select {
@@ -191,7 +191,7 @@ func TestClientRefused(t *testing.T) {
 		c.Close()
 	}()
 	out := &testutil.SyncBuffer{}
-	c := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Out: out, Ask: func(time.Time, bool) approval.Approver { return approval.Nobody{} }}
+	c := &Client{Socket: sock, Name: "pts/9", Kind: "terminal", Out: out, Ask: func(time.Time, bool, Daemon) approval.Approver { return approval.Nobody{} }}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = c.Run(ctx)
@@ -201,5 +201,136 @@ func TestClientRefused(t *testing.T) {
 	}
 	if err.Error() != "rootgated refused this approver: uid 1000 (agent) is not admitted" {
 		t.Errorf("Error() = %q", err)
+	}
+}
+
+// serveHost serves h on a fresh socket until the test ends and returns
+// the socket's path.
+func serveHost(t *testing.T, h *Host) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "rg-remote-") // short: sun_path holds 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "a.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { h.Serve(ctx, c, Peer{UID: 0, User: "root"}) })
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		ln.Close()
+		wg.Wait()
+		os.RemoveAll(dir)
+	})
+	return sock
+}
+
+// TestClientManyDaemons: one client attached to two daemons shows their
+// prompts one at a time, each with the host name its daemon sent, and
+// keeps each daemon's prompt ids apart: both daemons put a prompt with
+// the same id (a requester's word), and the first daemon's withdraw of
+// its own leaves the second's to be shown and answered.
+func TestClientManyDaemons(t *testing.T) {
+	hosts := map[string]*approval.Broker{"host-a": {Timeout: time.Minute}, "host-b": {Timeout: time.Minute}}
+	sockOf := map[string]string{}
+	for name, b := range hosts {
+		sockOf[name] = serveHost(t, &Host{Broker: b, Version: "test-daemon", Hostname: name})
+	}
+	type shown struct {
+		from Daemon
+		p    *approval.Prompt
+		ctx  context.Context
+	}
+	seen := make(chan shown, 4)
+	answer := make(chan approval.Verdict, 1)
+	out := &testutil.SyncBuffer{}
+	client := &Client{Sockets: []string{sockOf["host-a"], sockOf["host-b"]}, Name: "pts/9", Kind: "terminal", Operator: "op", Out: out,
+		Ask: func(_ time.Time, _ bool, from Daemon) approval.Approver {
+			return askFunc(func(ctx context.Context, p *approval.Prompt) approval.Decision {
+				seen <- shown{from, p, ctx}
+				select {
+				case v := <-answer:
+					return approval.Decision{Verdict: v}
+				case <-ctx.Done():
+					return approval.Decision{Verdict: approval.Withdrawn}
+				}
+			})
+		}}
+	cctx, ccancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- client.Run(cctx) }()
+	defer func() {
+		ccancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run after Ctrl-C: %v", err)
+		}
+	}()
+	testutil.WaitFor(t, "both daemons to attach", 10*time.Second, func() bool {
+		s := out.String()
+		return hosts["host-a"].Len() > 0 && hosts["host-b"].Len() > 0 &&
+			strings.Contains(s, "on host host-a at "+sockOf["host-a"]) && strings.Contains(s, "on host host-b at "+sockOf["host-b"])
+	})
+
+	actx, acancel := context.WithCancel(context.Background())
+	aRes := make(chan approval.Decision, 1)
+	go func() { aRes <- hosts["host-a"].Approve(actx, remotePrompt("same-id")) }()
+	next := func(what string) shown {
+		t.Helper()
+		select {
+		case s := <-seen:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s was never shown; the client says:\n%s", what, out)
+			return shown{}
+		}
+	}
+	first := next("host-a's prompt")
+	if first.from.Host != "host-a" || first.from.Socket != sockOf["host-a"] {
+		t.Fatalf("host-a's prompt was shown as from %+v", first.from)
+	}
+	bRes := make(chan approval.Decision, 1)
+	go func() { bRes <- hosts["host-b"].Approve(context.Background(), remotePrompt("same-id")) }()
+	// host-b's prompt waits its turn: nothing else is shown meanwhile.
+	testutil.WaitFor(t, "host-b's prompt to be queued", 10*time.Second, func() bool {
+		client.mu.Lock()
+		defer client.mu.Unlock()
+		return len(client.queue) == 1 || len(seen) > 0
+	})
+	if len(seen) > 0 {
+		t.Fatal("a second prompt was shown while the first was up")
+	}
+	acancel() // host-a withdraws its "same-id"
+	if d := <-aRes; d.Verdict != approval.Withdrawn {
+		t.Fatalf("host-a: %+v", d)
+	}
+	select {
+	case <-first.ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("host-a's withdraw did not reach its prompt; the client says:\n%s", out)
+	}
+	second := next("host-b's prompt")
+	if second.from.Host != "host-b" || second.ctx.Err() != nil {
+		t.Fatalf("after host-a's withdraw, shown %+v from %+v (ctx %v)", second.p.ID, second.from, second.ctx.Err())
+	}
+	answer <- approval.Allow
+	select {
+	case d := <-bRes:
+		if d.Verdict != approval.Allow {
+			t.Fatalf("host-b: %+v; the client says:\n%s", d, out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("host-b's prompt was never answered; the client says:\n%s", out)
 	}
 }

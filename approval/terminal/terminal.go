@@ -121,6 +121,15 @@ type Terminal struct {
 	// to, shown before it is confirmed; "" means r offers none (the daemon
 	// has no policy file, or saves no rules).
 	RuleFile string
+	// Machine is the host name of the daemon that asks, as it told it
+	// (rootgate approve attached to several daemons); "" when the
+	// terminal is the daemon's own. Each prompt then says, below the
+	// request and in every redraw, which machine the command runs on, as
+	// the daemon names itself, and Via, the socket it was reached
+	// through. Both are escaped before they are shown.
+	Machine string
+	// Via is the approver socket the daemon was reached through.
+	Via string
 
 	mu    sync.Mutex // guards the fields that follow
 	busy  bool       // a request holds the terminal
@@ -298,6 +307,7 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 		text:      strings.TrimSuffix(approval.RenderWhole(p), "\n"),
 		deadline:  deadline,
 		banner:    t.AfterWithdrawn,
+		machine:   t.machineLine(),
 		flush:     func() { _ = flush() },
 	}
 	v := &inlineView{m: m, out: out}
@@ -429,6 +439,9 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 		head.WriteString(withdrawnBanner + "\n")
 	}
 	head.WriteString(approval.RenderWhole(p))
+	if l := t.machineLine(); l != "" {
+		head.WriteString(l + "\n")
+	}
 	if _, err := io.WriteString(t.Out, "\n"+head.String()); err != nil {
 		return false, err
 	}
@@ -695,6 +708,7 @@ type promptModel struct {
 	text     string // the request, without its last newline
 	deadline time.Time
 	banner   bool   // the previous prompt was withdrawn: say this is another
+	machine  string // the line naming the daemon's machine, or ""
 	flush    func() // discards type-ahead
 	ended    bool   // the prompt's context ended before an answer
 
@@ -863,6 +877,9 @@ func (m *promptModel) footer() []string {
 	if m.banner {
 		f = append(f, fit(withdrawnBanner, m.width))
 	}
+	if m.machine != "" {
+		f = append(f, fit(m.machine, m.width))
+	}
 	if n := len(m.lines); m.pagerHeight() < n {
 		end := min(m.top+m.pagerHeight(), n)
 		status := fmt.Sprintf("── lines %d-%d of %d · ↓ j space PgDn: on · ↑ k b PgUp: back", m.top+1, end, n)
@@ -927,6 +944,16 @@ func fit(s string, width int) string {
 	}
 	kept := ansi.Truncate(s, max(width-16, 8), "")
 	return kept + fmt.Sprintf(" …(+%d more)", utf8.RuneCountInString(s)-utf8.RuneCountInString(kept))
+}
+
+// machineLine names the machine of the daemon that asks, or "" when
+// Machine is unset.
+func (t *Terminal) machineLine() string {
+	if t.Machine == "" {
+		return ""
+	}
+	return fmt.Sprintf("Runs on host %s: the name rootgated there gives itself (reached through %s)",
+		termsafe.Sanitize(t.Machine), termsafe.Sanitize(t.Via))
 }
 
 // pagerHeight is how many lines of the request fit above the footer.

@@ -706,3 +706,51 @@ func TestKeyReadsMarkRunsAsPaste(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalNamesMachine: with Machine set (rootgate approve attached to
+// a daemon that named itself), the prompt says which machine the command
+// runs on, below the request where the requester's words cannot reach, in
+// every redraw (so also while a long request is paged through), and in
+// accessible mode; the name and the socket are escaped.
+func TestTerminalNamesMachine(t *testing.T) {
+	t.Parallel()
+	const line = `Runs on host web1\x1b[2J: the name rootgated there gives itself (reached through /run/user/1000/web1.sock)`
+	t.Run("form", func(t *testing.T) {
+		t.Parallel()
+		term, s := newTerminal(t, 30, 160)
+		term.Machine, term.Via = "web1\x1b[2J", "/run/user/1000/web1.sock"
+		args := []string{"echo"}
+		for i := range 60 { // taller than the window: the pager scrolls
+			args = append(args, fmt.Sprintf("arg-%02d", i))
+		}
+		p := testPrompt("req-host", args...)
+		p.Host = "web2"
+		p.Stages[0].Argv = []string{"sh", "-c", strings.Join(args, "\n")}
+		ch, at := showPrompt(t, context.Background(), term, s, 0, p)
+		if !strings.Contains(s.Text(), line+"\n") {
+			t.Errorf("the prompt lacks %q; it shows:\n%s", line, s.Text())
+		}
+		if strings.Contains(s.Raw(), "web1\x1b[2J") {
+			t.Error("the machine's name reached the terminal unescaped")
+		}
+		if !strings.Contains(s.Text(), approval.RequesterMark+"host:    web2\n") {
+			t.Errorf("the requester's host is not among its words; the screen shows:\n%s", s.Text())
+		}
+		s.send(" ")
+		at = s.waitFor(at, "── lines")
+		s.waitFor(at, line)
+		s.send("n")
+		decision(t, ch)
+	})
+	t.Run("accessible", func(t *testing.T) {
+		t.Parallel()
+		term, s := newTerminal(t, 40, 160)
+		term.Accessible = true
+		term.Machine, term.Via = "web1\x1b[2J", "/run/user/1000/web1.sock"
+		ch := approveAsync(context.Background(), term, testPrompt("acc-host", "reboot"))
+		at := s.waitFor(0, line)
+		s.waitFor(at, "[y/N]")
+		s.send("n\r")
+		decision(t, ch)
+	})
+}

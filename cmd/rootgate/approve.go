@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,13 +25,18 @@ here in full; y approves, n, Esc or Enter deny, m denies with a note for the
 requester, g shows a standing grant for the same request from the same
 requester for a time (--grant-for) and asks for y again to approve with it.
 Ctrl-C (between prompts) detaches.
+With --socket given more than once, this terminal attaches to each of those
+daemons (local sockets, or local ends of ssh -L forwards to other machines'
+approver sockets) and shows their prompts one at a time, each naming the
+machine it comes from as that daemon names itself; each reattaches by
+itself when it drops or falls silent, while the others keep working.
 With --desktop, each request is a desktop notification instead: Approve
 approves; Deny, or closing it, denies. It is weaker than the terminal: any
 program of yours on the desktop can press Approve (docs/security.md).`
 
 // approveFlags are rootgate approve's flags.
 var approveFlags = []clidoc.Flag{
-	{Name: "socket", Default: "", Usage: "approver socket `path`"},
+	{Name: "socket", Default: clidoc.List(nil), Usage: "approver socket `path`; repeat it to approve for several daemons (hosts) from this terminal"},
 	{Name: "forward-agent", Default: false, Usage: "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve"},
 	{Name: "accessible", Default: false, Usage: "ask in plain lines for screen readers: type y and Enter to approve; anything else denies"},
 	{Name: "grant-for", Default: "15m,1h", Usage: "the lengths of standing grant g offers at a prompt: a comma-separated `list` of durations, each at most 8h"},
@@ -39,12 +45,29 @@ var approveFlags = []clidoc.Flag{
 
 func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	stderr := e.stderr
-	socket, agent, accessible, desktop := fl.String("socket"), fl.Bool("forward-agent"), fl.Bool("accessible"), fl.Bool("desktop")
+	sockets, agent, accessible, desktop := fl.List("socket"), fl.Bool("forward-agent"), fl.Bool("accessible"), fl.Bool("desktop")
 	if desktop && accessible {
 		errorf(stderr, "--accessible and --desktop cannot be combined")
 		return exitUsage
 	}
-	sock := client.ApproverSocket(socket)
+	if desktop && len(sockets) > 1 {
+		// A notification does not name the machine a prompt comes from.
+		errorWithHint(stderr, "--desktop approves for one daemon only", "approve for several daemons in a terminal: rootgate approve --socket A --socket B")
+		return exitUsage
+	}
+	if len(sockets) == 0 {
+		sockets = []string{client.ApproverSocket("")}
+	}
+	for i, s := range sockets {
+		if s == "" {
+			errorf(stderr, "--socket: an empty path")
+			return exitUsage
+		}
+		if slices.Contains(sockets[:i], s) {
+			errorf(stderr, "--socket %s: given twice", s)
+			return exitUsage
+		}
+	}
 	grantFor, err := parseGrantFor(fl.String("grant-for"))
 	if err != nil {
 		errorf(stderr, "--grant-for: %v", err)
@@ -66,13 +89,15 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	if desktop {
 		// No terminal needed: status lines go to stderr, prompts to the
 		// desktop.
-		a := &remote.Client{Socket: sock, Name: desktopName, Kind: "desktop", Operator: approval.OperatorName(), Out: stderr, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
+		a := &remote.Client{Sockets: sockets, Name: desktopName, Kind: "desktop", Operator: approval.OperatorName(), Out: stderr, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
 		ask, err := desktopAsker(a.Operator, stderr)
 		if err != nil {
 			errorf(stderr, "--desktop: %v", err)
 			return exitError
 		}
-		a.Ask = func(deadline time.Time, _ bool) approval.Approver { return reporting{ask(deadline), stderr} }
+		a.Ask = func(deadline time.Time, _ bool, _ remote.Daemon) approval.Approver {
+			return reporting{ask(deadline), stderr}
+		}
 		return runApprover(ctx, a, stderr)
 	}
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
@@ -81,14 +106,14 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		return exitError
 	}
 	defer tty.Close()
-	a := &remote.Client{Socket: sock, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
-	a.Ask = func(deadline time.Time, afterWithdrawn bool) approval.Approver {
+	a := &remote.Client{Sockets: sockets, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
+	a.Ask = func(deadline time.Time, afterWithdrawn bool, from remote.Daemon) approval.Approver {
 		grantFor := grantFor
-		if !a.DaemonGrants() {
+		if !from.Grants {
 			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
 		}
 		return &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
-			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: a.DaemonRuleFile()}
+			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: from.RuleFile, Machine: from.Host, Via: from.Socket}
 	}
 	return runApprover(ctx, a, stderr)
 }

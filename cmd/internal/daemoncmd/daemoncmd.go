@@ -27,6 +27,7 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
@@ -89,6 +90,8 @@ type options struct {
 	tty           bool
 	unsafeSelf    bool
 	promptTimeout time.Duration
+	approverPing  time.Duration
+	approverQuiet time.Duration
 	execTimeout   time.Duration
 	killGrace     time.Duration
 	maxSkew       time.Duration
@@ -165,6 +168,8 @@ var flags = []clidoc.Flag{
 	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal"},
 	{Name: "unsafe-self-approval", Default: false, Usage: "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent"},
 	{Name: "prompt-timeout", Default: approval.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"},
+	{Name: "approver-ping", Default: remote.DefaultPingEvery, Usage: "how often each attached approver client (rootgate approve) is pinged; it answers even while a prompt is up"},
+	{Name: "approver-silence", Default: remote.DefaultSilentFor, Usage: "detach an approver client that has answered nothing for this long (a connection gone silent, such as a dead ssh forward); its prompts go on with the other approvers. Keep it longer than --approver-ping and well under --prompt-timeout"},
 	{Name: "exec-timeout", Default: daemon.DefaultExecTimeout, Usage: "run time limit; a request may only lower it"},
 	{Name: "kill-grace", Default: pipeline.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL when a run is stopped"},
 	{Name: "max-skew", Default: daemon.DefaultMaxSkew, Usage: "largest accepted distance between a request's time and the clock"},
@@ -204,6 +209,8 @@ func parseOptions(v clidoc.Values) options {
 		tty:           v.Bool("tty"),
 		unsafeSelf:    v.Bool("unsafe-self-approval"),
 		promptTimeout: v.Duration("prompt-timeout"),
+		approverPing:  v.Duration("approver-ping"),
+		approverQuiet: v.Duration("approver-silence"),
 		execTimeout:   v.Duration("exec-timeout"),
 		killGrace:     v.Duration("kill-grace"),
 		maxSkew:       v.Duration("max-skew"),
@@ -273,11 +280,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"prompt-timeout", o.promptTimeout}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}, {"read-timeout", o.readTimeout}, {"stall-timeout", o.stallTimeout}} {
+	}{{"prompt-timeout", o.promptTimeout}, {"approver-ping", o.approverPing}, {"approver-silence", o.approverQuiet}, {"exec-timeout", o.execTimeout}, {"kill-grace", o.killGrace}, {"max-skew", o.maxSkew}, {"first-byte-timeout", o.firstByte}, {"read-timeout", o.readTimeout}, {"stall-timeout", o.stallTimeout}} {
 		if d.v <= 0 {
 			out.Errorf(errw, "--%s must be positive", d.name)
 			return exitUsage
 		}
+	}
+	if o.approverQuiet <= o.approverPing {
+		out.Errorf(stderr, "--approver-silence (%s) must be longer than --approver-ping (%s)", o.approverQuiet, o.approverPing)
+		return exitUsage
 	}
 	if o.auditKeep < 0 || o.rejectRate < 1 {
 		out.Errorf(errw, "--audit-keep must not be negative and --audit-reject-rate must be at least 1")
@@ -370,6 +381,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	} else {
 		log.Warn("cgroup: none (" + noCgroup.Error() + "): runs contained by sessions, process groups and an environment tag only; a process that leaves its session and replaces its environment outlives its run; no limits")
 	}
+	if o.approverQuiet >= o.promptTimeout {
+		log.Info("--approver-silence is not shorter than --prompt-timeout: a request put to an approver cut off without a close waits out its prompt", "approver_silence", o.approverQuiet.String(), "prompt_timeout", o.promptTimeout.String())
+	}
 	if o.unsafeSelf {
 		log.Warn("UNSAFE: --unsafe-self-approval is on: a requester may be asked through an approver whose terminal or session its own uid controls, and could type the answer itself; this guards against mistakes only, not against a hostile agent")
 	}
@@ -432,6 +446,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		Approver:       broker,
 		Broker:         broker,
 		Admission:      admit,
+		ApproverPing:   o.approverPing,
+		ApproverSilent: o.approverQuiet,
 		Audit:          alog,
 		ExecTimeout:    o.execTimeout,
 		KillGrace:      o.killGrace,
