@@ -118,6 +118,7 @@ func rootfs(t *testing.T) string {
 	}
 	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 
+	sweepRuns(t, base)
 	dir := filepath.Join(base, rootfsKey())
 	done := filepath.Join(dir, ".rootgate-box")
 	if _, err := os.Stat(done); err == nil {
@@ -159,6 +160,27 @@ func rootfs(t *testing.T) string {
 	}
 	t.Logf("box: made the root filesystem %s in %s", dir, time.Since(start).Round(time.Second))
 	return dir
+}
+
+// sweepRuns removes the overlays that killed test processes left behind
+// (their cleanup never ran), unless something still has them mounted or
+// they are new (another test process may be about to mount one).
+func sweepRuns(t *testing.T, base string) {
+	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := filepath.Glob(filepath.Join(base, "run-*"))
+	for _, r := range runs {
+		fi, err := os.Stat(r)
+		if err != nil || time.Since(fi.ModTime()) < 10*time.Minute {
+			continue
+		}
+		if !strings.Contains(string(mountinfo), " "+filepath.Join(r, "root")+" ") {
+			t.Logf("box: removing %s, left by an earlier run", r)
+			_ = os.RemoveAll(r)
+		}
+	}
 }
 
 // overlay mounts a writable overlay of lower on a fresh directory under
