@@ -100,7 +100,8 @@ func mirror() string {
 
 // rootfs returns the cached root filesystem, making it first when this
 // machine has none for the current key. Making it takes about a minute
-// (debootstrap downloads ~60 MB); other keys' copies are removed then.
+// (debootstrap from the Debian mirror; 213 MB on disk); other keys' copies
+// are removed then.
 func rootfs(t *testing.T) string {
 	t.Helper()
 	base := cacheDir()
