@@ -303,6 +303,7 @@ func TestService(t *testing.T) {
 
 	step("remove and purge", func(t *testing.T) {
 		ap.stop(t)
+		mainPID(t, b) // running, as it is removed
 		b.sh(t, "dpkg -r rootgate")
 		if got := unitStates(b, "rootgate.socket", "rootgate-approve.socket", "rootgate.service"); got != "inactive inactive inactive" {
 			t.Errorf("after dpkg -r: %q, want every unit inactive", got)
