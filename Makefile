@@ -11,6 +11,8 @@ VERSION ?= $(shell packaging/version.sh)
 GOARCH  ?= $(shell $(GO) env GOARCH)
 DIST    ?= dist
 BUILD   ?= $(DIST)/build
+# The package formats built; `make packages PACKAGERS=deb` builds the .deb only.
+PACKAGERS ?= deb rpm
 
 LDFLAGS := -X github.com/rootgate/rootgate/internal/version.override=$(VERSION)
 
@@ -32,7 +34,7 @@ packages:
 		systemd/rootgate.sysusers systemd/rootgate.tmpfiles \
 		packaging/policy packaging/scripts/*.sh $(BUILD)/
 	cp README.md docs/*.md $(BUILD)/doc/
-	cd $(BUILD) && for p in deb rpm; do \
+	cd $(BUILD) && for p in $(PACKAGERS); do \
 		VERSION='$(VERSION)' GOARCH='$(GOARCH)' $(NFPM) package \
 			--config '$(abspath packaging/nfpm.yaml)' --packager $$p --target '$(abspath $(DIST))/' || exit 1; \
 	done

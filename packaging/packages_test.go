@@ -181,10 +181,11 @@ func installRemovePurge(t *testing.T, deb string, files map[string]string) {
 		t.Fatalf("package rootgate is already on this machine (%s); this test installs and purges it, so remove it first", st)
 	}
 	testutil.LockGroup(t)
-	// A purge deletes these: what is there already (a daemon run by hand
-	// writes its audit log in /var/log/rootgate) is moved aside and put
-	// back at the end.
-	for _, d := range []string{"/etc/rootgate", "/var/log/rootgate", "/var/lib/rootgate"} {
+	// A removal or purge deletes these: what is there already (a daemon
+	// run by hand writes its audit log in /var/log/rootgate, its sockets
+	// and replay window in /run/rootgate) is moved aside and put back at
+	// the end.
+	for _, d := range []string{"/etc/rootgate", "/var/log/rootgate", "/var/lib/rootgate", "/run/rootgate"} {
 		if _, err := os.Lstat(d); err != nil {
 			continue
 		}

@@ -3,6 +3,11 @@
 # on upgrade. $1 is "configure" (deb) or 1 (rpm install), 2 (rpm upgrade).
 set -e
 
+# Is systemd the running init (sd_booted)? Not in a chroot, where an image
+# build installs packages, often without /proc mounted.
+booted=
+[ -d /run/systemd/system ] && booted=yes
+
 # The group whose members may ask (the request socket's group).
 if command -v systemd-sysusers >/dev/null 2>&1; then
 	systemd-sysusers /usr/lib/sysusers.d/rootgate.conf
@@ -10,8 +15,11 @@ elif ! getent group rootgate >/dev/null; then
 	groupadd --system rootgate
 fi
 
-# /var/log/rootgate (0700) and /etc/rootgate.
-if command -v systemd-tmpfiles >/dev/null 2>&1; then
+# /var/log/rootgate (0700) and /etc/rootgate. systemd-tmpfiles needs /proc
+# and fails without it, which would leave the package half configured, so
+# it runs only under a running systemd; the plain tools do the same
+# elsewhere, and the tmpfiles file applies again at every boot.
+if [ -n "$booted" ] && command -v systemd-tmpfiles >/dev/null 2>&1; then
 	systemd-tmpfiles --create /usr/lib/tmpfiles.d/rootgate.conf
 else
 	install -d -m 0700 -o root -g root /var/log/rootgate
@@ -33,9 +41,9 @@ configure)
 	;;
 esac
 
-# Only with systemd as the running init (sd_booted) is there anything to
-# reload or start.
-if [ -d /run/systemd/system ]; then
+# Only with systemd as the running init is there anything to reload or
+# start.
+if [ -n "$booted" ]; then
 	systemctl daemon-reload
 	if [ -n "$first" ]; then
 		# The sockets start now and at every boot.

@@ -5,10 +5,14 @@ set -e
 
 case "$1" in
 remove | 0)
-	# The policy and the audit log stay: only a purge drops them.
+	# The policy and the audit log stay: only a purge drops them. The
+	# runtime directory goes now: the socket files (systemd leaves them
+	# when it stops the sockets) and the replay window's file would
+	# otherwise stay until the next boot.
+	rm -rf /run/rootgate
 	;;
 purge)
-	rm -rf /etc/rootgate /var/log/rootgate /var/lib/rootgate
+	rm -rf /etc/rootgate /var/log/rootgate /var/lib/rootgate /run/rootgate
 	;;
 esac
 if [ -d /run/systemd/system ]; then
