@@ -160,7 +160,10 @@ func (a *Client) Run(ctx context.Context) error {
 // carry on meanwhile, so a refusal is told here too.
 func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 	backoff := backoffMin
-	waiting := false
+	// said is the kind of failure last reported ("dial" or "welcome"):
+	// each kind is said once until an attach succeeds, and again when the
+	// failure changes kind.
+	said := ""
 	last := Daemon{Socket: sock} // what the last welcome told
 	for ctx.Err() == nil {
 		// A connect blocks while the socket's queue is full; each
@@ -174,9 +177,9 @@ func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 				}
 				return err
 			}
-			if !waiting {
+			if said != "dial" {
 				a.scr.println(fmt.Sprintf("rootgate: waiting for rootgated at %s (%v); retrying quietly, at least every %s", sock, err, backoffMax))
-				waiting = true
+				said = "dial"
 			}
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, backoffMax)
@@ -194,16 +197,16 @@ func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 		}
 		if attached {
 			last = d
-			waiting = false
+			said = ""
 			backoff = backoffMin
 			// Stopped, restarted or crashed. Re-attaching starts it again
 			// under systemd while its sockets listen.
 			a.scr.println(fmt.Sprintf("rootgate: connection to rootgated lost (%s: %v); re-attaching by itself, retrying at least every %s, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service", last.Label(), err, backoffMax))
 		} else if errors.Is(err, os.ErrDeadlineExceeded) {
 			a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying", sock, a.answerWithin()))
-		} else if !waiting {
+		} else if said != "welcome" {
 			a.scr.println(fmt.Sprintf("rootgate: no welcome from rootgated (%s: %v); retrying quietly, at least every %s", last.Label(), err, backoffMax))
-			waiting = true
+			said = "welcome"
 		}
 		sleep(ctx, backoff)
 		if !attached {
