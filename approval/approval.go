@@ -84,6 +84,11 @@ type Decision struct {
 	// daemon allows requests of the same shape from the same requester
 	// without asking, for this long ([MaxGrant] at most). See [Grantable].
 	Grant time.Duration `json:"-"`
+	// Group, when more than 1, says the decision answered that many
+	// identical requests at once ([Prompt.Group]); GroupOf is then the id
+	// of the request whose prompt was shown, or "" for that one.
+	Group   int    `json:"-"`
+	GroupOf string `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the
@@ -138,6 +143,20 @@ type Prompt struct {
 	// control, under the daemon's --unsafe-self-approval: the requester
 	// could have typed the answer itself.
 	SelfApproval bool `json:"self_approval,omitempty"`
+	// Group, when more than 1, is how many identical requests (same
+	// requester, same Shape) this one prompt decides: one answer runs or
+	// refuses them all. The prompt shown is the first one's.
+	Group int `json:"group,omitempty"`
+	// Hint, when set, is the daemon's note on a standing grant or policy
+	// rule that would have covered a near-identical request, and what
+	// differs (one or two lines). It holds words of the requester's, so
+	// it is escaped again before it is shown.
+	Hint string `json:"hint,omitempty"`
+	// Shape identifies everything a standing grant must match about the
+	// request (the daemon's grant shape, uid included); "" for none. A
+	// [Broker] with GroupWithin groups requests of the same Shape. It is
+	// not sent to approvers.
+	Shape string `json:"-"`
 }
 
 // An Approver decides about one request. Approve blocks until there is a

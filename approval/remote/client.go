@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"os/user"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"golang.org/x/sys/unix"
 )
 
 // Reconnection backoff bounds.
@@ -45,6 +47,12 @@ type Client struct {
 	// withdrawn while on screen, so this one must say it is a different
 	// request.
 	Ask func(deadline time.Time, afterWithdrawn bool) approval.Approver
+	// Size, when set, is Out's window size: Out is a terminal, and while
+	// no prompt is up the client keeps the idle screen on it (the
+	// requests waiting, standing grants, last decisions; see idleLines),
+	// drawn again when the window is resized. The daemon is asked for
+	// status messages only then.
+	Size func() (width, height int)
 
 	scr  *screen
 	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
@@ -72,7 +80,23 @@ func (e *RefusedError) Error() string { return "rootgated refused this approver:
 // (a [*RefusedError]) or the socket refuses it (an error that is
 // [os.ErrPermission]).
 func (a *Client) Run(ctx context.Context) error {
-	a.scr = &screen{out: a.Out}
+	a.scr = &screen{out: a.Out, size: a.Size}
+	if a.Size != nil {
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, unix.SIGWINCH)
+		defer signal.Stop(winch)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-winch:
+					a.scr.redraw()
+				}
+			}
+		}()
+		a.scr.redraw()
+	}
 	backoff := backoffMin
 	waiting := false
 	for ctx.Err() == nil {
@@ -123,6 +147,7 @@ type prompt struct {
 // connection ends. attached says whether the daemon accepted us.
 func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, err error) {
 	defer c.Close()
+	defer a.scr.setStatus(nil) // what a lost daemon said no longer holds
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(connCtx, func() { c.Close() })
@@ -135,9 +160,12 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 		_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
 		return WriteMessage(c, m)
 	}
-	caps := []string{a.Kind}
+	caps := []string{a.Kind, CapGroup}
 	if a.Agent != "" {
 		caps = append(caps, "forward-agent")
+	}
+	if a.Size != nil {
+		caps = append(caps, CapStatus)
 	}
 	// A daemon that refuses this approver (not admitted, too many) may
 	// say so and close before the hello is written: its words are read
@@ -262,6 +290,8 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn) (attached bool, e
 				p.cancel(errors.New(m.Reason))
 			}
 			mu.Unlock()
+		case MsgStatus:
+			a.scr.setStatus(m)
 		case MsgResult:
 			a.scr.println(fmt.Sprintf("rootgate: request %s %s", termsafe.Sanitize(m.ID), termsafe.Sanitize(m.Outcome)))
 		case MsgError:
@@ -348,12 +378,16 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 }
 
 // screen serialises our status lines with the prompts: while a prompt is
-// up, lines are held and printed after it.
+// up, lines are held and printed after it. With size set, Out is a
+// terminal kept showing the idle screen between prompts.
 type screen struct {
-	mu   sync.Mutex
-	busy bool
-	held []string
-	out  io.Writer
+	mu     sync.Mutex // guards the fields that follow
+	busy   bool
+	held   []string
+	out    io.Writer
+	size   func() (w, h int) // nil: plain lines, no idle screen
+	status *Message          // the last status, or nil
+	log    []string          // the last idleLog lines, for the idle screen
 }
 
 func (s *screen) println(line string) {
@@ -363,21 +397,84 @@ func (s *screen) println(line string) {
 		s.held = append(s.held, line)
 		return
 	}
-	fmt.Fprintln(s.out, line)
+	s.printLocked(line)
+}
+
+// printLocked prints line, or with an idle screen adds it to the screen's
+// log and draws the screen again.
+func (s *screen) printLocked(line string) {
+	if s.size == nil {
+		fmt.Fprintln(s.out, line)
+		return
+	}
+	s.log = append(s.log, line)
+	if len(s.log) > idleLog {
+		s.log = s.log[len(s.log)-idleLog:]
+	}
+	s.drawLocked()
+}
+
+// setStatus keeps m as the status the idle screen shows, and draws it.
+func (s *screen) setStatus(m *Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = m
+	if !s.busy {
+		s.drawLocked()
+	}
+}
+
+// redraw draws the idle screen again (the window was resized), unless a
+// prompt is up.
+func (s *screen) redraw() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.busy {
+		s.drawLocked()
+	}
+}
+
+// drawLocked draws the whole idle screen from the window's top left.
+func (s *screen) drawLocked() {
+	if s.size == nil {
+		return
+	}
+	w, h := s.size()
+	if w <= 0 || h <= 0 {
+		w, h = 80, 24
+	}
+	var b strings.Builder
+	b.WriteString("\x1b[H\x1b[2J")
+	for _, l := range idleLines(s.status, s.log, time.Now(), w, h) {
+		b.WriteString(l + "\r\n")
+	}
+	_, _ = io.WriteString(s.out, b.String())
 }
 
 func (s *screen) begin() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.busy = true
-	s.mu.Unlock()
+	if s.size != nil {
+		// The prompt is drawn on a clear window, from its top.
+		_, _ = io.WriteString(s.out, "\x1b[H\x1b[2J")
+	}
 }
 
 func (s *screen) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.busy = false
-	for _, l := range s.held {
-		fmt.Fprintln(s.out, l)
+	if s.size == nil {
+		for _, l := range s.held {
+			fmt.Fprintln(s.out, l)
+		}
+	} else {
+		s.log = append(s.log, s.held...)
+		if len(s.log) > idleLog {
+			s.log = s.log[len(s.log)-idleLog:]
+		}
+		s.drawLocked()
 	}
 	s.held = nil
 }

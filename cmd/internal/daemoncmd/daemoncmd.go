@@ -305,7 +305,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		}
 	}
 	logOut := stderr
-	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf}
+	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf, GroupWithin: approval.DefaultGroupWithin}
 	var term *terminal.Terminal
 	if o.tty {
 		var err error

@@ -1,0 +1,289 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// The approver's screen for a long day, through the real rootgated and
+// the real `rootgate approve` on ptys: the idle screen (queue, standing
+// grants, last decisions and who made them), keys typed at it, and
+// identical requests grouped into one prompt, against a requester that
+// would use any of it to get more approved than the operator saw.
+
+// idleAfter waits until the idle screen drawn after what was already
+// seen shows all of want, each once in one drawing.
+func (a *approverProc) idleShows(want ...string) {
+	a.T.Helper()
+	waitFor(a.T, "the idle screen to show "+strings.Join(want, ", "), 30*time.Second, func() bool {
+		txt := a.Screen.Text()
+		i := strings.LastIndex(txt, "── rootgate approve · idle")
+		if i < a.Pos {
+			return false
+		}
+		drawing := txt[i:]
+		for _, w := range want {
+			if !strings.Contains(drawing, w) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestIdleScreenShowsQueueGrantsDecisions(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "allow any echo ruled\nask any\n", Args: []string{"--prompt-timeout", "60s"}})
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	a.idleShows("Waiting for a person (0):", "Standing grants (0):", "Last decisions (newest first):", "none yet")
+
+	// A rule's decision names the rule's file and line.
+	wantOK(t, d.send(map[string]any{"id": "by-rule", "pipeline": [][]string{{"echo", "ruled"}}}))
+	a.idleShows("by-rule", "allow", "by rule "+d.Dir+"/policy:1", "echo ruled")
+
+	// A request a person is deciding at a (its prompt is up there) is in
+	// the queue of an approver attached after it began, which is idle.
+	ch := d.ask(map[string]any{"id": "queued-1", "pipeline": [][]string{{"echo", "queued"}}, "privileged": true})
+	a.See("queued-1")
+	b := startApprover(t, d.asock(), 0)
+	b.See("attached to rootgated")
+	b.idleShows("Waiting for a person (1):", "queued-1  root (uid 0)  waiting", "echo queued")
+
+	// a approves it with a standing grant: b's idle screen shows the
+	// grant and the person's decision, and the queue empties.
+	a.grantIt(ch)
+	wantOK(t, <-ch)
+	b.idleShows("Waiting for a person (0):", "Standing grants (1):", "g1  root (uid 0)  ends ", "uses 0  echo queued",
+		"queued-1  allow     by person root on pts/")
+	// The grant's own decision names the grant and who gave it.
+	wantGrant(t, d.send(map[string]any{"id": "by-grant", "pipeline": [][]string{{"echo", "queued"}}, "privileged": true}), "g1")
+	b.idleShows("by-grant  allow     by grant g1 (given by root on pts/", "uses 1")
+
+	// A person's denial, and a request withdrawn: each says so.
+	ch = d.ask(map[string]any{"id": "denied-1", "pipeline": [][]string{{"echo", "no"}}})
+	a.See("denied-1")
+	a.notAnsweredKey(ch, "n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("denied-1: %s", r.raw)
+	}
+	b.idleShows("denied-1  deny      by person root on pts/")
+}
+
+func TestIdleKeysNotEchoedNorCounted(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	a.idleShows("Waiting for a person (0):")
+	// What an agent types into the operator's idle approver (tmux
+	// send-keys does the same): words to show, and a y for the request
+	// it is about to send.
+	a.Key("qzxjqzxj")
+	a.Key("y")
+	a.Key("\r")
+	a.Key("y")
+	ch := d.ask(map[string]any{"id": "after-idle-keys", "pipeline": [][]string{{"echo", "after"}}})
+	a.See("after-idle-keys")
+	a.notAnswered(ch, "a y typed at the idle screen")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want the operator's denial", r.raw)
+	}
+	a.idleShows("after-idle-keys  deny")
+	if raw := a.Screen.Raw(); strings.Contains(raw, "qzxj") {
+		t.Fatalf("keys typed at the idle screen were echoed:\n%q", raw)
+	}
+}
+
+func TestIdleScreenEscapesRequesterText(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	// The wire refuses control characters in argv but for TAB and LF:
+	// an argument's own lines would pass for lines of the idle screen
+	// (a decision by a person, a grant) were they written as they are.
+	forged := "  forged-1  allow     by person root on pts/9\t"
+	ch := d.ask(map[string]any{"id": "hostile-1", "pipeline": [][]string{{"echo", "x\n" + forged}}})
+	a.See("hostile-1")
+	if r := d.send(map[string]any{"id": "esc-1", "pipeline": [][]string{{"echo", "\x1b]0;pwned\x07"}}}); r.Code != wire.CodeInvalidRequest {
+		t.Fatalf("an escape sequence in argv: %s", r.raw)
+	}
+	b := startApprover(t, d.asock(), 0)
+	b.See("attached to rootgated")
+	// The queue shows the argv escaped, on one line, as a prompt does.
+	b.idleShows("hostile-1", `echo $'x\n  forged-1  allow     by person root on pts/9\t'`)
+	a.notAnsweredKey(ch, "n")
+	<-ch
+	b.idleShows("hostile-1  deny")
+	raw := b.Screen.Raw()
+	for _, bad := range []string{"\n  forged-1", "pts/9\t"} {
+		if strings.Contains(raw, bad) {
+			t.Errorf("the idle screen put %q on the terminal raw", bad)
+		}
+	}
+}
+
+// auditKinds returns, for each request id, the kinds of its audit records
+// in order, and its decided record's decision.
+func auditKinds(t *testing.T, dir string) (map[string][]string, map[string]map[string]any) {
+	t.Helper()
+	f, err := os.Open(auditPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	kinds := map[string][]string{}
+	decided := map[string]map[string]any{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 8<<20)
+	for sc.Scan() {
+		var r struct {
+			Kind     string         `json:"kind"`
+			ID       string         `json:"id"`
+			Decision map[string]any `json:"decision"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		kinds[r.ID] = append(kinds[r.ID], r.Kind)
+		if r.Kind == "decided" {
+			decided[r.ID] = r.Decision
+		}
+	}
+	return kinds, decided
+}
+
+func TestPromptGroupsIdenticalRequests(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s", "--max-pending", "8"}})
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	same := [][]string{{"echo", "grouped"}}
+	var chs []chan response
+	for _, id := range []string{"grp-1", "grp-2", "grp-3"} {
+		chs = append(chs, d.ask(map[string]any{"id": id, "pipeline": same, "privileged": true, "reason": "reason of " + id}))
+	}
+	// One argument different: never in the group.
+	other := d.ask(map[string]any{"id": "grp-other", "pipeline": [][]string{{"echo", "grouped", "x"}}, "privileged": true})
+	a.See("3 IDENTICAL REQUESTS: one answer decides all 3")
+	// Once the prompt is out, an identical request is not covered by it.
+	late := d.ask(map[string]any{"id": "grp-late", "pipeline": same, "privileged": true})
+	d.waitLog("asking for approval", "grp-late")
+	a.notAnsweredKey(chs[0], "y")
+	first := ""
+	for i, ch := range chs {
+		r := wantOK(t, <-ch)
+		if string(r.Stdout) != "grouped\n" {
+			t.Fatalf("request %d: %s", i+1, r.raw)
+		}
+		if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Group != 3 {
+			t.Fatalf("request %d: decided_by does not say one answer decided 3: %s", i+1, r.raw)
+		}
+		if r.DecidedBy.GroupOf == "" {
+			if first != "" {
+				t.Fatalf("two requests say their prompt was shown: %s and %s", first, r.ID)
+			}
+			first = r.ID
+		}
+	}
+	if first == "" {
+		t.Fatal("no request says its prompt was the one shown")
+	}
+	// The one that differs, and the late one, are each asked on their own.
+	for _, c := range []struct {
+		id string
+		ch chan response
+	}{{"grp-other", other}, {"grp-late", late}} {
+		pending(t, c.ch, c.id+" after the group's y")
+		a.wantAsked(c.ch, c.id)
+	}
+	if strings.Count(a.Screen.Text(), "IDENTICAL REQUESTS") == 0 {
+		t.Fatal("no group banner")
+	}
+
+	d.Stop()
+	d.VerifyAudit()
+	kinds, decided := auditKinds(t, d.Dir)
+	for _, id := range []string{"grp-1", "grp-2", "grp-3"} {
+		if got := strings.Join(kinds[id], " "); !strings.HasPrefix(got, "received decided started") {
+			t.Errorf("%s: audit records %q, want its own received, decided, started", id, got)
+		}
+		dec := decided[id]
+		if dec["verdict"] != "allow" || dec["group"] != float64(3) {
+			t.Errorf("%s: decided record %v does not note the group of 3", id, dec)
+		}
+		if id != first && dec["group_of"] != first {
+			t.Errorf("%s: decided record %v does not name %s as the request shown", id, dec, first)
+		}
+	}
+	for _, id := range []string{"grp-other", "grp-late"} {
+		if dec := decided[id]; dec["verdict"] != "deny" || dec["group"] != nil {
+			t.Errorf("%s: decided record %v, want a denial of its own", id, dec)
+		}
+	}
+}
+
+func TestPromptHintNamesNearGrantAndRule(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "allow privileged echo hello world\nask any\n", Args: []string{"--prompt-timeout", "60s"}})
+	a := startApproverArgs(t, d.asock(), 0, "--grant-for", "15m,1s")
+	a.See("attached to rootgated")
+	rule := "rule " + d.Dir + "/policy:1 (allow privileged echo hello world) would have allowed but for "
+
+	// One argument off the allow rule, then the env it does not admit.
+	ch := d.ask(map[string]any{"id": "hint-arg", "pipeline": [][]string{{"echo", "hello", "there"}}, "privileged": true})
+	a.See("hint-arg")
+	a.See("Hint:")
+	a.See(rule + `argument 2 "there" does not match "world"`)
+	a.wantAsked(ch, "hint-arg")
+	ch = d.ask(map[string]any{"id": "hint-env", "pipeline": [][]string{{"echo", "hello", "world"}}, "privileged": true, "env": map[string]string{"LANG": "C"}})
+	a.See("hint-env")
+	a.See(rule + "the env: the rule does not admit LANG")
+	a.wantAsked(ch, "hint-env")
+
+	// A grant for one argument; the request with another names it.
+	ch = d.ask(map[string]any{"id": "hint-grant", "pipeline": [][]string{{"echo", "granted", "a"}}, "privileged": true})
+	a.See("hint-grant")
+	a.grantIt(ch)
+	wantOK(t, <-ch)
+	ch = d.ask(map[string]any{"id": "hint-near", "pipeline": [][]string{{"echo", "granted", "b"}}, "privileged": true})
+	a.See("hint-near")
+	a.SeeRe(regexp.MustCompile(`Hint: +grant g1 \(held until [0-9:]+, given by root on pts/\d+\) would have covered it but for argument 2: granted a, here b`))
+	a.wantAsked(ch, "hint-near")
+	// A request too far from both has no hint.
+	ch = d.ask(map[string]any{"id": "hint-none", "pipeline": [][]string{{"echo", "other", "c", "d"}}, "privileged": true})
+	a.See("hint-none")
+	a.notAnswered(ch, "no key")
+	if txt := a.Screen.Text(); strings.Contains(txt[strings.LastIndex(txt, "hint-none"):], "Hint:") {
+		t.Fatalf("a request near no grant or rule has a hint:\n%s", txt)
+	}
+	a.Key("n")
+	<-ch
+
+	// A grant that ended is still named, for exactly its request.
+	ch = d.ask(map[string]any{"id": "hint-short", "pipeline": [][]string{{"echo", "short"}}, "privileged": true})
+	a.See("hint-short")
+	a.notAnsweredKey(ch, "g")
+	a.See("STANDING GRANT for 15 min")
+	a.See("GRANT: y approve and grant for 15 min")
+	a.Key("d")
+	a.See("GRANT: y approve and grant for 1 s")
+	a.Key("y")
+	wantOK(t, <-ch)
+	waitFor(t, "the short grant to end", 30*time.Second, func() bool {
+		return !strings.Contains(grants(t, d.asock()), "echo short")
+	})
+	ch = d.ask(map[string]any{"id": "hint-ended", "pipeline": [][]string{{"echo", "short"}}, "privileged": true})
+	a.See("hint-ended")
+	a.SeeRe(regexp.MustCompile(`Hint: +grant g2 \(ENDED at [0-9:]+, given by root on pts/\d+\) covered exactly this request`))
+	a.wantAsked(ch, "hint-ended")
+}
