@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/wire"
 )
@@ -286,4 +289,35 @@ func TestPromptHintNamesNearGrantAndRule(t *testing.T) {
 	a.See("hint-ended")
 	a.SeeRe(regexp.MustCompile(`Hint: +grant g2 \(ENDED at [0-9:]+, given by root on pts/\d+\) covered exactly this request`))
 	a.wantAsked(ch, "hint-ended")
+}
+
+func TestIdleScreenRedrawsOnResize(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	ta := startTmuxApprover(t, d.asock(), 160, 40)
+	ta.wait("Last decisions (newest first):")
+	header := func(rows []string) string {
+		for _, r := range rows {
+			if strings.HasPrefix(r, "── rootgate approve · idle") {
+				return r
+			}
+		}
+		return ""
+	}
+	if h := header(ta.wait("keys typed here are ignored: they answer nothing")); strings.HasSuffix(h, "…") {
+		t.Fatalf("at 160 columns the header is cut: %q", h)
+	}
+	if out, err := exec.Command("tmux", "-S", ta.sock, "resize-window", "-x", "50", "-y", "20").CombinedOutput(); err != nil {
+		t.Fatalf("tmux resize-window: %v: %s", err, out)
+	}
+	// Drawn again for 50 columns: the header cut to fit, with a mark.
+	var rows []string
+	waitFor(t, "the idle screen drawn again at 50 columns", 30*time.Second, func() bool {
+		rows = ta.rows()
+		h := header(rows)
+		return strings.HasSuffix(h, "…") && utf8.RuneCountInString(h) == 50
+	})
+	if !slices.Contains(rows, "Waiting for a person (0):") {
+		t.Fatalf("after the resize the idle screen shows:\n%s", strings.Join(rows, "\n"))
+	}
 }

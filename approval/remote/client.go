@@ -86,12 +86,17 @@ func (a *Client) Run(ctx context.Context) error {
 		signal.Notify(winch, unix.SIGWINCH)
 		defer signal.Stop(winch)
 		go func() {
+			// Ages and ends on the idle screen move on without a status.
+			tick := time.NewTicker(idleRedraw)
+			defer tick.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-winch:
 					a.scr.redraw()
+				case <-tick.C:
+					a.scr.redrawAging()
 				}
 			}
 		}()
@@ -430,6 +435,16 @@ func (s *screen) redraw() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.busy {
+		s.drawLocked()
+	}
+}
+
+// redrawAging draws the idle screen again if it shows ages or ends (a
+// queue, grants) and no prompt is up.
+func (s *screen) redrawAging() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.busy && s.status != nil && (len(s.status.Queue) > 0 || len(s.status.Grants) > 0) {
 		s.drawLocked()
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
@@ -18,6 +18,10 @@ import (
 // a requester's (ids, argv, user names) goes through termsafe, as in a
 // prompt, so nothing on it can be a terminal control sequence.
 
+// idleRedraw is how often the idle screen is drawn again when nothing
+// changed, so the ages and ends it shows stay current.
+const idleRedraw = 5 * time.Second
+
 // idleLog is how many of its own status lines the idle screen keeps.
 const idleLog = 8
 
@@ -27,7 +31,7 @@ const idleLog = 8
 func idleLines(st *Message, log []string, now time.Time, width, height int) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	add("── rootgate approve · idle · %s · keys typed here are ignored: they answer nothing", now.Format("15:04:05"))
+	add("── rootgate approve · idle · keys typed here are ignored: they answer nothing")
 	switch {
 	case st == nil:
 		add("(no status from rootgated yet: it may be an older version that sends none)")
@@ -105,12 +109,12 @@ func age(d time.Duration) string {
 	return max(d, 0).Truncate(time.Second).String()
 }
 
-// cutTo cuts s, safe text, to width runes (at least 20), saying so.
+// cutTo cuts s, safe text, to width cells (at least 20), ending it
+// with "…" when it did.
 func cutTo(s string, width int) string {
 	width = max(width, 20)
-	if utf8.RuneCountInString(s) <= width {
+	if ansi.StringWidth(s) <= width {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:width-1]) + "…"
+	return ansi.Truncate(s, width, "…")
 }
