@@ -346,7 +346,9 @@ func (b *Broker) decideGroup(g *group) {
 		p = &c
 	}
 	var d Decision
-	if d2, ok := b.noneToAsk(p); ok {
+	if n == 0 { // every request in it went away while it gathered
+		d = Decision{Verdict: Withdrawn, Message: WithdrawnMessage, By: "requester"}
+	} else if d2, ok := b.noneToAsk(p); ok {
 		d = d2
 	} else {
 		d = b.ask(g.ctx, p)

@@ -34,7 +34,7 @@ func (l *decisionLog) add(d remote.DecisionInfo) {
 // approvers' idle screens, and tells them.
 func (s *Server) noteDecision(plan *runPlan, userName string, d *approval.Decision) {
 	info := remote.DecisionInfo{
-		ID: plan.req.ID, UID: plan.peer.UID, User: userName, Pipeline: plan.req.Pipeline,
+		ID: plan.req.ID, UID: plan.peer.UID, User: userName, Pipeline: clipPipeline(plan.req.Pipeline),
 		Time: s.cfg.Now().UTC(), Verdict: d.Verdict.String(), By: decidedByText(plan, d),
 	}
 	if d.Group > 1 {
@@ -67,6 +67,35 @@ func decidedByText(plan *runPlan, d *approval.Decision) string {
 		return "withdrawn by the requester"
 	}
 	return d.By
+}
+
+// A pipeline in a status message is only a reminder of the command (its
+// prompt shows it whole): each word cut to clipWord characters and each
+// stage to clipWords words, so a requester's megabyte of arguments does
+// not make every status that large, nor the last decisions kept.
+const (
+	clipWord  = 120
+	clipWords = 24
+)
+
+// clipPipeline is p cut for a status message, each cut saying so.
+func clipPipeline(p [][]string) [][]string {
+	out := make([][]string, len(p))
+	for i, argv := range p {
+		n := min(len(argv), clipWords)
+		st := make([]string, 0, n+1)
+		for _, w := range argv[:n] {
+			if r := []rune(w); len(r) > clipWord {
+				w = string(r[:clipWord]) + fmt.Sprintf("…(+%d)", len(r)-clipWord)
+			}
+			st = append(st, w)
+		}
+		if len(argv) > n {
+			st = append(st, fmt.Sprintf("…(+%d words)", len(argv)-n))
+		}
+		out[i] = st
+	}
+	return out
 }
 
 // statusChanged tells the attached approvers their status changed.
@@ -107,6 +136,7 @@ func (src statusSource) Status(peer remote.Peer) *remote.Message {
 			for _, st := range p.Stages {
 				q.Pipeline = append(q.Pipeline, st.Argv)
 			}
+			q.Pipeline = clipPipeline(q.Pipeline)
 			if w.Count > 1 {
 				q.Count = w.Count
 			}
@@ -114,6 +144,10 @@ func (src statusSource) Status(peer remote.Peer) *remote.Message {
 		}
 	}
 	grants, hidden := grantKeeper{s}.ListGrants(peer)
+	for i := range grants {
+		grants[i].Pipeline = clipPipeline(grants[i].Pipeline)
+		grants[i].Paths, grants[i].Env = nil, nil
+	}
 	m.Grants, m.Hidden = grants, m.Hidden+hidden
 	s.decisions.mu.Lock()
 	for i := len(s.decisions.last) - 1; i >= 0 && len(m.Decisions) < remote.StatusDecisions; i-- {
