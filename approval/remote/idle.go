@@ -54,7 +54,8 @@ func idleLines(st *Message, log []string, now time.Time, width, height int) []st
 			if !now.Before(g.Ends) {
 				ends = "ENDED " + g.Ends.Local().Format("15:04:05")
 			}
-			add("  %s  %s  %s  uses %d  %s", termsafe.Sanitize(g.ID), who(g.User, g.UID), ends, g.Uses, pipelineText(g.Pipeline))
+			add("  %s  %s  %s  uses %d  %s  (as %s in %s)", termsafe.Sanitize(g.ID), who(g.User, g.UID), ends, g.Uses,
+				pipelineText(g.Pipeline), termsafe.Sanitize(g.RunAs), termsafe.Quote(g.Cwd))
 		}
 		if len(st.Grants) == 0 {
 			add("  none")
