@@ -94,13 +94,13 @@ func (a *Client) Run(ctx context.Context) error {
 				case <-ctx.Done():
 					return
 				case <-winch:
-					a.scr.redraw()
+					a.scr.resized()
 				case <-tick.C:
 					a.scr.redrawAging()
 				}
 			}
 		}()
-		a.scr.redraw()
+		a.scr.setStatus(nil)
 	}
 	backoff := backoffMin
 	waiting := false
@@ -384,7 +384,9 @@ func (a *Client) show(p *prompt, send func(*Message) error, queued int) approval
 
 // screen serialises our status lines with the prompts: while a prompt is
 // up, lines are held and printed after it. With size set, Out is a
-// terminal kept showing the idle screen between prompts.
+// terminal, and between prompts the idle screen (idleLines) is kept
+// below the status lines, each of which is printed once: the block is
+// erased, the line printed, and the block drawn again under it.
 type screen struct {
 	mu     sync.Mutex // guards the fields that follow
 	busy   bool
@@ -392,7 +394,7 @@ type screen struct {
 	out    io.Writer
 	size   func() (w, h int) // nil: plain lines, no idle screen
 	status *Message          // the last status, or nil
-	log    []string          // the last idleLog lines, for the idle screen
+	drawn  int               // how many lines of the idle screen are on the terminal, ending at the cursor
 }
 
 func (s *screen) println(line string) {
@@ -405,18 +407,17 @@ func (s *screen) println(line string) {
 	s.printLocked(line)
 }
 
-// printLocked prints line, or with an idle screen adds it to the screen's
-// log and draws the screen again.
+// printLocked prints line, above the idle screen if there is one.
 func (s *screen) printLocked(line string) {
 	if s.size == nil {
 		fmt.Fprintln(s.out, line)
 		return
 	}
-	s.log = append(s.log, line)
-	if len(s.log) > idleLog {
-		s.log = s.log[len(s.log)-idleLog:]
-	}
-	s.drawLocked()
+	var b strings.Builder
+	s.eraseTo(&b)
+	b.WriteString(line + "\r\n")
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
 }
 
 // setStatus keeps m as the status the idle screen shows, and draws it.
@@ -424,46 +425,68 @@ func (s *screen) setStatus(m *Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status = m
-	if !s.busy {
-		s.drawLocked()
-	}
-}
-
-// redraw draws the idle screen again (the window was resized), unless a
-// prompt is up.
-func (s *screen) redraw() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.busy {
-		s.drawLocked()
-	}
+	s.redrawLocked()
 }
 
 // redrawAging draws the idle screen again if it shows ages or ends (a
-// queue, grants) and no prompt is up.
+// queue, grants).
 func (s *screen) redrawAging() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.busy && s.status != nil && (len(s.status.Queue) > 0 || len(s.status.Grants) > 0) {
-		s.drawLocked()
+	if s.status != nil && (len(s.status.Queue) > 0 || len(s.status.Grants) > 0) {
+		s.redrawLocked()
 	}
 }
 
-// drawLocked draws the whole idle screen from the window's top left.
-func (s *screen) drawLocked() {
-	if s.size == nil {
+// redrawLocked draws the idle screen again in place, unless a prompt is
+// up.
+func (s *screen) redrawLocked() {
+	if s.busy || s.size == nil {
 		return
 	}
+	var b strings.Builder
+	s.eraseTo(&b)
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
+}
+
+// resized draws the idle screen for the window's new size. The terminal
+// may have wrapped the lines drawn before anew, so they cannot be counted
+// back over: the window is cleared and the screen drawn at its top.
+func (s *screen) resized() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy || s.size == nil {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("\x1b[H\x1b[2J")
+	s.drawn = 0
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
+}
+
+// eraseTo writes to b what erases the idle screen, which ends at the
+// cursor.
+func (s *screen) eraseTo(b *strings.Builder) {
+	if s.drawn > 0 {
+		fmt.Fprintf(b, "\x1b[%dA", s.drawn)
+	}
+	b.WriteString("\r\x1b[J")
+	s.drawn = 0
+}
+
+// drawTo writes the idle screen to b, below the cursor.
+func (s *screen) drawTo(b *strings.Builder) {
 	w, h := s.size()
 	if w <= 0 || h <= 0 {
 		w, h = 80, 24
 	}
-	var b strings.Builder
-	b.WriteString("\x1b[H\x1b[2J")
-	for _, l := range idleLines(s.status, s.log, time.Now(), w, h) {
+	lines := idleLines(s.status, time.Now(), w, h)
+	for _, l := range lines {
 		b.WriteString(l + "\r\n")
 	}
-	_, _ = io.WriteString(s.out, b.String())
+	s.drawn = len(lines)
 }
 
 func (s *screen) begin() {
@@ -471,8 +494,10 @@ func (s *screen) begin() {
 	defer s.mu.Unlock()
 	s.busy = true
 	if s.size != nil {
-		// The prompt is drawn on a clear window, from its top.
-		_, _ = io.WriteString(s.out, "\x1b[H\x1b[2J")
+		// The prompt is drawn where the idle screen was.
+		var b strings.Builder
+		s.eraseTo(&b)
+		_, _ = io.WriteString(s.out, b.String())
 	}
 }
 
@@ -480,18 +505,20 @@ func (s *screen) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.busy = false
+	held := s.held
+	s.held = nil
 	if s.size == nil {
-		for _, l := range s.held {
+		for _, l := range held {
 			fmt.Fprintln(s.out, l)
 		}
-	} else {
-		s.log = append(s.log, s.held...)
-		if len(s.log) > idleLog {
-			s.log = s.log[len(s.log)-idleLog:]
-		}
-		s.drawLocked()
+		return
 	}
-	s.held = nil
+	var b strings.Builder
+	for _, l := range held {
+		b.WriteString(l + "\r\n")
+	}
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
 }
 
 // lookupUserName names uid, or "" when it has no passwd entry.

@@ -11,10 +11,10 @@ import (
 )
 
 // The idle screen: what `rootgate approve` shows on its terminal while no
-// prompt is up. It takes the whole window and is drawn again whole on
-// each change (a status message, a line of its own, a resize): the
-// requests waiting for a person, the standing grants, the last decisions
-// with who made them, then the client's last status lines. Every word of
+// prompt is up, below its status lines, drawn again in place on each
+// change (a status message, a status line printed above it, a resize):
+// the requests waiting for a person, the standing grants, the last
+// decisions with who made them. Every word of
 // a requester's (ids, argv, user names) goes through termsafe, as in a
 // prompt, so nothing on it can be a terminal control sequence.
 
@@ -22,13 +22,10 @@ import (
 // changed, so the ages and ends it shows stay current.
 const idleRedraw = 5 * time.Second
 
-// idleLog is how many of its own status lines the idle screen keeps.
-const idleLog = 8
-
-// idleLines is the idle screen for status st (nil: none came yet) and
-// the client's last lines log, at now, in a window width cells wide and
-// height rows high: each line cut to width, and at most height-1 lines.
-func idleLines(st *Message, log []string, now time.Time, width, height int) []string {
+// idleLines is the idle screen for status st (nil: none came yet) at
+// now, in a window width cells wide and height rows high: each line cut
+// to width, and at most height-1 lines.
+func idleLines(st *Message, now time.Time, width, height int) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	add("── rootgate approve · idle · keys typed here are ignored: they answer nothing")
@@ -75,10 +72,6 @@ func idleLines(st *Message, log []string, now time.Time, width, height int) []st
 		if st.Hidden > 0 {
 			add("(%d more of requesters who can control this terminal, not shown)", st.Hidden)
 		}
-	}
-	if len(log) > 0 {
-		add("──")
-		out = append(out, log...)
 	}
 	if height > 1 && len(out) > height-1 {
 		cut := len(out) - (height - 2)

@@ -18,7 +18,7 @@ func TestIdleLinesEscapeEverything(t *testing.T) {
 		Grants:    []GrantInfo{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{bad}}, RunAs: bad, Cwd: bad, Ends: now.Add(time.Hour)}},
 		Decisions: []DecisionInfo{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{bad}}, Time: now, Verdict: bad, By: bad}},
 	}
-	lines := idleLines(st, []string{"rootgate: attached"}, now, 300, 100)
+	lines := idleLines(st, now, 300, 100)
 	entries := 0
 	for _, l := range lines {
 		if !utf8.ValidString(l) {
@@ -36,13 +36,13 @@ func TestIdleLinesEscapeEverything(t *testing.T) {
 	if entries != 3 {
 		t.Errorf("the queue, grant and decision entries are %d lines, want 3:\n%s", entries, strings.Join(lines, "\n"))
 	}
-	for _, l := range idleLines(st, nil, now, 40, 100) {
+	for _, l := range idleLines(st, now, 40, 100) {
 		if w := utf8.RuneCountInString(l); w > 40 {
 			t.Errorf("a line of %d characters at 40 columns: %q", w, l)
 		}
 	}
 	// A window too short says what it leaves out.
-	short := idleLines(st, nil, now, 80, 6)
+	short := idleLines(st, now, 80, 6)
 	if len(short) != 5 || !strings.Contains(short[4], "more lines: enlarge the window") {
 		t.Errorf("at 6 rows:\n%s", strings.Join(short, "\n"))
 	}
