@@ -167,7 +167,9 @@ func auditKinds(t *testing.T, dir string) (map[string][]string, map[string]map[s
 
 func TestPromptGroupsIdenticalRequests(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s", "--max-pending", "8"}})
+	// Three requests sent at once reach the daemon within milliseconds,
+	// but a loaded machine may take longer than the default 300 ms.
+	d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s", "--max-pending", "8", "--group-within", "3s"}})
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
 	same := [][]string{{"echo", "grouped"}}
@@ -175,7 +177,12 @@ func TestPromptGroupsIdenticalRequests(t *testing.T) {
 	for _, id := range []string{"grp-1", "grp-2", "grp-3"} {
 		chs = append(chs, d.ask(map[string]any{"id": id, "pipeline": same, "privileged": true, "reason": "reason of " + id}))
 	}
-	// One argument different: never in the group.
+	// One argument different, while the group gathers: never in it. (It
+	// is sent once the three are being asked about, so its prompt comes
+	// second.)
+	for _, id := range []string{"grp-1", "grp-2", "grp-3"} {
+		d.waitLog("asking for approval", id)
+	}
 	other := d.ask(map[string]any{"id": "grp-other", "pipeline": [][]string{{"echo", "grouped", "x"}}, "privileged": true})
 	a.See("3 IDENTICAL REQUESTS: one answer decides all 3")
 	// Once the prompt is out, an identical request is not covered by it.

@@ -73,6 +73,7 @@ type options struct {
 	tty           bool
 	unsafeSelf    bool
 	promptTimeout time.Duration
+	groupWithin   time.Duration
 	execTimeout   time.Duration
 	killGrace     time.Duration
 	maxSkew       time.Duration
@@ -146,6 +147,7 @@ var flags = []clidoc.Flag{
 	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal"},
 	{Name: "unsafe-self-approval", Default: false, Usage: "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent"},
 	{Name: "prompt-timeout", Default: approval.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"},
+	{Name: "group-within", Default: approval.DefaultGroupWithin, Usage: "identical requests from one requester arriving within this `duration` of the first are one prompt, one answer deciding all; 0 asks about each alone"},
 	{Name: "exec-timeout", Default: daemon.DefaultExecTimeout, Usage: "run time limit; a request may only lower it"},
 	{Name: "kill-grace", Default: pipeline.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL when a run is stopped"},
 	{Name: "max-skew", Default: daemon.DefaultMaxSkew, Usage: "largest accepted distance between a request's time and the clock"},
@@ -182,6 +184,7 @@ func parseOptions(v clidoc.Values) options {
 		tty:           v.Bool("tty"),
 		unsafeSelf:    v.Bool("unsafe-self-approval"),
 		promptTimeout: v.Duration("prompt-timeout"),
+		groupWithin:   v.Duration("group-within"),
 		execTimeout:   v.Duration("exec-timeout"),
 		killGrace:     v.Duration("kill-grace"),
 		maxSkew:       v.Duration("max-skew"),
@@ -260,6 +263,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		out.Errorf(stderr, "--max-conns-per-uid must not be negative")
 		return exitUsage
 	}
+	if o.groupWithin < 0 || o.groupWithin > o.promptTimeout {
+		out.Errorf(stderr, "--group-within must be between 0 and --prompt-timeout")
+		return exitUsage
+	}
 	if o.idleExit < 0 {
 		out.Errorf(stderr, "--idle-exit must not be negative")
 		return exitUsage
@@ -305,7 +312,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		}
 	}
 	logOut := stderr
-	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf, GroupWithin: approval.DefaultGroupWithin}
+	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf, GroupWithin: o.groupWithin}
 	var term *terminal.Terminal
 	if o.tty {
 		var err error
