@@ -240,6 +240,16 @@ func TestPromptGroupsIdenticalRequests(t *testing.T) {
 			t.Errorf("%s: decided record %v, want a denial of its own", id, dec)
 		}
 	}
+	out, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(d.Dir)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("audit show: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "one answer for 3 identical requests, on "+first+"'s prompt"); n != 2 {
+		t.Errorf("audit show names %s's prompt for %d requests, want 2:\n%s", first, n, out)
+	}
+	if !strings.Contains(string(out), "one answer for 3 identical requests, on this request's prompt") {
+		t.Errorf("audit show does not say which request's prompt was shown:\n%s", out)
+	}
 }
 
 func TestPromptHintNamesNearGrantAndRule(t *testing.T) {
