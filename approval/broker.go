@@ -75,10 +75,10 @@ type Broker struct {
 // A group is one prompt and the requests it decides: one, or several of
 // the same shape gathered within GroupWithin.
 type group struct {
-	p     *Prompt // the first request's: the one shown
+	p     *Prompt // the first request's still in it: the one shown
 	shape string
 	since time.Time
-	ids   []string // the requests in it, the first one first
+	ps    []*Prompt // the requests in it, the first one first
 	live  int      // how many of them still wait for its decision
 	open  bool     // still gathering: a request of its shape joins it
 	count int      // how many the prompt said it decides (set before done closes)
@@ -103,7 +103,7 @@ func (b *Broker) Waiting() []Waiting {
 	defer b.mu.Unlock()
 	out := make([]Waiting, 0, len(b.waiting))
 	for g := range b.waiting {
-		out = append(out, Waiting{Prompt: g.p, Since: g.since, Count: max(len(g.ids), g.count)})
+		out = append(out, Waiting{Prompt: g.p, Since: g.since, Count: max(len(g.ps), g.count)})
 	}
 	slices.SortFunc(out, func(a, b Waiting) int { return a.Since.Compare(b.Since) })
 	return out
@@ -259,7 +259,7 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 		}
 		b.waiting[g] = struct{}{}
 	}
-	g.ids = append(g.ids, p.ID)
+	g.ps = append(g.ps, p)
 	g.live++
 	b.mu.Unlock()
 	b.changed()
@@ -272,7 +272,7 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 		select {
 		case <-g.done: // decided as the request went away: the decision stands
 		default:
-			b.leave(g, p.ID, ctx)
+			b.leave(ctx, g, p)
 			return Decision{Verdict: Withdrawn, Message: WithdrawnMessage, By: "requester"}
 		}
 	}
@@ -299,14 +299,17 @@ func (b *Broker) noneToAsk(p *Prompt) (Decision, bool) {
 	return Nobody{}.Approve(context.Background(), p), true
 }
 
-// leave takes request id, whose context ctx ended, out of g: while g
-// gathers it no longer counts; once the last request in g has gone, g's
-// prompt is withdrawn.
-func (b *Broker) leave(g *group, id string, ctx context.Context) {
+// leave takes request p, whose context ctx ended, out of g: while g
+// gathers it no longer counts (and if it was to be shown, the next one
+// is); once the last request in g has gone, g's prompt is withdrawn.
+func (b *Broker) leave(ctx context.Context, g *group, p *Prompt) {
 	b.mu.Lock()
 	if g.open {
-		if i := slices.Index(g.ids, id); i >= 0 {
-			g.ids = slices.Delete(g.ids, i, i+1)
+		if i := slices.Index(g.ps, p); i >= 0 {
+			g.ps = slices.Delete(g.ps, i, i+1)
+		}
+		if g.p == p && len(g.ps) > 0 {
+			g.p = g.ps[0]
 		}
 	}
 	g.live--
@@ -336,10 +339,10 @@ func (b *Broker) decideGroup(g *group) {
 			delete(b.open, g.shape)
 		}
 	}
-	n := len(g.ids)
+	n := len(g.ps)
 	g.count = n
-	b.mu.Unlock()
 	p := g.p
+	b.mu.Unlock()
 	if n > 1 {
 		c := *p
 		c.Group = n

@@ -149,3 +149,27 @@ func TestBrokerGroupAllLeave(t *testing.T) {
 	})
 	waitUntil(t, "the queue to empty", func() bool { return len(b.Waiting()) == 0 })
 }
+
+// The request to be shown leaves while its group gathers: the next one
+// is shown instead, counted alone.
+func TestBrokerGroupFirstLeaves(t *testing.T) {
+	b := &Broker{GroupWithin: time.Second}
+	a := &shown{release: make(chan struct{}), d: Decision{Verdict: Allow}}
+	b.Attach(&Member{UID: 0, Name: "root on pts/1", Approver: a})
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	d1, d2 := make(chan Decision, 1), make(chan Decision, 1)
+	go func() { d1 <- b.Approve(ctx1, &Prompt{ID: "r1", Requester: Requester{UID: 1000}, Shape: "s"}) }()
+	waitUntil(t, "r1 waiting", func() bool { return waitingCount(b) == 1 })
+	go func() { d2 <- b.Approve(context.Background(), &Prompt{ID: "r2", Requester: Requester{UID: 1000}, Shape: "s"}) }()
+	waitUntil(t, "r2 in r1's group", func() bool { return waitingCount(b) == 2 })
+	cancel1()
+	<-d1
+	waitUntil(t, "the prompt", func() bool { return len(a.asked()) == 1 })
+	if p := a.asked()[0]; p.ID != "r2" || p.Group != 0 {
+		t.Fatalf("shown %q with group %d, want r2 alone", p.ID, p.Group)
+	}
+	close(a.release)
+	if d := <-d2; d.Verdict != Allow || d.Group != 0 || d.GroupOf != "" {
+		t.Fatalf("r2: %+v", d)
+	}
+}
