@@ -79,9 +79,9 @@ type group struct {
 	shape string
 	since time.Time
 	ps    []*Prompt // the requests in it, the first one first
-	live  int      // how many of them still wait for its decision
-	open  bool     // still gathering: a request of its shape joins it
-	count int      // how many the prompt said it decides (set before done closes)
+	live  int       // how many of them still wait for its decision
+	open  bool      // still gathering: a request of its shape joins it
+	count int       // how many the prompt said it decides (set before done closes)
 
 	ctx    context.Context // ends when the last request in it goes away
 	cancel context.CancelCauseFunc

@@ -160,7 +160,9 @@ func TestBrokerGroupFirstLeaves(t *testing.T) {
 	d1, d2 := make(chan Decision, 1), make(chan Decision, 1)
 	go func() { d1 <- b.Approve(ctx1, &Prompt{ID: "r1", Requester: Requester{UID: 1000}, Shape: "s"}) }()
 	waitUntil(t, "r1 waiting", func() bool { return waitingCount(b) == 1 })
-	go func() { d2 <- b.Approve(context.Background(), &Prompt{ID: "r2", Requester: Requester{UID: 1000}, Shape: "s"}) }()
+	go func() {
+		d2 <- b.Approve(context.Background(), &Prompt{ID: "r2", Requester: Requester{UID: 1000}, Shape: "s"})
+	}()
 	waitUntil(t, "r2 in r1's group", func() bool { return waitingCount(b) == 2 })
 	cancel1()
 	<-d1
