@@ -85,13 +85,15 @@ func (a *Client) Run(ctx context.Context) error {
 		winch := make(chan os.Signal, 1)
 		signal.Notify(winch, unix.SIGWINCH)
 		defer signal.Stop(winch)
+		stopped := make(chan struct{})
+		defer close(stopped)
 		go func() {
 			// Ages and ends on the idle screen move on without a status.
 			tick := time.NewTicker(idleRedraw)
 			defer tick.Stop()
 			for {
 				select {
-				case <-ctx.Done():
+				case <-stopped:
 					return
 				case <-winch:
 					a.scr.resized()
@@ -108,6 +110,7 @@ func (a *Client) Run(ctx context.Context) error {
 		c, err := net.Dial("unix", a.Socket)
 		if err != nil {
 			if errors.Is(err, os.ErrPermission) {
+				a.scr.finish("")
 				return fmt.Errorf("cannot attach to %s: %w", a.Socket, err)
 			}
 			if !waiting {
@@ -127,6 +130,7 @@ func (a *Client) Run(ctx context.Context) error {
 			backoff = backoffMin
 		}
 		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+			a.scr.finish("")
 			return refused
 		}
 		if ctx.Err() == nil {
@@ -137,7 +141,7 @@ func (a *Client) Run(ctx context.Context) error {
 			}
 		}
 	}
-	a.scr.println("rootgate: detached")
+	a.scr.finish("rootgate: detached")
 	return nil
 }
 
@@ -487,6 +491,26 @@ func (s *screen) drawTo(b *strings.Builder) {
 		b.WriteString(l + "\r\n")
 	}
 	s.drawn = len(lines)
+}
+
+// finish takes the idle screen off the terminal for good and prints
+// line, if any, in its place.
+func (s *screen) finish(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.size == nil {
+		if line != "" {
+			fmt.Fprintln(s.out, line)
+		}
+		return
+	}
+	var b strings.Builder
+	s.eraseTo(&b)
+	if line != "" {
+		b.WriteString(line + "\r\n")
+	}
+	_, _ = io.WriteString(s.out, b.String())
+	s.size = nil
 }
 
 func (s *screen) begin() {
