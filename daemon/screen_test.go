@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -336,5 +338,66 @@ func TestIdleScreenRedrawsOnResize(t *testing.T) {
 	})
 	if !slices.Contains(rows, "Waiting for a person (0):") {
 		t.Fatalf("after the resize the idle screen shows:\n%s", strings.Join(rows, "\n"))
+	}
+}
+
+// A requester's huge request is a small entry in a status message: the
+// prompt shows it whole, the idle screen only reminds of it. (Each status
+// goes to every idle approver on every change.)
+func TestStatusClipsHugeRequests(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	huge := strings.Repeat("x", 5000)
+	words := []string{"echo", huge}
+	for range 100 {
+		words = append(words, "w")
+	}
+	var stages [][]string
+	for range 8 {
+		stages = append(stages, words)
+	}
+	ch := d.ask(map[string]any{"id": "huge-1", "pipeline": stages})
+	a.See("huge-1")
+
+	// An approver client of our own, taking status messages.
+	c, err := net.Dial("unix", d.asock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := remote.WriteMessage(c, &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "raw",
+		Capabilities: []string{"terminal", remote.CapStatus}}); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	var line string
+	for !strings.Contains(line, `"type":"status"`) {
+		if line, err = br.ReadString('\n'); err != nil {
+			t.Fatalf("no status: %v", err)
+		}
+	}
+	if len(line) > 16<<10 {
+		t.Errorf("a status of %d bytes for one queued request", len(line))
+	}
+	var m remote.Message
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Queue) != 1 || m.Queue[0].ID != "huge-1" {
+		t.Fatalf("status queue %+v", m.Queue)
+	}
+	p := m.Queue[0].Pipeline
+	want := [][]string{{"echo", strings.Repeat("x", 120) + "…(+4880)"}}
+	if len(p) != 5 || len(p[0]) != 25 || p[0][1] != want[0][1] || p[0][24] != "…(+78 words)" || p[4][0] != "…(+4 stages)" {
+		t.Errorf("status pipeline not clipped as documented: %d stages, the first of %d words, its argument of %d bytes", len(p), len(p[0]), len(p[0][1]))
+	}
+	// n denies without paging to the end.
+	a.See("before y counts · n or Esc deny")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("huge-1: %s", r.raw)
 	}
 }

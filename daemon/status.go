@@ -70,18 +70,21 @@ func decidedByText(plan *runPlan, d *approval.Decision) string {
 }
 
 // A pipeline in a status message is only a reminder of the command (its
-// prompt shows it whole): each word cut to clipWord characters and each
-// stage to clipWords words, so a requester's megabyte of arguments does
-// not make every status that large, nor the last decisions kept.
+// prompt shows it whole): each word cut to clipWord characters, each
+// stage to clipWords words and the pipeline to clipStages stages, so a
+// requester's megabyte of arguments does not make every status that
+// large, nor the last decisions kept.
 const (
-	clipWord  = 120
-	clipWords = 24
+	clipWord   = 120
+	clipWords  = 24
+	clipStages = 4
 )
 
 // clipPipeline is p cut for a status message, each cut saying so.
 func clipPipeline(p [][]string) [][]string {
-	out := make([][]string, len(p))
-	for i, argv := range p {
+	n := min(len(p), clipStages)
+	out := make([][]string, n, n+1)
+	for i, argv := range p[:n] {
 		n := min(len(argv), clipWords)
 		st := make([]string, 0, n+1)
 		for _, w := range argv[:n] {
@@ -94,6 +97,9 @@ func clipPipeline(p [][]string) [][]string {
 			st = append(st, fmt.Sprintf("…(+%d words)", len(argv)-n))
 		}
 		out[i] = st
+	}
+	if len(p) > n {
+		out = append(out, []string{fmt.Sprintf("…(+%d stages)", len(p)-n)})
 	}
 	return out
 }
@@ -132,6 +138,10 @@ func (src statusSource) Status(peer remote.Peer) *remote.Message {
 				m.Hidden++
 				continue
 			}
+			if len(m.Queue) == remote.StatusItems {
+				m.More++
+				continue
+			}
 			q := remote.QueueItem{ID: p.ID, UID: p.Requester.UID, User: p.Requester.User, Since: w.Since.UTC()}
 			for _, st := range p.Stages {
 				q.Pipeline = append(q.Pipeline, st.Argv)
@@ -144,6 +154,10 @@ func (src statusSource) Status(peer remote.Peer) *remote.Message {
 		}
 	}
 	grants, hidden := grantKeeper{s}.ListGrants(peer)
+	if len(grants) > remote.StatusItems { // those that end first are kept
+		m.More += len(grants) - remote.StatusItems
+		grants = grants[:remote.StatusItems]
+	}
 	for i := range grants {
 		grants[i].Pipeline = clipPipeline(grants[i].Pipeline)
 		grants[i].Paths, grants[i].Env = nil, nil

@@ -69,6 +69,9 @@ func idleLines(st *Message, now time.Time, width, height int) []string {
 		if len(st.Decisions) == 0 {
 			add("  none yet")
 		}
+		if st.More > 0 {
+			add("(%d more queued requests or grants not listed here: rootgate grants lists every grant)", st.More)
+		}
 		if st.Hidden > 0 {
 			add("(%d more of requesters who can control this terminal, not shown)", st.Hidden)
 		}

@@ -64,8 +64,11 @@ const (
 )
 
 // StatusDecisions is how many of the last decisions a status message
-// carries.
-const StatusDecisions = 10
+// carries, and StatusItems how many queued requests and grants at most.
+const (
+	StatusDecisions = 10
+	StatusItems     = 50
+)
 
 // Message is one line of the approver protocol. Only the fields of its
 // Type are set.
@@ -117,6 +120,9 @@ type Message struct {
 	// about; with Grants and Hidden as in a grants answer.
 	Queue     []QueueItem    `json:"queue,omitempty"`
 	Decisions []DecisionInfo `json:"decisions,omitempty"`
+	// More counts the queued requests and grants a status leaves out to
+	// stay small (it lists at most StatusItems of each).
+	More int `json:"more,omitempty"`
 
 	// error
 	Message string `json:"message,omitempty"`
