@@ -88,6 +88,11 @@ type Decision struct {
 	// to save ([CheckRule]): the daemon checks it again, appends it to its
 	// policy's drop-in [RuleDropIn] and reloads the policy.
 	Rule string `json:"-"`
+	// Group, when more than 1, says the decision answered that many
+	// identical requests at once ([Prompt.Group]); GroupOf is then the id
+	// of the request whose prompt was shown, or "" for that one.
+	Group   int    `json:"-"`
+	GroupOf string `json:"-"`
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the
@@ -151,6 +156,20 @@ type Prompt struct {
 	// it, e.g. "memory 512M, tasks 100 (the run's own cgroup)"; "" when
 	// the daemon did not say (one older than this field).
 	Limits string `json:"limits,omitempty"`
+	// Group, when more than 1, is how many identical requests (same
+	// requester, same Shape) this one prompt decides: one answer runs or
+	// refuses them all. The prompt shown is the first one's.
+	Group int `json:"group,omitempty"`
+	// Hint, when set, is the daemon's note on a standing grant or policy
+	// rule that would have covered a near-identical request, and what
+	// differs (one or two lines). It holds words of the requester's, so
+	// it is escaped again before it is shown.
+	Hint string `json:"hint,omitempty"`
+	// Shape identifies everything a standing grant must match about the
+	// request (the daemon's grant shape, uid included); "" for none. A
+	// [Broker] with GroupWithin groups requests of the same Shape. It is
+	// not sent to approvers.
+	Shape string `json:"-"`
 }
 
 // NamedRun is the identity a request that names one runs with.

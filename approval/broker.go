@@ -34,6 +34,10 @@ type Member struct {
 // waits when its own Timeout is.
 const DefaultPromptTimeout = 60 * time.Second
 
+// DefaultGroupWithin is how long rootgated gathers identical requests
+// into one prompt ([Broker].GroupWithin).
+const DefaultGroupWithin = 300 * time.Millisecond
+
 // Broker asks every eligible member about a request at once; the first
 // answer wins and the others are withdrawn with who decided. A member is
 // eligible unless the requester's uid is among its Controllers (an agent
@@ -50,9 +54,65 @@ type Broker struct {
 	// from one of them says so ([Decision.SelfApproval]). It guards
 	// against mistakes only, never against a hostile requester.
 	UnsafeSelfApproval bool
+	// GroupWithin, when positive, groups prompts: a request whose
+	// [Prompt.Shape] is set waits this long before it is put to anyone,
+	// and every request of the same shape that arrives meanwhile joins
+	// it. The group is shown once, its [Prompt.Group] saying how many it
+	// holds, and the one answer decides them all. A request of that shape
+	// arriving once the prompt is out is not covered by it: it starts a
+	// group of its own, asked after.
+	GroupWithin time.Duration
+	// OnChange, when set, is called whenever a request starts or stops
+	// waiting for a person, without the broker's lock held.
+	OnChange func()
 
 	mu      sync.Mutex // guards the fields that follow
 	members map[*Member]struct{}
+	open    map[string]*group   // groups still gathering, by shape
+	waiting map[*group]struct{} // groups waiting for a person
+}
+
+// A group is one prompt and the requests it decides: one, or several of
+// the same shape gathered within GroupWithin.
+type group struct {
+	p     *Prompt // the first request's still in it: the one shown
+	shape string
+	since time.Time
+	ps    []*Prompt // the requests in it, the first one first
+	live  int       // how many of them still wait for its decision
+	open  bool      // still gathering: a request of its shape joins it
+	count int       // how many the prompt said it decides (set before done closes)
+
+	ctx    context.Context // ends when the last request in it goes away
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed once d is set
+	d      Decision
+}
+
+// Waiting is a request (or a group of identical ones) waiting for a
+// person, as [Broker.Waiting] lists it.
+type Waiting struct {
+	Prompt *Prompt   // the one shown
+	Since  time.Time // when the first of them arrived
+	Count  int       // how many requests it holds
+}
+
+// Waiting lists the requests waiting for a person now, oldest first.
+func (b *Broker) Waiting() []Waiting {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Waiting, 0, len(b.waiting))
+	for g := range b.waiting {
+		out = append(out, Waiting{Prompt: g.p, Since: g.since, Count: max(len(g.ps), g.count)})
+	}
+	slices.SortFunc(out, func(a, b Waiting) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+func (b *Broker) changed() {
+	if b.OnChange != nil {
+		b.OnChange()
+	}
 }
 
 var _ Approver = (*Broker)(nil)
@@ -169,8 +229,145 @@ var errExpired = errors.New("timed out")
 // Deny with [wire.ErrNoApprover] when no eligible member is attached,
 // [wire.NoEligibleApproverError] when the requester controls every one, or
 // [wire.ApproversLeftError] when all that were asked went away or could
-// not ask.
+// not ask. A request decided with others of its shape (GroupWithin) gets
+// the group's decision with [Decision.Group] set, and [Decision.GroupOf]
+// naming the request shown unless it is that one.
 func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
+	if d, ok := b.noneToAsk(p); ok {
+		return d
+	}
+	grouping := b.GroupWithin > 0 && p.Shape != ""
+	b.mu.Lock()
+	var g *group
+	if grouping {
+		g = b.open[p.Shape]
+	}
+	first := g == nil
+	if first {
+		// The group's asking outlives the request that opened it while
+		// others in it still wait.
+		gctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		g = &group{p: p, shape: p.Shape, since: time.Now(), open: grouping, ctx: gctx, cancel: cancel, done: make(chan struct{})}
+		if grouping {
+			if b.open == nil {
+				b.open = map[string]*group{}
+			}
+			b.open[p.Shape] = g
+		}
+		if b.waiting == nil {
+			b.waiting = map[*group]struct{}{}
+		}
+		b.waiting[g] = struct{}{}
+	}
+	g.ps = append(g.ps, p)
+	g.live++
+	b.mu.Unlock()
+	b.changed()
+	if first {
+		go b.decideGroup(g)
+	}
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		select {
+		case <-g.done: // decided as the request went away: the decision stands
+		default:
+			b.leave(ctx, g, p)
+			return Decision{Verdict: Withdrawn, Message: WithdrawnMessage, By: "requester"}
+		}
+	}
+	d := g.d
+	if g.count > 1 {
+		d.Group = g.count
+		if p != g.p {
+			d.GroupOf = g.p.ID
+		}
+	}
+	return d
+}
+
+// noneToAsk returns the refusal for a request no member may be asked
+// about now, and true; or false.
+func (b *Broker) noneToAsk(p *Prompt) (Decision, bool) {
+	ms, controlled := b.eligible(p)
+	switch {
+	case len(ms) > 0:
+		return Decision{}, false
+	case controlled:
+		return refusal(Deny, wire.NoEligibleApproverError(p.Requester.UID, termsafe.Sanitize(p.Requester.User)), "no eligible approver"), true
+	}
+	return Nobody{}.Approve(context.Background(), p), true
+}
+
+// leave takes request p, whose context ctx ended, out of g: while g
+// gathers it no longer counts (and if it was to be shown, the next one
+// is); once the last request in g has gone, g's prompt is withdrawn.
+func (b *Broker) leave(ctx context.Context, g *group, p *Prompt) {
+	b.mu.Lock()
+	if g.open {
+		if i := slices.Index(g.ps, p); i >= 0 {
+			g.ps = slices.Delete(g.ps, i, i+1)
+		}
+		if g.p == p && len(g.ps) > 0 {
+			g.p = g.ps[0]
+		}
+	}
+	g.live--
+	last := g.live == 0
+	b.mu.Unlock()
+	if last {
+		g.cancel(context.Cause(ctx))
+	}
+	b.changed()
+}
+
+// decideGroup gathers g for GroupWithin, puts it to the members and
+// hands the decision to the requests in it.
+func (b *Broker) decideGroup(g *group) {
+	if g.open {
+		t := time.NewTimer(b.GroupWithin)
+		select {
+		case <-t.C:
+		case <-g.ctx.Done():
+			t.Stop()
+		}
+	}
+	b.mu.Lock()
+	if g.open {
+		g.open = false
+		if b.open[g.shape] == g {
+			delete(b.open, g.shape)
+		}
+	}
+	n := len(g.ps)
+	g.count = n
+	p := g.p
+	b.mu.Unlock()
+	if n > 1 {
+		c := *p
+		c.Group = n
+		p = &c
+	}
+	var d Decision
+	if n == 0 { // every request in it went away while it gathered
+		d = Decision{Verdict: Withdrawn, Message: WithdrawnMessage, By: "requester"}
+	} else if d2, ok := b.noneToAsk(p); ok {
+		d = d2
+	} else {
+		d = b.ask(g.ctx, p)
+	}
+	b.mu.Lock()
+	g.d = d
+	delete(b.waiting, g)
+	b.mu.Unlock()
+	close(g.done)
+	g.cancel(nil)
+	b.changed()
+}
+
+// ask puts p to every eligible member at once and returns the first
+// answer (see Approve).
+func (b *Broker) ask(ctx context.Context, p *Prompt) Decision {
 	ms, controlled := b.eligible(p)
 	if len(ms) == 0 {
 		if controlled {

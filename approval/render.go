@@ -73,6 +73,11 @@ func render(p *Prompt, wholeStdin bool) string {
 	if p.SelfApproval {
 		b.WriteString(SelfApprovalBanner)
 	}
+	if p.Group > 1 {
+		b.WriteString(GroupBanner(p.Group) + "\n")
+		b.WriteString("!!! they are the same in all shown below under Requester and What would run; their id, time,\n" +
+			"!!! host, session, client and reason may differ (the first one's are shown)\n")
+	}
 	field("Requester:", DescribeRequester(&p.Requester)+", per the kernel")
 	b.WriteString("The requester says (its own words, not checked by rootgated):\n")
 	says("id:", noneIfEmpty(termsafe.Sanitize(p.ID)))
@@ -171,6 +176,13 @@ func render(p *Prompt, wholeStdin bool) string {
 	for i, s := range p.Stages {
 		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
 		fmt.Fprintf(&b, "      executable: %s\n", describePath(s))
+	}
+	if p.Hint != "" {
+		label := "Hint:"
+		for line := range strings.SplitSeq(p.Hint, "\n") {
+			field(label, termsafe.Sanitize(line))
+			label = ""
+		}
 	}
 	return b.String()
 }
@@ -299,6 +311,12 @@ func noneIfEmpty(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// GroupBanner is the loud line of a prompt that decides n identical
+// requests ([Prompt.Group]).
+func GroupBanner(n int) string {
+	return fmt.Sprintf("!!! %d IDENTICAL REQUESTS: one answer decides all %d of them", n, n)
 }
 
 // SelfApprovalBanner heads a prompt with [Prompt.SelfApproval] set.

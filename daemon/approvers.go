@@ -123,8 +123,7 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		remote.Refuse(c, wire.ApproverControllers(err))
 		return
 	}
-	(&remote.Host{Broker: s.cfg.Broker, Version: s.cfg.Version, Log: s.cfg.Log, Grants: grantKeeper{s}, RuleFile: s.ruleFile(),
-		Hostname: nodename(), PingEvery: s.cfg.ApproverPing, SilentFor: s.cfg.ApproverSilent}).Serve(ctx, c,
+	s.host.Serve(ctx, c,
 		remote.Peer{UID: peer.UID, GID: peer.GID, PID: peer.PID, Groups: peer.Groups, User: user, Controllers: controllers})
 }
 

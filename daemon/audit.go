@@ -255,7 +255,7 @@ func request(q *wire.Request) *audit.Request {
 }
 
 func decision(d *approval.Decision, rule *policy.Rule) *audit.Decision {
-	r := &audit.Decision{Verdict: d.Verdict.String(), By: d.By, Message: d.Message}
+	r := &audit.Decision{Verdict: d.Verdict.String(), By: d.By, Message: d.Message, Group: d.Group, GroupOf: d.GroupOf}
 	if rule != nil {
 		r.PolicyFile, r.PolicyLine, r.PolicyRule = rule.File, rule.Line, rule.Text
 	}

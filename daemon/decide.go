@@ -86,6 +86,8 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		ForwardAgent: req.ForwardAgent,
 		RunTimeout:   p.cmd.Timeout,
 		Limits:       s.limitsText(p),
+		Shape:        p.grantShape(),
+		Hint:         s.hintFor(p, s.cfg.Now()),
 	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
@@ -182,6 +184,7 @@ func (s *Server) decider(d *approval.Decision, rule *policy.Rule) *wire.DecidedB
 	by := &wire.DecidedBy{By: wire.DecidedByPerson, Note: wire.SanitizeNote(d.Note)}
 	// Member.Name is "USER on WHERE".
 	by.Approver = approverText(d.Member.Name, d.Member.UID)
+	by.Group, by.GroupOf = d.Group, d.GroupOf
 	by.Via = d.Member.Via
 	if by.Via == "" {
 		by.Via = "terminal"

@@ -48,7 +48,13 @@ type grantStore struct {
 	mu   sync.Mutex // guards the fields that follow
 	next int
 	byID map[string]*grant
+	// expired are the last grants whose time ran out, newest last, for
+	// the prompt's hint (hintFor).
+	expired []*grant
 }
+
+// keptExpired is how many expired grants are remembered for hints.
+const keptExpired = 16
 
 // shapeOf is the SHA-256 of everything a grant must match exactly: the
 // requester's uid, privileged, forward_agent, the run-as account, the cwd
@@ -103,6 +109,10 @@ func (gs *grantStore) endedLocked(now time.Time) []*grant {
 			out = append(out, g)
 			delete(gs.byID, id)
 		}
+	}
+	gs.expired = append(gs.expired, out...)
+	if len(gs.expired) > keptExpired {
+		gs.expired = slices.Delete(gs.expired, 0, len(gs.expired)-keptExpired)
 	}
 	return out
 }
@@ -223,6 +233,7 @@ func (s *Server) grantEvent(kind audit.Kind, g *grant, why string, byUID *int, b
 		}
 	}
 	s.cfg.Log.Info("audit: "+string(kind), "grant", g.id, "requester_uid", g.uid, "ends", g.ends.UTC(), "by", by, "uses", g.uses, "why", why)
+	s.statusChanged()
 }
 
 // grantDecider names the grant g as the decider of a request.

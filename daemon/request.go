@@ -165,7 +165,10 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if s.event(auditEvent{Kind: eventDecided, ID: req.ID, Peer: peer, Decision: &d, Rule: plan.rule, Grant: plan.grant}) != nil {
 		return errorResponse(req.ID, errAudit)
 	}
-	if plan.prompt != nil && d.Grant > 0 {
+	s.noteDecision(plan, userNameOf(peer.UID), &d)
+	// A grant asked for on a group's prompt is made once, by the request
+	// that was shown.
+	if plan.prompt != nil && d.Grant > 0 && d.GroupOf == "" {
 		s.addGrant(plan, plan.prompt, &d, s.cfg.Now())
 	}
 	if plan.prompt != nil && d.Rule != "" && d.Verdict == approval.Allow && d.Member != nil {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
@@ -165,6 +166,10 @@ type Server struct {
 	saving sync.Mutex
 	// grants are the standing grants people gave, in memory only.
 	grants grantStore
+	// host attaches approver clients; decisions are the last decisions,
+	// for their idle screens.
+	host      *remote.Host
+	decisions decisionLog
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -243,6 +248,13 @@ func New(cfg Config) (*Server, error) {
 	s.warnLimits(cfg.Policy)
 	if cfg.Cgroups != nil {
 		s.recoverOrphans()
+	}
+	if cfg.Broker != nil {
+		s.host = &remote.Host{Broker: cfg.Broker, Version: cfg.Version, Log: cfg.Log, Grants: grantKeeper{s}, Status: statusSource{s},
+			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, SilentFor: cfg.ApproverSilent}
+		if cfg.Broker.OnChange == nil {
+			cfg.Broker.OnChange = s.statusChanged
+		}
 	}
 	return s, nil
 }

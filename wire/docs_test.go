@@ -172,6 +172,7 @@ func TestDocsQuoteApproverErrors(t *testing.T) {
 		ApproverUnknownType("Approve"),
 		ApproverNoPrompt("ID"),
 		ApproverHashMismatch("…"),
+		ApproverNoGroup("USER on WHERE"),
 	} {
 		if !strings.Contains(doc, "`"+m+"`") && !strings.Contains(doc, `"message":"`+strings.ReplaceAll(m, `"`, `\"`)+`"`) {
 			t.Errorf("docs/protocol.md's approver protocol does not quote %q", m)

@@ -235,6 +235,12 @@ func ApproversLeftError(why string) error {
 // ApproverDisconnected: the attached approver client went away.
 func ApproverDisconnected(name string) string { return "approver " + name + " disconnected" }
 
+// ApproverNoGroup: the approver client cannot show a grouped prompt
+// (its hello did not offer the "group" capability).
+func ApproverNoGroup(name string) string {
+	return "approver " + name + " cannot show a prompt for several identical requests; update it"
+}
+
 // ApproverUnreachable: the prompt could not be sent to the approver client.
 func ApproverUnreachable(name string) string { return "approver " + name + " unreachable" }
 

@@ -102,6 +102,11 @@ type DecidedBy struct {
 	Note     string `json:"note,omitempty"`     // a deny note the person typed, sanitised
 	Grant    string `json:"grant,omitempty"`    // the standing grant's id, e.g. "g3"
 	Ends     string `json:"ends,omitempty"`     // when the grant ends, RFC 3339 UTC in whole seconds
+	// Group, when more than 1, says the person's one answer decided that
+	// many identical requests, shown as one prompt; GroupOf is the id of
+	// the request whose prompt was shown, when it is another.
+	Group   int    `json:"group,omitempty"`
+	GroupOf string `json:"group_of,omitempty"`
 }
 
 // StageResult is one stage's outcome.

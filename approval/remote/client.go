@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/signal"
 	"os/user"
 	"slices"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"golang.org/x/sys/unix"
 )
 
 // Bounds of how long the client waits on a silent daemon, whatever
@@ -60,6 +63,12 @@ type Client struct {
 	// shown before was withdrawn while on screen, so this one must say it
 	// is a different request.
 	Ask func(deadline time.Time, afterWithdrawn bool, from Daemon) approval.Approver
+	// Size, when set, is Out's window size: Out is a terminal, and while
+	// no prompt is up the client keeps the idle screen on it (the
+	// requests waiting, standing grants, last decisions of each daemon;
+	// see idleLines), drawn again when the window is resized. The
+	// daemons are asked for status messages only then.
+	Size func() (width, height int)
 
 	scr  *screen
 	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
@@ -119,11 +128,36 @@ func (e *RefusedError) Error() string { return "rootgated refused this approver:
 // ([os.ErrPermission]); it then returns the first such error. A daemon
 // that refuses is told on screen while the others keep working.
 func (a *Client) Run(ctx context.Context) error {
-	a.scr = &screen{out: a.Out}
 	a.wake = make(chan struct{}, 1)
 	socks := a.Sockets
 	if len(socks) == 0 {
 		socks = []string{a.Socket}
+	}
+	a.scr = &screen{out: a.Out, size: a.Size, order: socks, labelled: len(socks) > 1}
+	if a.Size != nil {
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, unix.SIGWINCH)
+		defer signal.Stop(winch)
+		stopped := make(chan struct{})
+		defer close(stopped)
+		go func() {
+			// Ages and ends on the idle screen move on without a status.
+			tick := time.NewTicker(idleRedraw)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopped:
+					return
+				case <-winch:
+					a.scr.resized()
+				case <-tick.C:
+					a.scr.redrawAging()
+				}
+			}
+		}()
+		for _, sock := range socks {
+			a.scr.setStatus(Daemon{Socket: sock}, nil)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -138,6 +172,9 @@ func (a *Client) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			errs[i] = a.attach(ctx, sock, len(socks) > 1)
+			if errs[i] != nil {
+				a.scr.drop(sock)
+			}
 		}()
 	}
 	wg.Wait()
@@ -147,11 +184,12 @@ func (a *Client) Run(ctx context.Context) error {
 	if !interrupted { // every daemon refused
 		for _, e := range errs {
 			if e != nil {
+				a.scr.finish("")
 				return e
 			}
 		}
 	}
-	a.scr.println("rootgate: detached")
+	a.scr.finish("rootgate: detached")
 	return nil
 }
 
@@ -291,6 +329,8 @@ func (a *Client) enqueue(p *prompt) {
 func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many bool) (d Daemon, attached bool, err error) {
 	d.Socket = sock
 	defer c.Close()
+	// What a lost daemon said no longer holds.
+	defer func() { a.scr.setStatus(Daemon{Socket: sock, Host: d.Host}, nil) }()
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(connCtx, func() { c.Close() })
@@ -303,9 +343,12 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 		_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
 		return WriteMessage(c, m)
 	}
-	caps := []string{a.Kind}
+	caps := []string{a.Kind, CapGroup}
 	if a.Agent != "" {
 		caps = append(caps, "forward-agent")
+	}
+	if a.Size != nil {
+		caps = append(caps, CapStatus)
 	}
 	// A daemon that refuses this approver (not admitted, too many) may
 	// say so and close before the hello is written: its words are read
@@ -435,6 +478,8 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 				p.cancel(errors.New(m.Reason))
 			}
 			mu.Unlock()
+		case MsgStatus:
+			a.scr.setStatus(d, m)
 		case MsgResult:
 			a.scr.println(fmt.Sprintf("rootgate: request %s %s", termsafe.Sanitize(m.ID), termsafe.Sanitize(m.Outcome)))
 		case MsgError:
@@ -529,12 +574,25 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 }
 
 // screen serialises our status lines with the prompts: while a prompt is
-// up, lines are held and printed after it.
+// up, lines are held and printed after it. With size set, Out is a
+// terminal, and between prompts the idle screen (idleLines) is kept
+// below the status lines, each of which is printed once: the block is
+// erased, the line printed, and the block drawn again under it.
 type screen struct {
-	mu   sync.Mutex
-	busy bool
-	held []string
-	out  io.Writer
+	mu    sync.Mutex // guards the fields that follow
+	busy  bool
+	held  []string
+	out   io.Writer
+	size  func() (w, h int) // nil: plain lines, no idle screen
+	drawn int               // how many lines of the idle screen are on the terminal, ending at the cursor
+	// order are the daemons' sockets, in the order their statuses are
+	// shown; labelled says there are several, so each is headed by its
+	// label. statuses and labels are by socket: the last status (nil:
+	// none yet) and the daemon's label.
+	order    []string
+	labelled bool
+	statuses map[string]*Message
+	labels   map[string]string
 }
 
 func (s *screen) println(line string) {
@@ -544,23 +602,165 @@ func (s *screen) println(line string) {
 		s.held = append(s.held, line)
 		return
 	}
-	fmt.Fprintln(s.out, line)
+	s.printLocked(line)
+}
+
+// printLocked prints line, above the idle screen if there is one.
+func (s *screen) printLocked(line string) {
+	if s.size == nil {
+		fmt.Fprintln(s.out, line)
+		return
+	}
+	var b strings.Builder
+	s.eraseTo(&b)
+	b.WriteString(line + "\r\n")
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
+}
+
+// setStatus keeps m as the status the idle screen shows for daemon d
+// (nil: none, or no longer), and draws it.
+func (s *screen) setStatus(d Daemon, m *Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.statuses == nil {
+		s.statuses, s.labels = map[string]*Message{}, map[string]string{}
+	}
+	s.statuses[d.Socket], s.labels[d.Socket] = m, d.Label()
+	s.redrawLocked()
+}
+
+// drop takes the daemon at sock off the idle screen: it refused this
+// client for good.
+func (s *screen) drop(sock string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.order = slices.DeleteFunc(slices.Clone(s.order), func(o string) bool { return o == sock })
+	s.redrawLocked()
+}
+
+// redrawAging draws the idle screen again if it shows ages or ends (a
+// queue, grants).
+func (s *screen) redrawAging() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.statuses {
+		if m != nil && (len(m.Queue) > 0 || len(m.Grants) > 0) {
+			s.redrawLocked()
+			return
+		}
+	}
+}
+
+// redrawLocked draws the idle screen again in place, unless a prompt is
+// up.
+func (s *screen) redrawLocked() {
+	if s.busy || s.size == nil {
+		return
+	}
+	var b strings.Builder
+	s.eraseTo(&b)
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
+}
+
+// resized draws the idle screen for the window's new size. The terminal
+// may have wrapped the lines drawn before anew, so they cannot be counted
+// back over: the window is cleared and the screen drawn at its top.
+func (s *screen) resized() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy || s.size == nil {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("\x1b[H\x1b[2J")
+	s.drawn = 0
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
+}
+
+// eraseTo writes to b what erases the idle screen, which ends at the
+// cursor.
+func (s *screen) eraseTo(b *strings.Builder) {
+	if s.drawn > 0 {
+		fmt.Fprintf(b, "\x1b[%dA", s.drawn)
+	}
+	b.WriteString("\r\x1b[J")
+	s.drawn = 0
+}
+
+// drawTo writes the idle screen to b, below the cursor.
+func (s *screen) drawTo(b *strings.Builder) {
+	w, h := s.size()
+	if w <= 0 || h <= 0 {
+		w, h = 80, 24
+	}
+	sts := make([]daemonStatus, 0, len(s.order))
+	for _, sock := range s.order {
+		ds := daemonStatus{st: s.statuses[sock]}
+		if s.labelled {
+			ds.label = cmp.Or(s.labels[sock], termsafe.Sanitize(sock))
+		}
+		sts = append(sts, ds)
+	}
+	lines := idleScreen(sts, time.Now(), w, h)
+	for _, l := range lines {
+		b.WriteString(l + "\r\n")
+	}
+	s.drawn = len(lines)
+}
+
+// finish takes the idle screen off the terminal for good and prints
+// line, if any, in its place.
+func (s *screen) finish(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.size == nil {
+		if line != "" {
+			fmt.Fprintln(s.out, line)
+		}
+		return
+	}
+	var b strings.Builder
+	s.eraseTo(&b)
+	if line != "" {
+		b.WriteString(line + "\r\n")
+	}
+	_, _ = io.WriteString(s.out, b.String())
+	s.size = nil
 }
 
 func (s *screen) begin() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.busy = true
-	s.mu.Unlock()
+	if s.size != nil {
+		// The prompt is drawn where the idle screen was.
+		var b strings.Builder
+		s.eraseTo(&b)
+		_, _ = io.WriteString(s.out, b.String())
+	}
 }
 
 func (s *screen) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.busy = false
-	for _, l := range s.held {
-		fmt.Fprintln(s.out, l)
-	}
+	held := s.held
 	s.held = nil
+	if s.size == nil {
+		for _, l := range held {
+			fmt.Fprintln(s.out, l)
+		}
+		return
+	}
+	var b strings.Builder
+	for _, l := range held {
+		b.WriteString(l + "\r\n")
+	}
+	s.drawTo(&b)
+	_, _ = io.WriteString(s.out, b.String())
 }
 
 // lookupUserName names uid, or "" when it has no passwd entry.

@@ -80,6 +80,60 @@ type Host struct {
 	// SilentFor is how long a client may send nothing (no pong, no
 	// decision) before it is detached; 0 means DefaultSilentFor.
 	SilentFor time.Duration
+	// Status, when set, gives what an approver's idle screen shows; it is
+	// sent to approvers that offer CapStatus after the welcome and after
+	// each [Host.Changed].
+	Status StatusSource
+
+	mu    sync.Mutex // guards conns
+	conns map[*remote]struct{}
+}
+
+// A StatusSource gives the status message for an approver.
+type StatusSource interface {
+	// Status returns the MsgStatus message for peer: only what concerns
+	// requesters it may be asked about.
+	Status(peer Peer) *Message
+}
+
+// statusEvery is the most often one approver is sent a status: changes
+// within it are sent together.
+const statusEvery = 200 * time.Millisecond
+
+// Changed tells every attached approver that takes status messages that
+// its status changed; each is sent the new one soon, changes close
+// together coalesced into one message. It never blocks.
+func (h *Host) Changed() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for r := range h.conns {
+		select {
+		case r.status <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sendStatus sends r its status on each change until done ends.
+func (h *Host) sendStatus(r *remote, done <-chan struct{}) {
+	for {
+		if m := h.Status.Status(r.peer); m != nil {
+			m.Type = MsgStatus
+			if r.send(m) != nil {
+				return
+			}
+		}
+		select {
+		case <-done:
+			return
+		case <-r.status:
+		}
+		select { // gather the changes that follow close behind
+		case <-done:
+			return
+		case <-time.After(statusEvery):
+		}
+	}
 }
 
 // A GrantKeeper holds the daemon's standing grants.
@@ -101,6 +155,10 @@ type remote struct {
 	user  string // USER
 	where string // WHERE: the name it gave, e.g. "pts/3"
 	agent string // the SSH agent socket it offers, or ""
+	group bool   // it shows a prompt's group count (CapGroup)
+	// status is signalled when its status changed; nil when it takes no
+	// status messages.
+	status chan struct{}
 
 	wmu sync.Mutex // serialises writes
 
@@ -146,6 +204,9 @@ func (r *remote) sendLine(line []byte) error {
 // Approve implements [approval.Approver].
 func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
 	by := "approver " + r.name
+	if p.Group > 1 && !r.group {
+		return approval.Decision{Verdict: approval.Unavailable, Message: wire.ApproverNoGroup(r.name), By: by}
+	}
 	pp := &pendingPrompt{hash: RequestHash(p), p: p, answer: make(chan answer, 1)}
 	r.mu.Lock()
 	if r.pending == nil {
@@ -245,6 +306,10 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	r := &remote{
 		c: c, peer: peer, name: peer.User + " on " + where, user: peer.User, where: where, agent: hello.AgentSocket,
 		pending: map[string]*pendingPrompt{}, timeout: h.Broker.Timeout, done: make(chan struct{}),
+		group: slices.Contains(hello.Capabilities, CapGroup),
+	}
+	if h.Status != nil && slices.Contains(hello.Capabilities, CapStatus) {
+		r.status = make(chan struct{}, 1)
 	}
 	// Attach before the welcome: an approver told it is attached must be
 	// asked about the very next request (a client may act on the welcome
@@ -263,7 +328,19 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 		return
 	}
 	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", peer.Controllers)
+	if r.status != nil {
+		h.mu.Lock()
+		if h.conns == nil {
+			h.conns = map[*remote]struct{}{}
+		}
+		h.conns[r] = struct{}{}
+		h.mu.Unlock()
+		go h.sendStatus(r, r.done)
+	}
 	defer func() {
+		h.mu.Lock()
+		delete(h.conns, r)
+		h.mu.Unlock()
 		detach()
 		r.mu.Lock()
 		r.pending = nil

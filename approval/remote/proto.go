@@ -47,6 +47,27 @@ const (
 	MsgGrants  = "grants"  // client → daemon: list; daemon → client: the list (Grants, Hidden)
 	MsgRevoke  = "revoke"  // client → daemon: revoke grant ID
 	MsgRevoked = "revoked" // daemon → client: grant ID was revoked
+	// MsgStatus, daemon → approver, to an approver whose hello offered
+	// CapStatus: what its idle screen shows (Queue, Grants, Hidden,
+	// Decisions), sent after the welcome and again whenever it changes.
+	MsgStatus = "status"
+)
+
+// Capabilities an approver client may offer in its hello besides how it
+// asks ("terminal", "desktop") and "forward-agent".
+const (
+	// CapStatus: send it status messages for its idle screen.
+	CapStatus = "status"
+	// CapGroup: it shows a prompt's group count (approval.Prompt.Group).
+	// A client without it is not put a grouped prompt.
+	CapGroup = "group"
+)
+
+// StatusDecisions is how many of the last decisions a status message
+// carries, and StatusItems how many queued requests and grants at most.
+const (
+	StatusDecisions = 10
+	StatusItems     = 50
 )
 
 // Message is one line of the approver protocol. Only the fields of its
@@ -115,6 +136,14 @@ type Message struct {
 	// about.
 	Grants []GrantInfo `json:"grants,omitempty"`
 	Hidden int         `json:"hidden,omitempty"`
+	// status: the requests waiting for a person and the last decisions
+	// (newest first), of the requesters this approver may be asked
+	// about; with Grants and Hidden as in a grants answer.
+	Queue     []QueueItem    `json:"queue,omitempty"`
+	Decisions []DecisionInfo `json:"decisions,omitempty"`
+	// More counts the queued requests and grants a status leaves out to
+	// stay small (it lists at most StatusItems of each).
+	More int `json:"more,omitempty"`
 
 	// error
 	Message string `json:"message,omitempty"`
@@ -134,6 +163,31 @@ type GrantInfo struct {
 	Ends      time.Time  `json:"ends"`
 	By        string     `json:"by"` // who gave it
 	Uses      int        `json:"uses"`
+}
+
+// QueueItem is a request (or a group of identical ones) waiting for a
+// person, as a status message lists it.
+type QueueItem struct {
+	ID       string     `json:"id"`  // the requester's id for it
+	UID      int        `json:"uid"` // the requester's
+	User     string     `json:"user"`
+	Pipeline [][]string `json:"pipeline"`
+	Since    time.Time  `json:"since"`           // when it arrived
+	Count    int        `json:"count,omitempty"` // identical requests it holds, when more than 1
+}
+
+// DecisionInfo is a decision as a status message lists it.
+type DecisionInfo struct {
+	ID       string     `json:"id"`
+	UID      int        `json:"uid"`
+	User     string     `json:"user"`
+	Pipeline [][]string `json:"pipeline"`
+	Time     time.Time  `json:"time"`
+	Verdict  string     `json:"verdict"` // allow, deny, timeout, withdrawn, unavailable
+	// By says who decided: "person root (uid 0) on pts/3", "rule
+	// /etc/rootgate/policy:4", "grant g2", "timeout", "no approver", ...
+	By    string `json:"by"`
+	Count int    `json:"count,omitempty"` // the group's size, when one answer decided more than 1
 }
 
 // RequestHash is the SHA-256 of a prompt's JSON form, hex. A decision must

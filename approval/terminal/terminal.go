@@ -268,6 +268,12 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 	defer cancel()
 
 	if t.Accessible {
+		// The answer is typed as a line, seen as it is typed, even
+		// where the terminal was quiet between prompts (Quiet).
+		if tio, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+			_ = unix.IoctlSetTermios(fd, unix.TCSETS, lineMode(*tio))
+			defer func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, tio) }()
+		}
 		ok, err := t.askAccessible(pctx, p, flush)
 		switch {
 		case pctx.Err() == nil && err == nil && ok:
@@ -366,7 +372,7 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 		return approval.Decision{Verdict: approval.Allow, By: by}, "approved"
 	case state == huh.StateCompleted && m.wantNote:
 		stopKeys()
-		_ = unix.IoctlSetTermios(fd, unix.TCSETS, &restore)
+		_ = unix.IoctlSetTermios(fd, unix.TCSETS, lineMode(restore))
 		note := t.readNote(pctx)
 		d := approval.Decision{Verdict: approval.Deny, Message: t.denyMessage(name), By: by, Note: note}
 		if note != "" {
@@ -880,6 +886,9 @@ func (m *promptModel) footer() []string {
 	if m.machine != "" {
 		f = append(f, fit(m.machine, m.width))
 	}
+	if m.p.Group > 1 {
+		f = append(f, fit(approval.GroupBanner(m.p.Group), m.width))
+	}
 	if n := len(m.lines); m.pagerHeight() < n {
 		end := min(m.top+m.pagerHeight(), n)
 		status := fmt.Sprintf("── lines %d-%d of %d · ↓ j space PgDn: on · ↑ k b PgUp: back", m.top+1, end, n)
@@ -1162,6 +1171,33 @@ func (v *inlineView) draw() {
 	_, v.err = io.WriteString(v.out, b.String())
 }
 
+// Quiet turns echo off on the terminal f, so keys typed while no prompt
+// is up (at `rootgate approve`'s idle screen) are not shown, and returns
+// what restores the terminal's modes. Line editing and signals stay as
+// they were (Ctrl-C still interrupts); a prompt flushes what was typed
+// before it and turns echo back on where it reads a line (a deny note,
+// the accessible prompt).
+func Quiet(f *os.File) (restore func(), err error) {
+	fd := int(f.Fd())
+	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, fmt.Errorf("not a terminal: %w", err)
+	}
+	saved := *tio
+	tio.Lflag &^= unix.ECHO | unix.ECHONL
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, tio); err != nil {
+		return nil, fmt.Errorf("failed to turn echo off: %w", err)
+	}
+	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, &saved) }, nil
+}
+
+// lineMode is tio with line editing and echo on: how a line (a note, the
+// accessible prompt's answer) is read.
+func lineMode(tio unix.Termios) *unix.Termios {
+	tio.Lflag |= unix.ECHO | unix.ICANON | unix.ECHOE | unix.ECHOK
+	return &tio
+}
+
 // makeRaw sets tio as cfmakeraw(3) does: keys are read one by one, unechoed
 // and unprocessed, and output is written as is.
 func makeRaw(tio *unix.Termios) {
@@ -1173,6 +1209,9 @@ func makeRaw(tio *unix.Termios) {
 	tio.Cc[unix.VMIN] = 1
 	tio.Cc[unix.VTIME] = 0
 }
+
+// WindowSize is the size of the terminal f, 0x0 when it does not say.
+func WindowSize(f *os.File) (width, height int) { return windowSize(int(f.Fd())) }
 
 // windowSize is the size of the terminal on fd, 0x0 when it does not say.
 func windowSize(fd int) (w, h int) {

@@ -24,7 +24,9 @@ const approveAbout = `Attach this terminal to rootgated as an approver: each req
 here in full; y approves, n, Esc or Enter deny, m denies with a note for the
 requester, g shows a standing grant for the same request from the same
 requester for a time (--grant-for) and asks for y again to approve with it.
-Ctrl-C (between prompts) detaches.
+Between prompts it shows the requests waiting for a person, the standing
+grants and the last decisions with who made them; keys typed there are not
+echoed and answer nothing. Ctrl-C (between prompts) detaches.
 With --socket given more than once, this terminal attaches to each of those
 daemons (local sockets, or local ends of ssh -L forwards to other machines'
 approver sockets) and shows their prompts one at a time, each naming the
@@ -106,7 +108,17 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		return exitError
 	}
 	defer tty.Close()
+	// Keys typed between prompts are not echoed (and a prompt discards
+	// them): the idle screen stays as drawn.
+	if restore, err := terminal.Quiet(tty); err == nil {
+		defer restore()
+	}
 	a := &remote.Client{Sockets: sockets, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
+	if !accessible {
+		// A screen reader reads lines as they come: the accessible
+		// approver keeps plain lines, no idle screen drawn over them.
+		a.Size = func() (int, int) { return terminal.WindowSize(tty) }
+	}
 	a.Ask = func(deadline time.Time, afterWithdrawn bool, from remote.Daemon) approval.Approver {
 		grantFor := grantFor
 		if !from.Grants {

@@ -281,6 +281,13 @@ func formatRecord(r *audit.Record) string {
 		if d.Grant != "" {
 			line("grant", "%s, the standing grant of %s", q(d.Grant), by)
 		}
+		if d.Group > 1 {
+			shown := "this request's"
+			if d.GroupOf != "" {
+				shown = q(d.GroupOf) + "'s"
+			}
+			line("group", "one answer for %d identical requests, on %s prompt", d.Group, shown)
+		}
 		if d.PolicyRule != "" {
 			line("rule", "line %d: %s", d.PolicyLine, q(d.PolicyRule))
 		}

@@ -182,6 +182,11 @@ type Decision struct {
 	// Grant is the id of the standing grant that decided, if one did;
 	// Approver and ApproverUID are then who gave it.
 	Grant string `json:"grant,omitempty"`
+	// Group, when more than 1, says one prompt decided that many
+	// identical requests at once; GroupOf is the id of the request whose
+	// prompt was shown, when it is another.
+	Group   int    `json:"group,omitempty"`
+	GroupOf string `json:"group_of,omitempty"`
 }
 
 // Grant is a standing grant: requests from RequesterUID whose shape has

@@ -92,6 +92,7 @@ type options struct {
 	promptTimeout time.Duration
 	approverPing  time.Duration
 	approverQuiet time.Duration
+	groupWithin   time.Duration
 	execTimeout   time.Duration
 	killGrace     time.Duration
 	maxSkew       time.Duration
@@ -170,6 +171,7 @@ var flags = []clidoc.Flag{
 	{Name: "prompt-timeout", Default: approval.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"},
 	{Name: "approver-ping", Default: remote.DefaultPingEvery, Usage: "how often each attached approver client (rootgate approve) is pinged; it answers even while a prompt is up"},
 	{Name: "approver-silence", Default: remote.DefaultSilentFor, Usage: "detach an approver client that has answered nothing for this long (a connection gone silent, such as a dead ssh forward); its prompts go on with the other approvers. Keep it longer than --approver-ping and well under --prompt-timeout"},
+	{Name: "group-within", Default: approval.DefaultGroupWithin, Usage: "identical requests from one requester arriving within this `duration` of the first are one prompt, one answer deciding all; 0 asks about each alone"},
 	{Name: "exec-timeout", Default: daemon.DefaultExecTimeout, Usage: "run time limit; a request may only lower it"},
 	{Name: "kill-grace", Default: pipeline.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL when a run is stopped"},
 	{Name: "max-skew", Default: daemon.DefaultMaxSkew, Usage: "largest accepted distance between a request's time and the clock"},
@@ -211,6 +213,7 @@ func parseOptions(v clidoc.Values) options {
 		promptTimeout: v.Duration("prompt-timeout"),
 		approverPing:  v.Duration("approver-ping"),
 		approverQuiet: v.Duration("approver-silence"),
+		groupWithin:   v.Duration("group-within"),
 		execTimeout:   v.Duration("exec-timeout"),
 		killGrace:     v.Duration("kill-grace"),
 		maxSkew:       v.Duration("max-skew"),
@@ -302,6 +305,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		out.Errorf(errw, "--max-conns-per-uid must not be negative")
 		return exitUsage
 	}
+	if o.groupWithin < 0 || o.groupWithin > o.promptTimeout {
+		out.Errorf(stderr, "--group-within must be between 0 and --prompt-timeout")
+		return exitUsage
+	}
 	if o.idleExit < 0 {
 		out.Errorf(errw, "--idle-exit must not be negative")
 		return exitUsage
@@ -363,7 +370,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		}
 	}
 	logOut := stderr
-	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf}
+	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf, GroupWithin: o.groupWithin}
 	var term *terminal.Terminal
 	if o.tty {
 		var err error
