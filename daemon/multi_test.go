@@ -105,6 +105,12 @@ func TestApproveManyHosts(t *testing.T) {
 		txt := a.Screen.Text()
 		return strings.Contains(txt, "on host "+nearHost+" at "+near.asock()) && strings.Contains(txt, "on host "+farHost+" at "+local)
 	})
+	// The idle screen has a part for each daemon, headed by its machine.
+	waitFor(t, "the idle screen to show both daemons", 30*time.Second, func() bool {
+		txt := a.Screen.Text()
+		return strings.Contains(txt, "── from rootgated on "+nearHost+" at "+near.asock()) &&
+			strings.Contains(txt, "── from rootgated on "+farHost+" at "+local)
+	})
 	a.Pos = len(a.Screen.Text())
 
 	// prompt waits for the prompt with id, approves it, and returns what
