@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
+	"github.com/rivo/uniseg"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
@@ -131,12 +131,21 @@ func age(d time.Duration) string {
 	return max(d, 0).Truncate(time.Second).String()
 }
 
-// cutTo cuts s, safe text, to width cells (at least 20), ending it
-// with "…" when it did.
+// cutTo cuts s, safe text (no control sequences), to width cells (at
+// least 20), ending it with "…" when it did.
 func cutTo(s string, width int) string {
 	width = max(width, 20)
-	if ansi.StringWidth(s) <= width {
+	if uniseg.StringWidth(s) <= width {
 		return s
 	}
-	return ansi.Truncate(s, width, "…")
+	var b strings.Builder
+	w := 0
+	for g := uniseg.NewGraphemes(s); g.Next(); {
+		if w+g.Width() > width-1 {
+			break
+		}
+		b.WriteString(g.Str())
+		w += g.Width()
+	}
+	return b.String() + "…"
 }
