@@ -114,8 +114,11 @@ func TestStopDuringRunSaysItRan(t *testing.T) {
 	flag := filepath.Join(d.Dir, "started")
 	marker := "stopdur-" + uuid.NewString()[:8]
 	ch := d.ask(map[string]any{"pipeline": [][]string{
-		{"sh", "-c", "echo out-before; echo err-before >&2; touch " + flag + "; exec sleep 60", marker},
-		{"cat"},
+		{"sh", "-c", "echo out-before; echo err-before >&2; exec sleep 60", marker},
+		// The flag says the line has passed the second stage too: the
+		// stop's SIGTERM reaches every stage at once, and a cat still
+		// holding the line would lose it.
+		{"sh", "-c", "IFS= read -r l; printf '%s\\n' \"$l\"; touch " + flag + "; exec cat"},
 	}})
 	waitFor(t, "the run to start", 30*time.Second, func() bool { _, err := os.Stat(flag); return err == nil })
 	if !d.Terminate() {
