@@ -240,7 +240,7 @@ func fail(stderr io.Writer, err error) int {
 	switch {
 	case errors.As(err, &ce) && ce.Hint != "":
 		hintf(stderr, "%s", ce.Hint)
-	case errors.As(err, new(*client.NoAnswerError)):
+	case errors.As(err, new(*client.NoAnswerError)), errors.As(err, new(*client.ClosedError)):
 		hintf(stderr, "%s", client.NoAnswerHint)
 	}
 	return exitError

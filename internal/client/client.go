@@ -128,6 +128,27 @@ func (e *ConnectError) Error() string {
 
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// ClosedError is a connection that ended before the daemon's answer:
+// systemd resets the connections it holds for a service that fails to
+// start (a configuration error; its sockets fail with it), and a daemon
+// that crashes or is killed drops its own. The hint is [NoAnswerHint].
+type ClosedError struct {
+	Socket string
+	Err    error // what reading the answer returned
+}
+
+func (e *ClosedError) Error() string {
+	return fmt.Sprintf("rootgated closed the connection without an answer (%s): %v", e.Socket, e.Err)
+}
+
+func (e *ClosedError) Unwrap() error { return e.Err }
+
+// StoppedHint says what to do when nothing listens on the socket: start
+// the sockets, and, if the service failed, see why first.
+const StoppedHint = "is rootgated running? as a service: sudo systemctl start rootgate.socket rootgate-approve.socket; " +
+	"if it failed: systemctl status rootgate; journalctl -u rootgate -p err; after the fix, sudo systemctl reset-failed rootgate.service first; " +
+	"by hand: sudo rootgated --tty"
+
 func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", socket)
@@ -135,7 +156,7 @@ func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
 		ce := &ConnectError{Socket: socket, Err: err}
 		switch {
 		case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
-			ce.Hint = "is rootgated running? as a service: sudo systemctl start rootgate.socket rootgate-approve.socket; by hand: sudo rootgated --tty"
+			ce.Hint = StoppedHint
 		case errors.Is(err, os.ErrPermission):
 			ce.Hint = "only root and members of group rootgate may connect: sudo usermod -aG rootgate $USER, then log in again"
 		}
@@ -209,11 +230,11 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 			if err := noAnswer(err); err != nil {
 				return nil, err
 			}
+			if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) && len(resp) == 0 {
+				return nil, &ClosedError{Socket: socket, Err: err}
+			}
 			if werr != nil {
 				return nil, fmt.Errorf("send request: %w", werr)
-			}
-			if errors.Is(err, io.EOF) && len(resp) == 0 {
-				return nil, errors.New("daemon closed the connection without an answer")
 			}
 			return nil, fmt.Errorf("read answer: %w", err)
 		}

@@ -343,6 +343,8 @@ func connectionHint(host, socket string, err error) string {
 		return "Ask the user to check that rootgated is running and that this MCP server points at its socket (--socket or --host)."
 	case errors.As(err, new(*client.NoAnswerError)):
 		return fmt.Sprintf("rootgated took the connection on %s but did not answer in time (the request was withdrawn): the service may have failed. Ask the user to check `systemctl status rootgate` and `journalctl -u rootgate -p err`, then try again.", socket)
+	case errors.As(err, new(*client.ClosedError)):
+		return fmt.Sprintf("rootgated on %s closed the connection without an answer: the service may have failed to start, or stopped. Ask the user to check `systemctl status rootgate` and `journalctl -u rootgate -p err`, then try again.", socket)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Sprintf("rootgated accepted the connection on %s but did not answer; it may be stuck or overloaded. Ask the user to check it (`journalctl -u rootgate`).", socket)
 	case errors.Is(err, client.ErrNotResponse):
