@@ -293,7 +293,7 @@ func result(res *pipeline.Result, d time.Duration) *audit.Result {
 		StdoutSHA256:    audit.SHA256(res.Stdout.Data),
 	}
 	if u := res.Usage; u != nil {
-		r.Usage = &audit.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
+		r.Usage = &wire.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
 		if u.MemoryPeak >= 0 {
 			peak := u.MemoryPeak
 			r.Usage.MemoryPeak = &peak

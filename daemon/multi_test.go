@@ -36,26 +36,7 @@ func (h *sshHost) operatorForward(local, remote string) *exec.Cmd {
 		"alice@web1", operatorUser+"@web1",
 	).Replace(docSSH(h.t, "ssh -fN "))
 	args := append([]string{"-i", h.opKey, "-o", "IdentitiesOnly=yes"}, h.reach(line)...)
-	cmd := exec.Command("ssh", args...)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		h.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	h.t.Cleanup(func() { cmd.Process.Kill(); <-done })
-	waitFor(h.t, "the operator's forward's socket", 20*time.Second, func() bool {
-		select {
-		case <-done:
-			h.t.Fatalf("ssh -N exited: %s", stderr)
-		default:
-		}
-		_, err := os.Stat(local)
-		return err == nil
-	})
-	return cmd
+	return h.runForward(args, local, "the operator's forward's socket")
 }
 
 // TestApproveManyHosts: one `rootgate approve` on a pty attached to two

@@ -226,7 +226,14 @@ func (h *sshHost) agentArgs(local, remote string) []string {
 // accepts connections. It is stopped at cleanup.
 func (h *sshHost) forward(local, remote string) {
 	h.t.Helper()
-	cmd := exec.Command("ssh", h.agentArgs(local, remote)...)
+	h.runForward(h.agentArgs(local, remote), local, "the ssh forward's socket")
+}
+
+// runForward runs ssh with args, a forward to the local socket local,
+// and waits until that socket exists. It is killed at cleanup.
+func (h *sshHost) runForward(args []string, local, what string) *exec.Cmd {
+	h.t.Helper()
+	cmd := exec.Command("ssh", args...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -236,7 +243,7 @@ func (h *sshHost) forward(local, remote string) {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	h.t.Cleanup(func() { cmd.Process.Kill(); <-done })
-	waitFor(h.t, "the ssh forward's socket", 20*time.Second, func() bool {
+	waitFor(h.t, what, 20*time.Second, func() bool {
 		select {
 		case <-done:
 			h.t.Fatalf("ssh -N exited: %s", stderr)
@@ -245,6 +252,7 @@ func (h *sshHost) forward(local, remote string) {
 		_, err := os.Stat(local)
 		return err == nil
 	})
+	return cmd
 }
 
 // openTo lets account u reach sock of a test daemon: search on its

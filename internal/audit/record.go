@@ -24,6 +24,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // Kind names what a record records.
@@ -238,17 +240,7 @@ type Result struct {
 	StdoutTruncated bool          `json:"stdout_truncated"`
 	StdoutSHA256    string        `json:"stdout_sha256"`
 	// Usage is what the run's cgroup counted, when it had one.
-	Usage *Usage `json:"usage,omitempty"`
-}
-
-// Usage is what a run's cgroup counted: CPU time in microseconds
-// (cpu.stat) and, with the memory controller, peak memory in bytes
-// (memory.peak).
-type Usage struct {
-	CPUUsec    int64  `json:"cpu_usec"`
-	UserUsec   int64  `json:"user_usec"`
-	SystemUsec int64  `json:"system_usec"`
-	MemoryPeak *int64 `json:"memory_peak,omitempty"`
+	Usage *wire.Usage `json:"usage,omitempty"`
 }
 
 // StageResult is how one stage ended.
