@@ -117,11 +117,20 @@ func exeOf(pidfd, pid int) string {
 // pidOfPidfd reads the pid a pidfd refers to (the "Pid:" line of its
 // fdinfo), or -1.
 func pidOfPidfd(pidfd int) int {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	// A plain descriptor and one read: the fdinfo of a pidfd is a few
+	// short lines, and os.ReadFile would also register the file with the
+	// runtime's poller and take it out again.
+	fd, err := unix.Open("/proc/self/fdinfo/"+strconv.Itoa(pidfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	var buf [1024]byte
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 || n == len(buf) {
+		return -1
+	}
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
 		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil {
