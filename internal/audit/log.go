@@ -51,6 +51,11 @@ type Log struct {
 	prev string // the last record's hash
 	n    int    // records in f
 	err  error  // set once closed
+	// written counts the records this Log wrote, synced those of them
+	// known to be on disk (see Commit).
+	written, synced uint64
+
+	commit sync.Mutex // one Commit's sync at a time; the others share it
 }
 
 // Open opens (creating it 0600, and its directory 0700, if need be) the
@@ -94,6 +99,10 @@ func (l *Log) open() (*os.File, error) {
 // from it again at the next append.
 func (l *Log) use(f *os.File) {
 	if l.f != nil {
+		// Records written for later go to disk with the file they are in.
+		if l.synced < l.written && l.f.Sync() == nil {
+			l.synced = l.written
+		}
 		l.f.Close()
 	}
 	l.f, l.size, l.seq, l.prev, l.n = f, -1, 0, "", 0
@@ -107,9 +116,40 @@ func (l *Log) use(f *os.File) {
 func (l *Log) Append(r *Record) error { return l.append(r, true) }
 
 // AppendLater is Append without waiting for the disk: r is written to the
-// file, and is on disk once a later Append returns. For a record that is
-// always followed by one that must be durable before anything happens.
+// file, and is on disk once a later Append or Commit returns (or the Log
+// is closed). For a record that is always followed by one that must be
+// durable before anything happens, or whose loss a later reader can tell
+// (see [Unfinished]).
 func (l *Log) AppendLater(r *Record) error { return l.append(r, false) }
+
+// Commit returns once every record this Log wrote before the call is on
+// disk. Concurrent callers share syncs: a caller whose records a sync
+// already in progress will not cover waits for it and then syncs once for
+// everyone waiting behind it, so N requests ending at once cost about two
+// syncs, not N (a group commit).
+func (l *Log) Commit() error {
+	l.mu.Lock()
+	target := l.written
+	l.mu.Unlock()
+	l.commit.Lock()
+	defer l.commit.Unlock()
+	l.mu.Lock()
+	if l.synced >= target || l.err != nil {
+		l.mu.Unlock()
+		return nil // on disk already, or synced when it was closed
+	}
+	f, upto := l.f, l.written
+	l.mu.Unlock()
+	// Outside l.mu: appends go on meanwhile. A file another process
+	// rotated away is closed meanwhile only after it was synced (use).
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("audit: sync %s: %w", l.path, err)
+	}
+	l.mu.Lock()
+	l.synced = max(l.synced, upto)
+	l.mu.Unlock()
+	return nil
+}
 
 func (l *Log) append(r *Record, durable bool) error {
 	l.mu.Lock()
@@ -155,8 +195,10 @@ func (l *Log) append(r *Record, durable bool) error {
 				size = -1 // re-read the file before the next append
 			}
 			l.size, l.seq, l.prev, l.n = size, seq, prev, n
+			l.written--
 			return fmt.Errorf("audit: sync %s: %w", l.path, err)
 		}
+		l.synced = l.written
 	}
 	return nil
 }
@@ -254,6 +296,7 @@ func (l *Log) write(r *Record, prev string) error {
 	l.size += int64(len(line))
 	l.seq, l.prev = r.Seq, r.Hash
 	l.n++
+	l.written++
 	return nil
 }
 
@@ -272,6 +315,7 @@ func (l *Log) rotate() error {
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("audit: sync %s: %w", l.path, err)
 	}
+	l.synced = l.written
 	if err := os.Rename(l.path, old); err != nil {
 		return fmt.Errorf("audit: rotate: %w", err)
 	}
@@ -333,7 +377,14 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.err = errors.New("audit: log closed")
-	return l.f.Close()
+	var err error
+	if l.synced < l.written {
+		err = l.f.Sync()
+	}
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func syncDir(dir string) {
