@@ -59,7 +59,8 @@ type auditEvent struct {
 
 // An AuditLog stores audit records: Append returns once the record (and
 // every one before it) is on disk, AppendLater once it is written, and
-// Commit once every record written before it is on disk; Free says how
+// CommitWithin makes every record written so far durable within a time,
+// without waiting (its error goes to the function given); Free says how
 // many bytes its file system has left; Unfinished lists the runs that a
 // daemon which is gone started and never recorded the end of (alive says
 // whether a pid is running). It must be safe for concurrent use.
@@ -67,7 +68,7 @@ type auditEvent struct {
 type AuditLog interface {
 	Append(*audit.Record) error
 	AppendLater(*audit.Record) error
-	Commit() error
+	CommitWithin(d time.Duration, failed func(error))
 	Free() (int64, error)
 	Unfinished(alive func(pid int) bool) ([]string, error)
 }
@@ -169,11 +170,12 @@ func (s *Server) dropped(r *audit.Record) {
 // durable one (started, or the record that ends the request), whose sync
 // takes them along; so a run starts only once every record of its request
 // is on disk. The record of a run's end is written before the answer is
-// sent and synced right after it (commitAudit), in one sync shared by the
-// requests ending meanwhile: a daemon that stops before that sync leaves
-// a trail that ends at started, which the next daemon records as orphaned
-// (recoverUnfinished). That is one sync per approved run on its way to
-// the answer, where there were two, and four before.
+// sent and on disk within auditCommitDelay of it (commitAudit): the next
+// run's started record, whose sync takes it along, or one sync shared by
+// the requests that ended meanwhile (a group commit). A daemon that stops
+// before that sync leaves a trail that ends at started, which the next
+// daemon records as orphaned (recoverUnfinished). That is one sync per
+// approved run, where there were two, and four before.
 func durable(e auditEvent) bool {
 	switch e.Kind {
 	case eventReceived:
@@ -186,15 +188,19 @@ func durable(e auditEvent) bool {
 	return true
 }
 
-// commitAudit makes every record written so far durable; serveConn calls
-// it once the answer is sent and the connection closed.
+// auditCommitDelay bounds how long the record of a run's end may wait,
+// after the answer, for a sync it can share.
+const auditCommitDelay = 10 * time.Millisecond
+
+// commitAudit makes every record written so far durable within
+// auditCommitDelay; serveConn calls it once the answer is sent.
 func (s *Server) commitAudit() {
 	if s.cfg.Audit == nil {
 		return
 	}
-	if err := s.cfg.Audit.Commit(); err != nil {
+	s.cfg.Audit.CommitWithin(auditCommitDelay, func(err error) {
 		s.cfg.Log.Error("cannot sync the audit log", "err", err)
-	}
+	})
 }
 
 // recoverUnfinished records as orphaned each run a daemon that is gone

@@ -341,8 +341,8 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 
 // serveConn handles one connection: one request, one answer.
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) {
-	// The record of a run's end is synced once the answer is out and the
-	// connection closed (see durable); deferred first, so it runs last.
+	// The record of a run's end is synced after the answer (see
+	// durable); deferred first, so it runs last.
 	defer s.commitAudit()
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other

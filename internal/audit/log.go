@@ -56,6 +56,8 @@ type Log struct {
 	written, synced uint64
 
 	commit sync.Mutex // one Commit's sync at a time; the others share it
+	// timer is CommitWithin's pending Commit, if one is (guarded by mu).
+	timer *time.Timer
 }
 
 // Open opens (creating it 0600, and its directory 0700, if need be) the
@@ -121,6 +123,26 @@ func (l *Log) Append(r *Record) error { return l.append(r, true) }
 // durable before anything happens, or whose loss a later reader can tell
 // (see [Unfinished]).
 func (l *Log) AppendLater(r *Record) error { return l.append(r, false) }
+
+// CommitWithin makes every record written so far durable within d: the
+// sync of a durable Append that comes first takes them along (under a
+// steady load, the next run's started record), else a Commit of their own
+// runs once d has passed, whose error goes to failed. It does not wait.
+func (l *Log) CommitWithin(d time.Duration, failed func(error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil || l.synced >= l.written || l.timer != nil {
+		return
+	}
+	l.timer = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		l.timer = nil
+		l.mu.Unlock()
+		if err := l.Commit(); err != nil && failed != nil {
+			failed(err)
+		}
+	})
+}
 
 // Commit returns once every record this Log wrote before the call is on
 // disk. Concurrent callers share syncs: a caller whose records a sync
@@ -377,9 +399,15 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.err = errors.New("audit: log closed")
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
 	var err error
 	if l.synced < l.written {
-		err = l.f.Sync()
+		if err = l.f.Sync(); err == nil {
+			l.synced = l.written
+		}
 	}
 	if cerr := l.f.Close(); err == nil {
 		err = cerr

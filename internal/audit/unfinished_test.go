@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestUnfinished: the runs a gone daemon started and never ended are
@@ -90,5 +91,53 @@ func TestCommitConcurrent(t *testing.T) {
 	}
 	if sum.LastSeq < 200 {
 		t.Fatalf("summary %+v: want the 200 records", sum)
+	}
+}
+
+// TestCommitWithin: a record appended for later is synced by the pending
+// commit on its own, or by a durable Append before it, or by Close.
+func TestCommitWithin(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), "audit.jsonl"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.synced < l.written
+	}
+	if err := l.AppendLater(&Record{Kind: KindFinished, ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if !pending() {
+		t.Fatal("a record appended for later is synced already")
+	}
+	l.CommitWithin(time.Millisecond, func(err error) { t.Error(err) })
+	deadline := time.Now().Add(10 * time.Second)
+	for pending() {
+		if time.Now().After(deadline) {
+			t.Fatal("the pending commit never synced")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.AppendLater(&Record{Kind: KindFinished, ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	l.CommitWithin(time.Hour, func(err error) { t.Error(err) })
+	if err := l.Append(&Record{Kind: KindStarted, ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if pending() {
+		t.Fatal("a durable Append left an earlier record unsynced")
+	}
+	if err := l.AppendLater(&Record{Kind: KindFinished, ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	l.CommitWithin(time.Hour, func(err error) { t.Error(err) })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pending() {
+		t.Fatal("Close left a record unsynced")
 	}
 }
