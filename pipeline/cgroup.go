@@ -160,6 +160,16 @@ const killWait = 10 * time.Second
 // (cgroup.kill) and waits until none is left (cgroup.events says
 // "populated 0"), for at most 10 seconds.
 func (c *Cgroup) Kill() error {
+	// A run's end most often finds its cgroup empty already: then there
+	// is nothing to kill (no process can enter an empty cgroup but one
+	// created in it through this Cgroup's descriptor, or moved in by a
+	// root process from outside the run).
+	var buf [512]byte
+	if b, err := c.readFile("cgroup.events", buf[:]); err == nil {
+		if full, err := populated(b); err == nil && !full {
+			return nil
+		}
+	}
 	fd, err := c.openFile("cgroup.kill", unix.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", err)
