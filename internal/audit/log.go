@@ -56,6 +56,8 @@ type Log struct {
 	written, synced uint64
 
 	commit sync.Mutex // one Commit's sync at a time; the others share it
+	// lockedSize is the file's size as lock saw it, with the flock held.
+	lockedSize int64
 	// timer is CommitWithin's pending Commit, if one is (guarded by mu).
 	timer *time.Timer
 }
@@ -184,7 +186,8 @@ func (l *Log) append(r *Record, durable bool) error {
 	}
 	// l.f may change on rotation: unlock whichever file is current then.
 	defer func() { _ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN) }()
-	if err := l.sync(); err != nil {
+	// lock saw the file's size with the flock held: no second stat.
+	if err := l.syncSized(l.lockedSize); err != nil {
 		return err
 	}
 	if l.seq == 0 {
@@ -262,6 +265,7 @@ func (l *Log) stillAtPath() (bool, error) {
 		}
 		return false, fmt.Errorf("audit: stat %s: %w", l.path, err)
 	}
+	l.lockedSize = a.Size
 	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
@@ -272,7 +276,13 @@ func (l *Log) sync() error {
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	if fi.Size() == l.size {
+	return l.syncSized(fi.Size())
+}
+
+// syncSized is sync, given the file's size as stat(2) just saw it with
+// the flock held.
+func (l *Log) syncSized(size int64) error {
+	if size == l.size {
 		return nil
 	}
 	// Another process appended, or rotated, or this is the first
@@ -296,7 +306,7 @@ func (l *Log) sync() error {
 		l.seq, l.prev = *prev.Seq, prev.hash
 		return l.write(&Record{Kind: KindRotated, PrevFile: filepath.Base(prevFile)}, l.prev)
 	}
-	l.size, l.seq, l.prev, l.n = fi.Size(), *last.Seq, last.hash, n
+	l.size, l.seq, l.prev, l.n = size, *last.Seq, last.hash, n
 	return nil
 }
 
