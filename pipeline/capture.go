@@ -111,19 +111,15 @@ func (c *Capture) discard(f *os.File, limit int) error {
 	}
 }
 
-// Capture buffer sizes: the first allocation, the growth factor, the
-// size past which the next growth goes straight to the cap, and the
+// Capture buffer sizes: the first allocation, the growth factor, and the
 // scratch buffer output past the cap is read into. A quiet stream costs
-// captureStart bytes; a stream that reaches the cap has allocated the cap
-// and about 1.3 MiB before it (4 KiB to 1 MiB, growing fourfold), and
-// holds at most the cap and 1 MiB while growing the last time, which
-// bounds a capturing run's memory (docs/performance.md). Growing fourfold
-// up to the cap would copy 4 MiB into it and hold both meanwhile.
+// captureStart bytes; a stream that reaches the cap has allocated about
+// 4/3 of it in all, and holds at most 5/4 of it while growing the last
+// time, which bounds a capturing run's memory (docs/performance.md).
 const (
-	captureStart  = 4 << 10
-	captureGrow   = 4
-	captureDirect = 1 << 20
-	discardBuf    = 64 << 10
+	captureStart = 4 << 10
+	captureGrow  = 4
+	discardBuf   = 64 << 10
 )
 
 // drainBuffered reads what f's pipe holds without waiting for more: Read
@@ -171,17 +167,13 @@ func (c *Capture) count(n, limit int) {
 }
 
 // grow makes Data's capacity at least need bytes (need is at most limit):
-// captureGrow times the current capacity, at least captureStart, and the
-// whole limit once that passes captureDirect; never beyond limit.
+// captureGrow times the current capacity, at least captureStart, never
+// beyond limit.
 func (c *Capture) grow(need, limit int) {
 	if need <= cap(c.Data) {
 		return
 	}
-	size := max(captureGrow*cap(c.Data), captureStart, need)
-	if size > captureDirect {
-		size = limit
-	}
-	size = min(size, limit)
+	size := min(max(captureGrow*cap(c.Data), captureStart, need), limit)
 	grown := make([]byte, len(c.Data), size)
 	copy(grown, c.Data)
 	c.Data = grown
