@@ -70,6 +70,7 @@ type config struct {
 	startups int   // socket activations measured
 	conc     int   // concurrent clients
 	figures  string
+	against  string // another rootgated binary figure 1 compares with, or ""
 }
 
 // flags defines the bench's flags on cfg (docs/performance.md lists them).
@@ -82,6 +83,7 @@ func flags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.startups, "startups", 30, "socket activations to time")
 	fs.IntVar(&cfg.conc, "clients", 16, "concurrent clients")
 	fs.StringVar(&cfg.figures, "figures", "1,2,3,4,5", "which figures to measure, comma-separated")
+	fs.StringVar(&cfg.against, "against", "", "another rootgated `binary` (an older build) whose [\"true\"] round trip and CPU time figure 1 measures in the same rounds")
 	return fs
 }
 
@@ -193,6 +195,11 @@ type daemon struct {
 // startDaemon starts rootgated with the policy text and more flags, and
 // waits until it answers a ping.
 func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool, more ...string) (*daemon, error) {
+	return b.startDaemonBin(ctx, b.bin, policy, approvers, more...)
+}
+
+// startDaemonBin is startDaemon with the rootgated binary bin.
+func (b *bench) startDaemonBin(ctx context.Context, bin, policy string, approvers bool, more ...string) (*daemon, error) {
 	dir, err := b.tempDir()
 	if err != nil {
 		return nil, err
@@ -210,7 +217,7 @@ func (b *bench) startDaemon(ctx context.Context, policy string, approvers bool, 
 	// The audit log is written and synced as in production, in the
 	// bench's directory; the prompt limits would refuse the bench's
 	// hundreds of prompts a minute.
-	d.cmd = exec.Command(b.bin, "--socket", d.sock, "--approver-socket", aflag,
+	d.cmd = exec.Command(bin, "--socket", d.sock, "--approver-socket", aflag,
 		"--runtime-dir", filepath.Join(dir, "run"), "--policy", pol,
 		"--audit", filepath.Join(dir, "audit.jsonl"), "--prompt-rate", "1000000", "--max-pending", "64")
 	d.cmd.Args = append(d.cmd.Args, more...)
@@ -412,11 +419,23 @@ func (b *bench) overhead(ctx context.Context) error {
 	if sudoErr == nil {
 		cs = append(cs, contender{"sudo", viaSudo})
 	}
+	var other *daemon
+	if b.cfg.against != "" {
+		if other, err = b.startDaemonBin(ctx, b.cfg.against, "allow any\n", false); err != nil {
+			return fmt.Errorf("-against: %w", err)
+		}
+		cs = append(cs, contender{"-against round trip", func() error { _, err := request(ctx, other.sock, tru); return err }})
+	}
 	got, err := inTurns(ctx, b.cfg.n, 20, cs...)
 	if err != nil {
 		return err
 	}
 	sd, sg, sp := got[0], got[1], got[2]
+	if other != nil {
+		if err := b.against(ctx, d, other, sd, got[len(got)-1], sg); err != nil {
+			return err
+		}
+	}
 	// The daemon's own CPU time and run-queue wait per request, from the
 	// scheduler's per-thread accounting: what the request costs it, apart
 	// from waiting for a CPU on a busy machine.
@@ -450,6 +469,48 @@ func (b *bench) overhead(ctx context.Context) error {
 			row{"1. sudo -n true", ms(ss.median()), ss.spread(), n,
 				fmt.Sprintf("rootgated %.2f× faster", faster), "≥ 4× faster", yes(faster >= 4)})
 	}
+	return nil
+}
+
+// against adds figure 1's rows for the -against daemon: its round trip
+// (so, from the rounds of sd and so) and the CPU time per request of each
+// daemon, from requests sent to each in turn.
+func (b *bench) against(ctx context.Context, d, other *daemon, sd, so, sg sample) error {
+	tru := [][]string{{"true"}}
+	// In blocks of ten requests, each daemon's in turn, read after a
+	// pause: work a daemon does just after its answers (a sync it
+	// deferred) is counted in its own block.
+	const block = 10
+	var cpu [2]time.Duration
+	for i := range max(b.cfg.n/block, 1) {
+		for k := range 2 {
+			which := (i + k) % 2
+			dd := [2]*daemon{d, other}[which]
+			run0, _, err := schedstat(dd.cmd.Process.Pid)
+			if err != nil {
+				return err
+			}
+			for range block {
+				if _, err := request(ctx, dd.sock, tru); err != nil {
+					return err
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+			run1, _, err := schedstat(dd.cmd.Process.Pid)
+			if err != nil {
+				return err
+			}
+			cpu[which] += run1 - run0
+		}
+	}
+	n := strconv.Itoa(b.cfg.n)
+	reqs := time.Duration(max(b.cfg.n/block, 1) * block)
+	mine, theirs := cpu[0]/reqs, cpu[1]/reqs
+	b.rows = append(b.rows,
+		row{"1. [\"true\"] through the -against rootgated", ms(so.median()), so.spread(), n,
+			fmt.Sprintf("%.2f× direct spawn; this one takes %.2f× its time", pairedRatio(so, sg), pairedRatio(sd, so)), "", ""},
+		row{"1. CPU time per [\"true\"], this / -against", ms(mine) + " / " + ms(theirs), "", n,
+			fmt.Sprintf("%.2f×", float64(mine)/float64(theirs)), "", ""})
 	return nil
 }
 
