@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sys/unix"
 )
 
 // eventKind names a step of a request's life.
@@ -55,13 +58,19 @@ type auditEvent struct {
 }
 
 // An AuditLog stores audit records: Append returns once the record (and
-// every one before it) is on disk, AppendLater once it is written; Free
-// says how many bytes its file system has left. It must be safe for
-// concurrent use. *audit.Log implements it.
+// every one before it) is on disk, AppendLater once it is written, and
+// CommitWithin makes every record written so far durable within a time,
+// without waiting (its error goes to the function given); Free says how
+// many bytes its file system has left; Unfinished lists the runs that a
+// daemon which is gone started and never recorded the end of (alive says
+// whether a pid is running). It must be safe for concurrent use.
+// *audit.Log implements it.
 type AuditLog interface {
 	Append(*audit.Record) error
 	AppendLater(*audit.Record) error
+	CommitWithin(d time.Duration, failed func(error))
 	Free() (int64, error)
+	Unfinished(alive func(pid int) bool) ([]string, error)
 }
 
 var _ AuditLog = (*audit.Log)(nil)
@@ -157,18 +166,69 @@ func (s *Server) dropped(r *audit.Record) {
 }
 
 // durable reports whether e's record must be on disk before the request
-// goes on. Every record is, before the run it allows starts and before the
-// answer is sent: received and allowing decided records are always followed
-// by a durable one (started, or the record that ends the request), whose
-// sync takes them along. That is one sync fewer or two per request.
+// goes on. Received and allowing decided records are always followed by a
+// durable one (started, or the record that ends the request), whose sync
+// takes them along; so a run starts only once every record of its request
+// is on disk. The record of a run's end is written before the answer is
+// sent and on disk within auditCommitDelay of it (commitAudit): the next
+// run's started record, whose sync takes it along, or one sync shared by
+// the requests that ended meanwhile (a group commit). A daemon that stops
+// before that sync leaves a trail that ends at started, which the next
+// daemon records as orphaned (recoverUnfinished). That is one sync per
+// approved run, where there were two, and four before.
 func durable(e auditEvent) bool {
 	switch e.Kind {
 	case eventReceived:
 		return e.Request != nil && (e.Request.Action == wire.ActionPing || e.Request.Check)
 	case eventDecided:
 		return e.Decision == nil || e.Decision.Verdict != approval.Allow
+	case eventFinished, eventTimedOut, eventCancelled, eventKilled:
+		return false
 	}
 	return true
+}
+
+// auditCommitDelay bounds how long the record of a run's end may wait,
+// after the answer, for a sync it can share.
+const auditCommitDelay = 10 * time.Millisecond
+
+// commitAudit makes every record written so far durable within
+// auditCommitDelay; serveConn calls it once the answer is sent.
+func (s *Server) commitAudit() {
+	if s.cfg.Audit == nil {
+		return
+	}
+	s.cfg.Audit.CommitWithin(auditCommitDelay, func(err error) {
+		s.cfg.Log.Error("cannot sync the audit log", "err", err)
+	})
+}
+
+// recoverUnfinished records as orphaned each run a daemon that is gone
+// started and never recorded the end of, in the audit log's trail: it
+// stopped before that record was written or synced. A run whose cgroup
+// recoverOrphans found is recorded once, by recoverOrphans.
+func (s *Server) recoverUnfinished() {
+	if s.cfg.Audit == nil {
+		return
+	}
+	ids, err := s.cfg.Audit.Unfinished(processAlive)
+	if err != nil {
+		s.cfg.Log.Error("cannot read the audit log for runs left unfinished", "err", err)
+		return
+	}
+	for _, id := range ids {
+		s.event(auditEvent{Kind: eventOrphaned, ID: id, Err: errUnfinished})
+	}
+}
+
+// errUnfinished is the error of an orphaned record that recoverUnfinished
+// writes.
+var errUnfinished = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; how it ended is unknown")
+
+// processAlive reports whether pid is a running process.
+func processAlive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || err == unix.EPERM
 }
 
 // endKind is the event that ends a run with res, given the request's
@@ -277,6 +337,7 @@ func run(p *runPlan) *audit.Run {
 		Cwd:       p.cmd.Dir,
 		Timeout:   p.cmd.Timeout.String(),
 		Agent:     p.req.ForwardAgent,
+		DaemonPID: os.Getpid(),
 	}
 	for i, st := range p.stages {
 		r.Stages[i] = audit.Stage{Path: st.Path, Target: st.Target}

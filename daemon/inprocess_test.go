@@ -67,7 +67,7 @@ func (c *fakeClock) add(d time.Duration) {
 
 // inServer is a daemon.Server serving a socket from the test process.
 type inServer struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string // holds the socket and the runtime directory, run
 	sock  string
 	clock *fakeClock // nil: the real clock
@@ -76,7 +76,7 @@ type inServer struct {
 
 // startServer serves cfg with policy text until the test ends. Given no
 // clock (cfg.Now), the server gets a fake one, at clock.
-func startServer(t *testing.T, policyText string, cfg daemon.Config) *inServer {
+func startServer(t testing.TB, policyText string, cfg daemon.Config) *inServer {
 	t.Helper()
 	dir := shortDir(t)
 	pol, err := policy.Parse("policy", strings.NewReader(policyText))

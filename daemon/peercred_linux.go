@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -117,11 +118,20 @@ func exeOf(pidfd, pid int) string {
 // pidOfPidfd reads the pid a pidfd refers to (the "Pid:" line of its
 // fdinfo), or -1.
 func pidOfPidfd(pidfd int) int {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
+	// A plain descriptor and one read: the fdinfo of a pidfd is a few
+	// short lines, and os.ReadFile would also register the file with the
+	// runtime's poller and take it out again.
+	fd, err := unix.Open("/proc/self/fdinfo/"+strconv.Itoa(pidfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	var buf [1024]byte
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 || n == len(buf) {
+		return -1
+	}
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
 		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil {
@@ -184,47 +194,45 @@ func streamEnded(c *net.UnixConn) bool {
 // the bytes of the request line and anything after it stay untouched.
 func watchHangup(c *net.UnixConn) (hup, eof <-chan struct{}, stop func()) {
 	hupc, eofc := make(chan struct{}), make(chan struct{})
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		// Without an eventfd the watch could not be stopped; a request is
-		// then only cancelled by its own limits.
-		return hupc, eofc, func() {}
-	}
 	rc, err := c.SyscallConn()
 	if err != nil {
-		unix.Close(efd)
 		return hupc, eofc, func() {}
 	}
+	// The runtime's poller watches the socket (edge-triggered, for
+	// readability and for the peer's hangup), so no thread waits in
+	// poll(2) for each request: the goroutine sleeps until the socket's
+	// state changes, then looks without waiting. stop ends the wait with
+	// a read deadline in the past; nothing else reads c after its line.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = rc.Control(func(fd uintptr) {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}, {Fd: int32(efd), Events: unix.POLLIN}}
+		eofSeen := false
+		_ = rc.Read(func(fd uintptr) bool {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
 			for {
-				_, err := unix.Poll(fds, -1)
+				_, err := unix.Poll(fds, 0)
 				if err == unix.EINTR {
 					continue
 				}
-				if err != nil || fds[1].Revents != 0 {
-					return
+				if err != nil {
+					return true // cannot watch: a request is then only cancelled by its own limits
 				}
-				if fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0 && fds[0].Events != 0 {
-					// POLLRDHUP stays raised: stop asking for it, and
-					// go on watching for the full close.
-					fds[0].Events = 0
-					close(eofc)
-				}
-				if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-					close(hupc)
-					return
-				}
+				break
 			}
+			ev := fds[0].Revents
+			if ev&(unix.POLLRDHUP|unix.POLLHUP) != 0 && !eofSeen {
+				eofSeen = true
+				close(eofc)
+			}
+			if ev&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				close(hupc)
+				return true
+			}
+			return false // wait for the socket's next change
 		})
 	}()
 	return hupc, eofc, func() {
-		var one = []byte{1, 0, 0, 0, 0, 0, 0, 0}
-		_, _ = unix.Write(efd, one)
+		_ = c.SetReadDeadline(time.Unix(1, 0))
 		<-done
-		unix.Close(efd)
 	}
 }

@@ -71,7 +71,7 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	var account pipeline.Account
 	if req.RunAs != "" {
 		account, err = lookupRunAs(req.RunAs)
-	} else if account, err = pipeline.LookupAccount(uid); err != nil {
+	} else if account, err = pipeline.CachedAccount(uid); err != nil {
 		err = wire.NoUserError(int(uid))
 	}
 	if err != nil {

@@ -249,6 +249,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Cgroups != nil {
 		s.recoverOrphans()
 	}
+	s.recoverUnfinished()
 	if cfg.Broker != nil {
 		s.host = &remote.Host{Broker: cfg.Broker, Version: cfg.Version, Log: cfg.Log, Grants: grantKeeper{s}, Status: statusSource{s},
 			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, SilentFor: cfg.ApproverSilent}
@@ -352,6 +353,9 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 
 // serveConn handles one connection: one request, one answer.
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) {
+	// The record of a run's end is synced after the answer (see
+	// durable); deferred first, so it runs last.
+	defer s.commitAudit()
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other
 	// request and run with it, down: answer this one with an error.

@@ -278,8 +278,9 @@ func cancelled(t *testing.T, sock string) {
 }
 
 // requestAllocBudget bounds the allocations of one ["true"] request served
-// in-process, client and daemon together: about twice today's count.
-const requestAllocBudget = 600
+// in-process, client and daemon together, with room over today's count
+// (about 490; 518 before issue 18).
+const requestAllocBudget = 560
 
 func TestRequestAllocs(t *testing.T) {
 	sock := inProcess(t, "allow any\n")

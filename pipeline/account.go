@@ -11,6 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // passwdFile is where LookupAccount reads login shells from.
@@ -148,4 +152,85 @@ func Env(acct Account, extra map[string]string) []string {
 		env = append(env, k+"="+extra[k])
 	}
 	return env
+}
+
+// accountTTL is how long [CachedAccount] trusts an entry whose files have
+// not changed: accounts from a source other than the files (LDAP, sssd)
+// change without touching them.
+const accountTTL = 5 * time.Second
+
+// accountFiles are the files whose change drops every cached account at
+// once: what the files source of NSS reads, and NSS's own configuration.
+var accountFiles = [...]string{passwdFile, "/etc/group", "/etc/nsswitch.conf"}
+
+// accountStamp identifies the contents of accountFiles as stat(2) sees
+// them: a file replaced (a new inode, as useradd and vipw leave it),
+// rewritten in place (size, mtime and ctime), or made or removed changes
+// it.
+type accountStamp [len(accountFiles)]struct {
+	dev, ino   uint64
+	size       int64
+	mtime, ctm unix.Timespec
+	missing    bool
+}
+
+func stampAccounts() accountStamp {
+	var s accountStamp
+	for i, f := range accountFiles {
+		var st unix.Stat_t
+		if err := unix.Stat(f, &st); err != nil {
+			s[i].missing = true
+			continue
+		}
+		s[i].dev, s[i].ino, s[i].size, s[i].mtime, s[i].ctm = st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim
+	}
+	return s
+}
+
+// accountCache holds the accounts CachedAccount looked up, by uid.
+var accountCache struct {
+	mu    sync.Mutex
+	stamp accountStamp
+	byUID map[uint32]cachedAccount
+}
+
+type cachedAccount struct {
+	acct Account
+	at   time.Time
+}
+
+// CachedAccount is [LookupAccount], answered from a cache while none of
+// /etc/passwd, /etc/group and /etc/nsswitch.conf has changed (a stat of
+// each per call) and the entry is younger than 5 seconds. A request's
+// account is looked up once per request; most requests name the same few
+// accounts, and a lookup through NSS costs more than the rest of planning
+// a run. Only found accounts are kept.
+func CachedAccount(uid uint32) (Account, error) {
+	stamp := stampAccounts()
+	now := time.Now()
+	c := &accountCache
+	c.mu.Lock()
+	if c.stamp != stamp || c.byUID == nil {
+		c.stamp, c.byUID = stamp, make(map[uint32]cachedAccount)
+	}
+	e, ok := c.byUID[uid]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < accountTTL && now.Sub(e.at) >= 0 {
+		a := e.acct
+		a.Groups = slices.Clone(a.Groups)
+		return a, nil
+	}
+	a, err := LookupAccount(uid)
+	if err != nil {
+		return a, err
+	}
+	c.mu.Lock()
+	// Kept only if the files did not change while it was looked up.
+	if c.stamp == stamp && stampAccounts() == stamp {
+		e := cachedAccount{acct: a, at: now}
+		e.acct.Groups = slices.Clone(a.Groups)
+		c.byUID[uid] = e
+	}
+	c.mu.Unlock()
+	return a, nil
 }

@@ -160,10 +160,58 @@ const killWait = 10 * time.Second
 // (cgroup.kill) and waits until none is left (cgroup.events says
 // "populated 0"), for at most 10 seconds.
 func (c *Cgroup) Kill() error {
-	if err := os.WriteFile(filepath.Join(c.Path, "cgroup.kill"), []byte("1"), 0); err != nil {
+	// A run's end most often finds its cgroup empty already: then there
+	// is nothing to kill (no process can enter an empty cgroup but one
+	// created in it through this Cgroup's descriptor, or moved in by a
+	// root process from outside the run).
+	var buf [512]byte
+	if b, err := c.readFile("cgroup.events", buf[:]); err == nil {
+		if full, err := populated(b); err == nil && !full {
+			return nil
+		}
+	}
+	fd, err := c.openFile("cgroup.kill", unix.O_WRONLY)
+	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", err)
 	}
+	_, err = unix.Write(fd, []byte("1"))
+	unix.Close(fd)
+	if err != nil {
+		return fmt.Errorf("kill cgroup: %w", &fs.PathError{Op: "write", Path: filepath.Join(c.Path, "cgroup.kill"), Err: err})
+	}
 	return c.waitEmpty(time.Now().Add(killWait))
+}
+
+// openFile opens the file name of the cgroup through its held directory:
+// a plain descriptor, which the runtime's poller never sees (kernfs files
+// can be polled, and os.Open would register each one there and take it
+// out again on Close), and no walk of the path.
+func (c *Cgroup) openFile(name string, mode int) (int, error) {
+	for {
+		fd, err := unix.Openat(c.fd(), name, mode|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &fs.PathError{Op: "open", Path: filepath.Join(c.Path, name), Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// readFile reads the cgroup's file name (at most len(buf) bytes; the
+// files read here are short) into buf.
+func (c *Cgroup) readFile(name string, buf []byte) ([]byte, error) {
+	fd, err := c.openFile(name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: filepath.Join(c.Path, name), Err: err}
+	}
+	return buf[:n], nil
 }
 
 // Populated reports whether a process is left in the cgroup or below it.
@@ -189,15 +237,17 @@ func populated(b []byte) (bool, error) {
 // wakes a poll for POLLPRI on cgroup.events when the file changes (an
 // inotify watch would do too, but closing one costs milliseconds).
 func (c *Cgroup) waitEmpty(deadline time.Time) error {
-	f, err := os.Open(filepath.Join(c.Path, "cgroup.events"))
+	fd, err := c.openFile("cgroup.events", unix.O_RDONLY)
 	if err != nil {
 		return fmt.Errorf("wait for cgroup: %w", err)
 	}
-	defer f.Close()
-	fd := int(f.Fd())
-	buf := make([]byte, 512)
+	defer unix.Close(fd)
+	var buf [512]byte
 	for {
-		n, err := unix.Pread(fd, buf, 0)
+		n, err := unix.Pread(fd, buf[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("read cgroup.events: %w", err)
 		}
@@ -226,7 +276,8 @@ func (c *Cgroup) waitEmpty(deadline time.Time) error {
 // cgroup counted; fields it cannot read stay zero (MemoryPeak -1).
 func (c *Cgroup) Usage() Usage {
 	u := Usage{MemoryPeak: -1}
-	if b, err := os.ReadFile(filepath.Join(c.Path, "cpu.stat")); err == nil {
+	var buf [4096]byte
+	if b, err := c.readFile("cpu.stat", buf[:]); err == nil {
 		for line := range strings.Lines(string(b)) {
 			k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -244,7 +295,7 @@ func (c *Cgroup) Usage() Usage {
 			}
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(c.Path, "memory.peak")); err == nil {
+	if b, err := c.readFile("memory.peak", buf[:]); err == nil {
 		if n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil {
 			u.MemoryPeak = n
 		}
@@ -257,6 +308,14 @@ func (c *Cgroup) Usage() Usage {
 // below it. It closes c's descriptor either way.
 func (c *Cgroup) Remove() error {
 	defer c.dir.Close()
+	// Most often the run's end emptied it (Kill) and nothing made a
+	// cgroup below it: then one rmdir does. The kernel refuses to remove
+	// a cgroup that holds a process or a cgroup (EBUSY), so nothing is
+	// skipped that the longer way would do.
+	switch err := unix.Rmdir(c.Path); err {
+	case nil, unix.ENOENT:
+		return nil
+	}
 	if err := c.Kill(); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

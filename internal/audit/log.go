@@ -51,6 +51,15 @@ type Log struct {
 	prev string // the last record's hash
 	n    int    // records in f
 	err  error  // set once closed
+	// written counts the records this Log wrote, synced those of them
+	// known to be on disk (see Commit).
+	written, synced uint64
+
+	commit sync.Mutex // one Commit's sync at a time; the others share it
+	// lockedSize is the file's size as lock saw it, with the flock held.
+	lockedSize int64
+	// timer is CommitWithin's pending Commit, if one is (guarded by mu).
+	timer *time.Timer
 }
 
 // Open opens (creating it 0600, and its directory 0700, if need be) the
@@ -94,6 +103,10 @@ func (l *Log) open() (*os.File, error) {
 // from it again at the next append.
 func (l *Log) use(f *os.File) {
 	if l.f != nil {
+		// Records written for later go to disk with the file they are in.
+		if l.synced < l.written && l.f.Sync() == nil {
+			l.synced = l.written
+		}
 		l.f.Close()
 	}
 	l.f, l.size, l.seq, l.prev, l.n = f, -1, 0, "", 0
@@ -107,9 +120,60 @@ func (l *Log) use(f *os.File) {
 func (l *Log) Append(r *Record) error { return l.append(r, true) }
 
 // AppendLater is Append without waiting for the disk: r is written to the
-// file, and is on disk once a later Append returns. For a record that is
-// always followed by one that must be durable before anything happens.
+// file, and is on disk once a later Append or Commit returns (or the Log
+// is closed). For a record that is always followed by one that must be
+// durable before anything happens, or whose loss a later reader can tell
+// (see [Unfinished]).
 func (l *Log) AppendLater(r *Record) error { return l.append(r, false) }
+
+// CommitWithin makes every record written so far durable within d: the
+// sync of a durable Append that comes first takes them along (under a
+// steady load, the next run's started record), else a Commit of their own
+// runs once d has passed, whose error goes to failed. It does not wait.
+func (l *Log) CommitWithin(d time.Duration, failed func(error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil || l.synced >= l.written || l.timer != nil {
+		return
+	}
+	l.timer = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		l.timer = nil
+		l.mu.Unlock()
+		if err := l.Commit(); err != nil && failed != nil {
+			failed(err)
+		}
+	})
+}
+
+// Commit returns once every record this Log wrote before the call is on
+// disk. Concurrent callers share syncs: a caller whose records a sync
+// already in progress will not cover waits for it and then syncs once for
+// everyone waiting behind it, so N requests ending at once cost about two
+// syncs, not N (a group commit).
+func (l *Log) Commit() error {
+	l.mu.Lock()
+	target := l.written
+	l.mu.Unlock()
+	l.commit.Lock()
+	defer l.commit.Unlock()
+	l.mu.Lock()
+	if l.synced >= target || l.err != nil {
+		l.mu.Unlock()
+		return nil // on disk already, or synced when it was closed
+	}
+	f, upto := l.f, l.written
+	l.mu.Unlock()
+	// Outside l.mu: appends go on meanwhile. A file another process
+	// rotated away is closed meanwhile only after it was synced (use).
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("audit: sync %s: %w", l.path, err)
+	}
+	l.mu.Lock()
+	l.synced = max(l.synced, upto)
+	l.mu.Unlock()
+	return nil
+}
 
 func (l *Log) append(r *Record, durable bool) error {
 	l.mu.Lock()
@@ -122,7 +186,8 @@ func (l *Log) append(r *Record, durable bool) error {
 	}
 	// l.f may change on rotation: unlock whichever file is current then.
 	defer func() { _ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN) }()
-	if err := l.sync(); err != nil {
+	// lock saw the file's size with the flock held: no second stat.
+	if err := l.syncSized(l.lockedSize); err != nil {
 		return err
 	}
 	if l.seq == 0 {
@@ -155,8 +220,10 @@ func (l *Log) append(r *Record, durable bool) error {
 				size = -1 // re-read the file before the next append
 			}
 			l.size, l.seq, l.prev, l.n = size, seq, prev, n
+			l.written--
 			return fmt.Errorf("audit: sync %s: %w", l.path, err)
 		}
+		l.synced = l.written
 	}
 	return nil
 }
@@ -198,6 +265,7 @@ func (l *Log) stillAtPath() (bool, error) {
 		}
 		return false, fmt.Errorf("audit: stat %s: %w", l.path, err)
 	}
+	l.lockedSize = a.Size
 	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
@@ -208,7 +276,13 @@ func (l *Log) sync() error {
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	if fi.Size() == l.size {
+	return l.syncSized(fi.Size())
+}
+
+// syncSized is sync, given the file's size as stat(2) just saw it with
+// the flock held.
+func (l *Log) syncSized(size int64) error {
+	if size == l.size {
 		return nil
 	}
 	// Another process appended, or rotated, or this is the first
@@ -232,7 +306,7 @@ func (l *Log) sync() error {
 		l.seq, l.prev = *prev.Seq, prev.hash
 		return l.write(&Record{Kind: KindRotated, PrevFile: filepath.Base(prevFile)}, l.prev)
 	}
-	l.size, l.seq, l.prev, l.n = fi.Size(), *last.Seq, last.hash, n
+	l.size, l.seq, l.prev, l.n = size, *last.Seq, last.hash, n
 	return nil
 }
 
@@ -254,6 +328,7 @@ func (l *Log) write(r *Record, prev string) error {
 	l.size += int64(len(line))
 	l.seq, l.prev = r.Seq, r.Hash
 	l.n++
+	l.written++
 	return nil
 }
 
@@ -272,6 +347,7 @@ func (l *Log) rotate() error {
 	if err := l.f.Sync(); err != nil {
 		return fmt.Errorf("audit: sync %s: %w", l.path, err)
 	}
+	l.synced = l.written
 	if err := os.Rename(l.path, old); err != nil {
 		return fmt.Errorf("audit: rotate: %w", err)
 	}
@@ -333,7 +409,20 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.err = errors.New("audit: log closed")
-	return l.f.Close()
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	var err error
+	if l.synced < l.written {
+		if err = l.f.Sync(); err == nil {
+			l.synced = l.written
+		}
+	}
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func syncDir(dir string) {

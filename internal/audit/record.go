@@ -222,6 +222,10 @@ type Run struct {
 	Cwd       string   `json:"cwd"`
 	Timeout   string   `json:"timeout"`
 	Agent     bool     `json:"forward_agent,omitempty"`
+	// DaemonPID is the pid of the daemon that started the run: the
+	// next daemon tells by it a run whose end went unrecorded (see
+	// [Unfinished]).
+	DaemonPID int `json:"daemon_pid,omitempty"`
 }
 
 // Stage is one resolved executable: the path resolved and, when it

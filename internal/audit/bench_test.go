@@ -1,0 +1,46 @@
+package audit
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// benchRecord is a started record of a one-stage run, as the daemon
+// writes one per run.
+func benchRecord() *Record {
+	return &Record{Kind: KindStarted, ID: "550e8400-e29b-41d4-a716-446655440000", Run: &Run{
+		RunAsUser: "root", Groups: []uint32{0}, Stages: []Stage{{Path: "/usr/bin/true"}}, Cwd: "/", Timeout: "5m0s", DaemonPID: 1,
+	}}
+}
+
+// BenchmarkAppend is one durable record: encoded, chained, written and
+// synced (the started record before a run).
+func BenchmarkAppend(b *testing.B) {
+	l, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Append(benchRecord()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendLater is one record written without waiting for the
+// disk (received, decided, and a run's end).
+func BenchmarkAppendLater(b *testing.B) {
+	l, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.AppendLater(benchRecord()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
