@@ -149,6 +149,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	case err != nil:
 		return reject(err)
 	}
+	if d.Code == wire.CodeNoApprover && ctx.Err() != nil && context.Cause(ctx) != errClientGone {
+		// The approvers left because the daemon, stopping, closed their
+		// connections: the daemon ended the wait, not their absence.
+		d = approval.Decision{Verdict: approval.Withdrawn}
+	}
 	if d.Verdict == approval.Withdrawn && context.Cause(ctx) != errClientGone {
 		// The daemon ended the wait, not the requester (who is told
 		// "daemon stopping"): the record must say so.
