@@ -282,16 +282,16 @@ func TestOperatorsDayInTmux(t *testing.T) {
 	ta := rgtest.StartTmuxApprover(t, d.ApproverSock(), 160, 50, "--grant-for", "2s,15m")
 	ta.Wait("attached to rootgated")
 
-	// Approve once: y runs it, and the next identical request asks again
-	// (below, the first of the grant's).
-	ch := agentRun(t, d, "day: approve once", "echo", "approved", "once")
+	// Approve once: y runs it, and leaves nothing standing.
+	status := []string{"echo", "status", "nginx"}
+	ch := agentRun(t, d, "day: approve once", status...)
 	prompted(ta, "day: approve once")
 	ta.Key("y")
-	wantRun(t, ch, "approved once", 0, "approved once\n")
+	wantRun(t, ch, "approved once", 0, "status nginx\n")
 	wantDecidedBy(t, d, "day: approve once", "allow", "approver")
 
-	// A grant for 2 s, given at the prompt with g and confirmed with y.
-	status := []string{"echo", "status", "nginx"}
+	// The same request asks again; this time the operator grants it for
+	// 2 s, with g at the prompt and y on the grant shown.
 	ch = agentRun(t, d, "day: status, granted", status...)
 	prompted(ta, "day: status, granted")
 	ta.Key("g")
@@ -343,10 +343,12 @@ func TestOperatorsDayInTmux(t *testing.T) {
 	}
 	wantDecidedBy(t, d, "day: status, other unit", "deny", "approver")
 
-	// After the 2 s the identical request asks again.
+	// After the 2 s the identical request asks again, and the prompt
+	// says which grant would have covered it.
 	testutil.WaitFor(t, "g1's end", 30*time.Second, func() bool { return time.Now().After(g1.Grant.Ends) })
 	ch = agentRun(t, d, "day: status, grant over", status...)
 	prompted(ta, "day: status, grant over")
+	ta.Wait("grant g1 (ENDED at ")
 	ta.Key("y")
 	wantRun(t, ch, "the identical request after the grant", 0, "status nginx\n")
 	wantDecidedBy(t, d, "day: status, grant over", "allow", "approver")
