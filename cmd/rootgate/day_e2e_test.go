@@ -411,14 +411,28 @@ func TestOperatorsDayInTmux(t *testing.T) {
 		t.Fatalf("the MCP result's text lacks the note:\n%s", got.text)
 	}
 
-	// An open rule for an interpreter: one confirmation does not save it,
-	// the second does.
+	// An interpreter: one confirmation of a grant for sh -c, or of an
+	// open rule for it, gives neither; the rule's second confirmation
+	// saves it.
 	shRun := []string{"sh", "-c", "echo from-sh"}
 	const shRule = "allow privileged,user=nobody sh -c ..."
 	for i, second := range []bool{false, true} {
 		reason := fmt.Sprintf("day: sh, %d", i+1)
 		ch = agentRun(t, d, reason, shRun...)
 		prompted(ta, reason)
+		if !second {
+			ta.Key("g")
+			ta.Wait("GRANT: y approve and grant for 2 s")
+			ta.Key("y")
+			ta.Wait("SECOND CONFIRMATION: this grant allows more than one command")
+			ta.Wait("SECOND CONFIRMATION: y approve and grant it anyway")
+			notEnded(t, ch, "one confirmation of a grant for sh")
+			ta.Key("n") // back to the request
+			prompted(ta, reason)
+			if list := rootgateOut(t, "grants", "--socket", d.ApproverSock()); list != "no standing grants\n" {
+				t.Fatalf("after one confirmation of a grant for sh, rootgate grants:\n%s", list)
+			}
+		}
 		ta.Key("r")
 		ta.Wait(`allow privileged,user=nobody sh -c "echo from-sh"`)
 		typeRule(ta, len(`"echo from-sh"`), "...", shRule)
