@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -408,59 +408,12 @@ func TestApproverSkipsOverlongLine(t *testing.T) {
 	}
 }
 
-// tmuxApprover is `rootgate approve` in a detached tmux session, so a test
-// sees the screen as the operator does: rows of the window, long lines
-// wrapped by the terminal.
-type tmuxApprover struct {
-	t    *testing.T
-	sock string // the tmux server's socket
-}
-
-func startTmuxApprover(t *testing.T, asock string, cols, rows int) *tmuxApprover {
-	t.Helper()
-	ta := &tmuxApprover{t: t, sock: filepath.Join(shortDir(t), "tmux")}
-	cmd := fmt.Sprintf("env TERM=xterm-256color SUDO_USER= %s approve --socket %s", rootgateBin, asock)
-	if out, err := exec.Command("tmux", "-S", ta.sock, "-f", "/dev/null", "new-session", "-d",
-		"-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), cmd).CombinedOutput(); err != nil {
-		t.Fatalf("tmux: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("tmux", "-S", ta.sock, "kill-server").Run() })
-	return ta
-}
-
-// rows returns the window's rows as shown.
-func (ta *tmuxApprover) rows() []string {
-	out, err := exec.Command("tmux", "-S", ta.sock, "capture-pane", "-p").Output()
-	if err != nil {
-		ta.t.Fatalf("capture-pane: %v", err)
-	}
-	return strings.Split(string(out), "\n")
-}
-
-// wait waits until a row holds want, and returns the rows.
-func (ta *tmuxApprover) wait(want string) []string {
-	ta.t.Helper()
-	var rows []string
-	waitFor(ta.t, "the tmux window to show "+want, 30*time.Second, func() bool {
-		rows = ta.rows()
-		return slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, want) })
-	})
-	return rows
-}
-
-func (ta *tmuxApprover) key(k string) {
-	ta.t.Helper()
-	if out, err := exec.Command("tmux", "-S", ta.sock, "send-keys", "-l", k).CombinedOutput(); err != nil {
-		ta.t.Fatalf("send-keys: %v: %s", err, out)
-	}
-}
-
 func TestPromptRequesterWordsStayMarked(t *testing.T) {
 	t.Parallel()
 	d := promptDaemon(t)
 	const cols = 120
-	ta := startTmuxApprover(t, d.asock(), cols, 50)
-	ta.wait("attached to rootgated")
+	ta := rgtest.StartTmuxApprover(t, d.asock(), cols, 50)
+	ta.Wait("attached to rootgated")
 
 	// A reason padded so that, wrapped at the window's edge, its tail
 	// starts a row of its own looking like the daemon's run-as line (as
@@ -470,7 +423,7 @@ func TestPromptRequesterWordsStayMarked(t *testing.T) {
 	reason := "routine check" + strings.Repeat(" ", 3*cols-17) + fake
 	ch := d.ask(map[string]any{"id": "marked", "privileged": true, "reason": reason, "host": "What would run:",
 		"pipeline": [][]string{{"id"}}})
-	rows := ta.wait("y approve ·")
+	rows := ta.Wait("y approve ·")
 	var runAs []string
 	for _, r := range rows {
 		if strings.HasPrefix(r, "  Run as:") || strings.HasPrefix(r, "What would run:") {
@@ -484,7 +437,7 @@ func TestPromptRequesterWordsStayMarked(t *testing.T) {
 		t.Errorf("the reason is not marked as the requester's:\n%s", strings.Join(rows, "\n"))
 	}
 	// Marked, it can still be read and approved.
-	ta.key("y")
+	ta.Key("y")
 	if r := wantOK(t, <-ch); !strings.HasPrefix(string(r.Stdout), "uid=0(root)") {
 		t.Fatalf("%s", r.raw)
 	}

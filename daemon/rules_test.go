@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -343,20 +344,20 @@ func TestRuleShadowedIsTakenOut(t *testing.T) {
 func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 	t.Parallel()
 	d := ruleDaemon(t)
-	ta := startTmuxApprover(t, d.asock(), 120, 40)
-	ta.wait("attached to rootgated")
+	ta := rgtest.StartTmuxApprover(t, d.asock(), 120, 40)
+	ta.Wait("attached to rootgated")
 	ch := d.ask(map[string]any{"id": "dwell-rule", "pipeline": [][]string{{"echo", "dwell"}}, "privileged": true})
-	ta.wait("keys are not accepted yet")
+	ta.Wait("keys are not accepted yet")
 	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(20 * time.Millisecond) {
-		ta.key("r")
-		ta.key(keyEnter)
-		ta.key("y")
+		ta.Key("r")
+		ta.Key(keyEnter)
+		ta.Key("y")
 	}
 	// Keys count from now on: the request is on screen with its keys,
 	// and no rule editor or confirmation opened.
 	var rows []string
 	waitFor(t, "the prompt to accept keys", 30*time.Second, func() bool {
-		rows = ta.rows()
+		rows = ta.Rows()
 		return slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "y approve ·") || strings.Contains(r, "RULE") })
 	})
 	if slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "RULE") }) {
@@ -366,7 +367,7 @@ func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
 		t.Fatalf("a drop-in was written: %v", err)
 	}
-	ta.key("n")
+	ta.Key("n")
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("got %s, want denied", r.raw)
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -313,8 +314,8 @@ func TestPromptHintNamesNearGrantAndRule(t *testing.T) {
 func TestIdleScreenRedrawsOnResize(t *testing.T) {
 	t.Parallel()
 	d := promptDaemon(t)
-	ta := startTmuxApprover(t, d.asock(), 160, 40)
-	ta.wait("Last decisions (newest first):")
+	ta := rgtest.StartTmuxApprover(t, d.asock(), 160, 40)
+	ta.Wait("Last decisions (newest first):")
 	header := func(rows []string) string {
 		for _, r := range rows {
 			if strings.HasPrefix(r, "── rootgate approve · idle") {
@@ -323,16 +324,16 @@ func TestIdleScreenRedrawsOnResize(t *testing.T) {
 		}
 		return ""
 	}
-	if h := header(ta.wait("keys typed here are ignored: they answer nothing")); strings.HasSuffix(h, "…") {
+	if h := header(ta.Wait("keys typed here are ignored: they answer nothing")); strings.HasSuffix(h, "…") {
 		t.Fatalf("at 160 columns the header is cut: %q", h)
 	}
-	if out, err := exec.Command("tmux", "-S", ta.sock, "resize-window", "-x", "50", "-y", "20").CombinedOutput(); err != nil {
+	if out, err := exec.Command("tmux", "-S", ta.Sock, "resize-window", "-x", "50", "-y", "20").CombinedOutput(); err != nil {
 		t.Fatalf("tmux resize-window: %v: %s", err, out)
 	}
 	// Drawn again for 50 columns: the header cut to fit, with a mark.
 	var rows []string
 	waitFor(t, "the idle screen drawn again at 50 columns", 30*time.Second, func() bool {
-		rows = ta.rows()
+		rows = ta.Rows()
 		h := header(rows)
 		return strings.HasSuffix(h, "…") && utf8.RuneCountInString(h) == 50
 	})

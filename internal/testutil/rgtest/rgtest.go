@@ -1,7 +1,8 @@
 // Package rgtest is the real-binary harness of rootgate's tests: it builds
 // rootgate and rootgated once per test process, starts a rootgated on a
 // private socket and stops it with its audit log verified, and runs
-// `rootgate approve` on a pseudo-terminal. Only tests import it.
+// `rootgate approve` on a pseudo-terminal or in a tmux window of its own.
+// Only tests import it.
 //
 // A package whose tests use it calls [Main] from its TestMain, which
 // removes the binaries when the tests end.
