@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -177,7 +178,10 @@ func checkUsage(t *testing.T, what string, m map[string]any) {
 // audit record carry the cgroup's CPU time.
 func stepCgroups(t *testing.T, b *Box, ap *approver) {
 	var line string
-	for _, e := range journal(t, b, "-u", "rootgate.service", "SYSLOG_IDENTIFIER=rootgated") {
+	said := func(entries []map[string]string) bool {
+		return slices.ContainsFunc(entries, func(e map[string]string) bool { return strings.HasPrefix(e["MESSAGE"], "cgroup:") })
+	}
+	for _, e := range journalUntil(t, b, said, "-u", "rootgate.service", "SYSLOG_IDENTIFIER=rootgated") {
 		if strings.HasPrefix(e["MESSAGE"], "cgroup:") {
 			line = e["MESSAGE"]
 		}
@@ -280,7 +284,7 @@ func stepStop(t *testing.T, b *Box, ap *approver) {
 	if d, _ := auditRecord(t, b, id, "decided")["decision"].(map[string]any); d["verdict"] != "withdrawn" || d["by"] != "daemon stopping" {
 		t.Errorf("the audit log's decided record of the request waiting when the daemon stopped: %v; want verdict withdrawn by daemon stopping", d)
 	}
-	dec := journal(t, b, "-u", "rootgate.service", "REQUEST_ID="+id, "EVENT=decided")
+	dec := journalUntil(t, b, func(e []map[string]string) bool { return len(e) > 0 }, "-u", "rootgate.service", "REQUEST_ID="+id, "EVENT=decided")
 	if len(dec) != 1 || dec[0]["DECISION"] != "withdrawn" || dec[0]["DECIDED_BY"] != "daemon stopping" {
 		t.Errorf("the journal's EVENT=decided entries of that request: %v; want one, DECISION=withdrawn DECIDED_BY=daemon stopping", dec)
 	}
@@ -365,8 +369,17 @@ func stepPolicyTypo(t *testing.T, b *Box, ap *approver) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if out := b.sh(t, "journalctl -q -u rootgate.service -p err -o cat"); !strings.Contains(out, want) {
-		t.Errorf("journalctl -u rootgate -p err does not show %q:\n%s", want, out)
+	// journald reads the daemon's stderr stream on its own time: wait for
+	// the line rather than reading once.
+	var errLines string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if errLines = b.sh(t, "journalctl -q -u rootgate.service -p err -o cat"); strings.Contains(errLines, want) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(errLines, want) {
+		all, _ := b.exec("", "journalctl", "-q", "-u", "rootgate.service", "-n", "40", "-o", "verbose")
+		t.Errorf("journalctl -u rootgate -p err does not show %q:\n%s\nthe unit's last entries:\n%s", want, errLines, all)
 	}
 	// Clients end within their deadline and say what to check. The
 	// first connection starts the daemon until the start limit fails the

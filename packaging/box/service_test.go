@@ -447,6 +447,21 @@ func journal(t *testing.T, b *Box, args ...string) []map[string]string {
 	return journalLines(t, out)
 }
 
+// journalUntil is journal, read again until ok holds for its entries or
+// 15 s have passed (journald files entries on its own time); it returns
+// the last entries read.
+func journalUntil(t *testing.T, b *Box, ok func([]map[string]string) bool, args ...string) []map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		entries := journal(t, b, args...)
+		if ok(entries) || time.Now().After(deadline) {
+			return entries
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // journalLines parses journalctl -o json output, leaving out binary
 // fields.
 func journalLines(t *testing.T, out string) []map[string]string {
