@@ -26,9 +26,11 @@ func pinDir(t *testing.T) (dir, elf, script string) {
 	elf = filepath.Join(dir, "tool")
 	copyFile(t, testExe, elf, 0o755)
 	script = filepath.Join(dir, "script")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho script \"$@\"\n"), 0o755); err != nil {
+	// Written under another name and copied, as copyFile says why.
+	if err := os.WriteFile(script+".src", []byte("#!/bin/sh\necho script \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	copyFile(t, script+".src", script, 0o755)
 	return dir, elf, script
 }
 

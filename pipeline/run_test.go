@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -361,21 +361,19 @@ func TestRunAccount(t *testing.T) {
 	}
 }
 
+// copyFile copies from to a new file to with mode, through cp(1): the
+// copy's write descriptor lives in cp alone, never in this process, whose
+// other tests' children (between their fork and exec) would hold it open
+// too and make exec of the copy fail with ETXTBSY.
 func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := os.Lstat(to); err == nil {
+		t.Fatalf("copy to %s: it exists", to)
 	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("cp", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("cp %s %s: %v\n%s", from, to, err, out)
 	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
+	if err := os.Chmod(to, mode); err != nil {
 		t.Fatal(err)
 	}
 }
