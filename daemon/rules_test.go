@@ -284,10 +284,7 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 	a.Kill()
 	c := attachRaw(t, d)
 	ch = d.ask(map[string]any{"id": "sh-rule-4", "pipeline": [][]string{{"bash", "-c", "id"}}})
-	p := c.prompt()
-	yes := true
-	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged bash -c ..."})
-	if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+	if m := c.approveWithRule("allow privileged bash -c ..."); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
 		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
 	}
 	pending(t, ch, "an open rule for bash without rule_runs_anything")
@@ -401,10 +398,7 @@ func TestRuleNotOfferedWithoutPolicyFile(t *testing.T) {
 		t.Fatalf("got %+v, want a welcome without a rule file", m)
 	}
 	ch = d.ask(map[string]any{"id": "nofile-2", "pipeline": [][]string{{"echo", "nofile"}}})
-	p := c.prompt()
-	yes := true
-	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged echo nofile"})
-	if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverNoRules {
+	if m := c.approveWithRule("allow privileged echo nofile"); m.Type != remote.MsgError || m.Message != wire.ApproverNoRules {
 		t.Fatalf("got %+v, want %q", m, wire.ApproverNoRules)
 	}
 	pending(t, ch, "a rule for a daemon without a policy file")
@@ -457,10 +451,7 @@ func TestRuleDropInDirRefused(t *testing.T) {
 			tc.setup(t, dir)
 			c := attachRaw(t, d)
 			ch := d.ask(map[string]any{"id": "dir-1", "pipeline": [][]string{{"echo", "dir"}}})
-			p := c.prompt()
-			yes := true
-			c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged echo dir"})
-			if m := c.next(); m.Type != remote.MsgResult || !strings.HasPrefix(m.Outcome, "approved once; rule NOT saved: policy drop-in directory "+dir) || !strings.Contains(m.Outcome, tc.want) {
+			if m := c.approveWithRule("allow privileged echo dir"); m.Type != remote.MsgResult || !strings.HasPrefix(m.Outcome, "approved once; rule NOT saved: policy drop-in directory "+dir) || !strings.Contains(m.Outcome, tc.want) {
 				t.Fatalf("got %+v, want the outcome saying %q", m, tc.want)
 			}
 			if r := wantOK(t, <-ch); r.DecidedBy == nil || r.DecidedBy.Rule != "" {
@@ -498,4 +489,14 @@ func TestRuleFromTTY(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(td.Dir, "policy.d", "approved.policy")); !os.IsNotExist(err) {
 		t.Fatalf("the drop-in holds %q, %v; want it gone", b, err)
 	}
+}
+
+// approveWithRule approves the next prompt on a with rule to save, as a
+// client of its own making would (no screen checks it first), and returns
+// the daemon's reply.
+func (a *rawApprover) approveWithRule(rule string) *remote.Message {
+	p := a.prompt()
+	yes := true
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
+	return a.next()
 }
