@@ -104,13 +104,13 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 
 // evaluate is the policy's verdict on p's request from the user userName.
 func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
-	return s.evaluateWith(p.policy, p, userName)
+	return p.policy.Evaluate(p.subject(userName))
 }
 
-// evaluateWith is pol's verdict on p's request from the user userName.
-func (s *Server) evaluateWith(pol *policy.Policy, p *runPlan, userName string) policy.Match {
+// subject is p's request as the policy sees it, from the user userName.
+func (p *runPlan) subject(userName string) policy.Subject {
 	req := p.req
-	return pol.Evaluate(policy.Subject{
+	return policy.Subject{
 		Privileged: req.Privileged,
 		User:       userName,
 		Session:    req.Session,
@@ -120,7 +120,7 @@ func (s *Server) evaluateWith(pol *policy.Policy, p *runPlan, userName string) p
 		Env:        req.Env,
 		RunAs:      p.runAsName(),
 		RunGroup:   p.runGroupName(),
-	})
+	}
 }
 
 // runAsName is the account p's request named to run as, for the policy:

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
@@ -85,12 +84,12 @@ func grantDiff(g *grant, p *runPlan) (diff string, ok bool) {
 				if len(p.stages) > 1 {
 					where += fmt.Sprintf(" of stage %d", i+1)
 				}
-				diffs = append(diffs, fmt.Sprintf("%s: granted %s, here %s", where, termsafe.Quote(g.pipeline[i][j]), termsafe.Quote(a)))
+				diffs = append(diffs, fmt.Sprintf("%s: granted %s, here %s", where, termsafe.Quote(clipText(g.pipeline[i][j])), termsafe.Quote(clipText(a))))
 			}
 		}
 	}
 	if g.cwd != p.cwd {
-		diffs = append(diffs, fmt.Sprintf("the directory: granted %s, here %s", termsafe.Quote(g.cwd), termsafe.Quote(p.cwd)))
+		diffs = append(diffs, fmt.Sprintf("the directory: granted %s, here %s", termsafe.Quote(clipText(g.cwd)), termsafe.Quote(clipText(p.cwd))))
 	}
 	if !maps.Equal(g.env, p.req.Env) {
 		diffs = append(diffs, "the env")
@@ -108,10 +107,7 @@ func grantDiff(g *grant, p *runPlan) (diff string, ok bool) {
 // p's request but for one argument or the env.
 func ruleHint(p *runPlan) string {
 	req := p.req
-	nm := p.policy.NearMisses(policy.Subject{
-		Privileged: req.Privileged, User: userNameOf(p.peer.UID), Session: req.Session, Host: req.Host,
-		Stages: req.Pipeline, Paths: p.cmd.Paths, Env: req.Env,
-	})
+	nm := p.policy.NearMisses(p.subject(userNameOf(p.peer.UID)))
 	if len(nm) == 0 {
 		return ""
 	}

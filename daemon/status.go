@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
@@ -80,6 +81,21 @@ const (
 	clipStages = 4
 )
 
+// clipText is w cut to clipWord characters, saying how many it left out,
+// without converting all of w (a word of the requester's may be MiBs).
+func clipText(w string) string {
+	i, n := 0, 0
+	for i < len(w) && n < clipWord {
+		_, size := utf8.DecodeRuneInString(w[i:])
+		i += size
+		n++
+	}
+	if i == len(w) {
+		return w
+	}
+	return w[:i] + fmt.Sprintf("…(+%d)", utf8.RuneCountInString(w[i:]))
+}
+
 // clipPipeline is p cut for a status message, each cut saying so.
 func clipPipeline(p [][]string) [][]string {
 	n := min(len(p), clipStages)
@@ -88,10 +104,7 @@ func clipPipeline(p [][]string) [][]string {
 		n := min(len(argv), clipWords)
 		st := make([]string, 0, n+1)
 		for _, w := range argv[:n] {
-			if r := []rune(w); len(r) > clipWord {
-				w = string(r[:clipWord]) + fmt.Sprintf("…(+%d)", len(r)-clipWord)
-			}
-			st = append(st, w)
+			st = append(st, clipText(w))
 		}
 		if len(argv) > n {
 			st = append(st, fmt.Sprintf("…(+%d words)", len(argv)-n))
