@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -210,6 +211,9 @@ func TestCgroupLimits(t *testing.T) {
 				want := "limits cannot be enforced here: " + c.limit + " (no " + c.controller + " controller"
 				if err == nil || !strings.Contains(string(out), want) {
 					t.Fatalf("rootgated %s %s: %v, want a refusal with %q:\n%s", c.flag, c.value, err, want, out)
+				}
+				if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 78 {
+					t.Errorf("rootgated %s %s: %v, want exit 78, a configuration error systemd does not restart", c.flag, c.value, err)
 				}
 				if _, err := os.Stat(filepath.Join(dir, "s")); err == nil {
 					t.Error("it listened before refusing")

@@ -290,7 +290,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		}
 	}
 	if o.approverQuiet <= o.approverPing {
-		out.Errorf(stderr, "--approver-silence (%s) must be longer than --approver-ping (%s)", o.approverQuiet, o.approverPing)
+		out.Errorf(errw, "--approver-silence (%s) must be longer than --approver-ping (%s)", o.approverQuiet, o.approverPing)
 		return exitUsage
 	}
 	if o.auditKeep < 0 || o.rejectRate < 1 {
@@ -298,7 +298,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		return exitUsage
 	}
 	if o.runMemoryMax < 0 || o.runTasksMax < 0 {
-		out.Errorf(stderr, "--run-memory-max and --run-tasks-max must not be negative")
+		out.Errorf(errw, "--run-memory-max and --run-tasks-max must not be negative")
 		return exitUsage
 	}
 	if o.maxConnsUID < 0 {
@@ -306,7 +306,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		return exitUsage
 	}
 	if o.groupWithin < 0 || o.groupWithin > o.promptTimeout {
-		out.Errorf(stderr, "--group-within must be between 0 and --prompt-timeout")
+		out.Errorf(errw, "--group-within must be between 0 and --prompt-timeout")
 		return exitUsage
 	}
 	if o.idleExit < 0 {
@@ -341,14 +341,19 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	cgroups, noCgroup := daemon.SetupCgroups(o.cgroup)
 	if cgroups != nil {
 		defer cgroups.Close()
-		cgroups.Limits = pipeline.Limits{Memory: int64(o.runMemoryMax), Tasks: int64(o.runTasksMax)}
-		if err := cgroups.Check(cgroups.Limits); err != nil {
-			return fmt.Errorf("--run-memory-max, --run-tasks-max: %w", err)
+	}
+	// Limits this machine cannot enforce are a configuration error: the
+	// daemon never runs without a limit it was told to apply.
+	limits := pipeline.Limits{Memory: int64(o.runMemoryMax), Tasks: int64(o.runTasksMax)}
+	if err := cgroups.Check(limits); err != nil {
+		if cgroups == nil {
+			err = fmt.Errorf("%w: %v", err, noCgroup)
 		}
+		return configErr(fmt.Errorf("--run-memory-max, --run-tasks-max: %w", err))
+	}
+	if cgroups != nil {
+		cgroups.Limits = limits
 	} else {
-		if err := (*daemon.Cgroups)(nil).Check(pipeline.Limits{Memory: int64(o.runMemoryMax), Tasks: int64(o.runTasksMax)}); err != nil {
-			return fmt.Errorf("--run-memory-max, --run-tasks-max: %w: %v", err, noCgroup)
-		}
 		// The fallback: orphans of a run come to the daemon rather than
 		// to init, where the end of their run finds them by its tag.
 		if err := pipeline.Subreaper(); err != nil {
