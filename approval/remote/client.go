@@ -66,7 +66,7 @@ type Client struct {
 	// Size, when set, is Out's window size: Out is a terminal, and while
 	// no prompt is up the client keeps the idle screen on it (the
 	// requests waiting, standing grants, last decisions of each daemon;
-	// see idleLines), drawn again when the window is resized. The
+	// see idleScreen), drawn again when the window is resized. The
 	// daemons are asked for status messages only then.
 	Size func() (width, height int)
 
@@ -120,7 +120,12 @@ func (d Daemon) Label() string {
 // cannot help.
 type RefusedError struct{ Message string }
 
-func (e *RefusedError) Error() string { return "rootgated refused this approver: " + e.Message }
+// Error escapes the daemon's words: what answers on a socket (a forward's
+// local end, say) need not be rootgated, and they go to the operator's
+// terminal.
+func (e *RefusedError) Error() string {
+	return "rootgated refused this approver: " + termsafe.Sanitize(e.Message)
+}
 
 // Run attaches to every socket, each re-attaching quietly after its
 // daemon goes away, until ctx ends (Ctrl-C; then it returns nil) or every
