@@ -34,8 +34,9 @@ const (
 	eventCancelled eventKind = eventKind(audit.KindCancelled) // the requester went away and the run was killed; Result
 	eventKilled    eventKind = eventKind(audit.KindKilled)    // the daemon stopped and killed the run; Result
 	eventFailed    eventKind = eventKind(audit.KindFailed)    // decided, but ended in an error; Err
-	// eventOrphaned: a run's cgroup a daemon that did not stop cleanly
-	// left, killed at start; ID is its name's request id, Err says the
+	// eventOrphaned: a run a daemon that did not stop cleanly left
+	// without an end (its cgroup, killed at start, or a started record
+	// with no end in the trail); ID is the request id, Err says the
 	// outcome is unknown. It has no peer.
 	eventOrphaned eventKind = eventKind(audit.KindOrphaned)
 )

@@ -111,7 +111,7 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	why := ""
 	if err := s.ReloadPolicy(); err != nil {
 		why = "the policy does not reload with it: " + err.Error()
-	} else if m := s.evaluateWith(s.policy.Load(), p, p.prompt.Requester.User); m.Action != policy.ActionAllow {
+	} else if m := s.policy.Load().Evaluate(p.subject(p.prompt.Requester.User)); m.Action != policy.ActionAllow {
 		why = "the policy still does not allow this request"
 		if m.Rule != nil {
 			why = fmt.Sprintf("an earlier rule decides this request first (%s:%d: %s): the saved rule would never be used; "+
@@ -148,9 +148,8 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 // ruleComment is the comment above a saved rule: who saved it, when, and
 // from which request. Requester text in it is escaped.
 func ruleComment(p *runPlan, d *approval.Decision, now time.Time) string {
-	user, where, _ := strings.Cut(d.Member.Name, " on ")
 	var b strings.Builder
-	fmt.Fprintf(&b, "# saved from the prompt by %s (uid %d) on %s at %s\n", termsafe.Sanitize(user), d.Member.UID, termsafe.Sanitize(where), now.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "# saved from the prompt by %s at %s\n", termsafe.Sanitize(approverText(d.Member.Name, d.Member.UID)), now.UTC().Format(time.RFC3339))
 	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(p.prompt.Requester.User), approval.QuoteArgv(p.prompt.Stages[0].Argv))
 	return b.String()
 }

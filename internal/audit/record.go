@@ -62,10 +62,10 @@ const (
 	KindKilled    Kind = "killed"    // the daemon stopped and killed the run; Result
 	KindFailed    Kind = "failed"    // the request ended in an error after it was decided (the run could not start, ...); Error
 	KindDropped   Kind = "dropped"   // rejected records of one uid left out past the rate limit; Peer (uid) and Dropped
-	// KindOrphaned: a run's cgroup that a daemon which did not stop
-	// cleanly left behind, found and killed by the next daemon at its
-	// start. ID is the cgroup's name (the request id, escaped); how the
-	// run ended is unknown; Error says so.
+	// KindOrphaned: a run that a daemon which did not stop cleanly left
+	// without an end, found by the next daemon at its start: its cgroup,
+	// killed then, or its started record without an end in the trail. ID
+	// is the request id; how the run ended is unknown; Error says so.
 	KindOrphaned Kind = "orphaned"
 )
 
