@@ -231,3 +231,13 @@ func TestPromptLineBound(t *testing.T) {
 		t.Fatalf("an over-long prompt: %v, want it refused", err)
 	}
 }
+
+// TestRefusedErrorEscapes: a refusal read from a socket (which need not
+// be rootgated's) reaches the operator's terminal without its control
+// sequences.
+func TestRefusedErrorEscapes(t *testing.T) {
+	msg := (&RefusedError{Message: "no\x1b]0;owned\x07 \x1b[2Jway"}).Error()
+	if strings.ContainsAny(msg, "\x1b\x07") || !strings.HasPrefix(msg, "rootgated refused this approver: no") {
+		t.Fatalf("refusal shown as %q", msg)
+	}
+}
