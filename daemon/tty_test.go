@@ -82,6 +82,22 @@ func TestTerminalApproval(t *testing.T) {
 	td := startTTYDaemon(t, "60s")
 	pos := 0
 
+	// The daemon has the operator's terminal; an approved run must not
+	// reach it: its stages lead sessions of their own, with no terminal.
+	t.Run("an approved run cannot open the daemon's terminal", func(t *testing.T) {
+		ch := td.ask(map[string]any{"id": "tty-reach", "pipeline": [][]string{{"sh", "-c", `printf 'FORGED%s\n' -BY-STAGE >/dev/tty && echo wrote || echo refused`}}})
+		pos = td.waitScreen(t, pos, "tty-reach")
+		pos = td.waitScreen(t, pos, "n or Esc deny")
+		td.key(t, "y")
+		r := wantOK(t, <-ch)
+		if string(r.Stdout) != "refused\n" {
+			t.Fatalf("a stage of a daemon on a terminal opened /dev/tty: %s", r.raw)
+		}
+		if strings.Contains(td.term.Screen.Text(), "FORGED-BY-STAGE") {
+			t.Fatal("a stage's write reached the operator's terminal")
+		}
+	})
+
 	t.Run("y approves and the prompt shows the request", func(t *testing.T) {
 		ch := td.ask(map[string]any{"id": "tty-y", "pipeline": [][]string{{"echo", "approved-run"}, {"tr", "a-z", "A-Z"}}, "reason": "say hello", "session": "sess-1"})
 		pos = td.waitScreen(t, pos, "tty-y")

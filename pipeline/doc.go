@@ -32,7 +32,14 @@
 // chatty child never blocks on a full pipe. Children get the environment
 // given and nothing else, no descriptor but 0, 1 and 2 (a pinned script
 // also gets 3, its own file: see [Cmd].Pinned), and no controlling
-// terminal: each stage leads its own session and process group. Signals
+// terminal: each stage leads its own process group, and its own session
+// too when the calling process has a controlling terminal (so that no
+// stage can open it as /dev/tty) or the stage runs as a user other than
+// root (SIGCONT may be sent to any process of one's own session, whatever
+// its owner). Otherwise the stages stay in the caller's session: a process
+// that does not lead a session can never acquire a terminal, and on a
+// kernel that schedules by session (autogroup) the stages of a pipeline
+// then share one group, as under a shell, rather than one each. Signals
 // start with their default action, except those the calling process
 // ignores: exec keeps SIG_IGN. (Go installs handlers rather than ignoring,
 // so this only matters for a daemon that calls signal.Ignore, or one

@@ -266,10 +266,20 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		env = append(env, RunEnvKey+"="+r.tag)
 	}
 	dir := cmp.Or(c.Dir, "/")
+	// Each stage leads its own process group, the unit its kill signals.
+	// It leads its own session too when it runs as another user than
+	// root (SIGCONT may be sent to any process of one's session, whatever
+	// its owner) or when this process has a terminal (a stage of its
+	// session could open it as /dev/tty). Otherwise it is better off in
+	// this session: not leading a session, it can never take a terminal
+	// as its own, and the scheduler's autogroups (one per session) do
+	// not split a pipeline's stages apart as they would one each.
+	session := c.Account != nil && c.Account.UID != 0 || hasTerminal()
 	var prevOut *os.File // read end of the previous stage's stdout
 	for i, argv := range c.Argv {
 		attr := &syscall.SysProcAttr{
-			Setsid: true,
+			Setsid:  session,
+			Setpgid: !session,
 			// Safe from early firing: the thread that starts the child
 			// stays locked to its goroutine until the child is reaped.
 			Pdeathsig: syscall.SIGKILL,
@@ -324,6 +334,17 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		cmd.Stderr = wr
 	}
 	return r, nil
+}
+
+// hasTerminal says whether this process has a controlling terminal: if
+// /dev/tty opens at all, or fails other than for want of one (ENXIO), it
+// counts as having one.
+func hasTerminal() bool {
+	fd, err := unix.Open("/dev/tty", unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err != unix.ENXIO
 }
 
 // parentEnds lists the pipe ends Run itself reads or writes.
