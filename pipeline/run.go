@@ -248,12 +248,6 @@ func (c *Cmd) prepare() (r *runner, err error) {
 			closeAll(r.parentEnds())
 		}
 	}()
-	pipe := func() (rd, wr *os.File, err error) {
-		if rd, wr, err = os.Pipe(); err != nil {
-			return nil, nil, fmt.Errorf("pipe: %w", err)
-		}
-		return rd, wr, nil
-	}
 	// Never nil (that would make exec inherit our environment).
 	env := slices.Clip(c.Env)
 	if env == nil {
@@ -303,7 +297,7 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		case i > 0:
 			cmd.Stdin = prevOut
 		case c.Stdin != nil:
-			rd, wr, err := pipe()
+			rd, wr, err := pipe(ownWrite)
 			if err != nil {
 				return r, err
 			}
@@ -313,7 +307,11 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		}
 		// cmd.Stdin nil: exec opens /dev/null.
 
-		rd, wr, err := pipe()
+		own := ownRead
+		if i < len(c.Argv)-1 {
+			own = ownNeither // between two stages
+		}
+		rd, wr, err := pipe(own)
 		if err != nil {
 			return r, err
 		}
@@ -326,7 +324,7 @@ func (c *Cmd) prepare() (r *runner, err error) {
 			r.stdout = rd
 		}
 
-		if rd, wr, err = pipe(); err != nil {
+		if rd, wr, err = pipe(ownRead); err != nil {
 			return r, err
 		}
 		r.childEnds = append(r.childEnds, wr)
@@ -334,6 +332,35 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		cmd.Stderr = wr
 	}
 	return r, nil
+}
+
+// Which end of a pipe this process uses.
+const (
+	ownNeither = -1
+	ownRead    = 0
+	ownWrite   = 1
+)
+
+// pipe makes a pipe. The end own (ownRead, ownWrite) is this process's,
+// non-blocking and in the runtime's poller, so that its reads and writes
+// can be given deadlines; the other ends go to children as they are,
+// blocking, never registered with the poller, so that making them and
+// handing them to exec takes no system call but pipe2 itself.
+func pipe(own int) (rd, wr *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("pipe: %w", err)
+	}
+	if own != ownNeither {
+		// Both ends are open for a single direction, which F_SETFL
+		// leaves alone.
+		if _, err := unix.FcntlInt(uintptr(p[own]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
+			unix.Close(p[0])
+			unix.Close(p[1])
+			return nil, nil, fmt.Errorf("pipe: %w", err)
+		}
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
 
 // hasTerminal says whether this process has a controlling terminal: if

@@ -102,10 +102,11 @@ func (s *stage) start() error {
 	}
 	if s.cmd.Stdin == nil {
 		// Opened here rather than by exec, so its number is known.
-		null, err := os.Open(os.DevNull)
+		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return err
+			return &os.PathError{Op: "open", Path: os.DevNull, Err: err}
 		}
+		null := os.NewFile(uintptr(fd), os.DevNull) // blocking: exec hands it over as it is
 		defer null.Close()
 		s.cmd.Stdin = null
 	}
