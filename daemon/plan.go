@@ -159,26 +159,16 @@ func (p *runPlan) open() error {
 	}
 	p.cwd = cwd
 	for i, argv := range req.Pipeline {
-		exe, err := pipeline.Resolve(argv[0], cwd)
-		if err != nil {
-			if errors.Is(err, pipeline.ErrNotFound) {
-				return wire.NotFoundError(i+1, argv[0])
-			}
-			return wire.ResolveError(i+1, err)
-		}
-		pin, err := pipeline.Pin(exe.Path)
+		// The file found is the file pinned: one open.
+		exe, pin, err := pipeline.ResolvePinned(argv[0], cwd)
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return wire.NotFoundError(i+1, argv[0]) // gone since Resolve looked
+		case errors.Is(err, pipeline.ErrNotFound):
+			return wire.NotFoundError(i+1, argv[0])
 		case err != nil:
 			return wire.ResolveError(i+1, err)
 		}
 		p.pinned = append(p.pinned, pin)
-		st := approval.Stage{Argv: argv, Path: exe.Path}
-		if pin.Real != exe.Path {
-			st.Target = pin.Real
-		}
-		p.stages[i] = st
+		p.stages[i] = approval.Stage{Argv: argv, Path: exe.Path, Target: exe.Target}
 	}
 	return nil
 }

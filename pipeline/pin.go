@@ -52,15 +52,23 @@ func Pin(path string) (*Pinned, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
-	p := &Pinned{Path: path, f: os.NewFile(uintptr(fd), path)}
-	if err := unix.Fstat(fd, &p.st); err != nil {
-		p.f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
-	if p.st.Mode&unix.S_IFMT != unix.S_IFREG || p.st.Mode&0o111 == 0 {
-		p.f.Close()
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+		unix.Close(fd)
 		return nil, fmt.Errorf("pin %s: not an executable regular file", path)
 	}
+	return pinOpened(path, fd, st)
+}
+
+// pinOpened pins the executable regular file open (O_PATH) as fd, found
+// at path with status st. It takes fd over, closing it on error.
+func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
+	p := &Pinned{Path: path, f: os.NewFile(uintptr(fd), path), st: st}
+	var err error
 	if p.Real, err = realPath(fd); err != nil {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)

@@ -56,31 +56,62 @@ type Executable struct {
 // `resolve "NAME": REASON`. Any other error means argv0 could not be
 // checked.
 func Resolve(argv0, cwd string) (Executable, error) {
+	p, fd, _, err := find(argv0, cwd)
+	if err != nil {
+		return Executable{}, err
+	}
+	defer unix.Close(fd)
+	return described(p, fd)
+}
+
+// ResolvePinned is [Resolve] and [Pin] in one: the file it finds is the
+// file it pins, opened once, so nothing can be swapped in between. Its
+// errors are Resolve's, and Pin's once the file is found.
+func ResolvePinned(argv0, cwd string) (Executable, *Pinned, error) {
+	p, fd, st, err := find(argv0, cwd)
+	if err != nil {
+		return Executable{}, nil, err
+	}
+	pin, err := pinOpened(p, fd, st)
+	if err != nil {
+		return Executable{}, nil, err
+	}
+	e := Executable{Path: p}
+	if pin.Real != p {
+		e.Target = pin.Real
+	}
+	return e, pin, nil
+}
+
+// find finds argv0 as [Resolve] describes, and returns its path, the file
+// open (O_PATH) and its status.
+func find(argv0, cwd string) (string, int, unix.Stat_t, error) {
 	if !strings.Contains(argv0, "/") {
 		if argv0 != "" {
 			for _, dir := range filepath.SplitList(SearchPath) {
 				p := dir + "/" + argv0
-				if checkExecutable(p) == nil {
-					return executable(p)
+				if fd, st, err := openExecutable(p); err == nil {
+					return p, fd, st, nil
 				}
 			}
 		}
-		return Executable{}, fmt.Errorf("%w: %q", ErrNotFound, argv0)
+		return "", -1, unix.Stat_t{}, fmt.Errorf("%w: %q", ErrNotFound, argv0)
 	}
 	p := argv0
 	if !filepath.IsAbs(p) {
 		if !filepath.IsAbs(cwd) {
-			return Executable{}, fmt.Errorf("resolve %q: cwd %q is not absolute", argv0, cwd)
+			return "", -1, unix.Stat_t{}, fmt.Errorf("resolve %q: cwd %q is not absolute", argv0, cwd)
 		}
 		p = joinRelative(cwd, argv0)
 	}
-	if err := checkExecutable(p); err != nil {
+	fd, st, err := openExecutable(p)
+	if err != nil {
 		if errors.Is(err, ErrMagicLink) || errors.Is(err, fs.ErrPermission) {
-			return Executable{}, fmt.Errorf("resolve %q: %w", argv0, err)
+			return "", -1, unix.Stat_t{}, fmt.Errorf("resolve %q: %w", argv0, err)
 		}
-		return Executable{}, fmt.Errorf("%w: %q: %v", ErrNotFound, argv0, err)
+		return "", -1, unix.Stat_t{}, fmt.Errorf("%w: %q: %v", ErrNotFound, argv0, err)
 	}
-	return executable(p)
+	return p, fd, st, nil
 }
 
 // joinRelative joins the relative name rel to the absolute directory dir.
@@ -121,33 +152,43 @@ func realPath(fd int) (string, error) {
 
 // checkExecutable reports why p is not a regular file with an execute bit.
 func checkExecutable(p string) error {
+	fd, _, err := openExecutable(p)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// openExecutable opens p (O_PATH) if it is a regular file with an execute
+// bit, and says why not otherwise.
+func openExecutable(p string) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
 	fd, err := openPath(p, 0)
 	if err != nil {
-		return err
+		return -1, st, err
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return err
+		unix.Close(fd)
+		return -1, st, err
 	}
 	switch {
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return errors.New("is a directory")
+		err = errors.New("is a directory")
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return errors.New("not a regular file")
+		err = errors.New("not a regular file")
 	case st.Mode&0o111 == 0:
-		return errors.New("not executable")
+		err = errors.New("not executable")
 	}
-	return nil
+	if err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	return fd, st, nil
 }
 
-// executable describes the checked path p, filling in its real path.
-func executable(p string) (Executable, error) {
-	fd, err := openPath(p, 0)
-	if err != nil {
-		return Executable{}, fmt.Errorf("resolve %s: %w", p, err)
-	}
-	defer unix.Close(fd)
+// described describes the checked path p, open as fd, filling in its real
+// path.
+func described(p string, fd int) (Executable, error) {
 	real, err := realPath(fd)
 	if err != nil {
 		return Executable{}, fmt.Errorf("resolve %s: %w", p, err)
