@@ -15,7 +15,6 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
-	"golang.org/x/sys/unix"
 )
 
 // eventKind names a step of a request's life.
@@ -64,14 +63,14 @@ type auditEvent struct {
 // without waiting (its error goes to the function given); Free says how
 // many bytes its file system has left; Unfinished lists the runs that a
 // daemon which is gone started and never recorded the end of (alive says
-// whether a pid is running). It must be safe for concurrent use.
-// *audit.Log implements it.
+// whether a daemon named in an opened record is running). It must be
+// safe for concurrent use. *audit.Log implements it.
 type AuditLog interface {
 	Append(*audit.Record) error
 	AppendLater(*audit.Record) error
 	CommitWithin(d time.Duration, failed func(error))
 	Free() (int64, error)
-	Unfinished(alive func(pid int) bool) ([]string, error)
+	Unfinished(alive func(audit.Daemon) bool) ([]string, error)
 }
 
 var _ AuditLog = (*audit.Log)(nil)
@@ -212,7 +211,7 @@ func (s *Server) recoverUnfinished() {
 	if s.cfg.Audit == nil {
 		return
 	}
-	ids, err := s.cfg.Audit.Unfinished(processAlive)
+	ids, err := s.cfg.Audit.Unfinished(audit.Running)
 	if err != nil {
 		s.cfg.Log.Error("cannot read the audit log for runs left unfinished", "err", err)
 		return
@@ -225,12 +224,6 @@ func (s *Server) recoverUnfinished() {
 // errUnfinished is the error of an orphaned record that recoverUnfinished
 // writes.
 var errUnfinished = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; how it ended is unknown")
-
-// processAlive reports whether pid is a running process.
-func processAlive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || err == unix.EPERM
-}
 
 // endKind is the event that ends a run with res, given the request's
 // context (a cancelled run was cancelled by its requester going away, or

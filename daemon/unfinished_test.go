@@ -1,7 +1,12 @@
 package daemon_test
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,4 +70,100 @@ func TestUnfinishedRunRecordedOrphaned(t *testing.T) {
 	if k := kinds(trail(t, dir, id)); k != "received decided started "+string(audit.KindOrphaned) {
 		t.Errorf("records of %s after a third daemon: %s", id, k)
 	}
+}
+
+// TestUnfinishedPidReused: a daemon killed mid-run whose pid another
+// process holds by the time the next daemon starts (after pids wrap, or a
+// reboot; a requester can fork until it gets the pid) is still gone: the
+// next daemon tells them apart by the boot id and start time its opened
+// record carries, and records the run as orphaned. By its pid alone it
+// took the process for the daemon, still running, and recorded nothing.
+func TestUnfinishedPidReused(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	args := []string{"--cgroup", "none"}
+	a := startDaemon(t, opts{Dir: dir, Args: args})
+	m := runMarker()
+	t.Cleanup(func() {
+		for _, pid := range procsWith(m) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	id := "reused-" + m
+	c, err := net.Dial("unix", a.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	pid := a.Cmd.Process.Pid
+	var o *audit.Record
+	for _, r := range records(t, dir) {
+		if r.Kind == audit.KindOpened {
+			o = r
+		}
+	}
+	if o == nil || o.Daemon == nil || o.Daemon.PID != pid || o.Daemon.BootID == "" || o.Daemon.Start == 0 {
+		t.Fatalf("the daemon's opened record: %+v", o)
+	}
+	a.Cmd.Process.Kill()
+	<-a.Done()
+	waitFor(t, "the run's death with its daemon", 10*time.Second, func() bool { return len(procsWith(m)) == 0 })
+
+	// A process of another uid takes the dead daemon's pid.
+	squatter := reusePid(t, pid, "nobody", "sleep", "1000", m)
+	b := startDaemon(t, opts{Dir: dir, Args: args})
+	rs := trail(t, dir, id)
+	if k := kinds(rs); k != "received decided started "+string(audit.KindOrphaned) {
+		t.Fatalf("records of %s with its daemon's pid held by %d: %s", id, squatter.Process.Pid, k)
+	}
+	if !strings.Contains(rs[3].Error, "unknown") {
+		t.Errorf("orphaned record: error %q", rs[3].Error)
+	}
+	if err := syscall.Kill(squatter.Process.Pid, 0); err != nil {
+		t.Errorf("the process holding the pid: %v", err)
+	}
+	b.alive()
+}
+
+// reusePid starts argv as user name with pid pid, which no process may hold:
+// the next pid given out is set (/proc/sys/kernel/ns_last_pid) to the one
+// before, again until the start is not raced by another fork. The
+// process is killed when t ends.
+func reusePid(t *testing.T, pid int, name string, argv ...string) *exec.Cmd {
+	t.Helper()
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("%s: uid %q gid %q", name, u.Uid, u.Gid)
+	}
+	var cmd *exec.Cmd
+	waitFor(t, fmt.Sprint("a process with pid ", pid), 20*time.Second, func() bool {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command(argv[0], argv[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == pid {
+			return true
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		return false
+	})
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
 }
