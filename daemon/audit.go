@@ -205,9 +205,14 @@ func (s *Server) commitAudit() {
 
 // recoverUnfinished records as orphaned each run a daemon that is gone
 // started and never recorded the end of, in the audit log's trail: it
-// stopped before that record was written or synced. A run whose cgroup
-// recoverOrphans found is recorded once, by recoverOrphans.
-func (s *Server) recoverUnfinished() {
+// stopped before that record was written or synced. It alone writes
+// orphaned records, one per such run: killed holds the names (without
+// "~N") of the runs' cgroups recoverOrphans killed, which only says so in
+// the record's error. A cgroup whose run's end is in the trail (the
+// daemon stopped before removing it), or whose run never started (it
+// stopped between making the cgroup and writing the started record), is
+// no orphaned run.
+func (s *Server) recoverUnfinished(killed map[string]bool) {
 	if s.cfg.Audit == nil {
 		return
 	}
@@ -217,13 +222,21 @@ func (s *Server) recoverUnfinished() {
 		return
 	}
 	for _, id := range ids {
-		s.event(auditEvent{Kind: eventOrphaned, ID: id, Err: errUnfinished})
+		why := errUnfinished
+		if killed[cgroupName(id)] {
+			why = errOrphaned
+		}
+		s.event(auditEvent{Kind: eventOrphaned, ID: id, Err: why})
 	}
 }
 
-// errUnfinished is the error of an orphaned record that recoverUnfinished
-// writes.
+// errUnfinished is the error of an orphaned record whose run had no
+// cgroup left.
 var errUnfinished = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; how it ended is unknown")
+
+// errOrphaned is the error of an orphaned record whose run's cgroup
+// recoverOrphans killed.
+var errOrphaned = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; everything left of it was killed when this daemon started; how it ended is unknown")
 
 // endKind is the event that ends a run with res, given the request's
 // context (a cancelled run was cancelled by its requester going away, or

@@ -63,9 +63,10 @@ const (
 	KindFailed    Kind = "failed"    // the request ended in an error after it was decided (the run could not start, ...); Error
 	KindDropped   Kind = "dropped"   // rejected records of one uid left out past the rate limit; Peer (uid) and Dropped
 	// KindOrphaned: a run that a daemon which did not stop cleanly left
-	// without an end, found by the next daemon at its start: its cgroup,
-	// killed then, or its started record without an end in the trail. ID
-	// is the request id; how the run ended is unknown; Error says so.
+	// without an end, found by the next daemon at its start: its started
+	// record without an end in the trail (see [Unfinished]), one record
+	// per run. ID is the request id; how the run ended is unknown; Error
+	// says so, and whether the run's cgroup was found and killed.
 	KindOrphaned Kind = "orphaned"
 )
 
