@@ -3,9 +3,8 @@ package daemon_test
 import (
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,56 +113,47 @@ func TestUnfinishedPidReused(t *testing.T) {
 	waitFor(t, "the run's death with its daemon", 10*time.Second, func() bool { return len(procsWith(m)) == 0 })
 
 	// A process of another uid takes the dead daemon's pid.
-	squatter := reusePid(t, pid, "nobody", "sleep", "1000", m)
+	squat := runMarker()
+	t.Cleanup(func() {
+		for _, pid := range procsWith(squat) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	reusePid(t, pid, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "sleep", "1000", squat)
 	b := startDaemon(t, opts{Dir: dir, Args: args})
 	rs := trail(t, dir, id)
 	if k := kinds(rs); k != "received decided started "+string(audit.KindOrphaned) {
-		t.Fatalf("records of %s with its daemon's pid held by %d: %s", id, squatter.Process.Pid, k)
+		t.Fatalf("records of %s with its daemon's pid %d held by %v: %s", id, pid, procsWith(squat), k)
 	}
 	if !strings.Contains(rs[3].Error, "unknown") {
 		t.Errorf("orphaned record: error %q", rs[3].Error)
 	}
-	if err := syscall.Kill(squatter.Process.Pid, 0); err != nil {
-		t.Errorf("the process holding the pid: %v", err)
+	if !slices.Contains(procsWith(squat), pid) {
+		t.Errorf("the process holding pid %d is gone", pid)
 	}
 	b.alive()
 }
 
-// reusePid starts argv as user name with pid pid, which no process may hold:
-// the next pid given out is set (/proc/sys/kernel/ns_last_pid) to the one
-// before, again until the start is not raced by another fork. The
-// process is killed when t ends.
-func reusePid(t *testing.T, pid int, name string, argv ...string) *exec.Cmd {
+// reusePid starts argv in the background with pid pid, which no process
+// may hold: a shell sets the pid given out next
+// (/proc/sys/kernel/ns_last_pid) to the one before and forks at once,
+// again until no other fork on the machine came in between.
+func reusePid(t *testing.T, pid int, argv ...string) {
 	t.Helper()
-	u, err := user.Lookup(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("%s: uid %q gid %q", name, u.Uid, u.Gid)
-	}
-	var cmd *exec.Cmd
+	script := `echo "$1" >/proc/sys/kernel/ns_last_pid || exit 1; shift; "$@" </dev/null >/dev/null 2>&1 & echo $!`
 	waitFor(t, fmt.Sprint("a process with pid ", pid), 20*time.Second, func() bool {
-		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
-			t.Fatal(err)
+		out, err := exec.Command("sh", append([]string{"-c", script, "sh", strconv.Itoa(pid - 1)}, argv...)...).Output()
+		if err != nil {
+			t.Fatalf("setting the next pid: %v", err)
 		}
-		cmd = exec.Command(argv[0], argv[1:]...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		got, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("the shell said %q", out)
 		}
-		if cmd.Process.Pid == pid {
+		if got == pid {
 			return true
 		}
-		cmd.Process.Kill()
-		cmd.Wait()
+		syscall.Kill(got, syscall.SIGKILL)
 		return false
 	})
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd
 }
