@@ -307,11 +307,10 @@ func (s *Server) limitsText(p *runPlan) string {
 // recoverOrphans kills the runs' cgroups left in Cgroups.Parent by a
 // daemon that did not stop cleanly, removes them and logs each; it
 // returns the names, without "~N" (cgroupName of their ids), of those
-// it removed. It writes
-// no audit record: the trail says which of those runs started and never
-// ended (recoverUnfinished), where a cgroup's name may stand for a longer
-// id, and a cgroup may be left of a run whose end is recorded or that
-// never started.
+// it removed. It writes no audit record: the trail says which of those
+// runs started and never ended (recoverUnfinished), where a cgroup's name
+// may stand for a longer id, and a cgroup may be left of a run whose end
+// is recorded or that never started.
 func (s *Server) recoverOrphans() map[string]bool {
 	c := s.cfg.Cgroups
 	killed := make(map[string]bool)
