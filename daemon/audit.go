@@ -15,7 +15,6 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
-	"golang.org/x/sys/unix"
 )
 
 // eventKind names a step of a request's life.
@@ -64,14 +63,14 @@ type auditEvent struct {
 // without waiting (its error goes to the function given); Free says how
 // many bytes its file system has left; Unfinished lists the runs that a
 // daemon which is gone started and never recorded the end of (alive says
-// whether a pid is running). It must be safe for concurrent use.
-// *audit.Log implements it.
+// whether a daemon named in an opened record is running). It must be
+// safe for concurrent use. *audit.Log implements it.
 type AuditLog interface {
 	Append(*audit.Record) error
 	AppendLater(*audit.Record) error
 	CommitWithin(d time.Duration, failed func(error))
 	Free() (int64, error)
-	Unfinished(alive func(pid int) bool) ([]string, error)
+	Unfinished(alive func(audit.Daemon) bool) ([]string, error)
 }
 
 var _ AuditLog = (*audit.Log)(nil)
@@ -206,31 +205,38 @@ func (s *Server) commitAudit() {
 
 // recoverUnfinished records as orphaned each run a daemon that is gone
 // started and never recorded the end of, in the audit log's trail: it
-// stopped before that record was written or synced. A run whose cgroup
-// recoverOrphans found is recorded once, by recoverOrphans.
-func (s *Server) recoverUnfinished() {
+// stopped before that record was written or synced. It alone writes
+// orphaned records, one per such run: killed holds the names (without
+// "~N") of the runs' cgroups recoverOrphans killed, which only says so in
+// the record's error. A cgroup whose run's end is in the trail (the
+// daemon stopped before removing it), or whose run never started (it
+// stopped between making the cgroup and writing the started record), is
+// no orphaned run.
+func (s *Server) recoverUnfinished(killed map[string]bool) {
 	if s.cfg.Audit == nil {
 		return
 	}
-	ids, err := s.cfg.Audit.Unfinished(processAlive)
+	ids, err := s.cfg.Audit.Unfinished(audit.Running)
 	if err != nil {
 		s.cfg.Log.Error("cannot read the audit log for runs left unfinished", "err", err)
 		return
 	}
 	for _, id := range ids {
-		s.event(auditEvent{Kind: eventOrphaned, ID: id, Err: errUnfinished})
+		why := errUnfinished
+		if killed[cgroupName(id)] {
+			why = errOrphaned
+		}
+		s.event(auditEvent{Kind: eventOrphaned, ID: id, Err: why})
 	}
 }
 
-// errUnfinished is the error of an orphaned record that recoverUnfinished
-// writes.
+// errUnfinished is the error of an orphaned record whose run had no
+// cgroup left.
 var errUnfinished = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; how it ended is unknown")
 
-// processAlive reports whether pid is a running process.
-func processAlive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || err == unix.EPERM
-}
+// errOrphaned is the error of an orphaned record whose run's cgroup
+// recoverOrphans killed.
+var errOrphaned = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; everything left of it was killed when this daemon started; how it ended is unknown")
 
 // endKind is the event that ends a run with res, given the request's
 // context (a cancelled run was cancelled by its requester going away, or

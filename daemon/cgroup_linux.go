@@ -305,9 +305,15 @@ func (s *Server) limitsText(p *runPlan) string {
 }
 
 // recoverOrphans kills the runs' cgroups left in Cgroups.Parent by a
-// daemon that did not stop cleanly, and records each as orphaned.
-func (s *Server) recoverOrphans() {
+// daemon that did not stop cleanly, removes them and logs each; it
+// returns the names, without "~N" (cgroupName of their ids), of those
+// it removed. It writes no audit record: the trail says which of those
+// runs started and never ended (recoverUnfinished), where a cgroup's name
+// may stand for a longer id, and a cgroup may be left of a run whose end
+// is recorded or that never started.
+func (s *Server) recoverOrphans() map[string]bool {
 	c := s.cfg.Cgroups
+	killed := make(map[string]bool)
 	for _, name := range c.leftovers() {
 		path := filepath.Join(c.Parent, name)
 		cg, err := pipeline.OpenCgroup(path)
@@ -316,13 +322,14 @@ func (s *Server) recoverOrphans() {
 		}
 		if err != nil {
 			s.cfg.Log.Error("cannot remove a run's cgroup left by a previous daemon", "cgroup", path, "err", err)
+			continue
 		}
-		s.event(auditEvent{Kind: eventOrphaned, ID: idOf(name), Err: errOrphaned})
+		base, _, _ := strings.Cut(name, "~")
+		killed[base] = true
+		s.cfg.Log.Warn("killed and removed a run's cgroup left by a daemon that did not stop cleanly", "cgroup", path, "id", idOf(name))
 	}
+	return killed
 }
-
-// errOrphaned is the error of an orphaned record.
-var errOrphaned = errors.New("run left by a daemon that did not stop cleanly; everything left of it was killed when this daemon started; how it ended is unknown")
 
 // stricter is l with the limits of the allow rule r where they are lower
 // (or l has none).

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,6 +89,165 @@ func TestCgroupOrphansOfCrashedDaemon(t *testing.T) {
 		t.Errorf("the orphan is not in the log:\n%s", b.Stderr)
 	}
 	b.alive()
+}
+
+// TestCgroupOrphanLongID: a run whose id is too long for a cgroup's name
+// (its cgroup is named for the id's start) and whose daemon is killed
+// mid-run is recorded orphaned once, under its whole id: the cgroup found
+// at the next start is killed, and only the trail's started record
+// without an end makes the record.
+func TestCgroupOrphanLongID(t *testing.T) {
+	t.Parallel()
+	parent := cgroupParent(t)
+	dir := shortDir(t)
+	args := []string{"--cgroup", parent}
+	a := startDaemon(t, opts{Dir: dir, Args: args})
+	m := runMarker()
+	t.Cleanup(func() {
+		for _, pid := range procsWith(m) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	// Each '/' is three bytes in the cgroup's name: past its limit.
+	id := m + strings.Repeat("/", wire.MaxIDLen-len(m))
+	c, err := net.Dial("unix", a.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	if runs := subdirs(parent); len(runs) != 1 || !strings.HasPrefix(runs[0], m+"%2F") || len(runs[0]) >= 3*len(id) {
+		t.Fatalf("cgroups %q in %s, want the run's, its name cut", runs, parent)
+	}
+	a.Cmd.Process.Kill()
+	<-a.Done()
+	waitFor(t, "the run's death with its daemon", 10*time.Second, func() bool { return len(procsWith(m)) == 0 })
+
+	b := startDaemon(t, opts{Dir: dir, Args: args})
+	if runs := subdirs(parent); len(runs) != 0 {
+		t.Errorf("cgroups left in %s: %v", parent, runs)
+	}
+	orphans := orphanedRecords(t, dir)
+	if len(orphans) != 1 || orphans[0].ID != id {
+		t.Fatalf("orphaned records %s, want one for %s", recordIDs(orphans), id)
+	}
+	if !strings.Contains(orphans[0].Error, "killed") || !strings.Contains(orphans[0].Error, "unknown") {
+		t.Errorf("orphaned record's error %q: not that its cgroup was killed", orphans[0].Error)
+	}
+	if k := kinds(trail(t, dir, id)); k != "received decided started "+string(audit.KindOrphaned) {
+		t.Errorf("records of %s: %s", id, k)
+	}
+	b.alive()
+}
+
+// TestCgroupLeftoversOfEndedRuns: run cgroups a killed daemon leaves
+// behind are killed and removed at the next start, but only a run whose
+// trail has a started record and no end is recorded orphaned, once. Not
+// one whose end is recorded (the daemon died before removing its cgroup:
+// here a cgroup left with a process in it for a run that finished), nor
+// one that never started (it died between making the cgroup and writing
+// the started record: here an empty cgroup for an id with no records).
+func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
+	t.Parallel()
+	parent := cgroupParent(t)
+	dir := shortDir(t)
+	args := []string{"--cgroup", parent}
+	a := startDaemon(t, opts{Dir: dir, Args: args})
+	m, stray := runMarker(), runMarker()+"1"
+	t.Cleanup(func() {
+		for _, pid := range append(procsWith(m), procsWith(stray)...) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	ended := "ended-" + m
+	wantOK(t, a.send(map[string]any{"id": ended, "pipeline": [][]string{{"true"}}}))
+	waitTrail(t, dir, ended, "received decided started finished")
+	left := filepath.Join(parent, ended) // the id is its cgroup's name as it is
+	if err := os.Mkdir(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := exec.Command("sleep", stray)
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan struct{})
+	go func() { sleeper.Wait(); close(reaped) }()
+	if err := os.WriteFile(filepath.Join(left, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	never := "never-" + m
+	if err := os.Mkdir(filepath.Join(parent, never), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// And a run killed with its daemon: started, no end.
+	lost := "lost-" + m
+	c, err := net.Dial("unix", a.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": lost, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	if runs := subdirs(parent); len(runs) != 3 {
+		t.Fatalf("cgroups %q in %s, want 3", runs, parent)
+	}
+	a.Cmd.Process.Kill()
+	<-a.Done()
+	waitFor(t, "the run's death with its daemon", 10*time.Second, func() bool { return len(procsWith(m)) == 0 })
+
+	b := startDaemon(t, opts{Dir: dir, Args: args})
+	select {
+	case <-reaped:
+	case <-time.After(10 * time.Second):
+		t.Error("the process left in the ended run's cgroup survives the next daemon's start")
+	}
+	if runs := subdirs(parent); len(runs) != 0 {
+		t.Errorf("cgroups left in %s: %v", parent, runs)
+	}
+	if orphans := orphanedRecords(t, dir); len(orphans) != 1 || orphans[0].ID != lost {
+		t.Errorf("orphaned records %s, want one, for %s", recordIDs(orphans), lost)
+	}
+	if k := kinds(trail(t, dir, ended)); k != "received decided started finished" {
+		t.Errorf("records of %s: %s", ended, k)
+	}
+	if k := kinds(trail(t, dir, never)); k != "" {
+		t.Errorf("records of %s: %s", never, k)
+	}
+	for _, id := range []string{ended, never, lost} {
+		said := slices.ContainsFunc(strings.Split(b.Stderr.String(), "\n"), func(l string) bool {
+			return strings.Contains(l, "killed and removed a run's cgroup") && strings.Contains(l, "id="+id)
+		})
+		if !said {
+			t.Errorf("the daemon's log does not say it killed %s's cgroup:\n%s", id, b.Stderr)
+		}
+	}
+	b.alive()
+}
+
+// orphanedRecords is the orphaned records in the audit log of the daemon in dir.
+func orphanedRecords(t *testing.T, dir string) []*audit.Record {
+	t.Helper()
+	var out []*audit.Record
+	for _, r := range records(t, dir) {
+		if r.Kind == audit.KindOrphaned {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// recordIDs lists the request ids of rs.
+func recordIDs(rs []*audit.Record) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
 }
 
 // TestCgroupUsage: the answer and the finished record of a busy run

@@ -246,10 +246,11 @@ func New(cfg Config) (*Server, error) {
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
 	s.policy.Store(cfg.Policy)
 	s.warnLimits(cfg.Policy)
+	var killed map[string]bool
 	if cfg.Cgroups != nil {
-		s.recoverOrphans()
+		killed = s.recoverOrphans()
 	}
-	s.recoverUnfinished()
+	s.recoverUnfinished(killed)
 	if cfg.Broker != nil {
 		s.host = &remote.Host{Broker: cfg.Broker, Version: cfg.Version, Log: cfg.Log, Grants: grantKeeper{s}, Status: statusSource{s},
 			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, SilentFor: cfg.ApproverSilent}

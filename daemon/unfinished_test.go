@@ -1,7 +1,11 @@
 package daemon_test
 
 import (
+	"fmt"
 	"net"
+	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,4 +69,91 @@ func TestUnfinishedRunRecordedOrphaned(t *testing.T) {
 	if k := kinds(trail(t, dir, id)); k != "received decided started "+string(audit.KindOrphaned) {
 		t.Errorf("records of %s after a third daemon: %s", id, k)
 	}
+}
+
+// TestUnfinishedPidReused: a daemon killed mid-run whose pid another
+// process holds by the time the next daemon starts (after pids wrap, or a
+// reboot; a requester can fork until it gets the pid) is still gone: the
+// next daemon tells them apart by the boot id and start time its opened
+// record carries, and records the run as orphaned. By its pid alone it
+// took the process for the daemon, still running, and recorded nothing.
+func TestUnfinishedPidReused(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	args := []string{"--cgroup", "none"}
+	a := startDaemon(t, opts{Dir: dir, Args: args})
+	m := runMarker()
+	t.Cleanup(func() {
+		for _, pid := range procsWith(m) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	id := "reused-" + m
+	c, err := net.Dial("unix", a.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	pid := a.Cmd.Process.Pid
+	var o *audit.Record
+	for _, r := range records(t, dir) {
+		if r.Kind == audit.KindOpened {
+			o = r
+		}
+	}
+	if o == nil || o.Daemon == nil || o.Daemon.PID != pid || o.Daemon.BootID == "" || o.Daemon.Start == 0 {
+		t.Fatalf("the daemon's opened record: %+v", o)
+	}
+	a.Cmd.Process.Kill()
+	<-a.Done()
+	waitFor(t, "the run's death with its daemon", 10*time.Second, func() bool { return len(procsWith(m)) == 0 })
+
+	// A process of another uid takes the dead daemon's pid.
+	squat := runMarker()
+	t.Cleanup(func() {
+		for _, pid := range procsWith(squat) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	reusePid(t, pid, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "sleep", "1000", squat)
+	b := startDaemon(t, opts{Dir: dir, Args: args})
+	rs := trail(t, dir, id)
+	if k := kinds(rs); k != "received decided started "+string(audit.KindOrphaned) {
+		t.Fatalf("records of %s with its daemon's pid %d held by %v: %s", id, pid, procsWith(squat), k)
+	}
+	if !strings.Contains(rs[3].Error, "unknown") {
+		t.Errorf("orphaned record: error %q", rs[3].Error)
+	}
+	if !slices.Contains(procsWith(squat), pid) {
+		t.Errorf("the process holding pid %d is gone", pid)
+	}
+	b.alive()
+}
+
+// reusePid starts argv in the background with pid pid, which no process
+// may hold: a shell sets the pid given out next
+// (/proc/sys/kernel/ns_last_pid) to the one before and forks at once,
+// again until no other fork on the machine came in between.
+func reusePid(t *testing.T, pid int, argv ...string) {
+	t.Helper()
+	script := `echo "$1" >/proc/sys/kernel/ns_last_pid || exit 1; shift; "$@" </dev/null >/dev/null 2>&1 & echo $!`
+	waitFor(t, fmt.Sprint("a process with pid ", pid), 20*time.Second, func() bool {
+		out, err := exec.Command("sh", append([]string{"-c", script, "sh", strconv.Itoa(pid - 1)}, argv...)...).Output()
+		if err != nil {
+			t.Fatalf("setting the next pid: %v", err)
+		}
+		got, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("the shell said %q", out)
+		}
+		if got == pid {
+			return true
+		}
+		syscall.Kill(got, syscall.SIGKILL)
+		return false
+	})
 }

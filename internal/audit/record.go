@@ -63,9 +63,10 @@ const (
 	KindFailed    Kind = "failed"    // the request ended in an error after it was decided (the run could not start, ...); Error
 	KindDropped   Kind = "dropped"   // rejected records of one uid left out past the rate limit; Peer (uid) and Dropped
 	// KindOrphaned: a run that a daemon which did not stop cleanly left
-	// without an end, found by the next daemon at its start: its cgroup,
-	// killed then, or its started record without an end in the trail. ID
-	// is the request id; how the run ended is unknown; Error says so.
+	// without an end, found by the next daemon at its start: its started
+	// record without an end in the trail (see [Unfinished]), one record
+	// per run. ID is the request id; how the run ended is unknown; Error
+	// says so, and whether the run's cgroup was found and killed.
 	KindOrphaned Kind = "orphaned"
 )
 
@@ -93,8 +94,8 @@ type Record struct {
 	Dropped *Dropped `json:"dropped,omitempty"`
 	// PrevFile names (base name) the file a rotated record chains to.
 	PrevFile string `json:"prev_file,omitempty"`
-	// Daemon is the version and pid of the daemon writing, on opened
-	// records.
+	// Daemon is the version and identity of the daemon writing, on
+	// opened records.
 	Daemon *Daemon `json:"daemon,omitempty"`
 	// Policy is the outcome of a policy reload, on policy_reload records.
 	Policy *PolicyLoad `json:"policy,omitempty"`
@@ -282,10 +283,20 @@ type RuleSaved struct {
 	Error        string `json:"error,omitempty"`
 }
 
-// Daemon identifies the process writing the log.
+// Daemon identifies the process writing the log. A pid alone names a
+// process only while it lives: after a reboot or once pids wrap, another
+// process (the requester's own, if it forks until it gets that pid) can
+// hold it. BootID and Start tell that process from the daemon (see
+// [Running]); records written before they were added lack them.
 type Daemon struct {
 	Version string `json:"version"`
 	PID     int    `json:"pid"`
+	// BootID is the kernel's boot id (/proc/sys/kernel/random/boot_id)
+	// when the daemon started.
+	BootID string `json:"boot_id,omitempty"`
+	// Start is the process's start time, in clock ticks since boot
+	// (field 22 of /proc/PID/stat).
+	Start uint64 `json:"start_time,omitempty"`
 }
 
 // SHA256 is the hex SHA-256 of b.

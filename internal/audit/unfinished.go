@@ -19,15 +19,19 @@ var endKinds = map[Kind]bool{
 // ended: the daemon stopped (a crash, SIGKILL, a power cut) before it
 // wrote the run's end, or before that record reached the disk (a run's
 // end is synced after its answer; see [Log.Commit]). self is the calling
-// daemon's pid and alive says whether a pid is a running process; a run
+// daemon and alive says whether a daemon still runs ([Running]); a run
 // started by self or by a daemon still alive (another daemon appending to
-// the same file) is not listed.
+// the same file) is not listed. A run's daemon is the one whose opened
+// record, with the started record's daemon_pid, comes last before it, so
+// that a process which took a gone daemon's pid over does not pass for
+// it; a pid whose opened record is not in the part of the file read is
+// taken for a daemon named by its pid alone.
 //
 // Only the end of the file at path is read: back to the opened record of
 // the last daemon before self that is gone, whose start already looked at
 // what came before it. A run started in a file since rotated away is not
 // looked for.
-func Unfinished(path string, self int, alive func(pid int) bool) ([]string, error) {
+func Unfinished(path string, self Daemon, alive func(Daemon) bool) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
@@ -61,12 +65,10 @@ func Unfinished(path string, self int, alive func(pid int) bool) ([]string, erro
 
 // trailRecord is what Unfinished reads of a record.
 type trailRecord struct {
-	Kind   Kind   `json:"kind"`
-	ID     string `json:"id"`
-	Daemon *struct {
-		PID int `json:"pid"`
-	} `json:"daemon"`
-	Run *struct {
+	Kind   Kind    `json:"kind"`
+	ID     string  `json:"id"`
+	Daemon *Daemon `json:"daemon"`
+	Run    *struct {
 		DaemonPID int `json:"daemon_pid"`
 	} `json:"run"`
 }
@@ -74,7 +76,7 @@ type trailRecord struct {
 // unfinishedIn is Unfinished over the whole lines of b; found says
 // whether b holds the opened record of a daemon that is gone, other than
 // self (only what follows the last such record is looked at).
-func unfinishedIn(b []byte, self int, alive func(int) bool) (ids []string, found bool) {
+func unfinishedIn(b []byte, self Daemon, alive func(Daemon) bool) (ids []string, found bool) {
 	var recs []trailRecord
 	for line := range bytes.Lines(b) {
 		var r trailRecord
@@ -83,10 +85,10 @@ func unfinishedIn(b []byte, self int, alive func(int) bool) (ids []string, found
 		}
 		recs = append(recs, r)
 	}
-	gone := func(pid int) bool { return pid > 0 && pid != self && !alive(pid) }
+	gone := func(d Daemon) bool { return d.PID > 0 && !same(d, self) && !alive(d) }
 	from := 0
 	for i := len(recs) - 1; i >= 0; i-- {
-		if r := recs[i]; r.Kind == KindOpened && r.Daemon != nil && gone(r.Daemon.PID) {
+		if r := recs[i]; r.Kind == KindOpened && r.Daemon != nil && gone(*r.Daemon) {
 			from, found = i, true
 			break
 		}
@@ -97,18 +99,25 @@ func unfinishedIn(b []byte, self int, alive func(int) bool) (ids []string, found
 			ended[r.ID] = true
 		}
 	}
-	opener := 0 // the pid of the last opened record met
+	// daemons holds, by pid, the daemon of the last opened record met;
+	// opener is the last opened record's.
+	daemons := make(map[int]Daemon)
+	var opener Daemon
 	seen := make(map[string]bool)
-	for _, r := range recs[from:] {
+	for i, r := range recs {
 		switch {
 		case r.Kind == KindOpened && r.Daemon != nil:
-			opener = r.Daemon.PID
-		case r.Kind == KindStarted && !ended[r.ID] && !seen[r.ID]:
-			pid := opener // a record from before daemon_pid was written
+			opener = *r.Daemon
+			daemons[opener.PID] = opener
+		case i >= from && r.Kind == KindStarted && !ended[r.ID] && !seen[r.ID]:
+			d := opener // a record from before daemon_pid was written
 			if r.Run != nil && r.Run.DaemonPID != 0 {
-				pid = r.Run.DaemonPID
+				var ok bool
+				if d, ok = daemons[r.Run.DaemonPID]; !ok {
+					d = Daemon{PID: r.Run.DaemonPID}
+				}
 			}
-			if gone(pid) {
+			if gone(d) {
 				seen[r.ID] = true
 				ids = append(ids, r.ID)
 			}
@@ -117,7 +126,8 @@ func unfinishedIn(b []byte, self int, alive func(int) bool) (ids []string, found
 	return ids, found
 }
 
-// Unfinished is [Unfinished] for this Log's file and this process.
-func (l *Log) Unfinished(alive func(pid int) bool) ([]string, error) {
-	return Unfinished(l.path, os.Getpid(), alive)
+// Unfinished is [Unfinished] for this Log's file and this process
+// ([ThisDaemon]).
+func (l *Log) Unfinished(alive func(Daemon) bool) ([]string, error) {
+	return Unfinished(l.path, *ThisDaemon(""), alive)
 }

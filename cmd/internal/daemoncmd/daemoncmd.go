@@ -443,9 +443,11 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		return configErr(err)
 	}
 	defer alog.Close()
-	// The first record of each daemon's life says who writes from here on;
-	// a log that cannot be written stops the daemon before it serves.
-	if err := alog.Append(&audit.Record{Kind: audit.KindOpened, Daemon: &audit.Daemon{Version: version.String(), PID: os.Getpid()}}); err != nil {
+	// The first record of each daemon's life says who writes from here on
+	// (pid, boot id and start time: the next daemon tells by them whether
+	// this one is gone); a log that cannot be written stops the daemon
+	// before it serves.
+	if err := alog.Append(&audit.Record{Kind: audit.KindOpened, Daemon: audit.ThisDaemon(version.String())}); err != nil {
 		return err
 	}
 
