@@ -186,17 +186,17 @@ func streamEnded(c *net.UnixConn) bool {
 	return ended
 }
 
-// watchHangup returns a channel closed when the peer fully closes its end
-// of c (POLLHUP), another closed when the peer ends its stream (POLLRDHUP:
-// a half-close, or a full close), and a stop function that ends the watch.
-// What a half-close means is the caller's business: it withdraws only a
-// request that said so (eof_withdraws). The watch never reads from c, so
-// the bytes of the request line and anything after it stay untouched.
-func watchHangup(c *net.UnixConn) (hup, eof <-chan struct{}, stop func()) {
-	hupc, eofc := make(chan struct{}), make(chan struct{})
+// watchHangup calls eof when the peer ends its stream (POLLRDHUP: a
+// half-close, or a full close), then hup if the peer fully closes its end
+// of c (POLLHUP), each at most once and from the watching goroutine; stop
+// ends the watch. What a half-close means is the caller's business: it
+// withdraws only a request that said so (eof_withdraws). The watch never
+// reads from c, so the bytes of the request line and anything after it
+// stay untouched.
+func watchHangup(c *net.UnixConn, eof, hup func()) (stop func()) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return hupc, eofc, func() {}
+		return func() {}
 	}
 	// The runtime's poller watches the socket (edge-triggered, for
 	// readability and for the peer's hangup), so no thread waits in
@@ -222,16 +222,16 @@ func watchHangup(c *net.UnixConn) (hup, eof <-chan struct{}, stop func()) {
 			ev := fds[0].Revents
 			if ev&(unix.POLLRDHUP|unix.POLLHUP) != 0 && !eofSeen {
 				eofSeen = true
-				close(eofc)
+				eof()
 			}
 			if ev&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-				close(hupc)
+				hup()
 				return true
 			}
 			return false // wait for the socket's next change
 		})
 	}()
-	return hupc, eofc, func() {
+	return func() {
 		_ = c.SetReadDeadline(time.Unix(1, 0))
 		<-done
 	}

@@ -381,42 +381,31 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		return
 	}
 
-	hup, eof, stopWatch := watchHangup(c)
-	defer stopWatch()
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// A full close always means the client is gone. The end of its stream
 	// alone (a half-close) means so only for a request that said
 	// eof_withdraws: a forwarder such as sshd passes a requester's close on
 	// as a half-close and keeps its own end open, while plain clients
-	// half-close after their line and still wait for the answer.
-	optIn := make(chan struct{})
-	var optInOnce sync.Once
+	// half-close after their line and still wait for the answer. Whichever
+	// of the watch and eofWithdraws comes second sees the other's mark.
+	var optIn, ended atomic.Bool
+	gone := func() { cancel(errClientGone) }
+	stopWatch := watchHangup(c, func() {
+		ended.Store(true)
+		if optIn.Load() {
+			gone()
+		}
+	}, gone)
+	defer stopWatch()
 	eofWithdraws := func() {
-		optInOnce.Do(func() { close(optIn) })
+		optIn.Store(true)
 		// A stream that ended already (with the line itself) withdraws
 		// the request before anything else is done for it.
-		if streamEnded(c) {
-			cancel(errClientGone)
+		if ended.Load() || streamEnded(c) {
+			gone()
 		}
 	}
-	go func() {
-		select {
-		case <-hup:
-			cancel(errClientGone)
-			return
-		case <-eof:
-		case <-reqCtx.Done():
-			return
-		}
-		select {
-		case <-hup:
-			cancel(errClientGone)
-		case <-optIn:
-			cancel(errClientGone)
-		case <-reqCtx.Done():
-		}
-	}()
 
 	progress := func(id, phase string, within time.Duration) {
 		// Progress lines are advisory: a client that cannot take one
