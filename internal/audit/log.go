@@ -197,20 +197,23 @@ func (l *Log) append(r *Record, durable bool) error {
 			return err
 		}
 	}
-	if l.opt.MaxSize > 0 && l.n > 1 {
-		r.Seq, r.Time, r.Prev = l.seq+1, l.opt.Now().UTC(), l.prev
-		line, err := encode(r)
-		if err != nil {
+	r.Seq, r.Time, r.Prev = l.seq+1, l.opt.Now().UTC(), l.prev
+	line, err := encode(r)
+	if err != nil {
+		return err
+	}
+	if l.opt.MaxSize > 0 && l.n > 1 && l.size+int64(len(line))+1 > l.opt.MaxSize {
+		if err := l.rotate(); err != nil {
 			return err
 		}
-		if l.size+int64(len(line))+1 > l.opt.MaxSize {
-			if err := l.rotate(); err != nil {
-				return err
-			}
+		// The rotated record now comes first: r is chained anew.
+		r.Seq, r.Prev = l.seq+1, l.prev
+		if line, err = encode(r); err != nil {
+			return err
 		}
 	}
 	size, seq, prev, n := l.size, l.seq, l.prev, l.n
-	if err := l.write(r, l.prev); err != nil {
+	if err := l.writeLine(r, line); err != nil {
 		return err
 	}
 	if durable {
@@ -318,8 +321,14 @@ func (l *Log) write(r *Record, prev string) error {
 	if err != nil {
 		return err
 	}
+	return l.writeLine(r, line)
+}
+
+// writeLine appends r, encoded as line (chained to the file's last
+// record); on failure it cuts the file back to its last whole record.
+func (l *Log) writeLine(r *Record, line []byte) error {
 	line = append(line, '\n')
-	if _, err = l.f.Write(line); err != nil {
+	if _, err := l.f.Write(line); err != nil {
 		if terr := l.f.Truncate(l.size); terr != nil {
 			l.size = -1 // re-read the file before the next append
 		}

@@ -350,7 +350,7 @@ func encode(r *Record) ([]byte, error) {
 		return nil, fmt.Errorf("encode record: %w", err)
 	}
 	r.Hash = SHA256(body)
-	line := make([]byte, 0, len(body)+hashSuffix)
+	line := make([]byte, 0, len(body)+hashSuffix+1) // and the newline the writer adds
 	line = append(line, body[:len(body)-1]...)
 	line = append(line, hashKey...)
 	line = append(line, r.Hash...)
