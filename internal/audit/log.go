@@ -114,17 +114,26 @@ func (l *Log) use(f *os.File) {
 
 // Append fills in r's Seq, Time, Prev and Hash, and writes r as one line,
 // synced to disk (with every record before it) before it returns. It
-// rotates the file first when r would take it past Options.MaxSize. On
-// error nothing of r stays in the file (a partial line is cut off again)
-// and the chain is as before.
-func (l *Log) Append(r *Record) error { return l.append(r, true) }
+// rotates the file first when r would take it past Options.MaxSize.
+// Concurrent Appends share their syncs (see [Log.Commit]): the lock on
+// the file is not held while the disk works. If r cannot be written,
+// nothing of it stays in the file (a partial line is cut off again) and
+// the chain is as before; if it was written but the sync failed, it stays
+// in the file, not known to be on disk, and the error says so: the caller
+// must not act on it.
+func (l *Log) Append(r *Record) error {
+	if err := l.append(r); err != nil {
+		return err
+	}
+	return l.Commit()
+}
 
 // AppendLater is Append without waiting for the disk: r is written to the
 // file, and is on disk once a later Append or Commit returns (or the Log
 // is closed). For a record that is always followed by one that must be
 // durable before anything happens, or whose loss a later reader can tell
 // (see [Unfinished]).
-func (l *Log) AppendLater(r *Record) error { return l.append(r, false) }
+func (l *Log) AppendLater(r *Record) error { return l.append(r) }
 
 // CommitWithin makes every record written so far durable within d: the
 // sync of a durable Append that comes first takes them along (under a
@@ -175,7 +184,8 @@ func (l *Log) Commit() error {
 	return nil
 }
 
-func (l *Log) append(r *Record, durable bool) error {
+// append writes r (see AppendLater).
+func (l *Log) append(r *Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -212,23 +222,7 @@ func (l *Log) append(r *Record, durable bool) error {
 			return err
 		}
 	}
-	size, seq, prev, n := l.size, l.seq, l.prev, l.n
-	if err := l.writeLine(r, line); err != nil {
-		return err
-	}
-	if durable {
-		if err := l.f.Sync(); err != nil {
-			// Not on disk: take r back out, as a failed write would.
-			if terr := l.f.Truncate(size); terr != nil {
-				size = -1 // re-read the file before the next append
-			}
-			l.size, l.seq, l.prev, l.n = size, seq, prev, n
-			l.written--
-			return fmt.Errorf("audit: sync %s: %w", l.path, err)
-		}
-		l.synced = l.written
-	}
-	return nil
+	return l.writeLine(r, line)
 }
 
 // lock takes the file's flock, reopening the path first if another
