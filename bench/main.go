@@ -579,29 +579,40 @@ func (b *bench) concurrent(ctx context.Context) error {
 		wg.Wait()
 		return s, time.Since(t0), first
 	}
-	var sd, sg sample
-	var wd, wg time.Duration
-	var ratios []float64 // per round: the daemon's throughput / the direct spawns'
-	for round := range concurrentRounds {
-		viaDaemon := func() (sample, time.Duration, error) {
+	var other *daemon
+	if b.cfg.against != "" {
+		if other, err = b.startDaemonBin(ctx, b.cfg.against, "allow any\n", false); err != nil {
+			return fmt.Errorf("-against: %w", err)
+		}
+	}
+	through := func(d *daemon) func() (sample, time.Duration, error) {
+		return func() (sample, time.Duration, error) {
 			s, w, err := measure(func() error { _, err := request(ctx, d.sock, tru); return err })
 			if err != nil {
 				err = fmt.Errorf("concurrent daemon requests: %w", err)
 			}
 			return s, w, err
 		}
-		direct := func() (sample, time.Duration, error) {
-			s, w, err := measure(func() error { return exec.Command("/bin/true").Run() })
-			if err != nil {
-				err = fmt.Errorf("concurrent direct spawns: %w", err)
-			}
-			return s, w, err
+	}
+	direct := func() (sample, time.Duration, error) {
+		s, w, err := measure(func() error { return exec.Command("/bin/true").Run() })
+		if err != nil {
+			err = fmt.Errorf("concurrent direct spawns: %w", err)
 		}
-		sides := []func() (sample, time.Duration, error){viaDaemon, direct}
-		var got [2]sample
-		var took [2]time.Duration
+		return s, w, err
+	}
+	sides := []func() (sample, time.Duration, error){through(d), direct}
+	if other != nil {
+		sides = append(sides, through(other))
+	}
+	var sd, sg sample
+	var wd, wg time.Duration
+	var ratios, theirs []float64 // per round: the daemon's throughput / the direct spawns', / the -against daemon's
+	for round := range concurrentRounds {
+		got := make([]sample, len(sides))
+		took := make([]time.Duration, len(sides))
 		for i := range sides {
-			k := (i + round) % 2 // each round starts with the other side
+			k := (i + round) % len(sides) // each round starts with the next side
 			s, w, err := sides[k]()
 			if err != nil {
 				return err
@@ -611,9 +622,19 @@ func (b *bench) concurrent(ctx context.Context) error {
 		sd, sg = append(sd, got[0]...), append(sg, got[1]...)
 		wd, wg = wd+took[0], wg+took[1]
 		ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
+		if other != nil {
+			theirs = append(theirs, took[2].Seconds()/took[0].Seconds())
+		}
 	}
 	slices.Sort(ratios)
 	th := ratios[len(ratios)/2]
+	if other != nil {
+		slices.Sort(theirs)
+		defer func() {
+			b.rows = append(b.rows, row{fmt.Sprintf("1. %d clients, this daemon's rate / -against's", b.cfg.conc), "", "", fmt.Sprintf("%d×%d", b.cfg.conc, per*concurrentRounds),
+				fmt.Sprintf("%.2f×", theirs[len(theirs)/2]), "", ""})
+		}()
+	}
 	n := fmt.Sprintf("%d×%d", b.cfg.conc, per*concurrentRounds)
 	b.rows = append(b.rows,
 		row{fmt.Sprintf("1. /bin/true from Go, %d at once", b.cfg.conc), ms(sg.median()), "p99 " + ms(sg.q(0.99)), n,
