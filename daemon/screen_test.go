@@ -187,7 +187,18 @@ func TestPromptGroupsIdenticalRequests(t *testing.T) {
 		d.waitLog("asking for approval", id)
 	}
 	other := d.ask(map[string]any{"id": "grp-other", "pipeline": [][]string{{"echo", "grouped", "x"}}, "privileged": true})
-	a.See("3 IDENTICAL REQUESTS: one answer decides all 3")
+	// Its window ends just after the group's; on a starved machine both
+	// may end together and its prompt come first. Either way it is asked
+	// on its own, never as part of the group.
+	a.SeeRe(regexp.MustCompile(`3 IDENTICAL REQUESTS: one answer decides all 3|id: +grp-other`))
+	if strings.HasSuffix(a.Screen.Text()[:a.Pos], "grp-other") {
+		a.notAnsweredKey(other, "n")
+		if r := <-other; r.Status != wire.StatusDenied || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Group != 0 {
+			t.Fatalf("grp-other, asked first: got %s, want a person's denial of it alone", r.raw)
+		}
+		other = nil
+		a.See("3 IDENTICAL REQUESTS: one answer decides all 3")
+	}
 	// Once the prompt is out, an identical request is not covered by it.
 	late := d.ask(map[string]any{"id": "grp-late", "pipeline": same, "privileged": true})
 	d.waitLog("asking for approval", "grp-late")
@@ -216,6 +227,9 @@ func TestPromptGroupsIdenticalRequests(t *testing.T) {
 		id string
 		ch chan response
 	}{{"grp-other", other}, {"grp-late", late}} {
+		if c.ch == nil {
+			continue // asked and answered before the group
+		}
 		pending(t, c.ch, c.id+" after the group's y")
 		a.wantAsked(c.ch, c.id)
 	}
