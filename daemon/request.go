@@ -357,7 +357,7 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 		ID:              id,
 		Status:          wire.StatusOK,
 		Stages:          make([]wire.StageResult, len(res.Stages)),
-		Stdout:          res.Stdout.Data,
+		StdoutChunks:    res.Stdout.Chunks(),
 		StdoutTruncated: res.Stdout.Truncated,
 	}
 	if u := res.Usage; u != nil {
@@ -371,7 +371,7 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 		r.Stages[i] = wire.StageResult{
 			ExitCode:        st.ExitCode,
 			Signal:          st.Signal,
-			Stderr:          st.Stderr.Data,
+			StderrChunks:    st.Stderr.Chunks(),
 			StderrTruncated: st.Stderr.Truncated,
 		}
 	}

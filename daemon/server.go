@@ -353,8 +353,11 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 
 // serveConn handles one connection: one request, one answer.
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) {
+	// Once all is done, a run's big output is collected (collect.go).
+	var answered int
+	defer func() { collectAfterRun(answered) }()
 	// The record of a run's end is synced after the answer (see
-	// durable); deferred first, so it runs last.
+	// durable); deferred early, so it runs late.
 	defer s.commitAudit()
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other
@@ -433,6 +436,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		return
 	}
 	s.respond(c, resp)
+	answered = outputLen(resp)
 }
 
 // readLine reads the request line within Config.ReadTimeout of connecting,

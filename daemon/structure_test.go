@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -294,5 +295,63 @@ func TestRequestAllocs(t *testing.T) {
 	t.Logf("%.0f allocations per [\"true\"] request, client and daemon", allocs)
 	if allocs > requestAllocBudget {
 		t.Errorf("a [\"true\"] request takes %.0f allocations; the budget is %d", allocs, requestAllocBudget)
+	}
+}
+
+// vmHWM is the peak resident memory of process pid, in bytes
+// (/proc/PID/status).
+func vmHWM(t testing.TB, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM: %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// TestBigOutputFreedForNextRun: a run capturing 2 × 16 MiB raises the
+// real daemon's peak memory by those 32 MiB and little more (captures
+// that grew by copying held a quarter more), and once its output is
+// answered the daemon frees it for the next run, so runs one after another
+// keep the peak at one run's output (docs/performance.md, "Daemon peak
+// RSS"). Left to the collector's pacing, the next runs take new memory
+// beside the last one's garbage and the peak climbs by 8 MiB more.
+// Under the race detector only the second is checked (see below).
+func TestBigOutputFreedForNextRun(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	pid := d.Cmd.Process.Pid
+	idle := vmHWM(t, pid)
+	run := func() {
+		t.Helper()
+		r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", "head -c 16777217 /dev/zero >&2 & head -c 16777217 /dev/zero; wait"}}}))
+		if len(r.Stdout) != wire.MaxCapture || len(r.Stages[0].Stderr) != wire.MaxCapture {
+			t.Fatalf("captured %d and %d bytes, want %d each", len(r.Stdout), len(r.Stages[0].Stderr), wire.MaxCapture)
+		}
+	}
+	run()
+	first := vmHWM(t, pid)
+	for range 2 {
+		run()
+	}
+	last := vmHWM(t, pid)
+	t.Logf("daemon peak RSS: %d KiB idle, %d KiB after one run of 2 × 16 MiB kept, %d KiB after three", idle>>10, first>>10, last>>10)
+	// The race detector's shadow memory, in the daemon built with it,
+	// triples what a run adds to its RSS.
+	if first-idle > 2*wire.MaxCapture+4<<20 && !rgtest.Race() {
+		t.Errorf("one run of 2 × 16 MiB kept raised the daemon's peak RSS by %d KiB; want at most 36 MiB", (first-idle)>>10)
+	}
+	if last-first > 4<<20 {
+		t.Errorf("the daemon's peak RSS grew by %d KiB over two more runs like the first; want at most 4 MiB: their output was not freed for the next", (last-first)>>10)
 	}
 }
