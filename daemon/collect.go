@@ -6,9 +6,10 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// collectAfter is how many bytes of captured output an answer carries at
-// least for the daemon to collect garbage once the request is over. A
-// run's captures are the daemon's memory (up to 16 MiB per stream); once
+// collectAfter is how many bytes of captured output a run's answer
+// carries at least for the daemon to collect garbage once the request is
+// over, whether the answer was sent or its requester had left. A run's
+// captures are the daemon's memory (up to 16 MiB per stream); once
 // answered they are garbage, but the collector's pacing would free them
 // only when the heap has grown by as much again, so the next big run would
 // first take new memory beside them, and the daemon's peak would be two
@@ -17,9 +18,10 @@ import (
 // no pointers, so a collection costs little next to capturing this much.
 const collectAfter = 4 << 20
 
-// collectAfterRun collects garbage when out bytes of output, at least
-// collectAfter, were just answered. The caller has nothing of the request
-// left referenced: its answer is written and its connection closed.
+// collectAfterRun collects garbage when a run's answer carried out bytes
+// of output, at least collectAfter. The caller has nothing of the request
+// left referenced: its answer is written (or its requester gone) and its
+// connection closed.
 func collectAfterRun(out int) {
 	if out >= collectAfter {
 		runtime.GC()

@@ -274,7 +274,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	resp.DecidedBy = by
 	if res.Canceled {
 		if context.Cause(ctx) == errClientGone {
-			return nil
+			// No one to answer: serveConn sends nothing, but collects
+			// the output (collect.go).
+			return resp
 		}
 		// The daemon is stopping: say that the run started and was
 		// killed, with what it wrote, so it is not taken for one that

@@ -354,8 +354,8 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 // serveConn handles one connection: one request, one answer.
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) {
 	// Once all is done, a run's big output is collected (collect.go).
-	var answered int
-	defer func() { collectAfterRun(answered) }()
+	var output int
+	defer func() { collectAfterRun(output) }()
 	// The record of a run's end is synced after the answer (see
 	// durable); deferred early, so it runs late.
 	defer s.commitAudit()
@@ -428,6 +428,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}
 	resp := s.handle(reqCtx, peer, line, eofWithdraws, progress, log)
+	output = outputLen(resp)
 	if resp == nil {
 		return
 	}
@@ -436,7 +437,6 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		return
 	}
 	s.respond(c, resp)
-	answered = outputLen(resp)
 }
 
 // readLine reads the request line within Config.ReadTimeout of connecting,

@@ -150,13 +150,12 @@ type hangups struct {
 // memoryLimit is the Go runtime's soft memory limit for the daemon, unless
 // GOMEMLIMIT sets another. Nearly all the daemon's memory is runs' captured
 // output: byte buffers without pointers, which a collection frees without
-// scanning. A request that answered with much of it collects it as it ends
-// (daemon/collect.go); the limit bounds what that does not cover, such as
-// the output of a run whose requester left before its answer, which the
-// default pacing (GOGC=100) would leave until the heap had doubled. It is
-// soft: a daemon with more live output than this (several runs capturing
-// at once) grows past it and collects more often meanwhile
-// (docs/performance.md).
+// scanning. A request whose run kept much of it collects it as it ends
+// (daemon/collect.go); the limit bounds the garbage that collection does
+// not look for (runs that kept less, request lines), which the default
+// pacing (GOGC=100) would let reach twice what is live. It is soft: a
+// daemon with more live output than this (several runs capturing at once)
+// grows past it and collects more often meanwhile (docs/performance.md).
 const memoryLimit = 48 << 20
 
 // flags are rootgated's flags, read by its parsing, its manual page and
