@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -358,7 +359,7 @@ func result(res *pipeline.Result, d time.Duration) *audit.Result {
 		Stages:          make([]audit.StageResult, len(res.Stages)),
 		StdoutBytes:     res.Stdout.Total,
 		StdoutTruncated: res.Stdout.Truncated,
-		StdoutSHA256:    audit.SHA256(res.Stdout.Data),
+		StdoutSHA256:    captureSHA256(&res.Stdout),
 	}
 	if u := res.Usage; u != nil {
 		r.Usage = &wire.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
@@ -374,10 +375,26 @@ func result(res *pipeline.Result, d time.Duration) *audit.Result {
 			Duration:        st.Duration.String(),
 			StderrBytes:     st.Stderr.Total,
 			StderrTruncated: st.Stderr.Truncated,
-			StderrSHA256:    audit.SHA256(st.Stderr.Data),
+			StderrSHA256:    captureSHA256(&st.Stderr),
 		}
 	}
 	return r
+}
+
+// captureSHA256 is the hex SHA-256 of a captured stream's kept bytes,
+// hashed chunk by chunk as the capture holds them (a short stream, in one
+// chunk, without allocating a hash).
+func captureSHA256(c *pipeline.Capture) string {
+	if chunks := c.Chunks(); len(chunks) <= 1 {
+		var b []byte
+		if len(chunks) == 1 {
+			b = chunks[0]
+		}
+		return audit.SHA256(b)
+	}
+	h := sha256.New()
+	_, _ = c.WriteTo(h) // a hash.Hash never fails to write
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func codesText(res *pipeline.Result) string {

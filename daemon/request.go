@@ -274,7 +274,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	resp.DecidedBy = by
 	if res.Canceled {
 		if context.Cause(ctx) == errClientGone {
-			return nil
+			// No one to answer: serveConn sends nothing, but collects
+			// the output (collect.go).
+			return resp
 		}
 		// The daemon is stopping: say that the run started and was
 		// killed, with what it wrote, so it is not taken for one that
@@ -357,7 +359,7 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 		ID:              id,
 		Status:          wire.StatusOK,
 		Stages:          make([]wire.StageResult, len(res.Stages)),
-		Stdout:          res.Stdout.Data,
+		StdoutChunks:    res.Stdout.Chunks(),
 		StdoutTruncated: res.Stdout.Truncated,
 	}
 	if u := res.Usage; u != nil {
@@ -371,7 +373,7 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 		r.Stages[i] = wire.StageResult{
 			ExitCode:        st.ExitCode,
 			Signal:          st.Signal,
-			Stderr:          st.Stderr.Data,
+			StderrChunks:    st.Stderr.Chunks(),
 			StderrTruncated: st.Stderr.Truncated,
 		}
 	}

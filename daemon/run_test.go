@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -111,6 +112,46 @@ func TestLargeOutputIsCapped(t *testing.T) {
 	r = wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"head", "-c", fmt.Sprint(cap16), "/dev/zero"}}}))
 	if len(r.Stdout) != cap16 || r.StdoutTruncated || strings.Contains(r.raw, "stdout_truncated") {
 		t.Errorf("16 MiB exactly: %d bytes, truncated %v", len(r.Stdout), r.StdoutTruncated)
+	}
+}
+
+// TestOutputExactInAnswerAndAudit: output the daemon keeps in many chunks
+// (5 MiB - 1 on a stage's stderr, 16 MiB of 16 MiB + 1 on stdout) comes back
+// in the answer exactly as written, random bytes that show any chunk out of
+// place, and the run's finished record holds the byte counts written and
+// the sha256 of the bytes kept.
+func TestOutputExactInAnswerAndAudit(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	const cap16 = 16 << 20
+	data := make([]byte, cap16+100)
+	rand.Read(data)
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const outN, errN = cap16 + 1, 5<<20 - 1
+	id := uuid.NewString()
+	r := wantOK(t, d.send(map[string]any{"id": id, "pipeline": [][]string{
+		{"sh", "-c", fmt.Sprintf("head -c %d %s >&2; head -c %d %s", errN, file, outN, file)},
+		{"cat"},
+	}}))
+	if !bytes.Equal(r.Stdout, data[:cap16]) || !r.StdoutTruncated {
+		t.Errorf("stdout: %d bytes, truncated %v; want the first %d bytes written, truncated", len(r.Stdout), r.StdoutTruncated, cap16)
+	}
+	if len(r.Stages) != 2 || !bytes.Equal(r.Stages[0].Stderr, data[:errN]) || r.Stages[0].StderrTruncated || len(r.Stages[1].Stderr) != 0 {
+		t.Fatalf("stderr: %d stages; want stage 0's %d bytes as written, stage 1's none", len(r.Stages), errN)
+	}
+
+	res := waitTrail(t, d.Dir, id, "received decided started finished")[3].Result
+	if res.StdoutBytes != outN || !res.StdoutTruncated || res.StdoutSHA256 != hexSum(data[:cap16]) {
+		t.Errorf("finished record: stdout %d bytes, truncated %v, sha256 %s; want %d, true, that of the first %d bytes", res.StdoutBytes, res.StdoutTruncated, res.StdoutSHA256, outN, cap16)
+	}
+	if st := res.Stages[0]; st.StderrBytes != errN || st.StderrTruncated || st.StderrSHA256 != hexSum(data[:errN]) {
+		t.Errorf("finished record: stage 0 stderr %+v; want %d bytes, sha256 %s", st, errN, hexSum(data[:errN]))
+	}
+	if st := res.Stages[1]; st.StderrBytes != 0 || st.StderrSHA256 != hexSum(nil) {
+		t.Errorf("finished record: stage 1 stderr %+v; want none", st)
 	}
 }
 

@@ -354,8 +354,11 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 
 // serveConn handles one connection: one request, one answer.
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) {
+	// Once all is done, a run's big output is collected (collect.go).
+	var output int
+	defer func() { collectAfterRun(output) }()
 	// The record of a run's end is synced after the answer (see
-	// durable); deferred first, so it runs last.
+	// durable); deferred early, so it runs late.
 	defer s.commitAudit()
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other
@@ -415,6 +418,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}
 	resp := s.handle(reqCtx, peer, line, eofWithdraws, progress, log)
+	output = outputLen(resp)
 	if resp == nil {
 		return
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -294,5 +295,116 @@ func TestRequestAllocs(t *testing.T) {
 	t.Logf("%.0f allocations per [\"true\"] request, client and daemon", allocs)
 	if allocs > requestAllocBudget {
 		t.Errorf("a [\"true\"] request takes %.0f allocations; the budget is %d", allocs, requestAllocBudget)
+	}
+}
+
+// vmHWM is the peak resident memory of process pid, in bytes
+// (/proc/PID/status).
+func vmHWM(t testing.TB, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM: %q: %v", v, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// rssSlack is how much a daemon's peak RSS may grow over runs that each
+// reuse the memory the last one freed: 4 MiB, three times that in a daemon
+// built with the race detector, whose shadow memory triples what a run
+// adds. A run's 32 MiB left beside the next one's adds 8 MiB or more (3
+// times that under the race detector).
+func rssSlack() int64 {
+	if rgtest.Race() {
+		return 12 << 20
+	}
+	return 4 << 20
+}
+
+// TestBigOutputFreedForNextRun: a run capturing 2 × 16 MiB raises the
+// real daemon's peak memory by those 32 MiB and little more (captures
+// that grew by copying held a quarter more), and once its output is
+// answered the daemon frees it for the next run, so runs one after another
+// keep the peak at one run's output (docs/performance.md, "Daemon peak
+// RSS"). Left to the collector's pacing, the next runs take new memory
+// beside the last one's garbage and the peak climbs by 8 MiB more.
+// Under the race detector only the second is checked (see below).
+func TestBigOutputFreedForNextRun(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	pid := d.Cmd.Process.Pid
+	idle := vmHWM(t, pid)
+	run := func() {
+		t.Helper()
+		r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", "head -c 16777217 /dev/zero >&2 & head -c 16777217 /dev/zero; wait"}}}))
+		if len(r.Stdout) != wire.MaxCapture || len(r.Stages[0].Stderr) != wire.MaxCapture {
+			t.Fatalf("captured %d and %d bytes, want %d each", len(r.Stdout), len(r.Stages[0].Stderr), wire.MaxCapture)
+		}
+	}
+	run()
+	first := vmHWM(t, pid)
+	for range 2 {
+		run()
+	}
+	last := vmHWM(t, pid)
+	t.Logf("daemon peak RSS: %d KiB idle, %d KiB after one run of 2 × 16 MiB kept, %d KiB after three", idle>>10, first>>10, last>>10)
+	// The race detector's shadow memory, in the daemon built with it,
+	// triples what a run adds to its RSS.
+	if first-idle > 2*wire.MaxCapture+4<<20 && !rgtest.Race() {
+		t.Errorf("one run of 2 × 16 MiB kept raised the daemon's peak RSS by %d KiB; want at most 36 MiB", (first-idle)>>10)
+	}
+	if last-first > rssSlack() {
+		t.Errorf("the daemon's peak RSS grew by %d KiB over two more runs like the first; want at most %d MiB: their output was not freed for the next", (last-first)>>10, rssSlack()>>20)
+	}
+}
+
+// TestBigOutputFreedWhenRequesterLeaves: the output a run kept is freed as
+// well when its requester leaves before the answer (a requester can do so
+// run after run): the real daemon's next run reuses that memory rather
+// than taking new memory beside it. The daemon runs without its soft
+// memory limit, which would otherwise bound the garbage to a few MiB: the
+// collection, not the limit, must free it.
+func TestBigOutputFreedWhenRequesterLeaves(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Env: append(os.Environ(), "GOMEMLIMIT=off")})
+	pid := d.Cmd.Process.Pid
+	const write = "head -c 16777217 /dev/zero >&2 & head -c 16777217 /dev/zero; wait"
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", write}}}))
+	first := vmHWM(t, pid)
+
+	// Runs that keep 2 × 16 MiB, then sleep with their output open: their
+	// requester leaves once the daemon has read the output.
+	for range 3 {
+		id := uuid.NewString()
+		read := procIO(t, pid, "rchar")
+		c, err := net.Dial("unix", d.Sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sh", "-c", write + "; exec sleep 60"}}}))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the daemon to read 32 MiB of output", 30*time.Second, func() bool {
+			return procIO(t, pid, "rchar")-read >= 2*wire.MaxCapture
+		})
+		c.Close()
+		waitTrail(t, d.Dir, id, "received decided started cancelled")
+	}
+
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", write}}}))
+	last := vmHWM(t, pid)
+	t.Logf("daemon peak RSS: %d KiB after one run of 2 × 16 MiB kept, %d KiB after three whose requester left and one more", first>>10, last>>10)
+	if last-first > rssSlack() {
+		t.Errorf("the daemon's peak RSS grew by %d KiB over three runs whose requester left and one more; want at most %d MiB: the left runs' output was not freed for the next", (last-first)>>10, rssSlack()>>20)
 	}
 }

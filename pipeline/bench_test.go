@@ -33,3 +33,36 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCapture16MiB captures 16 MiB from a pipe at the default cap, as
+// a run captures a stream, with a goroutine writing into the pipe. Its
+// allocations are the cap and a few small ones; B/op shows a buffer grown
+// by copying, MB/s the capture's speed (docs/performance.md):
+//
+//	go test -run '^$' -bench Capture -benchmem ./pipeline/
+func BenchmarkCapture16MiB(b *testing.B) {
+	src := pattern(DefaultCap)
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		werr := make(chan error, 1)
+		go func() {
+			_, err := w.Write(src)
+			w.Close()
+			werr <- err
+		}()
+		var c Capture
+		drain(r, &c, DefaultCap)
+		r.Close()
+		if err := <-werr; err != nil {
+			b.Fatal(err)
+		}
+		if c.Len() != len(src) || c.Truncated {
+			b.Fatalf("captured %d bytes, truncated %v", c.Len(), c.Truncated)
+		}
+	}
+}

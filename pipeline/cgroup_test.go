@@ -107,7 +107,7 @@ func TestRunCgroupNoTag(t *testing.T) {
 	defer cg.Remove()
 	res := run(t, &Cmd{Argv: [][]string{{"env"}}, Paths: []string{"/usr/bin/env"}, Env: []string{"A=1"}, Cgroup: cg})
 	checkStage(t, res, 0, 0, "")
-	if got := string(res.Stdout.Data); got != "A=1\n" {
+	if got := string(res.Stdout.Bytes()); got != "A=1\n" {
 		t.Errorf("environment = %q, want only A=1", got)
 	}
 }

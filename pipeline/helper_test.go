@@ -183,11 +183,21 @@ func helperExit(args []string) int {
 	return atoi(args[0])
 }
 
-// write FD N: write N pattern bytes to fd 1 or 2.
+// write FD N [STEP]: write N pattern bytes to fd 1 or 2, in writes of
+// STEP bytes when given.
 func helperWrite(args []string) int {
 	f := os.Stdout
 	if args[0] == "2" {
 		f = os.Stderr
+	}
+	if len(args) > 2 {
+		p, step := pattern(atoi(args[1])), atoi(args[2])
+		for i := 0; i < len(p); i += step {
+			if _, err := f.Write(p[i:min(i+step, len(p))]); err != nil {
+				return 99
+			}
+		}
+		return 0
 	}
 	if err := writePattern(f, atoi(args[1])); err != nil {
 		return 99

@@ -74,7 +74,7 @@ func TestPinnedRuns(t *testing.T) {
 			}
 			res := run(t, c)
 			checkStage(t, res, 0, 0, "")
-			if got := string(res.Stdout.Data); got != tc.want {
+			if got := string(res.Stdout.Bytes()); got != tc.want {
 				t.Errorf("account %v: stdout %q, want %q", acct, got, tc.want)
 			}
 		}
@@ -153,7 +153,7 @@ func TestPinnedRunsTheHeldFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := r.wait(context.Background(), 0, DefaultKillGrace)
-		if got := string(res.Stdout.Data); got != tc.want {
+		if got := string(res.Stdout.Bytes()); got != tc.want {
 			t.Errorf("%s: stdout %q: the file swapped in ran", tc.path, got)
 		}
 	}
@@ -254,7 +254,7 @@ func TestScriptWrittenDuringRun(t *testing.T) {
 	if res == nil {
 		return
 	}
-	if got := string(res.Stdout.Data); got != "original\n" {
+	if got := string(res.Stdout.Bytes()); got != "original\n" {
 		t.Fatalf("stdout %q: what was appended during the run ran", got)
 	}
 }

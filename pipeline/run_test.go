@@ -35,7 +35,7 @@ func checkStage(t *testing.T, res *Result, i, code int, sig string) {
 	t.Helper()
 	st := res.Stages[i]
 	if st.ExitCode != code || st.Signal != sig {
-		t.Errorf("stage %d: exit %d signal %q, want exit %d signal %q (stderr %q)", i, st.ExitCode, st.Signal, code, sig, st.Stderr.Data)
+		t.Errorf("stage %d: exit %d signal %q, want exit %d signal %q (stderr %q)", i, st.ExitCode, st.Signal, code, sig, st.Stderr.Bytes())
 	}
 }
 
@@ -43,7 +43,7 @@ func TestRunOneStage(t *testing.T) {
 	t.Parallel()
 	res := run(t, helperCmd([]string{"echo", "hello", "world"}))
 	checkStage(t, res, 0, 0, "")
-	if got := string(res.Stdout.Data); got != "hello world\n" || res.Stdout.Total != 12 || res.Stdout.Truncated {
+	if got := string(res.Stdout.Bytes()); got != "hello world\n" || res.Stdout.Total != 12 || res.Stdout.Truncated {
 		t.Errorf("stdout = %+v", res.Stdout)
 	}
 	if res.TimedOut || res.Canceled {
@@ -59,14 +59,14 @@ func TestRunTwoStages(t *testing.T) {
 	res := run(t, helperCmd([]string{"echo", "through a pipe"}, []string{"catexit", "3", "oops"}))
 	checkStage(t, res, 0, 0, "")
 	checkStage(t, res, 1, 3, "")
-	if got := string(res.Stdout.Data); got != "through a pipe\n" {
+	if got := string(res.Stdout.Bytes()); got != "through a pipe\n" {
 		t.Errorf("stdout = %q", got)
 	}
-	if got := string(res.Stages[1].Stderr.Data); got != "oops" {
+	if got := string(res.Stages[1].Stderr.Bytes()); got != "oops" {
 		t.Errorf("stage 1 stderr = %q", got)
 	}
 	if res.Stages[0].Stderr.Total != 0 {
-		t.Errorf("stage 0 stderr = %q", res.Stages[0].Stderr.Data)
+		t.Errorf("stage 0 stderr = %q", res.Stages[0].Stderr.Bytes())
 	}
 }
 
@@ -80,11 +80,11 @@ func TestRunFiveStages(t *testing.T) {
 	checkStage(t, res, 0, 0, "")
 	for i := 1; i < 5; i++ {
 		checkStage(t, res, i, i+10, "")
-		if got, want := string(res.Stages[i].Stderr.Data), fmt.Sprintf("stage %d says", i); got != want {
+		if got, want := string(res.Stages[i].Stderr.Bytes()), fmt.Sprintf("stage %d says", i); got != want {
 			t.Errorf("stage %d stderr = %q, want %q", i, got, want)
 		}
 	}
-	if got := string(res.Stdout.Data); got != "five\n" {
+	if got := string(res.Stdout.Bytes()); got != "five\n" {
 		t.Errorf("stdout = %q", got)
 	}
 }
@@ -102,7 +102,7 @@ func TestRunQuickStages(t *testing.T) {
 		res := run(t, helperCmd(argv...))
 		for i := range stages {
 			checkStage(t, res, i, i, "")
-			if got, want := string(res.Stages[i].Stderr.Data), fmt.Sprintf("run %d stage %d", n, i); got != want {
+			if got, want := string(res.Stages[i].Stderr.Bytes()), fmt.Sprintf("run %d stage %d", n, i); got != want {
 				t.Errorf("run %d stage %d: stderr %q, want %q", n, i, got, want)
 			}
 		}
@@ -110,18 +110,39 @@ func TestRunQuickStages(t *testing.T) {
 }
 
 // checkCapture fails t unless c holds the first limit of total pattern
-// bytes.
+// bytes, in chunks that were never outgrown: each full but the last, none
+// past captureChunk, and no more room allocated than the limit.
 func checkCapture(t *testing.T, what string, c Capture, total, limit int) {
 	t.Helper()
 	keep := min(total, limit)
-	if c.Total != int64(total) || c.Truncated != (total > limit) || len(c.Data) != keep {
-		t.Errorf("%s: Total %d Truncated %v len %d; want %d %v %d", what, c.Total, c.Truncated, len(c.Data), total, total > limit, keep)
+	if c.Total != int64(total) || c.Truncated != (total > limit) || c.Len() != keep {
+		t.Errorf("%s: Total %d Truncated %v Len %d; want %d %v %d", what, c.Total, c.Truncated, c.Len(), total, total > limit, keep)
 	}
-	if cap(c.Data) > limit {
-		t.Errorf("%s: cap(Data) = %d > limit %d", what, cap(c.Data), limit)
+	room, held := 0, 0
+	chunks := c.Chunks()
+	for i, ch := range chunks {
+		room += cap(ch)
+		held += len(ch)
+		if i < len(chunks)-1 && len(ch) != cap(ch) {
+			t.Errorf("%s: chunk %d of %d holds %d bytes of %d: not full", what, i, len(chunks), len(ch), cap(ch))
+		}
+		if cap(ch) > captureChunk || cap(ch) == 0 {
+			t.Errorf("%s: chunk %d has room for %d bytes", what, i, cap(ch))
+		}
 	}
-	if !bytes.Equal(c.Data, pattern(keep)) {
-		t.Errorf("%s: Data is not the first %d bytes written", what, keep)
+	if held != c.Len() {
+		t.Errorf("%s: chunks hold %d bytes, Len %d", what, held, c.Len())
+	}
+	if room > limit {
+		t.Errorf("%s: chunks have room for %d bytes > limit %d", what, room, limit)
+	}
+	want := pattern(keep)
+	if !bytes.Equal(c.Bytes(), want) {
+		t.Errorf("%s: Bytes is not the first %d bytes written", what, keep)
+	}
+	var w bytes.Buffer
+	if n, err := c.WriteTo(&w); err != nil || n != int64(keep) || !bytes.Equal(w.Bytes(), want) {
+		t.Errorf("%s: WriteTo wrote %d bytes (%v), not the first %d bytes written", what, n, err, keep)
 	}
 }
 
@@ -159,17 +180,71 @@ func TestRunCap(t *testing.T) {
 	}
 }
 
+// TestCaptureWrite: bytes recorded by write (the end of a stream taken
+// after its deadline), in writes of odd sizes that straddle the chunks'
+// ends, are kept as written up to the limit.
 func TestCaptureWrite(t *testing.T) {
-	var c Capture
-	p := pattern(1000)
-	for i := 0; i < len(p); i += 7 {
-		c.write(p[i:min(i+7, len(p))], 500)
-		if cap(c.Data) > 500 {
-			t.Fatalf("cap(Data) = %d beyond the limit", cap(c.Data))
+	for _, tc := range []struct{ total, step, limit int }{
+		{1000, 7, 500},
+		{3 << 20, 4099, 2<<20 + 1},
+		{3 << 20, 65537, 2 << 20},
+		{1 << 20, 1, 1<<20 - 1},
+	} {
+		var c Capture
+		p := pattern(tc.total)
+		for i := 0; i < len(p); i += tc.step {
+			c.write(p[i:min(i+tc.step, len(p))], tc.limit)
 		}
+		checkCapture(t, fmt.Sprintf("%d bytes in writes of %d at limit %d", tc.total, tc.step, tc.limit), c, tc.total, tc.limit)
 	}
-	if !bytes.Equal(c.Data, p[:500]) || c.Total != 1000 || !c.Truncated {
-		t.Errorf("Capture = len %d Total %d Truncated %v", len(c.Data), c.Total, c.Truncated)
+}
+
+// chunkEnds returns where the chunks of a capture at limit end, as
+// offsets in the stream: the sizes a stream straddles a chunk's end at.
+func chunkEnds(limit int) []int {
+	var ends []int
+	end, size := 0, captureStart
+	for end < limit {
+		end = min(end+size, limit)
+		ends = append(ends, end)
+		size = min(captureGrow*size, captureChunk)
+	}
+	return ends
+}
+
+// TestCaptureSizes: streams of every size around a chunk's end (the first
+// chunks, two whole captureChunk ones, and the cap) come back exactly as
+// the stage wrote them, on stdout and on stderr, with Truncated and Total
+// right.
+func TestCaptureSizes(t *testing.T) {
+	t.Parallel()
+	ends := chunkEnds(DefaultCap)
+	if len(ends) < 7 || ends[4] != 340<<10+captureChunk {
+		t.Fatalf("chunk ends %v: not the sizes this test means", ends)
+	}
+	sizes := []int{0, 1, 2}
+	for _, end := range append(ends[:7:7], DefaultCap) {
+		sizes = append(sizes, end-1, end, end+1)
+	}
+	for _, n := range sizes {
+		res := run(t, helperCmd([]string{"write", "1", fmt.Sprint(n)}, []string{"pass-stderr", fmt.Sprint(n)}))
+		checkCapture(t, fmt.Sprintf("stdout of %d", n), res.Stdout, n, DefaultCap)
+		checkCapture(t, fmt.Sprintf("stderr of %d", n), res.Stages[1].Stderr, n, DefaultCap)
+	}
+}
+
+// TestCaptureOddWrites: a stream written in writes of odd sizes, which
+// the pipe hands over in reads that straddle the chunks' ends, is kept as
+// written, at the cap and under it.
+func TestCaptureOddWrites(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ total, step int }{
+		{DefaultCap + 12345, 4099},
+		{3<<20 + 7, 65539},
+		{30011, 1},
+	} {
+		res := run(t, helperCmd([]string{"write", "1", fmt.Sprint(tc.total), fmt.Sprint(tc.step)}))
+		checkCapture(t, fmt.Sprintf("%d bytes in writes of %d", tc.total, tc.step), res.Stdout, tc.total, DefaultCap)
 	}
 }
 
@@ -180,16 +255,16 @@ func TestRunBinary(t *testing.T) {
 		all[i] = byte(i)
 	}
 	res := run(t, helperCmd([]string{"allbytes"}, []string{"catexit", "0", ""}))
-	if !bytes.Equal(res.Stdout.Data, all) {
-		t.Errorf("allbytes through a stage: stdout = %q", res.Stdout.Data)
+	if !bytes.Equal(res.Stdout.Bytes(), all) {
+		t.Errorf("allbytes through a stage: stdout = %q", res.Stdout.Bytes())
 	}
 
 	in := bytes.Repeat(all, 1000)
 	c := helperCmd([]string{"catexit", "0", ""}, []string{"catexit", "0", ""})
 	c.Stdin = in
 	res = run(t, c)
-	if !bytes.Equal(res.Stdout.Data, in) {
-		t.Errorf("stdin through two stages: got %d bytes back, want %d equal ones", len(res.Stdout.Data), len(in))
+	if !bytes.Equal(res.Stdout.Bytes(), in) {
+		t.Errorf("stdin through two stages: got %d bytes back, want %d equal ones", len(res.Stdout.Bytes()), len(in))
 	}
 }
 
@@ -198,21 +273,21 @@ func TestRunStdin(t *testing.T) {
 	c := helperCmd([]string{"catexit", "0", ""})
 	c.Stdin = []byte("to the first stage\n")
 	res := run(t, c)
-	if got := string(res.Stdout.Data); got != "to the first stage\n" {
+	if got := string(res.Stdout.Bytes()); got != "to the first stage\n" {
 		t.Errorf("stdout = %q", got)
 	}
 
 	// Nil stdin is /dev/null: immediate EOF.
 	res = run(t, helperCmd([]string{"catexit", "0", ""}))
 	if res.Stdout.Total != 0 || res.Stages[0].ExitCode != 0 {
-		t.Errorf("nil stdin: stdout %q exit %d", res.Stdout.Data, res.Stages[0].ExitCode)
+		t.Errorf("nil stdin: stdout %q exit %d", res.Stdout.Bytes(), res.Stages[0].ExitCode)
 	}
 
 	// A stage that stops reading: the rest of stdin is dropped, no hang.
 	c = helperCmd([]string{"head", "5"})
 	c.Stdin = bytes.Repeat([]byte("abcdefgh"), 1<<20)
 	res = run(t, c)
-	if got := string(res.Stdout.Data); got != "abcde" || res.Stages[0].ExitCode != 0 {
+	if got := string(res.Stdout.Bytes()); got != "abcde" || res.Stages[0].ExitCode != 0 {
 		t.Errorf("head 5: stdout %q exit %d", got, res.Stages[0].ExitCode)
 	}
 }
@@ -234,7 +309,7 @@ func TestRunYesHead(t *testing.T) {
 	})
 	checkStage(t, res, 0, 128+int(syscall.SIGPIPE), "SIGPIPE")
 	checkStage(t, res, 1, 0, "")
-	if got := string(res.Stdout.Data); got != "y\n" {
+	if got := string(res.Stdout.Bytes()); got != "y\n" {
 		t.Errorf("stdout = %q", got)
 	}
 }
@@ -256,8 +331,8 @@ func TestRunDir(t *testing.T) {
 		c := helperCmd([]string{"id"})
 		c.Dir = tc.dir
 		res := run(t, c)
-		if !strings.Contains(string(res.Stdout.Data), "\ncwd="+tc.want+"\n") {
-			t.Errorf("Dir %q: child reports %q", tc.dir, res.Stdout.Data)
+		if !strings.Contains(string(res.Stdout.Bytes()), "\ncwd="+tc.want+"\n") {
+			t.Errorf("Dir %q: child reports %q", tc.dir, res.Stdout.Bytes())
 		}
 	}
 }
@@ -271,7 +346,7 @@ func TestRunEnv(t *testing.T) {
 		res := run(t, c)
 		var got []string
 		tags := 0
-		for l := range strings.Lines(string(res.Stdout.Data)) {
+		for l := range strings.Lines(string(res.Stdout.Bytes())) {
 			if e, ok := strings.CutPrefix(l, "env "); ok {
 				e = strings.TrimSuffix(e, "\n")
 				if v, ok := strings.CutPrefix(e, RunEnvKey+"="); ok && len(v) == 32 {
@@ -302,7 +377,7 @@ func TestRunFDs(t *testing.T) {
 		res := run(t, c)
 		for i, st := range res.Stages {
 			checkStage(t, res, i, 0, "")
-			if got := string(st.Stderr.Data); got != "0 1 2\n" {
+			if got := string(st.Stderr.Bytes()); got != "0 1 2\n" {
 				t.Errorf("stdin %q: stage %d has descriptors %q, want 0 1 2", stdin, i, got)
 			}
 		}
@@ -346,7 +421,7 @@ func TestRunAccount(t *testing.T) {
 	for _, e := range env {
 		fmt.Fprintf(&want, "env %s\n", e)
 	}
-	if got := untagged(res.Stdout.Data); got != want.String() {
+	if got := untagged(res.Stdout.Bytes()); got != want.String() {
 		t.Errorf("child reports\n%s\nwant\n%s", got, want.String())
 	}
 
@@ -356,7 +431,7 @@ func TestRunAccount(t *testing.T) {
 	c.Paths[0] = exe
 	c.Account = &acct
 	res = run(t, c)
-	if got, want := strings.SplitN(untagged(res.Stdout.Data), "\n", 2)[0], "uid=65534 gid=65534 groups=[]"; got != want {
+	if got, want := strings.SplitN(untagged(res.Stdout.Bytes()), "\n", 2)[0], "uid=65534 gid=65534 groups=[]"; got != want {
 		t.Errorf("with no groups the child reports %q, want %q", got, want)
 	}
 }
@@ -507,7 +582,7 @@ func TestRunBackgroundKilled(t *testing.T) {
 	res := run(t, helperCmd([]string{"spawn", "exit", m, "-"}, []string{"catexit", "0", ""}))
 	checkStage(t, res, 0, 0, "")
 	checkStage(t, res, 1, 0, "")
-	if got := string(res.Stdout.Data); got != "hi\n" {
+	if got := string(res.Stdout.Bytes()); got != "hi\n" {
 		t.Errorf("stdout = %q", got)
 	}
 	if res.TimedOut || res.Canceled {
@@ -525,7 +600,7 @@ func TestRunEscapee(t *testing.T) {
 	killMarked(t, m)
 	res := run(t, helperCmd([]string{"spawn", "escape", m, "-"}))
 	checkStage(t, res, 0, 0, "")
-	if got := string(res.Stdout.Data); got != "hi\n" {
+	if got := string(res.Stdout.Bytes()); got != "hi\n" {
 		t.Errorf("stdout = %q", got)
 	}
 	if !waitFor(10*time.Second, func() bool { return len(markedProcesses(m)) == 0 }) {
@@ -717,7 +792,7 @@ func TestRunEntersHeldDir(t *testing.T) {
 		res := run(t, c)
 		dir.Close()
 		checkStage(t, res, 0, 0, "")
-		if got := string(res.Stdout.Data); got != "work\n" {
+		if got := string(res.Stdout.Bytes()); got != "work\n" {
 			t.Errorf("run as %v read %q, want the held directory's file", acct, got)
 		}
 		// Put the directory back for the next account.

@@ -48,18 +48,22 @@ func TestRequestAllocs(t *testing.T) {
 }
 
 // runResponse is the answer to a 3-stage run whose stdout and stderrs are
-// size bytes each.
+// size bytes each, held in 1 MiB chunks as the daemon's captures hold
+// them.
 func runResponse(size int) *Response {
-	out := bytes.Repeat([]byte{'x'}, size)
+	var out [][]byte
+	for left := size; left > 0; left -= 1 << 20 {
+		out = append(out, bytes.Repeat([]byte{'x'}, min(left, 1<<20)))
+	}
 	return &Response{
 		ID: "550e8400-e29b-41d4-a716-446655440000", Status: StatusOK, Version: "1.0",
-		Stages: []StageResult{{Stderr: out}, {ExitCode: 1, Stderr: out, StderrTruncated: true}, {ExitCode: 137, Signal: "SIGKILL", Stderr: out}},
-		Stdout: out, StdoutTruncated: true,
+		Stages:       []StageResult{{StderrChunks: out}, {ExitCode: 1, StderrChunks: out, StderrTruncated: true}, {ExitCode: 137, Signal: "SIGKILL", StderrChunks: out}},
+		StdoutChunks: out, StdoutTruncated: true,
 	}
 }
 
 func TestResponseAllocs(t *testing.T) {
-	for _, size := range []int{0, 100, 1 << 20} {
+	for _, size := range []int{0, 100, 1 << 20, 2<<20 + 1} {
 		r := runResponse(size)
 		allocs := testing.AllocsPerRun(50, func() {
 			if err := WriteResponse(io.Discard, r); err != nil {

@@ -414,6 +414,50 @@ func TestWriteResponseLarge(t *testing.T) {
 	}
 }
 
+// TestWriteResponseChunks: output given as chunks, of sizes that split the
+// base64 groups of three bytes every way (empty ones too), is written as
+// one string that decodes to the chunks joined, after Stdout or Stderr.
+func TestWriteResponseChunks(t *testing.T) {
+	out := make([]byte, 4<<20)
+	for i := range out {
+		out[i] = byte(i % 253)
+	}
+	for _, sizes := range [][]int{
+		{},
+		{0},
+		{1},
+		{1, 1, 1, 1},
+		{2, 0, 4, 3, 5},
+		{3, 3, 1 << 20, 1<<20 + 1, 1<<20 + 2},
+		{4<<10 - 1, 16 << 10, 64<<10 + 1, 1<<20 - 1, 1 << 20},
+	} {
+		var chunks [][]byte
+		var want []byte
+		for i, n := range sizes {
+			from := len(want) + i // chunks that do not follow on in memory
+			chunks = append(chunks, out[from:from+n:from+n])
+			want = append(want, out[from:from+n]...)
+		}
+		for _, head := range [][]byte{nil, []byte("ab")} {
+			r := &Response{ID: "x", Status: StatusOK, Version: "v",
+				Stages: []StageResult{{Stderr: head, StderrChunks: chunks}, {Stderr: []byte("e")}},
+				Stdout: head, StdoutChunks: chunks}
+			var b bytes.Buffer
+			if err := WriteResponse(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			var back Response
+			if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+				t.Fatalf("chunks %v after %q: %v", sizes, head, err)
+			}
+			full := append(slices.Clip(head), want...)
+			if !bytes.Equal(back.Stdout, full) || !bytes.Equal(back.Stages[0].Stderr, full) || string(back.Stages[1].Stderr) != "e" {
+				t.Errorf("chunks %v after %q: stdout %d bytes, stderr %d bytes back; want %d equal ones", sizes, head, len(back.Stdout), len(back.Stages[0].Stderr), len(full))
+			}
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	if b, err := readGolden("request.json"); err == nil {
 		f.Add(b)

@@ -39,7 +39,12 @@ type Response struct {
 	Stages          []StageResult `json:"stages,omitempty"`
 	Stdout          []byte        `json:"stdout,omitempty"`
 	StdoutTruncated bool          `json:"stdout_truncated,omitempty"`
-	Message         string        `json:"message,omitempty"`
+	// StdoutChunks, for the daemon writing an answer: more stdout, written
+	// after Stdout, chunk by chunk, so that a run's captured output is
+	// never joined into one slice. encoding/json ignores it: a decoded
+	// answer has all its stdout in Stdout.
+	StdoutChunks [][]byte `json:"-"`
+	Message      string   `json:"message,omitempty"`
 	// Approver, in a ping's answer only: whether an approver who may
 	// decide the requester's requests is attached. Absent when the daemon
 	// cannot tell.
@@ -115,14 +120,17 @@ type StageResult struct {
 	Signal          string `json:"signal,omitempty"`
 	Stderr          []byte `json:"stderr"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	// StderrChunks: more stderr, written after Stderr, as
+	// [Response].StdoutChunks is.
+	StderrChunks [][]byte `json:"-"`
 }
 
 // HasRun reports whether the response carries a run's results.
 func (r *Response) HasRun() bool { return r.Stages != nil }
 
 // WriteResponse writes r as one JSON line ending in '\n'. Output is
-// base64-encoded as it is written, so memory use stays at the captured
-// bytes themselves plus a small buffer. Stages and stdout are written
+// base64-encoded as it is written, chunk by chunk, so memory use stays at
+// the captured bytes themselves plus a small buffer. Stages and stdout are written
 // whenever Stages is non-nil (ok, or a run that timed out).
 func WriteResponse(w io.Writer, r *Response) error {
 	bw := bufio.NewWriterSize(w, bufferSize(r))
@@ -148,14 +156,14 @@ func WriteResponse(w io.Writer, r *Response) error {
 				e.str(s.Signal)
 			}
 			e.raw(`,"stderr":`)
-			e.b64(s.Stderr)
+			e.b64(s.Stderr, s.StderrChunks)
 			if s.StderrTruncated {
 				e.raw(`,"stderr_truncated":true`)
 			}
 			e.raw("}")
 		}
 		e.raw(`],"stdout":`)
-		e.b64(r.Stdout)
+		e.b64(r.Stdout, r.StdoutChunks)
 		if r.StdoutTruncated {
 			e.raw(`,"stdout_truncated":true`)
 		}
@@ -202,12 +210,21 @@ func bufferSize(r *Response) int {
 		n += len(r.DecidedBy.Rule) + len(r.DecidedBy.Source) + len(r.DecidedBy.Approver) + 6*len(r.DecidedBy.Note) + 128
 	}
 	if r.HasRun() {
-		n += base64.StdEncoding.EncodedLen(len(r.Stdout))
+		n += base64.StdEncoding.EncodedLen(outputLen(r.Stdout, r.StdoutChunks))
 		for _, s := range r.Stages {
-			n += base64.StdEncoding.EncodedLen(len(s.Stderr)) + len(s.Signal) + 64
+			n += base64.StdEncoding.EncodedLen(outputLen(s.Stderr, s.StderrChunks)) + len(s.Signal) + 64
 		}
 	}
 	return min(n, 64<<10)
+}
+
+// outputLen is the length of a stream held as b followed by chunks.
+func outputLen(b []byte, chunks [][]byte) int {
+	n := len(b)
+	for _, c := range chunks {
+		n += len(c)
+	}
+	return n
 }
 
 // lineEncoder keeps the first write error so WriteResponse reads straight.
@@ -236,7 +253,10 @@ func (e *lineEncoder) json(v any) {
 
 func (e *lineEncoder) str(s string) { e.json(s) }
 
-func (e *lineEncoder) b64(b []byte) {
+// b64 writes b followed by chunks as one base64 string. The encoder
+// carries a chunk's last bytes over to the next, so chunks need not be
+// multiples of 3 bytes.
+func (e *lineEncoder) b64(b []byte, chunks [][]byte) {
 	e.raw(`"`)
 	if e.err != nil {
 		return
@@ -245,6 +265,12 @@ func (e *lineEncoder) b64(b []byte) {
 	if _, err := enc.Write(b); err != nil {
 		e.err = err
 		return
+	}
+	for _, c := range chunks {
+		if _, err := enc.Write(c); err != nil {
+			e.err = err
+			return
+		}
 	}
 	e.err = enc.Close()
 	e.raw(`"`)

@@ -150,10 +150,10 @@ type hangups struct {
 // memoryLimit is the Go runtime's soft memory limit for the daemon, unless
 // GOMEMLIMIT sets another. Nearly all the daemon's memory is runs' captured
 // output: byte buffers without pointers, which a collection frees without
-// scanning. The default pacing (GOGC=100) lets the heap reach twice what is
-// live before collecting, so a run capturing two full streams (2 × 16 MiB)
-// would peak near 64 MiB; with this limit the collector frees the buffers
-// outgrown by the captures as soon as the heap nears it. It is soft: a
+// scanning. A request whose run kept much of it collects it as it ends
+// (daemon/collect.go); the limit bounds the garbage that collection does
+// not look for (runs that kept less, request lines), which the default
+// pacing (GOGC=100) would let reach twice what is live. It is soft: a
 // daemon with more live output than this (several runs capturing at once)
 // grows past it and collects more often meanwhile (docs/performance.md).
 const memoryLimit = 48 << 20

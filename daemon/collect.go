@@ -1,0 +1,47 @@
+package daemon
+
+import (
+	"runtime"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// collectAfter is how many bytes of captured output a run's answer
+// carries at least for the daemon to collect garbage once the request is
+// over, whether the answer was sent or its requester had left. A run's
+// captures are the daemon's memory (up to 16 MiB per stream); once
+// answered they are garbage, but the collector's pacing would free them
+// only when the heap has grown by as much again, so the next big run would
+// first take new memory beside them, and the daemon's peak would be two
+// runs' output instead of one (docs/performance.md, "Daemon peak RSS").
+// Collecting then frees them for the next run to reuse. The buffers hold
+// no pointers, so a collection costs little next to capturing this much.
+const collectAfter = 4 << 20
+
+// collectAfterRun collects garbage when a run's answer carried out bytes
+// of output, at least collectAfter. The caller has nothing of the request
+// left referenced: its answer is written (or its requester gone) and its
+// connection closed.
+func collectAfterRun(out int) {
+	if out >= collectAfter {
+		runtime.GC()
+	}
+}
+
+// outputLen is how many bytes of output resp carries.
+func outputLen(resp *wire.Response) int {
+	if resp == nil {
+		return 0
+	}
+	n := len(resp.Stdout)
+	for _, c := range resp.StdoutChunks {
+		n += len(c)
+	}
+	for _, s := range resp.Stages {
+		n += len(s.Stderr)
+		for _, c := range s.StderrChunks {
+			n += len(c)
+		}
+	}
+	return n
+}
