@@ -45,15 +45,13 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	}
 	// A person's standing grant for exactly this request decides it
 	// without asking; the policy's deny rules were read first.
-	if !req.ForwardAgent {
-		if g := s.grantFor(p, s.cfg.Now()); g != nil {
-			if err := receive(false); err != nil {
-				return approval.Decision{}, err
-			}
-			p.grant = g
-			log.Info("allowed by a standing grant", "grant", g.id)
-			return approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, nil
+	if g := s.grantDecides(p, m, s.cfg.Now(), true); g != nil {
+		if err := receive(false); err != nil {
+			return approval.Decision{}, err
 		}
+		p.grant = g
+		log.Info("allowed by a standing grant", "grant", g.id)
+		return approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, nil
 	}
 	// One requester must not flood the people who approve.
 	end, err := s.limit.begin(p.peer.UID, s.cfg.Now())
@@ -141,11 +139,19 @@ func (p *runPlan) runGroupName() string {
 	return p.named.Group
 }
 
-// check answers a check request: what the policy would decide about p's
-// request, as its requester sent it. It asks no one and runs nothing.
+// check answers a check request: what check 10 (decide) would do with
+// p's request, as its requester sent it, now: the policy's verdict, then
+// a standing grant of the requester's that covers it, as decide takes
+// them. It asks no one, runs nothing and counts no use of a grant.
 func (s *Server) check(p *runPlan) *wire.Response {
 	m := s.evaluate(p, userNameOf(p.peer.UID))
 	resp := &wire.Response{ID: p.req.ID, Status: wire.StatusOK}
+	if g := s.grantDecides(p, m, s.cfg.Now(), false); g != nil {
+		resp.Check = wire.CheckAllow
+		resp.Message = fmt.Sprintf("standing grant %s allows this request without asking, until %s", g.id, g.ends.UTC().Format(time.RFC3339))
+		resp.DecidedBy = grantDecider(g)
+		return resp
+	}
 	switch {
 	case m.Action == policy.ActionDeny:
 		resp.Check, resp.Message = wire.CheckDeny, "the policy denies this request"

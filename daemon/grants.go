@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/wire"
@@ -126,9 +127,22 @@ func (p *runPlan) grantShape() string {
 	return p.shape
 }
 
+// grantDecides returns the standing grant that decides p's request at
+// now, given the policy's verdict m on it, or nil: none when the policy
+// decides it (a deny rule, or an allow rule without forward_agent) or the
+// request forwards an SSH agent (always put to a person). The real
+// decision (decide) and a check request (check) both ask it; use counts
+// a use of the grant, which only a real decision does.
+func (s *Server) grantDecides(p *runPlan, m policy.Match, now time.Time, use bool) *grant {
+	if p.req.ForwardAgent || m.Action == policy.ActionDeny || m.Action == policy.ActionAllow {
+		return nil
+	}
+	return s.grantFor(p, now, use)
+}
+
 // grantFor returns the grant that allows p's request now, counting a
-// use, or nil.
-func (s *Server) grantFor(p *runPlan, now time.Time) *grant {
+// use when use is set, or nil.
+func (s *Server) grantFor(p *runPlan, now time.Time, use bool) *grant {
 	gs := &s.grants
 	// The shape is computed outside the lock every request takes, and
 	// only when there are grants to match.
@@ -145,7 +159,9 @@ func (s *Server) grantFor(p *runPlan, now time.Time) *grant {
 	if shape != "" {
 		for _, g := range gs.byID {
 			if g.uid == p.peer.UID && g.shape == shape {
-				g.uses++
+				if use {
+					g.uses++
+				}
 				c := *g
 				found = &c
 				break

@@ -405,3 +405,75 @@ func TestGrantPolicyDenyWins(t *testing.T) {
 		t.Fatalf("got %s, want denied by the policy", r.raw)
 	}
 }
+
+// TestCheckSeesGrant: a check request answers what the daemon would do
+// with the request now, grants included: a standing grant the requester
+// holds for exactly this request is allow, named as the real run names
+// it (decided_by grant, its id), under an ask rule too; a request the
+// grant does not cover is still ask. A check counts no use of the grant.
+// As in the real decision, a policy allow rule decides before the grant,
+// and a deny rule put in force after the grant denies.
+func TestCheckSeesGrant(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	a := attachRaw(t, d)
+	run := [][]string{{"echo", "check-sees-grant"}}
+	ch := d.ask(map[string]any{"id": "csg-given", "pipeline": run})
+	p := a.prompt()
+	yes := true
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600})
+	wantOK(t, <-ch)
+
+	check := func(id string, over map[string]any) response {
+		t.Helper()
+		over["id"], over["check"] = id, true
+		if over["pipeline"] == nil {
+			over["pipeline"] = run
+		}
+		r := wantOK(t, d.send(over))
+		if r.HasRun() {
+			t.Fatalf("%s: a check ran the command: %s", id, r.raw)
+		}
+		return r
+	}
+	r := check("csg-check", map[string]any{})
+	if r.Check != wire.CheckAllow || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByGrant || r.DecidedBy.Grant != "g1" ||
+		!strings.HasPrefix(r.DecidedBy.Approver, "root (uid 0) on ") || r.DecidedBy.Ends == "" || !strings.Contains(r.Message, "standing grant g1 ") {
+		t.Fatalf("check of the granted request: got %s, want allow by grant g1", r.raw)
+	}
+	for id, over := range map[string]map[string]any{
+		"csg-other-arg":   {"pipeline": [][]string{{"echo", "check-sees-grant", "x"}}},
+		"csg-other-stdin": {"stdin": "eA=="},
+		"csg-other-cwd":   {"cwd": "/tmp"},
+	} {
+		if r := check(id, over); r.Check != wire.CheckAsk || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPolicy {
+			t.Fatalf("%s: got %s, want ask (the ask rule)", id, r.raw)
+		}
+	}
+	if list := grants(t, d.asock()); !strings.Contains(list, "uses 0") {
+		t.Fatalf("after checks only, rootgate grants:\n%s", list)
+	}
+	// The run the check announced: decided by the same grant.
+	wantGrant(t, d.send(map[string]any{"id": "csg-run", "pipeline": run}), "g1")
+
+	// An allow rule decides before the grant, in a check as in a run.
+	d.writePolicy("allow any echo check-sees-grant\nask any\n")
+	d.hup()
+	d.waitReloads(1)
+	if r := check("csg-allow-rule", map[string]any{}); r.Check != wire.CheckAllow || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPolicy {
+		t.Fatalf("check under an allow rule: got %s, want allow by the policy", r.raw)
+	}
+	if r := wantOK(t, d.send(map[string]any{"id": "csg-allow-run", "pipeline": run})); r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPolicy {
+		t.Fatalf("run under an allow rule: got %s, want decided by the policy", r.raw)
+	}
+	// A deny rule wins over the grant.
+	d.writePolicy("deny any echo check-sees-grant\nask any\n")
+	d.hup()
+	d.waitReloads(2)
+	if r := check("csg-deny-rule", map[string]any{}); r.Check != wire.CheckDeny || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPolicy {
+		t.Fatalf("check under a deny rule: got %s, want deny by the policy", r.raw)
+	}
+	if list := grants(t, d.asock()); !strings.Contains(list, "uses 1") {
+		t.Fatalf("after one run by the grant, rootgate grants:\n%s", list)
+	}
+}

@@ -74,6 +74,63 @@ func TestMCPCheckAndNote(t *testing.T) {
 	}
 }
 
+// TestMCPCheckSeesGrant: once a person gave a standing grant for a
+// request execute sent (an ask rule's), the check tool says allow for
+// exactly that request, naming the grant as execute's result then does,
+// and still ask for another; the real daemon's answer, not a guess. (The
+// only ask rule of the policy here is for env, a command runner: the
+// grant carries its second confirmation.)
+func TestMCPCheckSeesGrant(t *testing.T) {
+	e := startMCPEnv(t)
+	c := e.startMCP(t, 0)
+	a := attachApprover(t, e.asock)
+	argv := []string{"env", "ASKME=1", "echo", "granted"}
+
+	if _, text, r := c.checkCall(t, map[string]any{"argv": argv}); r.Check != "ask" {
+		t.Fatalf("check before the grant: %s", text)
+	}
+	done := c.executeAsync(t, map[string]any{"argv": argv, "reason": "e2e: grant"})
+	p := a.next(t)
+	if p.Type != remote.MsgPrompt || p.Request.Reason != "e2e: grant" {
+		t.Fatalf("approver got %+v, want the prompt of the request", p)
+	}
+	yes := true
+	// env is a command runner: the grant needs its second confirmation.
+	a.send(t, &remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600, GrantRunsAnything: true})
+	if got := <-done; got.r.Status != "ok" {
+		t.Fatalf("the request the grant was given on: %s", got.text)
+	}
+
+	res, text, r := c.checkCall(t, map[string]any{"argv": argv})
+	if res.IsError || r.Status != "ok" || r.Check != "allow" || r.DecidedBy == nil || r.DecidedBy.By != "grant" || r.DecidedBy.Grant != "g1" ||
+		r.DecidedBy.Approver != "root (uid 0) on e2e" || !strings.Contains(text, "allowed by: standing grant g1 from root (uid 0) on e2e, until ") ||
+		!strings.Contains(r.Next, "while the standing grant lasts") {
+		t.Fatalf("check of the granted request: isError %v, %+v\n%s", res.IsError, r, text)
+	}
+	if _, text, r := c.checkCall(t, map[string]any{"argv": []string{"env", "ASKME=1", "echo", "other"}}); r.Check != "ask" {
+		t.Fatalf("check of another request: %s", text)
+	}
+	// execute does what check said: the grant runs it, no one is asked.
+	// (The approver is sent results of runs it approved, but no prompt.)
+	got := c.executeAsync(t, map[string]any{"argv": argv, "reason": "e2e: granted"})
+	msgs := a.msgs
+	for {
+		select {
+		case ans := <-got:
+			if ans.r.Status != "ok" || ans.r.DecidedBy == nil || ans.r.DecidedBy.Grant != "g1" {
+				t.Fatalf("execute of the granted request: %s", ans.text)
+			}
+			return
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil // the approver's connection ended: wait for the answer
+			} else if m.Type == remote.MsgPrompt {
+				t.Fatalf("the approver was asked about the granted request: %+v", m)
+			}
+		}
+	}
+}
+
 // TestMCPStopDuringRun: when rootgated stops while a command runs, the
 // agent is told that the command had started and was killed, with what it
 // wrote, and not to assume it did not run.

@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,29 +40,34 @@ const reasonEnv = "ROOTGATE_REASON"
 // sudoAbout is rootgate sudo's help.
 const sudoAbout = `Turn a sudo command line into one rootgated request, so that agents and
 scripts that only know sudo ask rootgate instead. The command runs once a
-policy rule or a person allows it; its stdout, stderr and exit code are the
-command's, and 77 (denied), 124 (timeout) or 70 (error) are rootgate run's.
-It runs in the current directory, with the run-as account's clean
-environment. Standard input, unless it is a terminal, is read to its end
-and sent with the request: up to about 760 KiB, since the request line,
-stdin in base64 included, holds at most 1 MiB.
+policy rule, a person or a person's standing grant allows it; its stdout,
+stderr and exit code are the command's, and 77 (denied), 124 (timeout) or
+70 (error) are rootgate run's. It runs in the current directory, with the
+run-as account's clean environment. Standard input, unless it is a
+terminal, is read to its end and sent with the request: up to about 760
+KiB, since the request line, stdin in base64 included, holds at most 1 MiB.
 
 Options, in sudo's spelling; short ones combine, as in -nE or -upostgres:
 
-  -n, --non-interactive   never wait for a person: unless the policy allows
-                          the command without asking, it is denied at once
+  -n, --non-interactive   never wait for a person: unless the policy, or a
+                          standing grant of yours, allows the command without
+                          asking, it is denied at once (a deny rule's denial
+                          is told before standard input is read)
   -u, --user USER         run as USER instead of root
   -g, --group GROUP       run with GROUP as primary group
-  -E, --preserve-env      pass the variables of the daemon's env allowlist
-                          that are set here; the others are not passed
-  --preserve-env=LIST     pass these variables (comma-separated); any the
-                          allowlist refuses is an error naming it
+  -E, --preserve-env      pass the variables set here that are on the env
+                          allowlist built into this rootgate (rootgated's,
+                          when of the same version); the others are not
+                          passed
+  --preserve-env=LIST     pass these variables (comma-separated); any that
+                          built-in allowlist refuses is an error naming it
   -H, --set-home          accepted: HOME is always the run-as account's
   -v, --validate          check that rootgated answers (no credentials are
                           cached: every command is asked for)
   -k, -K                  accepted, nothing to forget; with CMD, runs it
   -l, --list [CMD ARGS]   the policy's rules that concern you, or what the
-                          daemon's policy decides about CMD: allow, ask or
+                          daemon would decide about CMD now (its policy,
+                          then a standing grant of yours): allow, ask or
                           deny (exit 1)
   --policy FILE           the policy file -l reads (default ` + policy.DefaultFile + `)
   --reason TEXT           why, shown to the approver (default $` + reasonEnv + `;
@@ -315,7 +321,7 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 		return code
 	}
 	socket := client.Socket("")
-	// -n asks the policy before anything else, so that neither a person
+	// -n asks the daemon before anything else, so that neither a person
 	// nor standard input is waited for when the answer is no.
 	if o.nonInteractive {
 		if code, ok := sudoPolicyAllows(ctx, e, socket, req); !ok {
@@ -394,7 +400,9 @@ func noReason() string {
 	return fmt.Sprintf("no reason given (rootgate sudo, run by pid %d %s, as the requester names it)", ppid, name)
 }
 
-// envAllowlist is the env allowlist as the daemon has it by default.
+// envAllowlist is the env allowlist built into this rootgate
+// (wire.DefaultEnvAllow), which rootgated of the same version uses: the
+// client does not ask the daemon for its own.
 func envAllowlist() string { return strings.Join(wire.DefaultEnvAllow(), ", ") }
 
 // preservedEnv is the environment -E or --preserve-env passes: -E takes
@@ -431,7 +439,7 @@ func preservedEnv(stderr io.Writer, o sudoOptions) (map[string]string, error) {
 		}
 	}
 	if len(refused) > 0 {
-		return nil, fmt.Errorf("sudo --preserve-env: %s may not be passed: rootgated's env allowlist admits only %s", strings.Join(refused, ", "), envAllowlist())
+		return nil, fmt.Errorf("sudo --preserve-env: %s may not be passed: the env allowlist built into rootgate admits only %s", strings.Join(refused, ", "), envAllowlist())
 	}
 	if len(env) == 0 {
 		return nil, nil
@@ -506,9 +514,11 @@ func encodedLen(req *wire.Outgoing) int {
 }
 
 // sudoPolicyAllows is the first half of sudo -n: a check request asks
-// the policy about req. It returns ok when the daemon would decide the run
-// without a person (a rule allows or denies it); otherwise it has said why
-// and returns the exit code.
+// the daemon what it would do with req now (its policy, then a standing
+// grant of this user's). It returns ok when the daemon would run it
+// without a person; otherwise it has said why, a deny rule's denial in the
+// words the run would be denied with, and returns the exit code: no run
+// is sent, and standard input is not read.
 func sudoPolicyAllows(ctx context.Context, e *env, socket string, req *wire.Outgoing) (code int, ok bool) {
 	stderr := e.stderr
 	chk := *req
@@ -520,20 +530,42 @@ func sudoPolicyAllows(ctx context.Context, e *env, socket string, req *wire.Outg
 	if resp.Status != wire.StatusOK {
 		return report(resp, e.stdout, stderr), false
 	}
-	if resp.Check != wire.CheckAllow && resp.Check != wire.CheckDeny {
-		sayf(stderr, "denied", "sudo -n: the policy does not allow this without asking a person, and -n does not wait for one")
+	switch resp.Check {
+	case wire.CheckAllow:
+		return 0, true
+	case wire.CheckDeny:
+		sayf(stderr, "denied", "%s", checkDenial(resp))
 		return exitDenied, false
 	}
-	return 0, true
+	sayf(stderr, "denied", "sudo -n: the policy does not allow this without asking a person, nor does a standing grant, and -n does not wait for one")
+	return exitDenied, false
+}
+
+// checkDenial is the denial a check answered deny foretells: the message
+// rootgated denies the run with (wire.DeniedByPolicyError), made of the
+// rule and the line its decided_by names; the check's own message when it
+// names none.
+func checkDenial(resp *wire.Response) string {
+	if d := resp.DecidedBy; d != nil && d.By == wire.DecidedByPolicy {
+		// Source is FILE:LINE; the file's name may hold a colon.
+		if i := strings.LastIndexByte(d.Source, ':'); i >= 0 {
+			if line, err := strconv.Atoi(d.Source[i+1:]); err == nil {
+				return wire.DeniedByPolicyError(line, d.Rule).Error()
+			}
+		}
+	}
+	return "sudo -n: " + resp.Message
 }
 
 // sudoRunUnasked is the second half of sudo -n: req is sent, and withdrawn
 // at once if the daemon puts it to a person all the same (its policy was
-// reloaded since the check).
+// reloaded, or the grant ended, since the check, or standard input made
+// the request another than the grant's).
 func sudoRunUnasked(ctx context.Context, e *env, socket string, req *wire.Outgoing) int {
 	stderr := e.stderr
-	// allow, or deny: the daemon decides the run without a person, and a
-	// denial comes back in its own words.
+	// The check said allow: the daemon decides the run without a person
+	// (or denies it, its policy reloaded since), and a denial comes back
+	// in its own words.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	asked := false
@@ -592,7 +624,11 @@ func sudoList(ctx context.Context, e *env, o sudoOptions) int {
 		return report(resp, e.stdout, e.stderr)
 	}
 	rule := ""
-	if d := resp.DecidedBy; d != nil && d.Rule != "" {
+	switch d := resp.DecidedBy; {
+	case d == nil:
+	case d.By == wire.DecidedByGrant:
+		rule = fmt.Sprintf(" (standing grant %s from %s)", termsafe.Sanitize(d.Grant), termsafe.Sanitize(d.Approver))
+	case d.Rule != "":
 		rule = fmt.Sprintf(" (rule at %s: %s)", termsafe.Sanitize(d.Source), termsafe.Sanitize(d.Rule))
 	}
 	fmt.Fprintf(e.stdout, "%s: %s%s\n", resp.Check, termsafe.Sanitize(resp.Message), rule)

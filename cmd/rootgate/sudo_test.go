@@ -459,3 +459,121 @@ func TestSudoNonInteractiveWithdrawsWhenAsked(t *testing.T) {
 	}
 	testutil.WaitFor(t, "the withdrawal in the audit log", 30*time.Second, func() bool { return strings.Contains(audit(), `"verdict":"withdrawn"`) })
 }
+
+// TestSudoNonInteractiveDeniedAtOnce: sudo -n whose check a deny rule
+// answers reports the denial at once, in the words and with the exit code
+// of the daemon's own denial (the same command without -n is denied so),
+// without reading its standard input, here a pipe held open as some
+// agents' tools leave it, and without sending a run: the daemon records
+// only the check.
+func TestSudoNonInteractiveDeniedAtOnce(t *testing.T) {
+	t.Parallel()
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "deny any rm ...\n"})
+
+	// The daemon's own denial of the run, stdin closed.
+	cmd := sudoCmd(t, d, "rm", "/rootgate-sudo-n-deny")
+	var daemonSaid bytes.Buffer
+	cmd.Stderr = &daemonSaid
+	var exit *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != exitDenied ||
+		daemonSaid.String() != "rootgate: denied: denied by policy rule at 1: deny any rm ...\n" {
+		t.Fatalf("sudo rm: %v, stderr %q", err, &daemonSaid)
+	}
+
+	before := auditKinds(t, d)
+	cmd = sudoCmd(t, d, "-n", "rm", "/rootgate-sudo-n-deny")
+	var stderr testutil.SyncBuffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("sudo -n rm under a deny rule still waits after 15s, its stdin open; stderr %q", stderr.String())
+	}
+	if !errors.As(err, &exit) || exit.ExitCode() != exitDenied || stderr.String() != daemonSaid.String() {
+		t.Fatalf("sudo -n rm: %v, stderr %q; want exit %d and the daemon's words %q", err, stderr.String(), exitDenied, &daemonSaid)
+	}
+	after := auditKinds(t, d)
+	if after["received"] != before["received"]+1 || after["decided"] != before["decided"] {
+		t.Errorf("sudo -n rm sent more than its check: audit kinds before %v, after %v", before, after)
+	}
+}
+
+// TestSudoNonInteractiveGrant: a person gives a standing grant at a real
+// `rootgate approve` for a sudo command; sudo -n of exactly that command
+// then runs it without asking (its check sees the grant, as the run
+// does), sudo -l names the grant, and sudo -n of another command is still
+// denied at once without the approver being shown it.
+func TestSudoNonInteractiveGrant(t *testing.T) {
+	t.Parallel()
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "deny any rm ...\n", Args: []string{"--prompt-timeout", "120s"}})
+	a := rgtest.StartApprover(t, d.ApproverSock(), 0)
+	a.See("attached to rootgated")
+
+	cmd := sudoCmd(t, d, "echo", "granted-sudo-n")
+	var stdout, stderr testutil.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	a.See("echo granted-sudo-n")
+	a.See("y approve ·") // shown once keys count
+	a.Key("g")
+	a.See("STANDING GRANT for 15 min")
+	a.See("GRANT: y approve and grant for 15 min")
+	a.Key("y")
+	select {
+	case err := <-done:
+		if err != nil || stdout.String() != "granted-sudo-n\n" {
+			t.Fatalf("sudo echo, granted: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("sudo echo did not end once granted:\n%s", a.Screen.Text())
+	}
+	a.See("approved, with a standing grant for 15 min")
+
+	cmd = sudoCmd(t, d, "-n", "echo", "granted-sudo-n")
+	var nOut, nErr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &nOut, &nErr
+	if err := cmd.Run(); err != nil || nOut.String() != "granted-sudo-n\n" {
+		t.Fatalf("sudo -n echo, granted: %v, stdout %q, stderr %q", err, &nOut, &nErr)
+	}
+	out, err := sudoCmd(t, d, "-l", "echo", "granted-sudo-n").Output()
+	if err != nil || !regexp.MustCompile(`^allow: standing grant g1 allows this request without asking, until \S+ \(standing grant g1 from root \(uid 0\) on \S+\)\n$`).Match(out) {
+		t.Fatalf("sudo -l echo, granted: %v, %q", err, out)
+	}
+	data, err := os.ReadFile(rgtest.AuditPath(d.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The -n run was decided by the grant, as its check said.
+	if !strings.Contains(string(data), `"kind":"decided",`) || !strings.Contains(string(data), `"verdict":"allow","by":"grant g1 from root on `) {
+		t.Errorf("no run was decided by grant g1:\n%s", data)
+	}
+
+	cmd = sudoCmd(t, d, "-n", "echo", "not-granted-sudo-n")
+	var oErr bytes.Buffer
+	cmd.Stderr = &oErr
+	var exit *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != exitDenied ||
+		oErr.String() != "rootgate: denied: sudo -n: the policy does not allow this without asking a person, nor does a standing grant, and -n does not wait for one\n" {
+		t.Fatalf("sudo -n echo, not granted: %v, stderr %q", err, &oErr)
+	}
+	if strings.Contains(a.Screen.Text(), "not-granted-sudo-n") {
+		t.Errorf("the approver was shown the command no grant covers:\n%s", a.Screen.Text())
+	}
+}

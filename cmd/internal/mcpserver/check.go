@@ -34,15 +34,15 @@ type CheckResult struct {
 	Status    string     `json:"status" jsonschema:"ok: rootgated answered the check; error: it could not be asked, or it refused the request before its policy (see message)"`
 	Check     string     `json:"check,omitempty" jsonschema:"allow: execute would run this exact request without asking anyone; ask: a person would be asked; deny: the policy refuses it"`
 	Host      string     `json:"host,omitempty" jsonschema:"the host whose rootgated was asked"`
-	DecidedBy *DecidedBy `json:"decided_by,omitempty" jsonschema:"the policy rule that matched, when one did"`
+	DecidedBy *DecidedBy `json:"decided_by,omitempty" jsonschema:"the policy rule that matched, when one did, or the standing grant that allows the request"`
 	Message   string     `json:"message,omitempty" jsonschema:"rootgated's words"`
 	Next      string     `json:"next,omitempty" jsonschema:"what to do next"`
 	Pipeline  [][]string `json:"pipeline,omitempty" jsonschema:"the commands checked"`
 }
 
-const checkDescription = `Ask rootgated whether its policy would run a command (or pipeline) without asking anyone, put it to a person, or deny it, for this MCP server's own user. Nothing is shown to the operator and nothing runs.
+const checkDescription = `Ask rootgated whether it would run a command (or pipeline) without asking anyone (its policy, or a standing grant a person gave this user), put it to a person, or deny it, for this MCP server's own user. Nothing is shown to the operator and nothing runs.
 
-Use it to prefer forms the operator has pre-approved: a request runs without asking only when it matches an allow rule exactly (the same command, arguments, privileged, user, env), so check the exact form you will send to execute. The answer is for this moment's policy and this user; the person's decision, when one is asked, is theirs.`
+Use it to prefer forms the operator has pre-approved: a request runs without asking only when it matches an allow rule exactly (the same command, arguments, privileged, user, env), or a standing grant more exactly still (also the same cwd, and no stdin), so check the exact form you will send to execute. The answer is for this moment's policy and grants and this user; the person's decision, when one is asked, is theirs.`
 
 func checkTool(cfg *Config) *mcp.Tool {
 	exec := executeSchema(cfg)
@@ -145,6 +145,8 @@ func (h *handler) check(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		if resp.Code == wire.CodeEnvNotAllowed {
 			r.Next = envHint(in.Env)
 		}
+	case resp.Check == wire.CheckAllow && resp.DecidedBy != nil && resp.DecidedBy.By == wire.DecidedByGrant:
+		r.Next = "execute runs this without asking anyone while the standing grant lasts (it may be revoked sooner), sent in exactly this form (same command, arguments, privileged, user, env, cwd and host, and no stdin)."
 	case resp.Check == wire.CheckAllow:
 		r.Next = "execute runs this without asking anyone, sent in exactly this form (same command, arguments, privileged, user, env and host)."
 	case resp.Check == wire.CheckAsk:
@@ -183,7 +185,11 @@ func (r *CheckResult) text() string {
 	if r.Host != "" {
 		fmt.Fprintf(&sb, "host: %s\n", r.Host)
 	}
-	if r.DecidedBy != nil {
+	switch {
+	case r.DecidedBy == nil:
+	case r.DecidedBy.By == wire.DecidedByGrant:
+		fmt.Fprintf(&sb, "allowed by: %s\n", r.DecidedBy.text())
+	default:
 		fmt.Fprintf(&sb, "matching rule: %s\n", r.DecidedBy.text())
 	}
 	if r.Next != "" {
