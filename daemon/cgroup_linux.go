@@ -38,10 +38,12 @@ type Cgroups struct {
 // as one rootgated made: each run's, as soon as it is made, and the
 // probe's. At start the daemon kills and removes only marked cgroups of
 // its parent, and a parent holding others is a configuration error (see
-// [Cgroups.Foreign]). Attributes in the trusted namespace can be set
-// only with CAP_SYS_ADMIN: a process given a cgroup subtree of its own
-// (a user's delegated systemd manager) can mark nothing there.
-const cgroupMark = "trusted.rootgate.run"
+// [Cgroups.Foreign]). Only a cgroup's owner (or CAP_FOWNER) can set a
+// user.* attribute on it, and the cgroups rootgated makes are root's;
+// unlike trusted.*, which needs CAP_SYS_ADMIN in the initial user
+// namespace, it can be set by root in a container (Linux 5.7 and later:
+// older kernels lack cgroup.kill anyway).
+const cgroupMark = "user.rootgate.run"
 
 // Cgroup modes of [SetupCgroups].
 const (

@@ -237,7 +237,7 @@ func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 
 // cgroupMark is the extended attribute, set to "1", by which rootgated
 // knows a cgroup for one it made.
-const cgroupMark = "trusted.rootgate.run"
+const cgroupMark = "user.rootgate.run"
 
 // markCgroup marks the cgroup at dir as rootgated marks each it makes.
 func markCgroup(t *testing.T, dir string) {
@@ -405,6 +405,21 @@ func TestCgroupForeignShared(t *testing.T) {
 	}
 	if runs := subdirs(parent); len(runs) != 1 || runs[0] != "other.service" || cgroupMarked(foreign) {
 		t.Errorf("cgroups %q in %s (the foreign one marked: %v), want the foreign one alone, unmarked", runs, parent, cgroupMarked(foreign))
+	}
+}
+
+// TestCgroupMarkInUserNamespace: root of a user namespace (a container
+// without CAP_SYS_ADMIN over the host) can mark the cgroups it makes, so
+// a directory named works there (the start-up probe makes and marks one)
+// rather than stopping the daemon: the mark is a user.* attribute, which
+// the cgroup's owner may set, not a trusted.* one, which it may not.
+// (Runs cannot start in such a namespace here: no setgroups.)
+func TestCgroupMarkInUserNamespace(t *testing.T) {
+	t.Parallel()
+	parent := cgroupParent(t)
+	d := startDaemon(t, opts{Prefix: []string{"unshare", "--user", "--map-root-user"}, Args: []string{"--cgroup", parent}})
+	if want := "cgroup: " + parent + ": runs contained"; !strings.Contains(d.Stderr.String(), want) {
+		t.Errorf("no %q:\n%s", want, d.Stderr)
 	}
 }
 
