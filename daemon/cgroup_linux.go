@@ -34,6 +34,17 @@ type Cgroups struct {
 	lock *os.File // Parent, held with an exclusive flock
 }
 
+// cgroupMark is the extended attribute (value "1") that marks a cgroup
+// as one rootgated made: each run's, as soon as it is made, and the
+// probe's. At start the daemon kills and removes only marked cgroups of
+// its parent, and a parent holding others is a configuration error (see
+// [Cgroups.Foreign]). Only a cgroup's owner (or CAP_FOWNER) can set a
+// user.* attribute on it, and the cgroups rootgated makes are root's;
+// unlike trusted.*, which needs CAP_SYS_ADMIN in the initial user
+// namespace, it can be set by root in a container (Linux 5.7 and later:
+// older kernels lack cgroup.kill anyway).
+const cgroupMark = "user.rootgate.run"
+
 // Cgroup modes of [SetupCgroups].
 const (
 	CgroupAuto = "auto"
@@ -59,7 +70,9 @@ var errNotDelegated = errors.New("not delegated to rootgated (Delegate=yes in it
 // The memory and pids controllers are enabled for the runs where the
 // tree offers them. Parent is held locked, so that two daemons never
 // share it (each kills the other's leftovers at start). The error says
-// why runs cannot have cgroups: the caller falls back.
+// why runs cannot have cgroups there: for auto the caller falls back,
+// for a directory named it stops. SetupCgroups looks at no cgroup in
+// Parent but its own probe: [Cgroups.Foreign] lists the others.
 func SetupCgroups(spec string) (*Cgroups, error) {
 	if spec == CgroupNone {
 		return nil, errors.New("turned off (--cgroup none)")
@@ -122,22 +135,64 @@ func SetupCgroups(spec string) (*Cgroups, error) {
 	return c, nil
 }
 
-// probe makes and removes a cgroup in parent, to see that the kernel has
-// cgroup.kill (Linux 5.14; CLONE_INTO_CGROUP came in 5.7). Its name
-// starts with a '.', which no run's cgroup name does.
+// probe makes, marks and removes a cgroup in parent, to see that the
+// kernel has cgroup.kill (Linux 5.14; CLONE_INTO_CGROUP came in 5.7) and
+// that cgroups can be marked there. Its name starts with a '.', which no
+// run's cgroup name does. One left by a daemon killed while probing is
+// taken over if it is marked; an unmarked one is not rootgated's.
 func probe(parent string) error {
 	dir := filepath.Join(parent, ".probe")
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+		if !marked(dir) {
+			return fmt.Errorf("%s: a cgroup rootgated did not make is in the way", dir)
+		}
+	} else if err != nil {
 		return fmt.Errorf("%s: cannot make a cgroup there: %w", parent, err)
 	}
-	_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
+	err := mark(dir)
+	if err == nil {
+		if _, serr := os.Stat(filepath.Join(dir, "cgroup.kill")); serr != nil {
+			err = errors.New("the kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later)")
+		}
+	}
 	if rerr := unix.Rmdir(dir); rerr != nil && err == nil {
 		return fmt.Errorf("%s: %w", dir, rerr)
 	}
-	if err != nil {
-		return errors.New("the kernel's cgroup v2 has no cgroup.kill (Linux 5.14 or later)")
+	return err
+}
+
+// mark marks the cgroup at dir as rootgated's (cgroupMark).
+func mark(dir string) error {
+	if err := unix.Setxattr(dir, cgroupMark, []byte("1"), 0); err != nil {
+		return fmt.Errorf("%s: cannot mark the cgroup as rootgated's (%s): %w", dir, cgroupMark, err)
 	}
 	return nil
+}
+
+// marked reports whether the cgroup at dir carries rootgated's mark.
+func marked(dir string) bool {
+	var buf [8]byte
+	n, err := unix.Getxattr(dir, cgroupMark, buf[:])
+	return err == nil && string(buf[:n]) == "1"
+}
+
+// Foreign lists the cgroups in Parent that rootgated did not make (they
+// lack its mark), by path: another service's, or an operator's who named
+// a --cgroup directory that was not empty. The daemon never kills nor
+// removes them; rootgated refuses to start next to them unless told
+// to share the directory.
+func (c *Cgroups) Foreign() ([]string, error) {
+	entries, err := os.ReadDir(c.Parent)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range entries {
+		if p := filepath.Join(c.Parent, e.Name()); e.IsDir() && !marked(p) {
+			paths = append(paths, p)
+		}
+	}
+	return paths, nil
 }
 
 // Close releases the lock on Parent.
@@ -276,12 +331,24 @@ func (c *Cgroups) newRun(id string, l pipeline.Limits) (*pipeline.Cgroup, error)
 		if errors.Is(err, fs.ErrExist) && n < 100 {
 			continue
 		}
-		return cg, err
+		if err != nil {
+			return nil, err
+		}
+		// Marked before any process enters it: a daemon killed from here
+		// on leaves a cgroup the next one knows for its own.
+		if err := mark(cg.Path); err != nil {
+			if rerr := cg.Remove(); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return nil, err
+		}
+		return cg, nil
 	}
 }
 
 // leftovers lists the runs' cgroups in Parent: at start, those a daemon
-// that did not stop cleanly left.
+// that did not stop cleanly left. A cgroup without rootgated's mark is
+// none of them, whatever its name.
 func (c *Cgroups) leftovers() []string {
 	entries, err := os.ReadDir(c.Parent)
 	if err != nil {
@@ -289,7 +356,7 @@ func (c *Cgroups) leftovers() []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && marked(filepath.Join(c.Parent, e.Name())) {
 			names = append(names, e.Name())
 		}
 	}
@@ -305,7 +372,8 @@ func (s *Server) limitsText(p *runPlan) string {
 }
 
 // recoverOrphans kills the runs' cgroups left in Cgroups.Parent by a
-// daemon that did not stop cleanly, removes them and logs each; it
+// daemon that did not stop cleanly (those with rootgated's mark: no
+// other cgroup there is touched), removes them and logs each; it
 // returns the names, without "~N" (cgroupName of their ids), of those
 // it removed. It writes no audit record: the trail says which of those
 // runs started and never ended (recoverUnfinished), where a cgroup's name

@@ -17,6 +17,7 @@ import (
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sys/unix"
 )
 
 // cgroupParent is a test daemon's own --cgroup; the test fails where
@@ -63,6 +64,9 @@ func TestCgroupOrphansOfCrashedDaemon(t *testing.T) {
 	waitFor(t, "the escapee and the stage", 10*time.Second, func() bool { return len(procsWith(m)) == 2 })
 	if runs := subdirs(parent); len(runs) != 1 || runs[0] != "crash%2F"+m {
 		t.Fatalf("cgroups %q in %s, want the run's", runs, parent)
+	}
+	if run := filepath.Join(parent, "crash%2F"+m); !cgroupMarked(run) {
+		t.Fatalf("the run's cgroup %s is not marked as rootgated's (%s)", run, cgroupMark)
 	}
 	a.Cmd.Process.Kill()
 	<-a.Done()
@@ -169,6 +173,7 @@ func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 	if err := os.Mkdir(left, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	markCgroup(t, left) // as the daemon marks each run's cgroup it makes
 	sleeper := exec.Command("sleep", stray)
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
@@ -182,6 +187,7 @@ func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(parent, never), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	markCgroup(t, filepath.Join(parent, never))
 	// And a run killed with its daemon: started, no end.
 	lost := "lost-" + m
 	c, err := net.Dial("unix", a.Sock)
@@ -227,6 +233,239 @@ func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 		}
 	}
 	b.alive()
+}
+
+// cgroupMark is the extended attribute, set to "1", by which rootgated
+// knows a cgroup for one it made.
+const cgroupMark = "user.rootgate.run"
+
+// markCgroup marks the cgroup at dir as rootgated marks each it makes.
+func markCgroup(t *testing.T, dir string) {
+	t.Helper()
+	if err := unix.Setxattr(dir, cgroupMark, []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cgroupMarked reports whether the cgroup at dir has rootgated's mark.
+func cgroupMarked(dir string) bool {
+	buf := make([]byte, 8)
+	n, err := unix.Getxattr(dir, cgroupMark, buf)
+	return err == nil && string(buf[:n]) == "1"
+}
+
+// newCgroup makes the cgroup dir; rgtest.CgroupParent's cleanup removes
+// it, with what is left in it.
+func newCgroup(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// cgroupSleeper is a sleep the test started in a cgroup.
+type cgroupSleeper struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// sleepIn starts a sleep inside the cgroup at dir (CLONE_INTO_CGROUP).
+func sleepIn(t *testing.T, dir string) *cgroupSleeper {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := &cgroupSleeper{cmd: exec.Command("sleep", "3600"), done: make(chan struct{})}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd()), Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { s.cmd.Process.Kill(); <-s.done })
+	return s
+}
+
+// survived ends the sleep with SIGTERM and reports whether that is what
+// ended it: false when something killed it before (cgroup.kill's SIGKILL).
+func (s *cgroupSleeper) survived(t *testing.T) bool {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a sleep outlives SIGTERM")
+	}
+	ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM
+}
+
+// killed waits for the sleep to be killed with SIGKILL by someone else.
+func (s *cgroupSleeper) killed(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sleep in a crashed daemon's run cgroup survives the next daemon's start")
+	}
+	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the sleep ended with %v, want SIGKILL", s.cmd.ProcessState)
+	}
+}
+
+// refusedStart runs rootgated with args (and a private socket, runtime
+// directory, policy and audit log) and wants it to exit by itself
+// without ever listening; it returns the exit code (-1 when it serves
+// instead) and what it wrote.
+func refusedStart(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	dir := shortDir(t)
+	d := newDaemon(t, dir)
+	d.Cmd = exec.Command(rootgated, append([]string{"--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"), "--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir)}, args...)...)
+	d.Start()
+	waitFor(t, "rootgated to exit", 30*time.Second, func() bool {
+		select {
+		case <-d.Done():
+			return true
+		default:
+			return strings.Contains(d.Stderr.String(), "msg=serving")
+		}
+	})
+	select {
+	case <-d.Done():
+	default:
+		t.Errorf("rootgated started and serves:\n%s", d.Stderr)
+		return -1, d.Stderr.String()
+	}
+	if _, err := os.Lstat(d.Sock); err == nil {
+		t.Error("it listened before refusing")
+	}
+	return d.exited(time.Second), d.Stderr.String() // it has exited
+}
+
+// TestCgroupForeignRefused: a --cgroup directory holding a cgroup the
+// daemon did not make (here another service's, with a process in it; in
+// life a mistyped --cgroup, or /sys/fs/cgroup/system.slice) stops the
+// daemon at start with exit 78, a configuration error systemd does not
+// restart, naming it; the process in it lives on and its cgroup stays.
+// A daemon that took every cgroup there for a leftover run of its own
+// would kill it.
+func TestCgroupForeignRefused(t *testing.T) {
+	t.Parallel()
+	parent := cgroupParent(t)
+	foreign := newCgroup(t, filepath.Join(parent, "other.service"))
+	s := sleepIn(t, foreign)
+	code, log := refusedStart(t, "--cgroup", parent)
+	if code != 78 {
+		t.Errorf("exit %d, want 78\n%s", code, log)
+	}
+	want := "rootgated: error: --cgroup: " + parent + " holds cgroups rootgated did not make (" + foreign + "): "
+	if !strings.Contains(log, want) || !strings.Contains(log, "--cgroup-shared") {
+		t.Errorf("no %q (and the way out) in:\n%s", want, log)
+	}
+	if !s.survived(t) {
+		t.Error("the daemon killed a process in a cgroup it did not make")
+	}
+	if _, err := os.Stat(foreign); err != nil {
+		t.Errorf("the foreign cgroup: %v", err)
+	}
+	if cgroupMarked(foreign) {
+		t.Error("the foreign cgroup was marked as rootgated's")
+	}
+}
+
+// TestCgroupForeignShared: with --cgroup-shared the daemon starts beside
+// a foreign cgroup and leaves it alone, at start and at its stop, while a
+// crashed daemon's marked run cgroup next to it is killed and removed.
+// A request whose id is the foreign cgroup's name gets a cgroup of its
+// own: the requester cannot have the daemon take the foreign one over.
+func TestCgroupForeignShared(t *testing.T) {
+	t.Parallel()
+	parent := cgroupParent(t)
+	foreign := newCgroup(t, filepath.Join(parent, "other.service"))
+	alien := sleepIn(t, foreign)
+	left := newCgroup(t, filepath.Join(parent, "left-"+runMarker()))
+	markCgroup(t, left)
+	orphan := sleepIn(t, left)
+
+	d := startDaemon(t, opts{Args: []string{"--cgroup", parent, "--cgroup-shared"}})
+	orphan.killed(t)
+	if _, err := os.Stat(left); err == nil {
+		t.Errorf("the crashed daemon's run cgroup %s is left", left)
+	}
+	r := wantOK(t, d.send(map[string]any{"id": "other.service", "pipeline": [][]string{{"cat", "/proc/self/cgroup"}}}))
+	if !strings.HasSuffix(strings.TrimSpace(string(r.Stdout)), "/other.service~2") {
+		t.Errorf("the run's cgroup: %q, want other.service~2", r.Stdout)
+	}
+	d.Stop()
+	if !alien.survived(t) {
+		t.Error("the daemon killed a process in a cgroup it did not make")
+	}
+	if runs := subdirs(parent); len(runs) != 1 || runs[0] != "other.service" || cgroupMarked(foreign) {
+		t.Errorf("cgroups %q in %s (the foreign one marked: %v), want the foreign one alone, unmarked", runs, parent, cgroupMarked(foreign))
+	}
+}
+
+// TestCgroupMarkInUserNamespace: root of a user namespace (a container
+// without CAP_SYS_ADMIN over the host) can mark the cgroups it makes, so
+// a directory named works there (the start-up probe makes and marks one)
+// rather than stopping the daemon: the mark is a user.* attribute, which
+// the cgroup's owner may set, not a trusted.* one, which it may not.
+// (Runs cannot start in such a namespace here: no setgroups.)
+func TestCgroupMarkInUserNamespace(t *testing.T) {
+	t.Parallel()
+	parent := cgroupParent(t)
+	d := startDaemon(t, opts{Prefix: []string{"unshare", "--user", "--map-root-user"}, Args: []string{"--cgroup", parent}})
+	if want := "cgroup: " + parent + ": runs contained"; !strings.Contains(d.Stderr.String(), want) {
+		t.Errorf("no %q:\n%s", want, d.Stderr)
+	}
+}
+
+// TestCgroupUnusableDirectory: a --cgroup directory the daemon cannot use
+// (not cgroup2, missing, relative, held by another daemon) stops it at
+// start with exit 78 and says why: runs are never contained less than
+// the operator asked. Only the default, auto, falls back
+// (TestCgroupFallback).
+func TestCgroupUnusableDirectory(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		dir  func(t *testing.T) (dir, why string)
+	}{
+		{"not cgroup2", func(t *testing.T) (string, string) {
+			dir := t.TempDir()
+			return dir, dir + ": not in a cgroup2 file system"
+		}},
+		{"missing", func(t *testing.T) (string, string) {
+			dir := filepath.Join(cgroupParent(t), "no", "such")
+			return dir, dir + ": mkdir " + dir + ": no such file or directory"
+		}},
+		{"relative", func(t *testing.T) (string, string) {
+			return "rootgate-runs", "rootgate-runs: not an absolute path"
+		}},
+		{"in use", func(t *testing.T) (string, string) {
+			dir := cgroupParent(t)
+			startDaemon(t, opts{Args: []string{"--cgroup", dir}})
+			return dir, dir + ": in use by another rootgated"
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir, why := c.dir(t)
+			code, log := refusedStart(t, "--cgroup", dir)
+			if code != 78 {
+				t.Errorf("exit %d, want 78\n%s", code, log)
+			}
+			if want := "rootgated: error: --cgroup: " + why; !strings.Contains(log, want) {
+				t.Errorf("no %q in:\n%s", want, log)
+			}
+			if strings.Contains(log, "cgroup: none") {
+				t.Errorf("it fell back:\n%s", log)
+			}
+		})
+	}
 }
 
 // orphanedRecords is the orphaned records in the audit log of the daemon in dir.
@@ -315,26 +554,33 @@ func TestCgroupStartupLine(t *testing.T) {
 	}
 }
 
-// TestCgroupFallback: with no usable cgroup (turned off, or --cgroup
-// naming a directory that is no cgroup2 one), the daemon says so loudly
-// at start and runs are still contained the fallback way: an escapee
-// that keeps its environment is killed by the sweep.
+// TestCgroupFallback: with no usable cgroup (turned off, or the default,
+// auto, in a cgroup that was not delegated to the daemon: here a test
+// cgroup it is started in, without a --cgroup flag), the daemon says so
+// loudly at start and runs are still contained the fallback way: an
+// escapee that keeps its environment is killed by the sweep. Only a
+// directory named is all or nothing (TestCgroupUnusableDirectory).
 func TestCgroupFallback(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct{ arg, why string }{
-		"none":       {"none", "turned off (--cgroup none)"},
-		"not cgroup": {"", "not in a cgroup2 file system"},
+		"none":          {"none", "turned off (--cgroup none)"},
+		"not delegated": {"", ": not delegated to rootgated (Delegate=yes in its unit)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			arg := c.arg
-			if arg == "" {
-				arg = t.TempDir()
+			o := opts{Args: []string{"--cgroup", c.arg}}
+			why := c.why
+			if c.arg == "" {
+				// Started in a cgroup of its own under the test's, which
+				// is neither the tree's root nor marked delegated.
+				cg := cgroupParent(t)
+				o = opts{DefaultCgroup: true, Prefix: []string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, cg}}
+				why = cg + why
 			}
-			d := startDaemon(t, opts{Args: []string{"--cgroup", arg}})
+			d := startDaemon(t, o)
 			log := d.Stderr.String()
-			if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "cgroup: none (") || !strings.Contains(log, c.why) || !strings.Contains(log, "outlives its run") {
-				t.Errorf("no fallback warning naming %q:\n%s", c.why, log)
+			if !strings.Contains(log, "level=WARN") || !strings.Contains(log, "cgroup: none (") || !strings.Contains(log, why) || !strings.Contains(log, "outlives its run") {
+				t.Errorf("no fallback warning naming %q:\n%s", why, log)
 			}
 			m := runMarker()
 			r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", "setsid sleep " + m + " >/dev/null 2>&1 & echo started"}}}))

@@ -137,8 +137,8 @@ type Config struct {
 	// Cgroups, when set, gives every run a cgroup of its own (see
 	// [SetupCgroups]); nil contains runs the fallback way (sessions,
 	// process groups, the subreaper and the environment tag). New kills
-	// the runs' cgroups it finds left in Cgroups.Parent and records each
-	// as orphaned.
+	// the runs' cgroups it finds left in Cgroups.Parent (those marked as
+	// rootgated's: no other) and records each as orphaned.
 	Cgroups *Cgroups
 	// Log receives the daemon's log; nil discards it.
 	Log *slog.Logger

@@ -111,6 +111,7 @@ type options struct {
 	auditMinFree  byteSize
 	rejectRate    int
 	cgroup        string
+	cgroupShared  bool
 	runMemoryMax  byteSize
 	runTasksMax   int
 	version       bool
@@ -190,6 +191,7 @@ var flags = []clidoc.Flag{
 	{Name: "audit-min-free", Default: sizeFlag(defaultAuditMinFree), Usage: "refuse requests while the audit log's file system has less than this `size` free (bytes, or with K, M or G); 0 turns the guard off"},
 	{Name: "audit-reject-rate", Default: daemon.DefaultRejectRate, Usage: "rejected requests of one uid (root excepted) recorded per minute; past it they are counted in one dropped record"},
 	{Name: "cgroup", Default: daemon.CgroupAuto, Usage: "where each run gets a cgroup v2 of its own: \"auto\" (a subtree of the daemon's own cgroup when it is the tree's root or was delegated to the daemon, as under rootgate.service), a cgroup2 `directory` to make the runs' cgroups in, or \"none\"; without one, runs are contained by sessions, process groups and an environment tag only (docs/security.md)"},
+	{Name: "cgroup-shared", Default: false, Usage: "start even though the runs' cgroup parent holds cgroups rootgated did not make, and leave them alone; without it the daemon refuses to start next to them, as a --cgroup naming such a directory is most likely a mistake. rootgated only ever kills and removes the cgroups it made and marked"},
 	{Name: "run-memory-max", Default: sizeFlag(0), Usage: "memory limit of every run (memory.max, `size` in bytes, or with K, M or G); 0 is none. The daemon refuses to start when its runs' cgroups have no memory controller"},
 	{Name: "run-tasks-max", Default: 0, Usage: "limit on the processes and threads of every run (pids.max); 0 is none. The daemon refuses to start when its runs' cgroups have no pids controller"},
 	{Name: "version", Default: false, Usage: "print the version and exit"},
@@ -232,6 +234,7 @@ func parseOptions(v clidoc.Values) options {
 		auditMinFree:  *v.Value("audit-min-free").(*byteSize),
 		rejectRate:    v.Int("audit-reject-rate"),
 		cgroup:        v.String("cgroup"),
+		cgroupShared:  v.Bool("cgroup-shared"),
 		runMemoryMax:  *v.Value("run-memory-max").(*byteSize),
 		runTasksMax:   v.Int("run-tasks-max"),
 		version:       v.Bool("version"),
@@ -331,16 +334,42 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 	return exitOK
 }
 
+// foreignCgroups is why the daemon must not start with cgroups c: their
+// parent holds cgroups rootgated did not make, unless shared says it may.
+func foreignCgroups(c *daemon.Cgroups, shared bool) error {
+	if shared {
+		return nil
+	}
+	foreign, err := c.Foreign()
+	if err != nil {
+		return fmt.Errorf("--cgroup: %w", err)
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	more := ""
+	if len(foreign) > 1 {
+		more = fmt.Sprintf(" and %d more", len(foreign)-1)
+	}
+	return fmt.Errorf("--cgroup: %s holds cgroups rootgated did not make (%s%s): name a directory of rootgated's own, or pass --cgroup-shared to start anyway and leave them alone", c.Parent, foreign[0], more)
+}
+
 // serve runs the daemon until ctx ends; each SIGHUP reloads the policy,
 // except that it stops a --tty daemon not started under nohup.
 func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error {
 	if os.Geteuid() != 0 {
 		return configErr(errors.New("must run as root"))
 	}
-	// A cgroup of its own for every run, where the machine allows it.
+	// A cgroup of its own for every run, where the machine allows it;
+	// in the directory named, or not at all.
 	cgroups, noCgroup := daemon.SetupCgroups(o.cgroup)
 	if cgroups != nil {
 		defer cgroups.Close()
+		if err := foreignCgroups(cgroups, o.cgroupShared); err != nil {
+			return configErr(err)
+		}
+	} else if o.cgroup != daemon.CgroupAuto && o.cgroup != daemon.CgroupNone && o.cgroup != "" {
+		return configErr(fmt.Errorf("--cgroup: %w (a directory named is used or the daemon does not start)", noCgroup))
 	}
 	// Limits this machine cannot enforce are a configuration error: the
 	// daemon never runs without a limit it was told to apply.

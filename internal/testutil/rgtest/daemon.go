@@ -32,6 +32,10 @@ type Opts struct {
 	Dir    string   // reuse this directory (runtime dir and socket)
 	Prefix []string // run the daemon through this command (e.g. nohup)
 	Env    []string // the daemon's whole environment; nil means the test's
+
+	// DefaultCgroup leaves out the --cgroup CgroupParent a daemon gets
+	// when Args has no --cgroup: its default (auto) applies.
+	DefaultCgroup bool
 }
 
 // StartDaemon starts rootgated on a private socket and waits until it
@@ -56,7 +60,7 @@ func StartDaemon(t testing.TB, o Opts) *Daemon {
 		}
 	}
 	args := append([]string{"--socket", d.Sock, "--approver-socket", d.ApproverSock(), "--runtime-dir", filepath.Join(d.Dir, "run"), "--policy", policy, "--audit", AuditPath(d.Dir)}, o.Args...)
-	if !hasCgroupFlag(o.Args) {
+	if !hasCgroupFlag(o.Args) && !o.DefaultCgroup {
 		if cg := CgroupParent(t); cg != "" {
 			args = append(args, "--cgroup", cg)
 		}
