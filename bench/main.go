@@ -819,7 +819,10 @@ func (b *bench) prompt(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ask, err := b.startDaemon(ctx, "ask any\n", true)
+	// Prompts are not held to gather identical requests into one
+	// (--group-within, 300 ms by default): the figure is the protocol's
+	// path, not that window.
+	ask, err := b.startDaemon(ctx, "ask any\n", true, "--group-within", "0")
 	if err != nil {
 		return err
 	}
