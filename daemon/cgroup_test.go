@@ -114,15 +114,7 @@ func TestCgroupOrphanLongID(t *testing.T) {
 	})
 	// Each '/' is three bytes in the cgroup's name: past its limit.
 	id := m + strings.Repeat("/", wire.MaxIDLen-len(m))
-	c, err := net.Dial("unix", a.Sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	blockedRun(t, a, id, m)
 	if runs := subdirs(parent); len(runs) != 1 || !strings.HasPrefix(runs[0], m+"%2F") || len(runs[0]) >= 3*len(id) {
 		t.Fatalf("cgroups %q in %s, want the run's, its name cut", runs, parent)
 	}
@@ -190,15 +182,7 @@ func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 	markCgroup(t, filepath.Join(parent, never))
 	// And a run killed with its daemon: started, no end.
 	lost := "lost-" + m
-	c, err := net.Dial("unix", a.Sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte(request(map[string]any{"id": lost, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	blockedRun(t, a, lost, m)
 	if runs := subdirs(parent); len(runs) != 3 {
 		t.Fatalf("cgroups %q in %s, want 3", runs, parent)
 	}

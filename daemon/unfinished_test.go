@@ -34,15 +34,7 @@ func TestUnfinishedRunRecordedOrphaned(t *testing.T) {
 	// A finished run before it, whose trail is whole.
 	done := wantOK(t, a.send(map[string]any{"pipeline": [][]string{{"true"}}}))
 	id := "unfinished-" + m
-	c, err := net.Dial("unix", a.Sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	blockedRun(t, a, id, m)
 	a.Cmd.Process.Kill()
 	<-a.Done()
 	waitFor(t, "the run's death with its daemon", 10*time.Second, func() bool { return len(procsWith(m)) == 0 })
@@ -89,15 +81,7 @@ func TestUnfinishedPidReused(t *testing.T) {
 		}
 	})
 	id := "reused-" + m
-	c, err := net.Dial("unix", a.Sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	blockedRun(t, a, id, m)
 	pid := a.Cmd.Process.Pid
 	var o *audit.Record
 	for _, r := range records(t, dir) {
@@ -156,4 +140,19 @@ func reusePid(t *testing.T, pid int, argv ...string) {
 		syscall.Kill(got, syscall.SIGKILL)
 		return false
 	})
+}
+
+// blockedRun sends d a request with this id to run sleep m, leaves its
+// connection open until the test ends, and waits for the sleep to run.
+func blockedRun(t *testing.T, d *daemonProc, id, m string) {
+	t.Helper()
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
 }
