@@ -155,32 +155,15 @@ func TestSudoNonInteractiveNeverAsks(t *testing.T) {
 	before := auditKinds(t, d)
 	// Its standard input is a pipe that never ends, as some agents' tools
 	// leave it: -n waits for that no more than for a person.
-	cmd := sudoCmd(t, d, "-n", "ls", "/rootgate-sudo-n")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err = <-exited:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-		t.Fatalf("sudo -n ls still waits after 15s (the prompt times out in 120s):\n%s", a.Screen.Text())
-	}
+	stderr, err := withStdinOpen(t, sudoCmd(t, d, "-n", "ls", "/rootgate-sudo-n"), func() string {
+		return "sudo -n ls still waits after 15s (the prompt times out in 120s):\n" + a.Screen.Text()
+	})
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != exitDenied {
-		t.Fatalf("sudo -n ls: %v, want exit %d\n%s", err, exitDenied, &stderr)
+		t.Fatalf("sudo -n ls: %v, want exit %d\n%s", err, exitDenied, stderr)
 	}
-	if !strings.Contains(stderr.String(), "rootgate: denied: sudo -n: ") {
-		t.Errorf("stderr %q", &stderr)
+	if !strings.Contains(stderr, "rootgate: denied: sudo -n: ") {
+		t.Errorf("stderr %q", stderr)
 	}
 	after := auditKinds(t, d)
 	if after["decided"] != before["decided"] || after["started"] != before["started"] {
@@ -191,7 +174,7 @@ func TestSudoNonInteractiveNeverAsks(t *testing.T) {
 	}
 
 	// Without -n the approver is asked: the denial above was -n's.
-	cmd = sudoCmd(t, d, "ls", "/rootgate-sudo-n")
+	cmd := sudoCmd(t, d, "ls", "/rootgate-sudo-n")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -481,28 +464,11 @@ func TestSudoNonInteractiveDeniedAtOnce(t *testing.T) {
 	}
 
 	before := auditKinds(t, d)
-	cmd = sudoCmd(t, d, "-n", "rm", "/rootgate-sudo-n-deny")
-	var stderr testutil.SyncBuffer
-	cmd.Stderr = &stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err = <-exited:
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		<-exited
-		t.Fatalf("sudo -n rm under a deny rule still waits after 15s, its stdin open; stderr %q", stderr.String())
-	}
-	if !errors.As(err, &exit) || exit.ExitCode() != exitDenied || stderr.String() != daemonSaid.String() {
-		t.Fatalf("sudo -n rm: %v, stderr %q; want exit %d and the daemon's words %q", err, stderr.String(), exitDenied, &daemonSaid)
+	stderr, err := withStdinOpen(t, sudoCmd(t, d, "-n", "rm", "/rootgate-sudo-n-deny"), func() string {
+		return "sudo -n rm under a deny rule still waits after 15s, its stdin open"
+	})
+	if !errors.As(err, &exit) || exit.ExitCode() != exitDenied || stderr != daemonSaid.String() {
+		t.Fatalf("sudo -n rm: %v, stderr %q; want exit %d and the daemon's words %q", err, stderr, exitDenied, &daemonSaid)
 	}
 	after := auditKinds(t, d)
 	if after["received"] != before["received"]+1 || after["decided"] != before["decided"] {
@@ -576,4 +542,32 @@ func TestSudoNonInteractiveGrant(t *testing.T) {
 	if strings.Contains(a.Screen.Text(), "not-granted-sudo-n") {
 		t.Errorf("the approver was shown the command no grant covers:\n%s", a.Screen.Text())
 	}
+}
+
+// withStdinOpen runs cmd with its standard input a pipe held open, as
+// some agents' tools leave it, and returns how it exited and what it
+// wrote to stderr; if it is still running after 15 s, it kills it and
+// fails with stuck's words.
+func withStdinOpen(t *testing.T, cmd *exec.Cmd, stuck func() string) (stderr string, err error) {
+	t.Helper()
+	var out testutil.SyncBuffer
+	cmd.Stderr = &out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("%s; stderr %q", stuck(), out.String())
+	}
+	return out.String(), err
 }
