@@ -221,6 +221,11 @@ type userAccount struct {
 func addAccount(t *testing.T, name string, flags ...string) userAccount {
 	t.Helper()
 	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
+	// A killed run may also leave the home directory without the account;
+	// useradd -m would keep it, root's, and the account could not use it.
+	if _, err := user.Lookup(name); err != nil {
+		_ = os.RemoveAll(filepath.Join("/home", name))
+	}
 	var out []byte
 	var err error
 	for range 50 {
