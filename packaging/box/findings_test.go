@@ -53,11 +53,12 @@ func waitEscaped(t *testing.T, b *Box, file string) *escapee {
 		return err == nil && e.pid != ""
 	})
 	// It is what it set out to be: a sleep of its own session (not the
-	// run's), with an empty environment.
-	stat := e.stat(t)
-	if stat == nil || stat.comm != "sleep" {
-		t.Fatalf("the escaped pid %s is not the hostile run's sleep: %v", e.pid, stat)
-	}
+	// run's), with an empty environment. The pid is written as soon as
+	// the shell forks it, before it has become env and then sleep.
+	waitFor(t, "the escaped pid "+e.pid+" to be the hostile run's sleep", 30*time.Second, func() bool {
+		st := e.stat(t)
+		return st != nil && st.comm == "sleep"
+	})
 	if env := b.sh(t, "cat /proc/"+e.pid+"/environ | wc -c"); strings.TrimSpace(env) != "0" {
 		t.Errorf("the escaped process has an environment of %s bytes, want none (env -i)", strings.TrimSpace(env))
 	}
