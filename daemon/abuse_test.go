@@ -156,11 +156,7 @@ func TestEscapeWithNewEnvironment(t *testing.T) {
 
 func escapeWithNewEnvironment(t *testing.T, d *daemonProc, survives bool) {
 	m := runMarker()
-	t.Cleanup(func() {
-		for _, pid := range procsWith(m) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	killAtEnd(t, m)
 	// The run waits on a FIFO until the escapee has its new environment.
 	fifo := filepath.Join(shortDir(t), "f")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

@@ -43,11 +43,7 @@ func TestCgroupOrphansOfCrashedDaemon(t *testing.T) {
 	args := []string{"--cgroup", parent}
 	a := startDaemon(t, opts{Dir: dir, Args: args})
 	m := runMarker()
-	t.Cleanup(func() {
-		for _, pid := range procsWith(m) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	killAtEnd(t, m)
 	// An id that is no directory name as it is: it is escaped for the
 	// cgroup's name and read back.
 	id := "crash/" + m
@@ -107,11 +103,7 @@ func TestCgroupOrphanLongID(t *testing.T) {
 	args := []string{"--cgroup", parent}
 	a := startDaemon(t, opts{Dir: dir, Args: args})
 	m := runMarker()
-	t.Cleanup(func() {
-		for _, pid := range procsWith(m) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	killAtEnd(t, m)
 	// Each '/' is three bytes in the cgroup's name: past its limit.
 	id := m + strings.Repeat("/", wire.MaxIDLen-len(m))
 	blockedRun(t, a, id, m)
@@ -153,11 +145,7 @@ func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 	args := []string{"--cgroup", parent}
 	a := startDaemon(t, opts{Dir: dir, Args: args})
 	m, stray := runMarker(), runMarker()+"1"
-	t.Cleanup(func() {
-		for _, pid := range append(procsWith(m), procsWith(stray)...) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	killAtEnd(t, m, stray)
 	ended := "ended-" + m
 	wantOK(t, a.send(map[string]any{"id": ended, "pipeline": [][]string{{"true"}}}))
 	waitTrail(t, dir, ended, "received decided started finished")

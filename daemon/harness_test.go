@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,6 +186,18 @@ func procsWith(marker string) []int {
 
 // waitFor polls cond until it holds or the deadline passes.
 var waitFor = testutil.WaitFor
+
+// killAtEnd kills, when the test ends, every process whose command line
+// holds one of markers: what a test's killed daemon left running.
+func killAtEnd(t testing.TB, markers ...string) {
+	t.Cleanup(func() {
+		for _, m := range markers {
+			for _, pid := range procsWith(m) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
 
 // noSurvivors asserts no process with marker in its command line remains.
 func noSurvivors(t testing.TB, marker string) {

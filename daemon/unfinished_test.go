@@ -26,11 +26,7 @@ func TestUnfinishedRunRecordedOrphaned(t *testing.T) {
 	args := []string{"--cgroup", "none"}
 	a := startDaemon(t, opts{Dir: dir, Args: args})
 	m := runMarker()
-	t.Cleanup(func() {
-		for _, pid := range procsWith(m) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	killAtEnd(t, m)
 	// A finished run before it, whose trail is whole.
 	done := wantOK(t, a.send(map[string]any{"pipeline": [][]string{{"true"}}}))
 	id := "unfinished-" + m
@@ -75,11 +71,7 @@ func TestUnfinishedPidReused(t *testing.T) {
 	args := []string{"--cgroup", "none"}
 	a := startDaemon(t, opts{Dir: dir, Args: args})
 	m := runMarker()
-	t.Cleanup(func() {
-		for _, pid := range procsWith(m) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	killAtEnd(t, m)
 	id := "reused-" + m
 	blockedRun(t, a, id, m)
 	pid := a.Cmd.Process.Pid
@@ -98,11 +90,7 @@ func TestUnfinishedPidReused(t *testing.T) {
 
 	// A process of another uid takes the dead daemon's pid.
 	squat := runMarker()
-	t.Cleanup(func() {
-		for _, pid := range procsWith(squat) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	killAtEnd(t, squat)
 	reusePid(t, pid, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "sleep", "1000", squat)
 	b := startDaemon(t, opts{Dir: dir, Args: args})
 	rs := trail(t, dir, id)
