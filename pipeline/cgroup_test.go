@@ -11,6 +11,18 @@ import (
 
 // testCgroupParent makes a cgroup of its own under this process's cgroup
 // v2 for one test, and removes it (and what is left in it) afterwards.
+// testRunCgroup is a run's cgroup, without limits, in a test parent;
+// removed when the test ends.
+func testRunCgroup(t *testing.T) *Cgroup {
+	t.Helper()
+	cg, err := NewCgroup(testCgroupParent(t), "run", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cg.Remove() })
+	return cg
+}
+
 func testCgroupParent(t *testing.T) string {
 	t.Helper()
 	own, _, err := OwnCgroup()
@@ -46,12 +58,7 @@ func TestRunCgroupKillsEscapee(t *testing.T) {
 	// A grandchild that leaves its session and process group (setsid),
 	// double-forks and drops the environment (env -i, so no run tag) is
 	// still in the run's cgroup, and dead when Run returns.
-	parent := testCgroupParent(t)
-	cg, err := NewCgroup(parent, "run", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cg.Remove()
+	cg := testRunCgroup(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	script := `(setsid env -i /bin/sh -c 'echo $$ > "$1"; exec sleep 1000' sh "$1" </dev/null >/dev/null 2>&1 &); while [ ! -s "$1" ]; do sleep 0.01; done; echo hi`
 	res := run(t, &Cmd{Argv: [][]string{{"sh", "-c", script, "sh", pidFile}}, Paths: []string{"/bin/sh"}, Cgroup: cg})
@@ -78,12 +85,7 @@ func TestRunCgroupKillsEscapee(t *testing.T) {
 func TestRunCgroupUsage(t *testing.T) {
 	t.Parallel()
 	// A busy stage's CPU time is counted by its cgroup and returned.
-	parent := testCgroupParent(t)
-	cg, err := NewCgroup(parent, "run", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cg.Remove()
+	cg := testRunCgroup(t)
 	script := `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done`
 	res := run(t, &Cmd{Argv: [][]string{{"sh", "-c", script}}, Paths: []string{"/bin/sh"}, Cgroup: cg})
 	checkStage(t, res, 0, 0, "")
@@ -99,12 +101,7 @@ func TestRunCgroupNoTag(t *testing.T) {
 	t.Parallel()
 	// With a cgroup, the stages get no run tag: nothing in their
 	// environment is rootgate's.
-	parent := testCgroupParent(t)
-	cg, err := NewCgroup(parent, "run", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cg.Remove()
+	cg := testRunCgroup(t)
 	res := run(t, &Cmd{Argv: [][]string{{"env"}}, Paths: []string{"/usr/bin/env"}, Env: []string{"A=1"}, Cgroup: cg})
 	checkStage(t, res, 0, 0, "")
 	if got := string(res.Stdout.Bytes()); got != "A=1\n" {
