@@ -114,15 +114,21 @@ func parseSudo(args []string) (sudoOptions, error) {
 	i := 0
 	// value returns the value of an option that takes one: what follows
 	// it in the same argument, else the next argument.
+	// An empty name is refused: "-u $UNSET" must not become a run as
+	// root, which is what no run_as means.
 	value := func(name, inline string, hasInline bool, what string) (string, error) {
-		if hasInline {
-			return inline, nil
+		v := inline
+		if !hasInline {
+			if i+1 >= len(args) {
+				return "", refuse("sudo %s needs %s", name, what)
+			}
+			i++
+			v = args[i]
 		}
-		if i+1 >= len(args) {
-			return "", refuse("sudo %s needs %s", name, what)
+		if v == "" && what != "a text" {
+			return "", refuse("sudo %s needs %s, not an empty one", name, what)
 		}
-		i++
-		return args[i], nil
+		return v, nil
 	}
 	for ; i < len(args); i++ {
 		a := args[i]

@@ -87,6 +87,8 @@ func TestParseSudo(t *testing.T) {
 		{[]string{"--askpass", "id"}, "sudo: unknown option --askpass; "},
 		{[]string{"-n\x1b[2J", "id"}, `sudo: unknown option $'-\x1b'; `},
 		{[]string{"-u"}, "sudo -u needs a user name"},
+		{[]string{"-u", "", "id"}, "sudo -u needs a user name, not an empty one"},
+		{[]string{"--user=", "id"}, "sudo --user needs a user name, not an empty one"},
 		{[]string{"--group"}, "sudo --group needs a group name"},
 		{[]string{"--non-interactive=yes", "id"}, "sudo --non-interactive takes no value"},
 	} {
