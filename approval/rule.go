@@ -18,11 +18,15 @@ import (
 // that rules saved from the prompt are appended to.
 const RuleDropIn = "approved" + policy.DropInSuffix
 
-// RuleSubject is the request p as the policy matches it.
+// RuleSubject is the request p as the policy matches it, as the daemon
+// gives it to the policy: a named account of uid 0 is root (no run_as).
 func RuleSubject(p *Prompt) policy.Subject {
 	s := policy.Subject{Privileged: p.Privileged, User: p.Requester.User, Session: p.Session, Host: p.Host, Env: p.Env}
 	if p.Named != nil {
-		s.RunAs, s.RunGroup = p.RunAs, p.Named.Group
+		if p.Named.UID != 0 {
+			s.RunAs = p.RunAs
+		}
+		s.RunGroup = p.Named.Group
 	}
 	for _, st := range p.Stages {
 		s.Stages = append(s.Stages, st.Argv)

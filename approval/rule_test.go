@@ -21,6 +21,17 @@ func TestSuggestRule(t *testing.T) {
 	if want := "allow privileged,runas=postgres,user=alice psql -l"; err != nil || got != want {
 		t.Fatalf("SuggestRule for a run as postgres = %q, %v; want %q", got, err, want)
 	}
+	// An account of uid 0 by another name is root to the policy (the
+	// daemon gives it no run_as): a rule naming it would never match.
+	alias := rulePrompt("id")
+	alias.RunAs, alias.Named = "toor", &NamedRun{UID: 0, GID: 0}
+	got, err = SuggestRule(alias)
+	if want := "allow privileged,user=alice id"; err != nil || got != want {
+		t.Fatalf("SuggestRule for a run as toor (uid 0) = %q, %v; want %q", got, err, want)
+	}
+	if _, err := CheckRule(alias, "allow privileged,runas=toor id"); err == nil {
+		t.Error("CheckRule took runas=toor for a uid-0 account, which the policy never matches")
+	}
 	pipe := rulePrompt("ls")
 	pipe.Stages = append(pipe.Stages, Stage{Argv: []string{"wc"}, Path: "/usr/bin/wc"})
 	agent := rulePrompt("ssh-add", "-l")
