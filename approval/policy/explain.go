@@ -157,22 +157,23 @@ func (r *Rule) runAsWhyNot(s *Subject, explain bool) string {
 		{"runas", r.runas, account, "root"},
 		{"rungroup", r.rungroup, s.RunGroup, ""},
 	} {
-		var why string
+		// The reason is worded only when asked for: Evaluate calls this
+		// for every rule, with the requester's words.
 		switch {
 		case q.glob != "" && (q.value == "" || !globMatch(q.glob, q.value)):
-			why = fmt.Sprintf("%s=%s: the request runs as %s %q", q.name, q.glob, accountKind(q.name), q.value)
-			if q.value == "" {
-				why = fmt.Sprintf("%s=%s: the request names no group", q.name, q.glob)
+			switch {
+			case !explain:
+				return no
+			case q.value == "":
+				return fmt.Sprintf("%s=%s: the request names no group", q.name, q.glob)
 			}
+			return fmt.Sprintf("%s=%s: the request runs as %s %q", q.name, q.glob, accountKind(q.name), q.value)
 		case q.glob == "" && r.Action == ActionAllow && q.value != q.none:
-			why = fmt.Sprintf("no %s=: an allow rule without it does not admit the %s %q the request names", q.name, accountKind(q.name), q.value)
-		default:
-			continue
+			if !explain {
+				return no
+			}
+			return fmt.Sprintf("no %s=: an allow rule without it does not admit the %s %q the request names", q.name, accountKind(q.name), q.value)
 		}
-		if !explain {
-			return no
-		}
-		return why
 	}
 	return ""
 }
