@@ -146,11 +146,13 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 }
 
 // ruleComment is the comment above a saved rule: who saved it, when, and
-// from which request. Requester text in it is escaped.
+// from which request. Requester text in it is escaped, and the command
+// cut as the status cuts it: the file has a size limit, and a request's
+// arguments could otherwise take it all.
 func ruleComment(p *runPlan, d *approval.Decision, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# saved from the prompt by %s at %s\n", termsafe.Sanitize(approverText(d.Member.Name, d.Member.UID)), now.UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(p.prompt.Requester.User), approval.QuoteArgv(p.prompt.Stages[0].Argv))
+	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(p.prompt.Requester.User), approval.QuoteArgv(clipPipeline([][]string{p.prompt.Stages[0].Argv})[0]))
 	return b.String()
 }
 
