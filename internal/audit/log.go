@@ -60,6 +60,10 @@ type Log struct {
 	lockedSize int64
 	// timer is CommitWithin's pending Commit, if one is (guarded by mu).
 	timer *time.Timer
+	// syncErr is why records of a file another process rotated away
+	// could not be synced before it was closed (guarded by mu); the next
+	// Commit returns it.
+	syncErr error
 }
 
 // Open opens (creating it 0600, and its directory 0700, if need be) the
@@ -103,9 +107,15 @@ func (l *Log) open() (*os.File, error) {
 // from it again at the next append.
 func (l *Log) use(f *os.File) {
 	if l.f != nil {
-		// Records written for later go to disk with the file they are in.
-		if l.synced < l.written && l.f.Sync() == nil {
-			l.synced = l.written
+		// Records written for later go to disk with the file they are in;
+		// if they cannot, the next Commit says so (a later sync of the
+		// new file does not cover them).
+		if l.synced < l.written {
+			if err := l.f.Sync(); err != nil {
+				l.syncErr = fmt.Errorf("audit: sync %s before reopening it: %w", l.path, err)
+			} else {
+				l.synced = l.written
+			}
 		}
 		l.f.Close()
 	}
@@ -167,6 +177,11 @@ func (l *Log) Commit() error {
 	l.commit.Lock()
 	defer l.commit.Unlock()
 	l.mu.Lock()
+	if err := l.syncErr; err != nil {
+		l.syncErr = nil // said once, to the commit that was to cover them
+		l.mu.Unlock()
+		return err
+	}
 	if l.synced >= target || l.err != nil {
 		l.mu.Unlock()
 		return nil // on disk already, or synced when it was closed
