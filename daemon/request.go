@@ -250,9 +250,12 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 			}
 		}()
 	}
-	// The run starts only once its started record is on disk.
+	// The run starts only once its started record is on disk. A record
+	// written but not synced stays in the file: the failed record after
+	// it says the run never started (else the next daemon would take it
+	// for a run of unknown outcome).
 	if err := s.event(auditEvent{Kind: eventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
-		return errorResponse(req.ID, errAudit)
+		return fail(errAudit)
 	}
 	plan.progress(wire.ProgressRunning)
 	began := time.Now()
