@@ -349,10 +349,10 @@ func (c *Cgroups) newRun(id string, l pipeline.Limits) (*pipeline.Cgroup, error)
 // leftovers lists the runs' cgroups in Parent: at start, those a daemon
 // that did not stop cleanly left. A cgroup without rootgated's mark is
 // none of them, whatever its name.
-func (c *Cgroups) leftovers() []string {
+func (c *Cgroups) leftovers() ([]string, error) {
 	entries, err := os.ReadDir(c.Parent)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var names []string
 	for _, e := range entries {
@@ -360,7 +360,7 @@ func (c *Cgroups) leftovers() []string {
 			names = append(names, e.Name())
 		}
 	}
-	return names
+	return names, nil
 }
 
 // limitsText is the prompt's Limits line for p.
@@ -382,7 +382,11 @@ func (s *Server) limitsText(p *runPlan) string {
 func (s *Server) recoverOrphans() map[string]bool {
 	c := s.cfg.Cgroups
 	killed := make(map[string]bool)
-	for _, name := range c.leftovers() {
+	names, err := c.leftovers()
+	if err != nil {
+		s.cfg.Log.Error("cannot look for runs' cgroups left by a previous daemon", "err", err)
+	}
+	for _, name := range names {
 		path := filepath.Join(c.Parent, name)
 		cg, err := pipeline.OpenCgroup(path)
 		if err == nil {
