@@ -172,6 +172,15 @@ func (c *Cgroup) Kill() error {
 			return nil
 		}
 	}
+	if err := c.killAll(); err != nil {
+		return err
+	}
+	return c.waitEmpty(time.Now().Add(killWait))
+}
+
+// killAll writes cgroup.kill: SIGKILL to every process in the cgroup and
+// below it.
+func (c *Cgroup) killAll() error {
 	fd, err := c.openFile("cgroup.kill", unix.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", err)
@@ -181,7 +190,7 @@ func (c *Cgroup) Kill() error {
 	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", &fs.PathError{Op: "write", Path: filepath.Join(c.Path, "cgroup.kill"), Err: err})
 	}
-	return c.waitEmpty(time.Now().Add(killWait))
+	return nil
 }
 
 // openFile opens the file name of the cgroup through its held directory:
@@ -218,7 +227,8 @@ func (c *Cgroup) readFile(name string, buf []byte) ([]byte, error) {
 
 // Populated reports whether a process is left in the cgroup or below it.
 func (c *Cgroup) Populated() (bool, error) {
-	b, err := os.ReadFile(filepath.Join(c.Path, "cgroup.events"))
+	var buf [512]byte
+	b, err := c.readFile("cgroup.events", buf[:])
 	if err != nil {
 		return false, fmt.Errorf("read cgroup.events: %w", err)
 	}

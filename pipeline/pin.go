@@ -48,18 +48,9 @@ type Pinned struct {
 // file system identity (see [AsUser]); a file that identity may execute
 // but not read is taken for a binary, since no interpreter could read it.
 func Pin(path string) (*Pinned, error) {
-	fd, err := openPath(path, 0)
+	fd, st, err := openExecutable(path)
 	if err != nil {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("pin %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
-		unix.Close(fd)
-		return nil, fmt.Errorf("pin %s: not an executable regular file", path)
 	}
 	return pinOpened(path, fd, st)
 }

@@ -150,15 +150,6 @@ func realPath(fd int) (string, error) {
 	return os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 }
 
-// checkExecutable reports why p is not a regular file with an execute bit.
-func checkExecutable(p string) error {
-	fd, _, err := openExecutable(p)
-	if err == nil {
-		unix.Close(fd)
-	}
-	return err
-}
-
 // openExecutable opens p (O_PATH) if it is a regular file with an execute
 // bit, and says why not otherwise.
 func openExecutable(p string) (int, unix.Stat_t, error) {

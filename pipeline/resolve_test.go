@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // mkfile creates path (and its directories) with the given mode.
@@ -34,7 +36,8 @@ func TestResolveBareName(t *testing.T) {
 	}
 	var want string
 	for _, d := range filepath.SplitList(SearchPath) {
-		if checkExecutable(d+"/sh") == nil {
+		if fd, _, err := openExecutable(d + "/sh"); err == nil {
+			unix.Close(fd)
 			want = d + "/sh"
 			break
 		}

@@ -182,17 +182,13 @@ func (c *Cmd) check() error {
 	return nil
 }
 
-// closeRangeCloexec is close_range(2)'s CLOSE_RANGE_CLOEXEC (Linux 5.11),
-// which x/sys/unix does not name.
-const closeRangeCloexec = 1 << 2
-
 // closeOnExec marks every descriptor of this process above 2 close-on-exec.
 // Go opens all its descriptors so; this catches those the process
 // inherited without the flag, which would otherwise pass to every stage.
 // It is one close_range(2) call; on a kernel without CLOSE_RANGE_CLOEXEC,
 // it lists /proc/self/fd and marks each descriptor.
 func closeOnExec() error {
-	if unix.CloseRange(3, ^uint(0), closeRangeCloexec) == nil {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
 		return nil
 	}
 	d, err := os.Open("/proc/self/fd")
@@ -501,8 +497,9 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 		case <-killC:
 			killC = nil
 			if r.cg != nil {
-				// Every process of the run, whatever group it is in.
-				_ = os.WriteFile(r.cg.Path+"/cgroup.kill", []byte("1"), 0)
+				// Every process of the run, whatever group it is in;
+				// a failure is the end of the run's too (Kill, below).
+				_ = r.cg.killAll()
 			}
 			for _, s := range r.stages {
 				s.signal(unix.SIGKILL)
