@@ -361,13 +361,7 @@ func result(res *pipeline.Result, d time.Duration) *audit.Result {
 		StdoutTruncated: res.Stdout.Truncated,
 		StdoutSHA256:    captureSHA256(&res.Stdout),
 	}
-	if u := res.Usage; u != nil {
-		r.Usage = &wire.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
-		if u.MemoryPeak >= 0 {
-			peak := u.MemoryPeak
-			r.Usage.MemoryPeak = &peak
-		}
-	}
+	r.Usage = usageOf(res.Usage)
 	for i, st := range res.Stages {
 		r.Stages[i] = audit.StageResult{
 			ExitCode:        st.ExitCode,

@@ -28,17 +28,17 @@ func collectAfterRun(out int) {
 	}
 }
 
-// outputLen is how many bytes of output resp carries.
+// outputLen is how many bytes of output resp carries: a run's answer
+// holds its captures as chunks (runResponse).
 func outputLen(resp *wire.Response) int {
 	if resp == nil {
 		return 0
 	}
-	n := len(resp.Stdout)
+	n := 0
 	for _, c := range resp.StdoutChunks {
 		n += len(c)
 	}
 	for _, s := range resp.Stages {
-		n += len(s.Stderr)
 		for _, c := range s.StderrChunks {
 			n += len(c)
 		}

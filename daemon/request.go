@@ -22,7 +22,9 @@ func errorResponse(id string, err error) *wire.Response {
 // eofWithdraws once the request is decoded and asks for it, and progress
 // when a request that asked for progress lines is to be decided, is put
 // to a person, or starts to run, with the longest it may still take. It
-// returns nil when there is no one left to answer.
+// returns nil when a request ended before its run with no one left to
+// answer; a run's answer is returned even then (the caller sends it
+// only to a client still there, and frees its output afterwards).
 func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string, within time.Duration), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	// The request is decided against the policy in force now, whatever
@@ -365,13 +367,7 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 		StdoutChunks:    res.Stdout.Chunks(),
 		StdoutTruncated: res.Stdout.Truncated,
 	}
-	if u := res.Usage; u != nil {
-		r.Usage = &wire.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
-		if u.MemoryPeak >= 0 {
-			peak := u.MemoryPeak
-			r.Usage.MemoryPeak = &peak
-		}
-	}
+	r.Usage = usageOf(res.Usage)
 	for i, st := range res.Stages {
 		r.Stages[i] = wire.StageResult{
 			ExitCode:        st.ExitCode,
@@ -381,4 +377,18 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 		}
 	}
 	return r
+}
+
+// usageOf is a run's usage as the answer and the audit record give it;
+// nil without a cgroup.
+func usageOf(u *pipeline.Usage) *wire.Usage {
+	if u == nil {
+		return nil
+	}
+	w := &wire.Usage{CPUUsec: u.CPU.Microseconds(), UserUsec: u.User.Microseconds(), SystemUsec: u.System.Microseconds()}
+	if u.MemoryPeak >= 0 {
+		peak := u.MemoryPeak
+		w.MemoryPeak = &peak
+	}
+	return w
 }

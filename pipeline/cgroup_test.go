@@ -9,8 +9,6 @@ import (
 	"time"
 )
 
-// testCgroupParent makes a cgroup of its own under this process's cgroup
-// v2 for one test, and removes it (and what is left in it) afterwards.
 // testRunCgroup is a run's cgroup, without limits, in a test parent;
 // removed when the test ends.
 func testRunCgroup(t *testing.T) *Cgroup {
@@ -23,6 +21,8 @@ func testRunCgroup(t *testing.T) *Cgroup {
 	return cg
 }
 
+// testCgroupParent makes a cgroup of its own under this process's cgroup
+// v2 for one test, and removes it (and what is left in it) afterwards.
 func testCgroupParent(t *testing.T) string {
 	t.Helper()
 	own, _, err := OwnCgroup()
