@@ -224,7 +224,7 @@ func checkUser(fields map[string]json.RawMessage) error {
 	var user string
 	var priv bool
 	if json.Unmarshal(fields["user"], &user) == nil && user != "" &&
-		json.Unmarshal(fields["privileged"], &priv) == nil && !priv && len(fields["privileged"]) > 0 {
+		json.Unmarshal(fields["privileged"], &priv) == nil && !priv {
 		return &inputError{`user needs privileged true (or leave privileged out): privileged false runs as this MCP server's own user`}
 	}
 	return nil
