@@ -130,7 +130,7 @@ func (e *RefusedError) Error() string {
 // Run attaches to every socket, each re-attaching quietly after its
 // daemon goes away, until ctx ends (Ctrl-C; then it returns nil) or every
 // daemon has refused the client (a [*RefusedError]) or its socket has
-// ([os.ErrPermission]); it then returns the first such error. A daemon
+// ([os.ErrPermission]); it then returns the first socket's such error. A daemon
 // that refuses is told on screen while the others keep working.
 func (a *Client) Run(ctx context.Context) error {
 	a.wake = make(chan struct{}, 1)
@@ -178,6 +178,9 @@ func (a *Client) Run(ctx context.Context) error {
 			defer wg.Done()
 			errs[i] = a.attach(ctx, sock, len(socks) > 1)
 			if errs[i] != nil {
+				a.mu.Lock()
+				delete(a.notAsked, sock) // the idle line speaks of attached daemons
+				a.mu.Unlock()
 				a.scr.drop(sock)
 			}
 		}()
@@ -246,7 +249,10 @@ func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 			// under systemd while its sockets listen.
 			a.scr.println(fmt.Sprintf("rootgate: connection to rootgated lost (%s: %v); re-attaching by itself, retrying at least every %s, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service", last.Label(), err, backoffMax))
 		} else if errors.Is(err, os.ErrDeadlineExceeded) {
-			a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying", sock, a.answerWithin()))
+			if said != "silent" {
+				a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying quietly, at least every %s", sock, a.answerWithin(), backoffMax))
+				said = "silent"
+			}
 		} else if said != "welcome" {
 			a.scr.println(fmt.Sprintf("rootgate: no welcome from rootgated (%s: %v); retrying quietly, at least every %s", last.Label(), err, backoffMax))
 			said = "welcome"
