@@ -39,7 +39,10 @@
 // its owner). Otherwise the stages stay in the caller's session: a process
 // that does not lead a session can never acquire a terminal, and on a
 // kernel that schedules by session (autogroup) the stages of a pipeline
-// then share one group, as under a shell, rather than one each. Signals
+// then share one group, as under a shell, rather than one each. (A root
+// stage that itself switches to another user, with su or setpriv, stays
+// in the caller's session: what it runs then was given root by whoever
+// allowed the run.) Signals
 // start with their default action, except those the calling process
 // ignores: exec keeps SIG_IGN. (Go installs handlers rather than ignoring,
 // so this only matters for a daemon that calls signal.Ignore, or one
