@@ -63,7 +63,9 @@
 // A process that leaves its stage's session or process group (setsid,
 // setpgid, a daemon that double-forks that way) escapes the group kill.
 // With a [Cgroup] ([Cmd].Cgroup), that does not matter: every stage is
-// created in the run's cgroup, all it starts stays there, and once the
+// created in the run's cgroup, all it starts stays there (but a process
+// running as root may move itself to another cgroup through its
+// cgroup.procs, as root may do anything), and once the
 // stages' leaders have exited (or the run is stopped) everything in the
 // cgroup is killed through cgroup.kill and waited for; the stages get no
 // tag and no sweep runs. [Result].Usage then holds the run's CPU time and
