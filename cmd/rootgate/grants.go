@@ -35,7 +35,11 @@ var grantsFlags = []clidoc.Flag{
 // grantsFail reports a failed grants exchange: one the daemon did not
 // answer within (its deadline) with what to check.
 func grantsFail(stderr io.Writer, what, sock string, within time.Duration, err error) int {
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*remote.NoAnswerError)) {
+	var silent *remote.NoAnswerError
+	if errors.As(err, &silent) {
+		within = silent.Within // its own deadline, which may come first
+	}
+	if silent != nil || errors.Is(err, context.DeadlineExceeded) {
 		errorWithHint(stderr, fmt.Sprintf("%s: rootgated did not answer within %s (%s)", what, within, sock), client.NoAnswerHint)
 		return exitError
 	}
