@@ -345,10 +345,14 @@ func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 	ta.Wait("attached to rootgated")
 	ch := d.ask(map[string]any{"id": "dwell-rule", "pipeline": [][]string{{"echo", "dwell"}}, "privileged": true})
 	ta.Wait("keys are not accepted yet")
+	// The clock is read before every key: each is a tmux exec, and all
+	// must land inside the dwell.
 	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(20 * time.Millisecond) {
-		ta.Key("r")
-		ta.Key(keyEnter)
-		ta.Key("y")
+		for _, k := range []string{"r", keyEnter, "y"} {
+			if time.Since(start) < tapFor {
+				ta.Key(k)
+			}
+		}
 	}
 	// Keys count from now on: the request is on screen with its keys,
 	// and no rule editor or confirmation opened.
