@@ -445,6 +445,17 @@ func TestRuleDropInDirRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "is writable by group or others (mode 0775)"},
+		{"parent writable by others", func(t *testing.T, dir string) {
+			parent := filepath.Dir(dir)
+			fi, err := os.Stat(parent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(parent, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(parent, fi.Mode().Perm()) })
+		}, "is writable by group or others"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
