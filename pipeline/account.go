@@ -204,7 +204,8 @@ type cachedAccount struct {
 // each per call) and the entry is younger than 5 seconds. A request's
 // account is looked up once per request; most requests name the same few
 // accounts, and a lookup through NSS costs more than the rest of planning
-// a run. Only found accounts are kept.
+// a run. Only found accounts are kept, by uid: an account named by a
+// request (run_as, [LookupAccountName]) is looked up each time.
 func CachedAccount(uid uint32) (Account, error) {
 	stamp := stampAccounts()
 	now := time.Now()
@@ -215,7 +216,7 @@ func CachedAccount(uid uint32) (Account, error) {
 	}
 	e, ok := c.byUID[uid]
 	c.mu.Unlock()
-	if ok && now.Sub(e.at) < accountTTL && now.Sub(e.at) >= 0 {
+	if ok && now.Sub(e.at) < accountTTL { // monotonic: never negative
 		a := e.acct
 		a.Groups = slices.Clone(a.Groups)
 		return a, nil
