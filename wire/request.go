@@ -23,6 +23,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -509,11 +510,8 @@ func ParseAccountID(s string) (uint32, error) {
 	if s == "" || len(s) > 10 || s[0] == '0' && len(s) > 1 || strings.Trim(s, "0123456789") != "" {
 		return 0, errors.New("not a decimal id")
 	}
-	var n uint64
-	for _, c := range []byte(s) {
-		n = n*10 + uint64(c-'0')
-	}
-	if n >= math.MaxUint32 {
+	n, err := strconv.ParseUint(s, 10, 64) // at most 10 digits: fits
+	if err != nil || n >= math.MaxUint32 {
 		return 0, errors.New("id out of range")
 	}
 	return uint32(n), nil
