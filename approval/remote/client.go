@@ -249,10 +249,9 @@ func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 			// under systemd while its sockets listen.
 			a.scr.println(fmt.Sprintf("rootgate: connection to rootgated lost (%s: %v); re-attaching by itself, retrying at least every %s, which under systemd starts it again: to stop rootgate, stop its sockets too: systemctl stop rootgate.socket rootgate-approve.socket rootgate.service", last.Label(), err, backoffMax))
 		} else if errors.Is(err, os.ErrDeadlineExceeded) {
-			if said != "silent" {
-				a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying quietly, at least every %s", sock, a.answerWithin(), backoffMax))
-				said = "silent"
-			}
+			// Said at each attempt: that each is bounded, and that it
+			// keeps trying, is what the operator watches for.
+			a.scr.println(fmt.Sprintf("rootgate: rootgated at %s did not answer within %s (is the service failed? systemctl status rootgate; journalctl -u rootgate -p err); retrying", sock, a.answerWithin()))
 		} else if said != "welcome" {
 			a.scr.println(fmt.Sprintf("rootgate: no welcome from rootgated (%s: %v); retrying quietly, at least every %s", last.Label(), err, backoffMax))
 			said = "welcome"
