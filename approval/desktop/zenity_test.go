@@ -206,6 +206,21 @@ func TestDesktopZenity(t *testing.T) {
 		})
 	}
 
+	t.Run("plain text", func(t *testing.T) {
+		noDialog(t)
+		d := &Desktop{BusAddress: noBus, Operator: "alice", Timeout: time.Minute, Zenity: zenity}
+		p := desktopPrompt()
+		ch := desktopAsync(t.Context(), d, p)
+		// "<b>&" stays as it is: nothing is read as markup.
+		if got, want := dialogText(t, dialogWindow(t)), approval.Render(p); got != want {
+			t.Errorf("the dialog holds\n%s\nwant\n%s", got, want)
+		}
+		press(t, "Escape")
+		if got := decided(t, ch); got.Verdict != approval.Deny {
+			t.Errorf("decision %+v, want deny", got)
+		}
+	})
+
 	t.Run("closing the window denies", func(t *testing.T) {
 		noDialog(t)
 		d := &Desktop{BusAddress: noBus, Operator: "alice", Timeout: time.Minute, Zenity: zenity}
@@ -266,11 +281,13 @@ func TestDesktopZenityLongRequest(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name    string
+		copy    bool // first copy the dialog's text out and check it
 		keys    []string
 		verdict approval.Verdict
 	}{
-		{"enter does not approve", []string{"Return", "KP_Enter", "ctrl+Return", "Escape"}, approval.Deny},
-		{"approve", []string{"Tab", "space", "Return"}, approval.Allow},
+		{"enter does not approve", false, []string{"Return", "KP_Enter", "ctrl+Return", "Escape"}, approval.Deny},
+		{"approve", false, []string{"Tab", "space", "Return"}, approval.Allow},
+		{"shows all of it", true, []string{"Escape"}, approval.Deny},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			noDialog(t)
@@ -281,6 +298,12 @@ func TestDesktopZenityLongRequest(t *testing.T) {
 			// nothing is left unread in its stdin.
 			if n := unreadStdin(t, xdotool(t, "getwindowpid", w)); n != 0 {
 				t.Errorf("the dialog is up with %d bytes of its text not yet read", n)
+			}
+			if tt.copy {
+				// The whole request, as plain text.
+				if got, want := dialogText(t, w), approval.Render(p); got != want {
+					t.Errorf("the dialog holds %d bytes that differ from the %d of the rendered request", len(got), len(want))
+				}
 			}
 			press(t, tt.keys...)
 			if got := decided(t, ch); got.Verdict != tt.verdict {
@@ -306,6 +329,30 @@ func waitDialog(t *testing.T, ch <-chan approval.Decision) string {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no dialog was shown")
+		}
+	}
+}
+
+// dialogText copies the dialog's text out through the clipboard (Debian
+// package xsel): exactly what its text view holds.
+func dialogText(t *testing.T, w string) string {
+	t.Helper()
+	xdotool(t, "windowfocus", "--sync", w)
+	xdotool(t, "key", "ctrl+a", "ctrl+c")
+	// The clipboard is empty until the dialog has taken the keys, and
+	// then holds all of the text.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		out, err := exec.CommandContext(ctx, "xsel", "--clipboard", "--output").Output()
+		cancel()
+		if err != nil {
+			t.Fatalf("xsel (apt-get install xsel): %v", err)
+		}
+		if len(out) > 0 {
+			return string(out)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was copied from the dialog")
 		}
 	}
 }
