@@ -380,6 +380,9 @@ func TestDesktopZenityTextOffCommandLine(t *testing.T) {
 	zenity := startXvfb(t)
 	const secret = "tok-5e1b0d"
 	p := secretPrompt(secret, 100)
+	if !strings.Contains(approval.Render(p), "API_TOKEN="+secret) {
+		t.Fatalf("the rendered request does not show the secret:\n%s", approval.Render(p))
+	}
 	d := &Desktop{BusAddress: "unix:path=" + t.TempDir() + "/nobus", Operator: "alice", Timeout: time.Minute, Zenity: zenity}
 	ch := desktopAsync(t.Context(), d, p)
 	w := dialogWindow(t)
