@@ -40,7 +40,7 @@ var markupEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // Desktop is an [approval.Approver] that asks through a desktop notification with
 // an Approve and a Deny button, sent to the freedesktop.org Notifications
 // service on a D-Bus session bus, or, where there is none that can show
-// buttons, through a zenity question dialog. The notification's body is the
+// buttons, through a zenity dialog. The notification's body is the
 // whole of [approval.Render]; its summary says as whom the command would run.
 //
 //   - Approve approves; Deny, or closing the notification without
@@ -69,9 +69,9 @@ type Desktop struct {
 	// Operator is the user name of the person at the desktop, for the
 	// message a denied requester is told.
 	Operator string
-	// Zenity is the zenity program that shows a question dialog on the
-	// display when no notification service with buttons and body text
-	// is there; "" means no such fallback.
+	// Zenity is the zenity program that shows a dialog with the request's
+	// text on the display when no notification service with buttons and
+	// body text is there; "" means no such fallback.
 	Zenity string
 }
 
@@ -90,7 +90,9 @@ var _ approval.Approver = (*Desktop)(nil)
 //     bus went away.
 //
 // The zenity fallback (see [Desktop.Zenity]) answers the same way: its
-// Approve button approves, Deny, Enter or closing the window denies.
+// Approve button approves once its box "I have read all of the request
+// above" is ticked; Deny, Escape or closing the window denies; Enter alone
+// does nothing.
 //
 // Decision.By is NAME in every case.
 func (d *Desktop) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {

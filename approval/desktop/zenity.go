@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/wire"
@@ -18,14 +19,24 @@ import (
 // failure from a Deny.
 const maxZenityStderr = 16 << 10
 
-// zenity asks with a zenity question dialog on the display in $DISPLAY or
+// zenityCheckbox is the box the operator ticks before Approve can be pressed.
+const zenityCheckbox = "I have read all of the request above"
+
+// zenity asks with a zenity dialog on the display in $DISPLAY or
 // $WAYLAND_DISPLAY: the fallback when no notification service with
 // buttons is there. Its error says why no dialog could be shown, and then
 // it decided nothing.
 //
-// The text goes in with --no-markup, so nothing in it is read as Pango
-// markup, and the focused answer is Deny (--default-cancel), so Enter
-// denies. zenity is killed when pctx ends, which takes the dialog down.
+// The dialog is a text-info dialog that reads the text from its standard
+// input (--filename /dev/stdin), never from its command line: an argument
+// is limited to 128 KiB (a longer one and zenity would not start at all),
+// and every local user can read a command line. zenity reads all of the
+// text before it shows the window, so Approve is never on screen under a
+// part of it. The text view shows plain text (no markup), in a monospace
+// font, wrapped and scrollable. Approve stays greyed out until the box
+// [zenityCheckbox] is ticked, so Enter alone does nothing; Deny, Escape
+// and closing the window deny. zenity is killed when pctx ends, which
+// takes the dialog down.
 func (d *Desktop) zenity(ctx, pctx context.Context, p *approval.Prompt, timeout time.Duration, deny approval.Decision, fail func(error) approval.Decision) (approval.Decision, error) {
 	if d.Zenity == "" {
 		return approval.Decision{}, errors.New("no zenity configured")
@@ -33,17 +44,22 @@ func (d *Desktop) zenity(ctx, pctx context.Context, p *approval.Prompt, timeout 
 	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		return approval.Decision{}, errors.New("no display: neither DISPLAY nor WAYLAND_DISPLAY is set")
 	}
+	text := approval.Render(p)
+	if err := checkDialogText(text); err != nil {
+		return approval.Decision{}, err
+	}
 	secs := int((timeout + time.Second - 1) / time.Second)
 	title := "rootgate: run this command as " + approval.RunAsName(p) + "?"
 	if approval.RunsAsRoot(p) {
 		title = "rootgate: run this command as ROOT?"
 	}
-	cmd := exec.CommandContext(pctx, d.Zenity, "--question", "--no-markup",
-		"--title", title, "--text", approval.Render(p),
-		"--ok-label", "Approve", "--cancel-label", "Deny", "--default-cancel",
-		"--timeout", strconv.Itoa(secs), "--width", "800")
-	// The text is UTF-8 whatever the locale: in the C locale GTK cannot
-	// convert it and zenity exits without a dialog.
+	cmd := exec.CommandContext(pctx, d.Zenity, "--text-info", "--filename", "/dev/stdin",
+		"--title", title, "--font", "Monospace 10", "--checkbox", zenityCheckbox,
+		"--ok-label", "Approve", "--cancel-label", "Deny",
+		"--timeout", strconv.Itoa(secs), "--width", "900", "--height", "640")
+	cmd.Stdin = strings.NewReader(text)
+	// The title is UTF-8 whatever the locale: in the C locale zenity cannot
+	// convert a title that is not ASCII and exits without a dialog.
 	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
 	var stderr cappedWriter
 	stderr.max = maxZenityStderr
@@ -66,6 +82,16 @@ func (d *Desktop) zenity(ctx, pctx context.Context, p *approval.Prompt, timeout 
 		return approval.Decision{Verdict: approval.Expired, Message: wire.PromptTimeoutError(timeout).Error(), By: d.name()}, nil
 	}
 	return approval.Decision{}, fmt.Errorf("zenity failed: %w", err)
+}
+
+// checkDialogText refuses a text zenity would show only in part: it stops
+// reading at a NUL or at bytes that are not UTF-8 and shows what came
+// before. [approval.Render] never makes such a text; this keeps it so.
+func checkDialogText(text string) error {
+	if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
+		return errors.New("the request's text holds a NUL or bytes that are not UTF-8, which zenity would not show")
+	}
+	return nil
 }
 
 // cappedWriter keeps the first max bytes written to it.

@@ -277,9 +277,9 @@ func TestUserDialogZenity(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	win := xdo("search", "--sync", "--limit", "1", "--name", "rootgate: run this command as ROOT?")
+	win := xdo("search", "--sync", "--onlyvisible", "--limit", "1", "--name", "rootgate: run this command as ROOT?")
 	xdo("windowfocus", "--sync", win)
-	xdo("key", "Tab", "Return") // Deny is focused; Tab moves to Approve
+	xdo("key", "Tab", "space", "Return") // Tab to the box, tick it, then Approve
 	select {
 	case d := <-ch:
 		if d.Verdict != approval.Allow {
