@@ -54,7 +54,8 @@ Options, in sudo's spelling; short ones combine, as in -nE or -upostgres:
                           asking, it is denied at once (a deny rule's denial
                           is told before standard input is read)
   -u, --user USER         run as USER instead of root
-  -g, --group GROUP       run with GROUP as primary group
+  -g, --group GROUP       run with GROUP as primary group; without -u, as
+                          yourself (as sudo does), not as root
   -E, --preserve-env      pass the variables set here that are on the env
                           allowlist built into this rootgate (rootgated's,
                           when of the same version); the others are not
@@ -375,6 +376,11 @@ func sudoRequest(e *env, o sudoOptions) (*wire.Outgoing, int) {
 		req.RunAs = o.user
 	}
 	req.RunAsGroup = o.group
+	// sudo -g without -u runs the command as the user who typed it, with
+	// that group: never as root with it.
+	if o.group != "" && o.user == "" && os.Getuid() != 0 {
+		req.RunAs = "#" + strconv.Itoa(os.Getuid())
+	}
 	if wd, err := os.Getwd(); err == nil {
 		req.Cwd = wd
 	}
