@@ -86,3 +86,26 @@ func TestNoApproverFloodKeepsAuditSmall(t *testing.T) {
 	}
 	checkBudget(t, "rt3ag", len(requests), dropped, flood, rate, took)
 }
+
+// TestAuditRecordsArgumentsAtTheirSize: a request's arguments made of
+// '<', '>' and '&' take their own size in its received record. JSON
+// escaped for HTML (\u003c), as Go writes them by default, they took six
+// times that: a requester's records, such as those of requests a person
+// is asked about and that it withdraws at once, filled the log six times
+// as fast.
+func TestAuditRecordsArgumentsAtTheirSize(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	before := auditSize(t, d)
+	arg := strings.Repeat("<>&", 30000)
+	r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true", arg}}}))
+	waitTrail(t, d.Dir, r.ID, "received decided started finished")
+	if grown := auditSize(t, d) - before; grown > int64(len(arg))+16<<10 {
+		t.Errorf("a request with a %d-byte argument grew the audit log by %d bytes", len(arg), grown)
+	}
+	for _, rec := range trail(t, d.Dir, r.ID) {
+		if rec.Kind == audit.KindReceived && (rec.Request == nil || len(rec.Request.Pipeline) != 1 || rec.Request.Pipeline[0][1] != arg) {
+			t.Errorf("received record does not hold the argument as sent")
+		}
+	}
+}
