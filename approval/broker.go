@@ -286,6 +286,11 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	return d
 }
 
+// NoneToAsk returns the refusal [Broker.Approve] gives p when no member
+// may be asked about it now, and true; or false. The daemon asks it before
+// it records p's request, which then reaches no person.
+func (b *Broker) NoneToAsk(p *Prompt) (Decision, bool) { return b.noneToAsk(p) }
+
 // noneToAsk returns the refusal for a request no member may be asked
 // about now, and true; or false.
 func (b *Broker) noneToAsk(p *Prompt) (Decision, bool) {

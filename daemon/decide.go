@@ -53,6 +53,20 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		log.Info("allowed by a standing grant", "grant", g.id)
 		return approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, nil
 	}
+	// A request no one may be asked about now reaches no person, like a
+	// policy denial: refused at once, its record leaves a long pipeline
+	// out and shares the per-uid budget of refused requests, so a flood
+	// of them cannot fill the log and rotate older records away.
+	if n, ok := s.cfg.Approver.(noneToAsker); ok {
+		if d, none := n.NoneToAsk(&approval.Prompt{ForwardAgent: req.ForwardAgent, Requester: approval.Requester{UID: p.peer.UID, User: userName}}); none {
+			if !s.reject.allow(p.peer.UID, s.cfg.Now()) {
+				p.unrecorded = true
+			} else if err := receive(true); err != nil {
+				return approval.Decision{}, err
+			}
+			return d, nil
+		}
+	}
 	// One requester must not flood the people who approve.
 	end, err := s.limit.begin(p.peer.UID, s.cfg.Now())
 	if err != nil {
@@ -98,6 +112,12 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	d := s.cfg.Approver.Approve(ctx, prompt)
 	p.prompt = prompt
 	return d, nil
+}
+
+// noneToAsker is an Approver that tells, before a request is recorded,
+// that it would ask no one about it (*approval.Broker).
+type noneToAsker interface {
+	NoneToAsk(p *approval.Prompt) (approval.Decision, bool)
 }
 
 // evaluate is the policy's verdict on p's request from the user userName.

@@ -28,6 +28,7 @@ type replayWindow struct {
 
 	mu        sync.Mutex           // guards the fields that follow
 	seen      map[string]time.Time // key -> expiry
+	live      map[string]bool      // keys of requests in progress, refused even once expired
 	f         *os.File
 	nextPrune time.Time // when expired keys are next dropped from seen and f
 	last      time.Time // the latest expiry ever recorded
@@ -42,7 +43,7 @@ func openReplay(dir string, window time.Duration, now time.Time) (*replayWindow,
 	if err := checkDir(dir, true); err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
-	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]time.Time{}}
+	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]time.Time{}, live: map[string]bool{}}
 	data, err := readNoFollow(w.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("replay window: %w", err)
@@ -67,12 +68,13 @@ func openReplay(dir string, window time.Duration, now time.Time) (*replayWindow,
 	return w, nil
 }
 
-// Add records key and reports whether it was new. Keys are written quoted,
-// so any id fits on one line.
+// Add records key and reports whether it was new: not seen within the
+// window, nor the key of a request in progress (see Done). Keys are
+// written quoted, so any id fits on one line.
 func (w *replayWindow) Add(key string, now time.Time) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if exp, ok := w.seen[key]; ok && exp.After(now) {
+	if exp, ok := w.seen[key]; ok && exp.After(now) || w.live[key] {
 		return false, nil
 	}
 	exp := now.Add(w.window)
@@ -88,7 +90,17 @@ func (w *replayWindow) Add(key string, now time.Time) (bool, error) {
 			return true, err
 		}
 	}
+	w.live[key] = true
 	return true, nil
+}
+
+// Done ends the request of key, which Add took: from now on its key is
+// new again once the window has passed. A run may outlast the window; its
+// id must not name another request (and its audit records) meanwhile.
+func (w *replayWindow) Done(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.live, key)
 }
 
 // rewriteLocked drops expired keys and writes the file anew (atomically).

@@ -22,6 +22,9 @@ func TestReplayWindow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if fresh {
+			w.Done(key) // the request ended at once
+		}
 		return fresh
 	}
 	if !add("id:a", t0) || add("id:a", t0.Add(59*time.Second)) {
@@ -29,6 +32,17 @@ func TestReplayWindow(t *testing.T) {
 	}
 	if !add("id:a", t0.Add(61*time.Second)) {
 		t.Fatal("a key must be accepted again after the window")
+	}
+	// A key whose request is still in progress is refused, however old.
+	if fresh, err := w.Add("id:long", t0); !fresh || err != nil {
+		t.Fatalf("id:long: %v, %v", fresh, err)
+	}
+	if add("id:long", t0.Add(61*time.Second)) {
+		t.Fatal("the key of a request in progress must be refused after the window")
+	}
+	w.Done("id:long")
+	if !add("id:long", t0.Add(61*time.Second)) {
+		t.Fatal("a key must be accepted again after the window once its request ended")
 	}
 	// A key with a space and a newline survives the file round trip.
 	odd := "id:a b\nc"

@@ -92,6 +92,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if !fresh {
 		return reject(wire.DuplicateError(req.ID))
 	}
+	defer s.replay.Done(req.ReplayKey())
 	if req.Action == wire.ActionPing {
 		// A ping runs nothing and asks no one: its record shares the
 		// per-uid budget of refused requests, so pings cannot flood the log.

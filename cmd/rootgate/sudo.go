@@ -54,13 +54,16 @@ Options, in sudo's spelling; short ones combine, as in -nE or -upostgres:
                           asking, it is denied at once (a deny rule's denial
                           is told before standard input is read)
   -u, --user USER         run as USER instead of root
-  -g, --group GROUP       run with GROUP as primary group
+  -g, --group GROUP       run with GROUP as primary group; without -u, as
+                          yourself (as sudo does), not as root
   -E, --preserve-env      pass the variables set here that are on the env
                           allowlist built into this rootgate (rootgated's,
                           when of the same version); the others are not
                           passed
   --preserve-env=LIST     pass these variables (comma-separated); any that
                           built-in allowlist refuses is an error naming it
+  NAME=value              before CMD: set NAME for the command, as sudo
+                          does; a NAME that allowlist refuses is an error
   -H, --set-home          accepted: HOME is always the run-as account's
   -v, --validate          check that rootgated answers (no credentials are
                           cached: every command is asked for)
@@ -93,7 +96,8 @@ type sudoOptions struct {
 	forget         bool   // -k, -K
 	list           bool   // -l
 	help, version  bool
-	argv           []string // the command and its arguments
+	setEnv         [][2]string // NAME=value words before the command
+	argv           []string    // the command and its arguments
 }
 
 // sudoRefusal is a sudo command line rootgate sudo will not turn into a
@@ -247,6 +251,17 @@ func parseSudo(args []string) (sudoOptions, error) {
 		}
 	}
 	o.argv = args[i:]
+	// Leading NAME=value words set the command's environment, as with
+	// sudo; they are never the command (one with a slash would be a path
+	// in the current directory).
+	for len(o.argv) > 0 {
+		k, v, ok := strings.Cut(o.argv[0], "=")
+		if !ok || k == "" {
+			break
+		}
+		o.setEnv = append(o.setEnv, [2]string{k, v})
+		o.argv = o.argv[1:]
+	}
 	if len(o.argv) > 0 {
 		if err := refuseShell(o.argv); err != nil {
 			return o, err
@@ -375,6 +390,11 @@ func sudoRequest(e *env, o sudoOptions) (*wire.Outgoing, int) {
 		req.RunAs = o.user
 	}
 	req.RunAsGroup = o.group
+	// sudo -g without -u runs the command as the user who typed it, with
+	// that group: never as root with it.
+	if o.group != "" && o.user == "" && os.Getuid() != 0 {
+		req.RunAs = "#" + strconv.Itoa(os.Getuid())
+	}
 	if wd, err := os.Getwd(); err == nil {
 		req.Cwd = wd
 	}
@@ -446,6 +466,19 @@ func preservedEnv(stderr io.Writer, o sudoOptions) (map[string]string, error) {
 	}
 	if len(refused) > 0 {
 		return nil, fmt.Errorf("sudo --preserve-env: %s may not be passed: the env allowlist built into rootgate admits only %s", strings.Join(refused, ", "), envAllowlist())
+	}
+	for _, kv := range o.setEnv {
+		switch err := allow.Check(map[string]string{kv[0]: kv[1]}); {
+		case wire.CodeOf(err) == wire.CodeEnvNotAllowed:
+			refused = append(refused, termsafe.Quote(kv[0]))
+		case err != nil:
+			return nil, fmt.Errorf("sudo %s=…: %v", termsafe.Quote(kv[0]), err)
+		default:
+			env[kv[0]] = kv[1]
+		}
+	}
+	if len(refused) > 0 {
+		return nil, fmt.Errorf("sudo NAME=value: %s may not be set: the env allowlist built into rootgate admits only %s", strings.Join(refused, ", "), envAllowlist())
 	}
 	if len(env) == 0 {
 		return nil, nil

@@ -37,6 +37,8 @@ func TestParseSudo(t *testing.T) {
 		{"--user postgres", []string{"--user", "postgres", "psql"}, sudoOptions{user: "postgres", argv: []string{"psql"}}},
 		{"-g and -u", []string{"-u", "www-data", "-gadm", "id"}, sudoOptions{user: "www-data", group: "adm", argv: []string{"id"}}},
 		{"--group=adm", []string{"--group=adm", "id"}, sudoOptions{group: "adm", argv: []string{"id"}}},
+		{"NAME=value", []string{"-n", "TZ=Europe/Paris", "LANG=", "date", "A=b"}, sudoOptions{nonInteractive: true, setEnv: [][2]string{{"TZ", "Europe/Paris"}, {"LANG", ""}}, argv: []string{"date", "A=b"}}},
+		{"-- NAME=value", []string{"--", "TZ=UTC", "=x"}, sudoOptions{setEnv: [][2]string{{"TZ", "UTC"}}, argv: []string{"=x"}}},
 		{"--preserve-env=LIST", []string{"--preserve-env=LANG,TZ", "--preserve-env=TERM", "date"}, sudoOptions{preserve: []string{"LANG", "TZ", "TERM"}, argv: []string{"date"}}},
 		{"--preserve-env", []string{"--preserve-env", "date"}, sudoOptions{preserveAll: true, argv: []string{"date"}}},
 		{"--reason", []string{"--reason", "why", "--reason=really", "id"}, sudoOptions{reason: "really", reasonGiven: true, argv: []string{"id"}}},
@@ -105,7 +107,7 @@ func sameOptions(a, b sudoOptions) bool {
 		a.preserveAll == b.preserveAll && slices.Equal(a.preserve, b.preserve) &&
 		a.reason == b.reason && a.reasonGiven == b.reasonGiven && a.validate == b.validate &&
 		a.forget == b.forget && a.list == b.list && a.help == b.help && a.version == b.version &&
-		slices.Equal(a.argv, b.argv)
+		slices.Equal(a.argv, b.argv) && slices.Equal(a.setEnv, b.setEnv)
 }
 
 // sudoCmd is the real rootgate binary called as sudo (through a symlink of

@@ -93,23 +93,27 @@ func unfinishedIn(b []byte, self Daemon, alive func(Daemon) bool) (ids []string,
 			break
 		}
 	}
-	ended := make(map[string]bool)
-	for _, r := range recs[from:] {
-		if endKinds[r.Kind] {
-			ended[r.ID] = true
-		}
+	// An end record ends the run of its id started last before it: an id
+	// is the requester's word, and may come again once the replay window
+	// has forgotten it (never while its request is in progress), so an
+	// end never ends a run that started after it.
+	type run struct {
+		id    string
+		d     Daemon
+		ended bool
 	}
+	var runs []*run
+	open := make(map[string]*run)
 	// daemons holds, by pid, the daemon of the last opened record met;
 	// opener is the last opened record's.
 	daemons := make(map[int]Daemon)
 	var opener Daemon
-	seen := make(map[string]bool)
 	for i, r := range recs {
 		switch {
 		case r.Kind == KindOpened && r.Daemon != nil:
 			opener = *r.Daemon
 			daemons[opener.PID] = opener
-		case i >= from && r.Kind == KindStarted && !ended[r.ID] && !seen[r.ID]:
+		case i >= from && r.Kind == KindStarted:
 			d := opener // a record from before daemon_pid was written
 			if r.Run != nil && r.Run.DaemonPID != 0 {
 				var ok bool
@@ -117,10 +121,18 @@ func unfinishedIn(b []byte, self Daemon, alive func(Daemon) bool) (ids []string,
 					d = Daemon{PID: r.Run.DaemonPID}
 				}
 			}
-			if gone(d) {
-				seen[r.ID] = true
-				ids = append(ids, r.ID)
-			}
+			open[r.ID] = &run{id: r.ID, d: d}
+			runs = append(runs, open[r.ID])
+		case i >= from && endKinds[r.Kind] && open[r.ID] != nil:
+			open[r.ID].ended = true
+			delete(open, r.ID)
+		}
+	}
+	seen := make(map[string]bool)
+	for _, rn := range runs {
+		if !rn.ended && !seen[rn.id] && gone(rn.d) {
+			seen[rn.id] = true
+			ids = append(ids, rn.id)
 		}
 	}
 	return ids, found
