@@ -25,7 +25,7 @@ var runFlags = []clidoc.Flag{
 	{Name: "timeout", Default: 0.0, Usage: "run time limit in `seconds` (may only lower the daemon's)"},
 	{Name: "forward-agent", Default: false, Usage: "forward the operator's SSH agent (needs --no-privilege)"},
 	{Name: "user", Default: "", Usage: "run as this account `name` (or #UID) instead of root, as sudo -u does"},
-	{Name: "group", Default: "", Usage: "run with this primary `group` (or #GID), as sudo -g does"},
+	{Name: "group", Default: "", Usage: "run with this primary `group` (or #GID); without --user, as yourself with it, as sudo -g does"},
 	{Name: "env", Default: clidoc.List(nil), Usage: "`KEY=VALUE` for the run (repeatable; allowlisted keys only)"},
 }
 
@@ -53,6 +53,9 @@ func cmdRun(ctx context.Context, e *env, fl clidoc.Values, args []string) int {
 	req.Timeout = fl.Float("timeout")
 	req.ForwardAgent = agent
 	req.RunAs, req.RunAsGroup = runAs, runGroup
+	if runAs == "" {
+		req.RunAs = groupOnlyRunAs(runGroup)
+	}
 	priv := !noPriv
 	req.Privileged = &priv
 	for _, kv := range fl.List("env") {

@@ -378,6 +378,17 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 	return report(resp, e.stdout, stderr)
 }
 
+// groupOnlyRunAs is the run_as of a run given a group and no account:
+// as with sudo -g, the user who asks ("#UID"), never root with that group
+// (a request without run_as runs as root). It is "" without a group, or
+// when root asks.
+func groupOnlyRunAs(group string) string {
+	if group == "" || os.Getuid() == 0 {
+		return ""
+	}
+	return "#" + strconv.Itoa(os.Getuid())
+}
+
 // sudoRequest builds the request of a sudo command line; on failure it
 // returns nil and the exit code, having said why.
 func sudoRequest(e *env, o sudoOptions) (*wire.Outgoing, int) {
@@ -390,10 +401,8 @@ func sudoRequest(e *env, o sudoOptions) (*wire.Outgoing, int) {
 		req.RunAs = o.user
 	}
 	req.RunAsGroup = o.group
-	// sudo -g without -u runs the command as the user who typed it, with
-	// that group: never as root with it.
-	if o.group != "" && o.user == "" && os.Getuid() != 0 {
-		req.RunAs = "#" + strconv.Itoa(os.Getuid())
+	if o.user == "" {
+		req.RunAs = groupOnlyRunAs(o.group)
 	}
 	if wd, err := os.Getwd(); err == nil {
 		req.Cwd = wd

@@ -37,7 +37,7 @@ allow privileged,runas=nobody,rungroup=adm id -gn
 	if err := os.Symlink(rgtest.Rootgate(t), bin); err != nil {
 		t.Fatal(err)
 	}
-	sudo := func(uid uint32, args ...string) string {
+	as := func(uid uint32, bin string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = "/"
@@ -46,7 +46,7 @@ allow privileged,runas=nobody,rungroup=adm id -gn
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		if err := cmd.Run(); err != nil {
-			t.Fatalf("sudo %q as uid %d: %v\n%s", args, uid, err, &e)
+			t.Fatalf("%s %q as uid %d: %v\n%s", bin, args, uid, err, &e)
 		}
 		return o.String()
 	}
@@ -60,8 +60,23 @@ allow privileged,runas=nobody,rungroup=adm id -gn
 		{65534, []string{"-gadm", "-u", "root", "id", "-un"}, "root\n"},
 		{0, []string{"-g", "adm", "id", "-un"}, "root\n"}, // root typed it: root it is
 	} {
-		if got := sudo(tc.uid, tc.args...); got != tc.want {
+		if got := as(tc.uid, bin, tc.args...); got != tc.want {
 			t.Errorf("sudo %q as uid %d printed %q, want %q", tc.args, tc.uid, got, tc.want)
+		}
+	}
+	// rootgate run --group reads the same way.
+	for _, tc := range []struct {
+		uid  uint32
+		args []string
+		want string
+	}{
+		{65534, []string{"--group", "adm", "--", "id", "-un"}, "nobody\n"},
+		{65534, []string{"--group", "adm", "--", "id", "-gn"}, "adm\n"},
+		{65534, []string{"--group", "adm", "--user", "nobody", "--", "id", "-un"}, "nobody\n"},
+		{0, []string{"--group", "adm", "--", "id", "-un"}, "root\n"},
+	} {
+		if got := as(tc.uid, rgtest.Rootgate(t), append([]string{"run"}, tc.args...)...); got != tc.want {
+			t.Errorf("rootgate run %q as uid %d printed %q, want %q", tc.args, tc.uid, got, tc.want)
 		}
 	}
 }
