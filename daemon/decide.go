@@ -101,8 +101,43 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 }
 
 // evaluate is the policy's verdict on p's request from the user userName.
+// An allow rule does not decide a run as another identity than the
+// requester's whose file someone other than root may change: a person is
+// asked, who sees the file's real path.
 func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
-	return p.policy.Evaluate(p.subject(userName))
+	m := p.policy.Evaluate(p.subject(userName))
+	if m.Action == policy.ActionAllow {
+		if err := p.othersMayChange(); err != nil {
+			s.cfg.Log.Warn("allow rule not applied, a person is asked", "rule", m.Rule.Text, "line", m.Rule.Line, "err", err)
+			return policy.Match{Action: policy.ActionAsk}
+		}
+	}
+	return m
+}
+
+// othersMayChange says why a rule may not allow p's run: it runs as
+// another identity than its requester's (root, or a named account), and a
+// stage's file, or a directory on its real path, is not root's alone, so
+// that what runs is what its owner (the requester, maybe) put there, not
+// what the rule's author meant by its name. A bare name is found in the
+// fixed search path, whose directories an operator may have handed over
+// (a /usr/local/bin chowned for npm -g, one writable by group staff).
+func (p *runPlan) othersMayChange() error {
+	if p.peer.UID == 0 || p.account.UID == uint32(p.peer.UID) {
+		return nil
+	}
+	for _, pin := range p.pinned {
+		switch st := pin.Stat(); {
+		case st.Uid != 0:
+			return fmt.Errorf("%s is owned by uid %d, not by root", pin.Real, st.Uid)
+		case st.Mode&0o022 != 0:
+			return fmt.Errorf("%s is writable by group or others", pin.Real)
+		}
+		if err := checkParents(pin.Real); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // subject is p's request as the policy sees it, from the user userName.
