@@ -202,7 +202,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 
 	// Past MaxRuns, approved requests wait for a slot in the order they
-	// came to wait.
+	// came to wait; a uid other than root holds at most half of them, its
+	// further runs waiting for its own to end.
+	if release, err := s.runShares.acquire(ctx, peer.UID); err == nil {
+		defer release()
+	}
 	if err := s.runs.Acquire(ctx, 1); err == nil {
 		defer s.runs.Release(1)
 	}

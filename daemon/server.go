@@ -151,6 +151,7 @@ type Server struct {
 	cfg            Config
 	replay         *replayWindow
 	runs           *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
+	runShares      *runShares          // per-uid shares of runs, taken before runs
 	conns          *semaphore.Weighted // a unit per connection in flight; never waited for
 	shares         *connShares         // per-uid shares of conns
 	approverShares *connShares         // per-uid caps of approver connections
@@ -237,6 +238,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:            cfg,
 		replay:         rw,
 		runs:           semaphore.NewWeighted(int64(cfg.MaxRuns)),
+		runShares:      newRunShares(max(1, cfg.MaxRuns/2)),
 		conns:          semaphore.NewWeighted(int64(cfg.MaxConns)),
 		shares:         newConnShares(cfg.MaxConnsPerUID),
 		approverShares: newConnShares(wire.MaxApproverConns),

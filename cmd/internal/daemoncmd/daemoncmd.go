@@ -176,7 +176,7 @@ var flags = []clidoc.Flag{
 	{Name: "exec-timeout", Default: daemon.DefaultExecTimeout, Usage: "run time limit; a request may only lower it"},
 	{Name: "kill-grace", Default: pipeline.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL when a run is stopped"},
 	{Name: "max-skew", Default: daemon.DefaultMaxSkew, Usage: "largest accepted distance between a request's time and the clock"},
-	{Name: "max-runs", Default: daemon.DefaultMaxRuns, Usage: "approved runs in progress at once"},
+	{Name: "max-runs", Default: daemon.DefaultMaxRuns, Usage: "approved runs in progress at once; a uid other than root holds at most half of them (at least 1), its further runs waiting for its own"},
 	{Name: "max-conns", Default: daemon.DefaultMaxConns, Usage: "connections in flight before \"server busy\""},
 	{Name: "max-conns-per-uid", Default: 0, Usage: "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns"},
 	{Name: "first-byte-timeout", Default: daemon.DefaultFirstByte, Usage: "how long a connection may send nothing before it is answered with an error and closed"},
