@@ -115,15 +115,16 @@ func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 	return m
 }
 
-// othersMayChange says why a rule may not allow p's run: it runs as
-// another identity than its requester's (root, or a named account), and a
-// stage's file, or a directory on its real path, is not root's alone, so
-// that what runs is what its owner (the requester, maybe) put there, not
-// what the rule's author meant by its name. A bare name is found in the
+// othersMayChange says why a rule may not allow p's run: it is privileged
+// (as root, or as a named account with that account's groups), from a
+// requester other than root, and a stage's file, or a directory on its
+// real path, is not root's alone, so that what runs is what its owner
+// (the requester, maybe) put there, not what the rule's author meant by
+// its name. A bare name is found in the
 // fixed search path, whose directories an operator may have handed over
 // (a /usr/local/bin chowned for npm -g, one writable by group staff).
 func (p *runPlan) othersMayChange() error {
-	if p.peer.UID == 0 || p.account.UID == uint32(p.peer.UID) {
+	if p.peer.UID == 0 || !p.req.Privileged {
 		return nil
 	}
 	for _, pin := range p.pinned {
