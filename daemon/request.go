@@ -84,7 +84,10 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if err := s.cfg.EnvAllow.Check(req.Env); err != nil {
 		return reject(err)
 	}
-	fresh, err := s.replay.Add(req.ReplayKey(), now)
+	fresh, err := s.replay.Add(req.ReplayKey(), peer.UID, now)
+	if wire.CodeOf(err) == wire.CodeRateLimit {
+		return reject(err)
+	}
 	if err != nil {
 		log.Error("replay window", "err", err)
 		return reject(wire.ErrReplayRecord)

@@ -100,6 +100,7 @@ type options struct {
 	maxConns      int
 	maxPending    int
 	maxConnsUID   int
+	maxReplayUID  int
 	firstByte     time.Duration
 	readTimeout   time.Duration
 	stallTimeout  time.Duration
@@ -182,6 +183,7 @@ var flags = []clidoc.Flag{
 	{Name: "first-byte-timeout", Default: daemon.DefaultFirstByte, Usage: "how long a connection may send nothing before it is answered with an error and closed"},
 	{Name: "read-timeout", Default: daemon.DefaultReadTimeout, Usage: "how long a connection has, from connecting, to send its whole request line before it is answered with an error and closed"},
 	{Name: "stall-timeout", Default: daemon.DefaultStallTimeout, Usage: "how long a client may leave its answer unread before its connection is dropped"},
+	{Name: "max-requests-per-uid", Default: daemon.DefaultMaxReplayPerUID, Usage: "requests of one uid (root excepted) within the replay window (2 × --max-skew), each of whose ids it remembers; more are refused"},
 	{Name: "max-pending", Default: daemon.DefaultMaxPending, Usage: "requests of one uid waiting for a person's decision at once; more are refused"},
 	{Name: "prompt-rate", Default: daemon.DefaultPromptRate, Usage: "requests of one uid put to a person per minute; more are refused"},
 	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit this long after the last connection ended, with no connection, no attached approver and no run meanwhile, and not before the replay window (2 × --max-skew) of the last request is over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
@@ -222,6 +224,7 @@ func parseOptions(v clidoc.Values) options {
 		maxRuns:       v.Int("max-runs"),
 		maxConns:      v.Int("max-conns"),
 		maxConnsUID:   v.Int("max-conns-per-uid"),
+		maxReplayUID:  v.Int("max-requests-per-uid"),
 		firstByte:     v.Duration("first-byte-timeout"),
 		readTimeout:   v.Duration("read-timeout"),
 		stallTimeout:  v.Duration("stall-timeout"),
@@ -316,8 +319,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		out.Errorf(errw, "--idle-exit must not be negative")
 		return exitUsage
 	}
-	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 {
-		out.Errorf(errw, "--max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
+	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 || o.maxReplayUID < 1 {
+		out.Errorf(errw, "--max-runs, --max-conns, --max-requests-per-uid, --max-pending and --prompt-rate must be at least 1")
 		return exitUsage
 	}
 	if o.audit == "" {
@@ -481,33 +484,34 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	}
 
 	srv, err := daemon.New(daemon.Config{
-		Version:        version.String(),
-		RuntimeDir:     o.runtimeDir,
-		Policy:         pol,
-		LoadPolicy:     loadPolicy,
-		PolicyFile:     o.policy,
-		Approver:       broker,
-		Broker:         broker,
-		Admission:      admit,
-		ApproverPing:   o.approverPing,
-		ApproverSilent: o.approverQuiet,
-		Audit:          alog,
-		ExecTimeout:    o.execTimeout,
-		KillGrace:      o.killGrace,
-		PromptTimeout:  o.promptTimeout,
-		MaxSkew:        o.maxSkew,
-		MaxRuns:        o.maxRuns,
-		MaxConns:       o.maxConns,
-		MaxConnsPerUID: o.maxConnsUID,
-		FirstByte:      o.firstByte,
-		ReadTimeout:    o.readTimeout,
-		StallTimeout:   o.stallTimeout,
-		MaxPending:     o.maxPending,
-		PromptRate:     o.promptRate,
-		RejectRate:     o.rejectRate,
-		AuditMinFree:   int64(o.auditMinFree),
-		Cgroups:        cgroups,
-		Log:            log,
+		Version:         version.String(),
+		RuntimeDir:      o.runtimeDir,
+		Policy:          pol,
+		LoadPolicy:      loadPolicy,
+		PolicyFile:      o.policy,
+		Approver:        broker,
+		Broker:          broker,
+		Admission:       admit,
+		ApproverPing:    o.approverPing,
+		ApproverSilent:  o.approverQuiet,
+		Audit:           alog,
+		ExecTimeout:     o.execTimeout,
+		KillGrace:       o.killGrace,
+		PromptTimeout:   o.promptTimeout,
+		MaxSkew:         o.maxSkew,
+		MaxRuns:         o.maxRuns,
+		MaxConns:        o.maxConns,
+		MaxConnsPerUID:  o.maxConnsUID,
+		MaxReplayPerUID: o.maxReplayUID,
+		FirstByte:       o.firstByte,
+		ReadTimeout:     o.readTimeout,
+		StallTimeout:    o.stallTimeout,
+		MaxPending:      o.maxPending,
+		PromptRate:      o.promptRate,
+		RejectRate:      o.rejectRate,
+		AuditMinFree:    int64(o.auditMinFree),
+		Cgroups:         cgroups,
+		Log:             log,
 	})
 	if err != nil {
 		return configErr(err) // the runtime directory
