@@ -109,6 +109,7 @@ func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 	if m.Action == policy.ActionAllow {
 		if err := p.othersMayChange(); err != nil {
 			s.cfg.Log.Warn("allow rule not applied, a person is asked", "rule", m.Rule.Text, "line", m.Rule.Line, "err", err)
+			p.notApplied, p.notAppliedWhy = m.Rule, err
 			return policy.Match{Action: policy.ActionAsk}
 		}
 	}

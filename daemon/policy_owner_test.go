@@ -18,8 +18,9 @@ import (
 // /usr/local/sbin entry linking into its own tree, as `npm -g` leaves
 // one under a prefix handed over to the user), writes whatever it likes
 // there and sends the request the rule allows. The rule does not decide
-// it: a person is asked (here: nobody is attached, so it is denied), and
-// a check says a person would be. Root's file in root's directory, and
+// it: a person is asked (with no one attached, it is denied), and a check
+// says a person would be; the person is told which rule matched and why
+// it did not decide. Root's file in root's directory, and
 // the requester's own file run as the requester, are still allowed.
 func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 	t.Parallel()
@@ -93,6 +94,25 @@ func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 		if string(r.Stdout) != "0\n" {
 			t.Fatalf("stdout %q, want 0", r.Stdout)
 		}
+	})
+	t.Run("the person asked is told why", func(t *testing.T) {
+		a := startApprover(t, d.asock(), 0)
+		a.See("attached to rootgated")
+		ch := make(chan response, 1)
+		go func() {
+			r, err := trySendAs(d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"id": "owner-hint", "pipeline": [][]string{{name}}}))
+			if err != nil {
+				r.raw = err.Error()
+			}
+			ch <- r
+		}()
+		a.See("owner-hint")
+		a.pageToEnd()
+		want := "(allow privileged " + name + ") allows this command, but not the file that runs: "
+		if txt := a.Screen.Text(); !strings.Contains(txt[strings.LastIndex(txt, "rootgate approval request"):], want) {
+			t.Fatalf("the prompt does not say %q:\n%s", want, txt)
+		}
+		a.wantAsked(ch, "owner-hint")
 	})
 	t.Run("the requester's own file run as the requester is allowed", func(t *testing.T) {
 		r := wantOK(t, as(map[string]any{"pipeline": [][]string{{agentTool}}, "privileged": false}))
