@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -138,8 +141,43 @@ func (p *runPlan) othersMayChange() error {
 		if err := checkParents(pin.Real); err != nil {
 			return err
 		}
+		// The interpreter of a #! script is found by its path when the
+		// run starts: that path, and the file it leads to, root's too.
+		if ip := pin.Interpreter(); ip != "" {
+			if err := interpreterRootsAlone(ip); err != nil {
+				return fmt.Errorf("the interpreter of %s: %w", pin.Real, err)
+			}
+		}
 	}
 	return nil
+}
+
+// interpreterRootsAlone says why someone other than root may change what
+// the interpreter path ip names: a relative path (the run's cwd is the
+// requester's choice), a file not root's or writable by group or others,
+// or a directory on its path as written or on its real path that is.
+func interpreterRootsAlone(ip string) error {
+	if !filepath.IsAbs(ip) {
+		return fmt.Errorf("%s is a relative path", ip)
+	}
+	real, err := filepath.EvalSymlinks(ip)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return err
+	}
+	switch st := fi.Sys().(*syscall.Stat_t); {
+	case st.Uid != 0:
+		return fmt.Errorf("%s is owned by uid %d, not by root", real, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by group or others", real)
+	}
+	if err := checkParents(ip); err != nil {
+		return err
+	}
+	return checkParents(real)
 }
 
 // subject is p's request as the policy sees it, from the user userName.

@@ -16,8 +16,9 @@ import (
 // (a bare name, found in the fixed search path, or a path); the requester,
 // who can write the file found there or a directory on its real path (a
 // /usr/local/sbin entry linking into its own tree, as `npm -g` leaves
-// one under a prefix handed over to the user), writes whatever it likes
-// there and sends the request the rule allows. The rule does not decide
+// one under a prefix handed over to the user), or the interpreter a root
+// script's #! line names, writes whatever it likes there and sends the
+// request the rule allows. The rule does not decide
 // it: a person is asked (with no one attached, it is denied), and a check
 // says a person would be; the person is told which rule matched and why
 // it did not decide. Root's file in root's directory, and
@@ -56,6 +57,23 @@ func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 	script(agentTool, ag.uid)
 	script(rootInAgents, 0)
 	script(rootTool, 0)
+	// Root's script in root's directory, run by the requester's own copy
+	// of sh, which it may replace by anything.
+	agentSh := filepath.Join(agentDir, "sh")
+	sh, err := os.ReadFile("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(agentSh, sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(agentSh, int(ag.uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	viaAgentSh := filepath.Join(rootDir, "via")
+	if err := os.WriteFile(viaAgentSh, []byte("#!"+agentSh+"\nid -u\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// An entry of the search path leading into the requester's tree.
 	name := "rt2tool-" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	link := filepath.Join("/usr/local/sbin", name)
@@ -67,6 +85,7 @@ func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 	d := startDaemon(t, opts{Policy: "allow privileged " + name + "\n" +
 		"allow privileged " + rootInAgents + "\n" +
 		"allow privileged " + rootTool + "\n" +
+		"allow privileged " + viaAgentSh + "\n" +
 		"allow unprivileged " + agentTool + "\n"})
 	openToAll(t, d)
 	as := func(over map[string]any) response {
@@ -76,6 +95,7 @@ func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 	for _, tc := range []struct{ what, argv0 string }{
 		{"a bare name found through a search path link to the requester's file", name},
 		{"root's file in the requester's directory", rootInAgents},
+		{"root's script run by the requester's interpreter", viaAgentSh},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			r := as(map[string]any{"pipeline": [][]string{{tc.argv0}}})

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,8 @@ type Pinned struct {
 	// interpreted: the file is not ELF, so the kernel hands it to an
 	// interpreter (#!, binfmt_misc) that opens it by the name it is given.
 	interpreted bool
+	// interp is the interpreter a #! line names, as written; "" for none.
+	interp string
 }
 
 // Pin opens the executable at path (following symlinks, as exec does, but
@@ -77,15 +80,27 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
 	defer r.Close()
-	var magic [4]byte
-	_, err = io.ReadFull(r, magic[:])
+	// As much as the kernel reads for a #! line (BINPRM_BUF_SIZE).
+	var head [256]byte
+	n, err := io.ReadFull(r, head[:])
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
-	p.interpreted = err != nil || string(magic[:]) != "\x7fELF"
+	p.interpreted = n < 4 || string(head[:4]) != "\x7fELF"
+	if line, ok := bytes.CutPrefix(head[:n], []byte("#!")); ok {
+		line, _, _ = bytes.Cut(line, []byte("\n"))
+		if f := bytes.Fields(line); len(f) > 0 {
+			p.interp = string(f[0])
+		}
+	}
 	return p, nil
 }
+
+// Interpreter is the interpreter the pinned file's #! line names, as
+// written (the kernel finds it by that path when the run starts); "" when
+// the file has no #! line.
+func (p *Pinned) Interpreter() string { return p.interp }
 
 // Close releases the held descriptor.
 func (p *Pinned) Close() error { return p.f.Close() }
