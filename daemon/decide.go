@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -121,8 +124,80 @@ type noneToAsker interface {
 }
 
 // evaluate is the policy's verdict on p's request from the user userName.
+// An allow rule does not decide a run as another identity than the
+// requester's whose file someone other than root may change: a person is
+// asked, who sees the file's real path.
 func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
-	return p.policy.Evaluate(p.subject(userName))
+	m := p.policy.Evaluate(p.subject(userName))
+	if m.Action == policy.ActionAllow {
+		if err := p.othersMayChange(); err != nil {
+			s.cfg.Log.Warn("allow rule not applied, a person is asked", "rule", m.Rule.Text, "line", m.Rule.Line, "err", err)
+			p.notApplied, p.notAppliedWhy = m.Rule, err
+			return policy.Match{Action: policy.ActionAsk}
+		}
+	}
+	return m
+}
+
+// othersMayChange says why a rule may not allow p's run: it is privileged
+// (as root, or as a named account with that account's groups), from a
+// requester other than root, and a stage's file, or a directory on its
+// real path, is not root's alone, so that what runs is what its owner
+// (the requester, maybe) put there, not what the rule's author meant by
+// its name. A bare name is found in the
+// fixed search path, whose directories an operator may have handed over
+// (a /usr/local/bin chowned for npm -g, one writable by group staff).
+func (p *runPlan) othersMayChange() error {
+	if p.peer.UID == 0 || !p.req.Privileged {
+		return nil
+	}
+	for _, pin := range p.pinned {
+		switch st := pin.Stat(); {
+		case st.Uid != 0:
+			return fmt.Errorf("%s is owned by uid %d, not by root", pin.Real, st.Uid)
+		case st.Mode&0o022 != 0:
+			return fmt.Errorf("%s is writable by group or others", pin.Real)
+		}
+		if err := checkParents(pin.Real); err != nil {
+			return err
+		}
+		// The interpreter of a #! script is found by its path when the
+		// run starts: that path, and the file it leads to, root's too.
+		if ip := pin.Interpreter(); ip != "" {
+			if err := interpreterRootsAlone(ip); err != nil {
+				return fmt.Errorf("the interpreter of %s: %w", pin.Real, err)
+			}
+		}
+	}
+	return nil
+}
+
+// interpreterRootsAlone says why someone other than root may change what
+// the interpreter path ip names: a relative path (the run's cwd is the
+// requester's choice), a file not root's or writable by group or others,
+// or a directory on its path as written or on its real path that is.
+func interpreterRootsAlone(ip string) error {
+	if !filepath.IsAbs(ip) {
+		return fmt.Errorf("%s is a relative path", ip)
+	}
+	real, err := filepath.EvalSymlinks(ip)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return err
+	}
+	switch st := fi.Sys().(*syscall.Stat_t); {
+	case st.Uid != 0:
+		return fmt.Errorf("%s is owned by uid %d, not by root", real, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by group or others", real)
+	}
+	if err := checkParents(ip); err != nil {
+		return err
+	}
+	return checkParents(real)
 }
 
 // subject is p's request as the policy sees it, from the user userName.

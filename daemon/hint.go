@@ -22,7 +22,14 @@ func (s *Server) hintFor(p *runPlan, now time.Time) string {
 	if h := s.grantHint(p, now); h != "" {
 		lines = append(lines, h)
 	}
-	if h := ruleHint(p); h != "" {
+	if r := p.notApplied; r != nil {
+		name := r.File
+		if name == "" {
+			name = "policy"
+		}
+		lines = append(lines, fmt.Sprintf("rule %s:%d (%s) allows this command, but not the file that runs: %s", name, r.Line,
+			termsafe.Sanitize(r.Text), termsafe.Sanitize(p.notAppliedWhy.Error())))
+	} else if h := ruleHint(p); h != "" {
 		lines = append(lines, h)
 	}
 	return strings.Join(lines, "\n")

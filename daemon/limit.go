@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sync/semaphore"
 )
 
 // promptLimit keeps one requester (a uid) from flooding the people who
@@ -102,4 +104,54 @@ func (c *connShares) take(uid int) (release func(), ok bool) {
 			delete(c.uids, uid)
 		}
 	}, true
+}
+
+// runShares caps the runs one uid other than root has in progress, so one
+// requester's long runs (a `journalctl -f` a rule allows, sent again and
+// again) cannot take every run slot and hold everyone else's approved
+// requests back. A uid's run past its share waits for one of its own to
+// end, before it waits for a slot of the global cap.
+type runShares struct {
+	max int64
+
+	mu   sync.Mutex // guards uids
+	uids map[int]*runShare
+}
+
+// runShare is one uid's share, and how many of its runs hold or wait for it.
+type runShare struct {
+	sem   *semaphore.Weighted
+	users int
+}
+
+func newRunShares(max int) *runShares {
+	return &runShares{max: int64(max), uids: map[int]*runShare{}}
+}
+
+// acquire waits until uid may start one more run, or ctx ends (its error
+// then). On success the caller must call release when the run is over.
+func (r *runShares) acquire(ctx context.Context, uid int) (release func(), err error) {
+	if uid == 0 {
+		return func() {}, nil
+	}
+	r.mu.Lock()
+	u := r.uids[uid]
+	if u == nil {
+		u = &runShare{sem: semaphore.NewWeighted(r.max)}
+		r.uids[uid] = u
+	}
+	u.users++
+	r.mu.Unlock()
+	done := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if u.users--; u.users == 0 {
+			delete(r.uids, uid)
+		}
+	}
+	if err := u.sem.Acquire(ctx, 1); err != nil {
+		done()
+		return nil, err
+	}
+	return func() { u.sem.Release(1); done() }, nil
 }

@@ -42,6 +42,10 @@ type runPlan struct {
 	progress func(phase string)
 	// lim is the limits of the run's cgroup.
 	lim pipeline.Limits
+	// notApplied is the allow rule that matched but did not decide, for
+	// the file that runs is not root's alone (othersMayChange), and why.
+	notApplied    *policy.Rule
+	notAppliedWhy error
 }
 
 // close releases the pinned executables and the cwd.

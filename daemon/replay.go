@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 // replayFile is the replay window's file inside the runtime directory.
@@ -32,18 +34,23 @@ type replayWindow struct {
 	f         *os.File
 	nextPrune time.Time // when expired keys are next dropped from seen and f
 	last      time.Time // the latest expiry ever recorded
+	// byUID holds, for each uid other than root, the expiries of the keys
+	// it added, oldest first: at most perUID, so one requester cannot fill
+	// the runtime directory and memory with unique ids.
+	byUID  map[int][]time.Time
+	perUID int
 }
 
 // openReplay loads the keys of dir's replay file that have not expired.
 // dir must be root's alone (checkDir): root rewrites files in it.
-func openReplay(dir string, window time.Duration, now time.Time) (*replayWindow, error) {
+func openReplay(dir string, window time.Duration, perUID int, now time.Time) (*replayWindow, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replay window: %w", err)
 	}
 	if err := checkDir(dir, true); err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
-	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]time.Time{}, live: map[string]bool{}}
+	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]time.Time{}, live: map[string]bool{}, byUID: map[int][]time.Time{}, perUID: perUID}
 	data, err := readNoFollow(w.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("replay window: %w", err)
@@ -68,16 +75,30 @@ func openReplay(dir string, window time.Duration, now time.Time) (*replayWindow,
 	return w, nil
 }
 
-// Add records key and reports whether it was new: not seen within the
-// window, nor the key of a request in progress (see Done). Keys are
-// written quoted, so any id fits on one line.
-func (w *replayWindow) Add(key string, now time.Time) (bool, error) {
+// Add records key, sent by uid, and reports whether it was new: not seen
+// within the window, nor the key of a request in progress (see Done).
+// Keys are written quoted, so any id fits on one line. A new key of a uid
+// other than root that has perUID keys in the window already is not
+// recorded: the error says so.
+func (w *replayWindow) Add(key string, uid int, now time.Time) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if exp, ok := w.seen[key]; ok && exp.After(now) || w.live[key] {
 		return false, nil
 	}
 	exp := now.Add(w.window)
+	if uid != 0 {
+		exps := w.byUID[uid]
+		i := 0
+		for i < len(exps) && !exps[i].After(now) {
+			i++
+		}
+		if exps = exps[i:]; len(exps) >= w.perUID {
+			w.byUID[uid] = exps
+			return false, wire.ReplayFullError(uid, w.perUID, w.window)
+		}
+		w.byUID[uid] = append(exps, exp)
+	}
 	w.seen[key] = exp
 	if exp.After(w.last) {
 		w.last = exp
@@ -114,6 +135,11 @@ func (w *replayWindow) rewriteLocked(now time.Time) error {
 			continue
 		}
 		fmt.Fprintf(&b, "%d %s\n", exp.UnixNano(), strconv.Quote(k))
+	}
+	for uid, exps := range w.byUID {
+		if len(exps) == 0 || !exps[len(exps)-1].After(now) {
+			delete(w.byUID, uid)
+		}
 	}
 	tmp := w.path + ".tmp"
 	if err := writeNew(tmp, []byte(b.String())); err != nil {

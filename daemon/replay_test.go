@@ -12,13 +12,13 @@ func TestReplayWindow(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := openReplay(dir, time.Minute, t0)
+	w, err := openReplay(dir, time.Minute, DefaultMaxIDsPerUID, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	add := func(key string, at time.Time) bool {
 		t.Helper()
-		fresh, err := w.Add(key, at)
+		fresh, err := w.Add(key, 0, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestReplayWindow(t *testing.T) {
 		t.Fatal("a key must be accepted again after the window")
 	}
 	// A key whose request is still in progress is refused, however old.
-	if fresh, err := w.Add("id:long", t0); !fresh || err != nil {
+	if fresh, err := w.Add("id:long", 0, t0); !fresh || err != nil {
 		t.Fatalf("id:long: %v, %v", fresh, err)
 	}
 	if add("id:long", t0.Add(61*time.Second)) {
@@ -48,7 +48,7 @@ func TestReplayWindow(t *testing.T) {
 	odd := "id:a b\nc"
 	add(odd, t0.Add(61*time.Second))
 	w.Close()
-	w, err = openReplay(dir, time.Minute, t0.Add(62*time.Second))
+	w, err = openReplay(dir, time.Minute, DefaultMaxIDsPerUID, t0.Add(62*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,10 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if err := s.cfg.EnvAllow.Check(req.Env); err != nil {
 		return reject(err)
 	}
-	fresh, err := s.replay.Add(req.ReplayKey(), now)
+	fresh, err := s.replay.Add(req.ReplayKey(), peer.UID, now)
+	if wire.CodeOf(err) == wire.CodeRateLimit {
+		return reject(err)
+	}
 	if err != nil {
 		log.Error("replay window", "err", err)
 		return reject(wire.ErrReplayRecord)
@@ -203,7 +206,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 
 	// Past MaxRuns, approved requests wait for a slot in the order they
-	// came to wait.
+	// came to wait; a uid other than root holds at most half of them, its
+	// further runs waiting for its own to end.
+	if release, err := s.runShares.acquire(ctx, peer.UID); err == nil {
+		defer release()
+	}
 	if err := s.runs.Acquire(ctx, 1); err == nil {
 		defer s.runs.Release(1)
 	}

@@ -50,6 +50,9 @@ const (
 	DefaultStallTimeout = 10 * time.Second
 	DefaultMaxPending   = 4
 	DefaultPromptRate   = 20
+	// DefaultMaxIDsPerUID bounds the requests of one uid other than
+	// root in the replay window.
+	DefaultMaxIDsPerUID = 20000
 	DefaultRuntimeDir   = "/run/rootgate"
 )
 
@@ -109,6 +112,10 @@ type Config struct {
 	// MaxConnsPerUID caps the connections of one uid other than root in
 	// flight; 0 means a quarter of MaxConns (at least 1).
 	MaxConnsPerUID int
+	// MaxIDsPerUID caps the requests of one uid other than root within
+	// the replay window, whose ids it remembers; past it, such a request
+	// is refused. 0 means DefaultMaxIDsPerUID.
+	MaxIDsPerUID int
 	// FirstByte is how long a connection may stay silent before it is
 	// answered with an error and closed; 0 means DefaultFirstByte.
 	FirstByte time.Duration
@@ -151,6 +158,7 @@ type Server struct {
 	cfg            Config
 	replay         *replayWindow
 	runs           *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
+	runShares      *runShares          // per-uid shares of runs, taken before runs
 	conns          *semaphore.Weighted // a unit per connection in flight; never waited for
 	shares         *connShares         // per-uid shares of conns
 	approverShares *connShares         // per-uid caps of approver connections
@@ -202,6 +210,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerUID <= 0 {
 		cfg.MaxConnsPerUID = max(1, cfg.MaxConns/4)
 	}
+	if cfg.MaxIDsPerUID <= 0 {
+		cfg.MaxIDsPerUID = DefaultMaxIDsPerUID
+	}
 	if cfg.FirstByte <= 0 {
 		cfg.FirstByte = DefaultFirstByte
 	}
@@ -229,7 +240,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	rw, err := openReplay(cfg.RuntimeDir, 2*cfg.MaxSkew, cfg.Now())
+	rw, err := openReplay(cfg.RuntimeDir, 2*cfg.MaxSkew, cfg.MaxIDsPerUID, cfg.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +248,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:            cfg,
 		replay:         rw,
 		runs:           semaphore.NewWeighted(int64(cfg.MaxRuns)),
+		runShares:      newRunShares(max(1, cfg.MaxRuns/2)),
 		conns:          semaphore.NewWeighted(int64(cfg.MaxConns)),
 		shares:         newConnShares(cfg.MaxConnsPerUID),
 		approverShares: newConnShares(wire.MaxApproverConns),

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,8 @@ type Pinned struct {
 	// interpreted: the file is not ELF, so the kernel hands it to an
 	// interpreter (#!, binfmt_misc) that opens it by the name it is given.
 	interpreted bool
+	// interp is the interpreter a #! line names, as written; "" for none.
+	interp string
 }
 
 // Pin opens the executable at path (following symlinks, as exec does, but
@@ -77,15 +80,27 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
 	defer r.Close()
-	var magic [4]byte
-	_, err = io.ReadFull(r, magic[:])
+	// As much as the kernel reads for a #! line (BINPRM_BUF_SIZE).
+	var head [256]byte
+	n, err := io.ReadFull(r, head[:])
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
-	p.interpreted = err != nil || string(magic[:]) != "\x7fELF"
+	p.interpreted = n < 4 || string(head[:4]) != "\x7fELF"
+	if line, ok := bytes.CutPrefix(head[:n], []byte("#!")); ok {
+		line, _, _ = bytes.Cut(line, []byte("\n"))
+		if f := bytes.Fields(line); len(f) > 0 {
+			p.interp = string(f[0])
+		}
+	}
 	return p, nil
 }
+
+// Interpreter is the interpreter the pinned file's #! line names, as
+// written (the kernel finds it by that path when the run starts); "" when
+// the file has no #! line.
+func (p *Pinned) Interpreter() string { return p.interp }
 
 // Close releases the held descriptor.
 func (p *Pinned) Close() error { return p.f.Close() }
@@ -165,6 +180,10 @@ func unchanged(a, b *unix.Stat_t) bool {
 	return sameFile(a, b) && a.Uid == b.Uid && a.Gid == b.Gid && a.Mode == b.Mode && a.Size == b.Size &&
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
+
+// Stat is the pinned file's status as it was when pinned: its owner and
+// mode say who could have written what runs.
+func (p *Pinned) Stat() unix.Stat_t { return p.st }
 
 // Identity names the pinned file as it was when pinned: its device and
 // inode, owner, mode, size and change times. Two pins with the same

@@ -514,6 +514,7 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 		res.KillErr = r.cg.Kill()
 		u := r.cg.Usage()
 		res.Usage = &u
+		reapStrays()
 	} else {
 		sweep(r.tag)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -137,22 +139,52 @@ func reap(pid int) {
 	_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 }
 
-// children lists this process's children as the kernel hands orphans
-// over: to the first live thread of the reaper, its main thread, whose
-// children file this reads. Where the kernel has none
+// children lists this process's children: those of every thread, since
+// the kernel hands orphans over to the first live thread of the reaper,
+// and a stage's clone with CLONE_PARENT makes its child one of the thread
+// that started the stage. Where the kernel has no children files
 // (CONFIG_PROC_CHILDREN), it lists every process instead.
 func children() []int {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children")
+	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return allPids()
 	}
 	var pids []int
-	for f := range strings.FieldsSeq(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) { // a thread that ended meanwhile
+			return allPids()
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
 		}
 	}
 	return pids
+}
+
+// reapStrays reaps the children of this process that have exited and are
+// none of its stages, as sweep does, for a run in a cgroup, which has no
+// sweep: a stage can make its children this process's own (clone with
+// CLONE_PARENT), and nothing else waits for them, so each would stay a
+// zombie, holding its pid, as long as the daemon runs. Zombies of this
+// process's own session are left alone, as sweep leaves them: root's
+// stages share it, and so may children this process started otherwise.
+func reapStrays() {
+	// Most runs leave none: one call says whether any child has exited.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
+		return
+	}
+	ownSid, _ := unix.Getsid(0)
+	reaper.starting.Lock()
+	defer reaper.starting.Unlock()
+	for _, pid := range children() {
+		if state, sid, ok := procStat(pid); ok && state == 'Z' && sid != ownSid && !registered(pid) {
+			reap(pid)
+		}
+	}
 }
 
 // allPids lists every process but this one.

@@ -28,6 +28,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 		charError("pipeline[0][2]"),
 		TooManyPendingError(1000, 4),
 		PromptRateError(1000, 20),
+		ReplayFullError(1000, 20000, 2*time.Minute),
 		TooManyConnsError(1000, 16),
 		FirstByteError(2 * time.Second),
 		ReadTimeoutError(ReadTimeout),

@@ -94,6 +94,12 @@ func TooManyPendingError(uid, max int) error {
 	return coded(CodeRateLimit, fmt.Sprintf("too many requests from uid %d waiting for approval (max %d)", uid, max))
 }
 
+// ReplayFullError refuses a request from uid when max of its requests
+// are already in the replay window, which is window long.
+func ReplayFullError(uid, max int, window time.Duration) error {
+	return coded(CodeRateLimit, fmt.Sprintf("too many requests from uid %d: at most %d within %s", uid, max, window))
+}
+
 // TooManyConnsError refuses a connection when uid already has max
 // connections in flight.
 func TooManyConnsError(uid, max int) error {

@@ -100,6 +100,7 @@ type options struct {
 	maxConns      int
 	maxPending    int
 	maxConnsUID   int
+	maxReplayUID  int
 	firstByte     time.Duration
 	readTimeout   time.Duration
 	stallTimeout  time.Duration
@@ -176,12 +177,13 @@ var flags = []clidoc.Flag{
 	{Name: "exec-timeout", Default: daemon.DefaultExecTimeout, Usage: "run time limit; a request may only lower it"},
 	{Name: "kill-grace", Default: pipeline.DefaultKillGrace, Usage: "time between SIGTERM and SIGKILL when a run is stopped"},
 	{Name: "max-skew", Default: daemon.DefaultMaxSkew, Usage: "largest accepted distance between a request's time and the clock"},
-	{Name: "max-runs", Default: daemon.DefaultMaxRuns, Usage: "approved runs in progress at once"},
+	{Name: "max-runs", Default: daemon.DefaultMaxRuns, Usage: "approved runs in progress at once; a uid other than root holds at most half of them (at least 1), its further runs waiting for its own"},
 	{Name: "max-conns", Default: daemon.DefaultMaxConns, Usage: "connections in flight before \"server busy\""},
 	{Name: "max-conns-per-uid", Default: 0, Usage: "connections of one uid (root excepted) in flight before \"server busy\"; 0 means a quarter of --max-conns"},
 	{Name: "first-byte-timeout", Default: daemon.DefaultFirstByte, Usage: "how long a connection may send nothing before it is answered with an error and closed"},
 	{Name: "read-timeout", Default: daemon.DefaultReadTimeout, Usage: "how long a connection has, from connecting, to send its whole request line before it is answered with an error and closed"},
 	{Name: "stall-timeout", Default: daemon.DefaultStallTimeout, Usage: "how long a client may leave its answer unread before its connection is dropped"},
+	{Name: "max-requests-per-uid", Default: daemon.DefaultMaxIDsPerUID, Usage: "requests of one uid (root excepted) within the replay window (2 × --max-skew), each of whose ids it remembers; more are refused"},
 	{Name: "max-pending", Default: daemon.DefaultMaxPending, Usage: "requests of one uid waiting for a person's decision at once; more are refused"},
 	{Name: "prompt-rate", Default: daemon.DefaultPromptRate, Usage: "requests of one uid put to a person per minute; more are refused"},
 	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit this long after the last connection ended, with no connection, no attached approver and no run meanwhile, and not before the replay window (2 × --max-skew) of the last request is over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
@@ -222,6 +224,7 @@ func parseOptions(v clidoc.Values) options {
 		maxRuns:       v.Int("max-runs"),
 		maxConns:      v.Int("max-conns"),
 		maxConnsUID:   v.Int("max-conns-per-uid"),
+		maxReplayUID:  v.Int("max-requests-per-uid"),
 		firstByte:     v.Duration("first-byte-timeout"),
 		readTimeout:   v.Duration("read-timeout"),
 		stallTimeout:  v.Duration("stall-timeout"),
@@ -316,8 +319,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		out.Errorf(errw, "--idle-exit must not be negative")
 		return exitUsage
 	}
-	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 {
-		out.Errorf(errw, "--max-runs, --max-conns, --max-pending and --prompt-rate must be at least 1")
+	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 || o.maxReplayUID < 1 {
+		out.Errorf(errw, "--max-runs, --max-conns, --max-requests-per-uid, --max-pending and --prompt-rate must be at least 1")
 		return exitUsage
 	}
 	if o.audit == "" {
@@ -499,6 +502,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		MaxRuns:        o.maxRuns,
 		MaxConns:       o.maxConns,
 		MaxConnsPerUID: o.maxConnsUID,
+		MaxIDsPerUID:   o.maxReplayUID,
 		FirstByte:      o.firstByte,
 		ReadTimeout:    o.readTimeout,
 		StallTimeout:   o.stallTimeout,
