@@ -46,6 +46,10 @@ type runPlan struct {
 	// the file that runs is not root's alone (othersMayChange), and why.
 	notApplied    *policy.Rule
 	notAppliedWhy error
+	// search is where a bare name is found and the run's PATH: the fixed
+	// search path, less its directories others than root may change for
+	// a privileged run another user asks for (pipeline.SafeSearchPath).
+	search string
 }
 
 // close releases the pinned executables and the cwd.
@@ -97,7 +101,12 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 		}
 		account.GID, named.GID, named.Group = g.gid, g.gid, g.name
 	}
-	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline))}
+	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline)), search: pipeline.SearchPath}
+	if req.Privileged && peer.UID != 0 {
+		// A directory of the search path the requester may write to
+		// would hand its file the run's identity, found by name.
+		p.search, _ = pipeline.SafeSearchPath()
+	}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -123,7 +132,7 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	p.cmd = &pipeline.Cmd{
 		Argv:      req.Pipeline,
 		Paths:     paths,
-		Env:       pipeline.Env(p.account, req.Env),
+		Env:       pipeline.EnvIn(p.search, p.account, req.Env),
 		Pinned:    p.pinned,
 		Dir:       p.cwd,
 		DirFile:   p.dir,
@@ -164,7 +173,7 @@ func (p *runPlan) open() error {
 	p.cwd = cwd
 	for i, argv := range req.Pipeline {
 		// The file found is the file pinned: one open.
-		exe, pin, err := pipeline.ResolvePinned(argv[0], cwd)
+		exe, pin, err := pipeline.ResolvePinnedIn(argv[0], cwd, p.search)
 		switch {
 		case errors.Is(err, pipeline.ErrNotFound):
 			return wire.NotFoundError(i+1, argv[0])

@@ -137,8 +137,14 @@ func parseLoginShell(r io.Reader, name, id string) (string, error) {
 // allowlist can move the search path or the run's identity. The result is
 // the same for the same arguments, ready for [Cmd].Env.
 func Env(acct Account, extra map[string]string) []string {
+	return EnvIn(SearchPath, acct, extra)
+}
+
+// EnvIn is [Env] with PATH=search: a part of [SearchPath], as
+// [SafeSearchPath] leaves.
+func EnvIn(search string, acct Account, extra map[string]string) []string {
 	env := []string{
-		"PATH=" + SearchPath,
+		"PATH=" + search,
 		"HOME=" + acct.Home,
 		"USER=" + acct.Name,
 		"LOGNAME=" + acct.Name,

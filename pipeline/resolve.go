@@ -18,6 +18,71 @@ import (
 // request's are never used.
 const SearchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// SafeSearchPath is [SearchPath] without the directories that someone
+// other than root could put a file in, or put another directory in place
+// of: a directory not owned by root or writable by its group or others
+// (sticky or not: a new name is all it takes), or one below a directory
+// not owned by root or writable by group or others without the sticky
+// bit, on its path as written or on its real path. A directory that does
+// not exist is left out too (nothing is found there). The reasons say
+// what was left out and why.
+//
+// A run as root (or as another account) that runs a command by name finds
+// it in its PATH: a directory there that a requester can write to would
+// run the requester's file with the run's identity, whatever the person
+// approved (a maintainer script's `systemctl`, an `#!/usr/bin/env`
+// line). Such a directory is typically /usr/local/bin handed over to a
+// user for `npm -g`.
+func SafeSearchPath() (path string, reasons []string) {
+	var kept []string
+	for _, dir := range filepath.SplitList(SearchPath) {
+		if err := rootsAlone(dir); err != nil {
+			reasons = append(reasons, err.Error())
+			continue
+		}
+		kept = append(kept, dir)
+	}
+	return strings.Join(kept, ":"), reasons
+}
+
+// rootsAlone says why someone other than root could change what the
+// directory dir holds: see [SafeSearchPath].
+func rootsAlone(dir string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(real, &st); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s: not a directory", dir)
+	case st.Uid != 0:
+		return fmt.Errorf("%s is owned by uid %d, not by root", dir, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by group or others", dir)
+	}
+	for _, p := range []string{dir, real} {
+		for q := filepath.Dir(p); ; q = filepath.Dir(q) {
+			if err := unix.Stat(q, &st); err != nil {
+				return fmt.Errorf("%s: %w", dir, err)
+			}
+			switch {
+			case st.Uid != 0:
+				return fmt.Errorf("%s: %s is owned by uid %d, not by root", dir, q, st.Uid)
+			case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+				return fmt.Errorf("%s: %s is writable by group or others", dir, q)
+			}
+			if q == "/" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
 // ErrNotFound is wrapped by the errors of [Resolve] when argv[0] names
 // nothing that can be executed.
 var ErrNotFound = errors.New("executable not found")
@@ -56,7 +121,7 @@ type Executable struct {
 // `resolve "NAME": REASON`. Any other error means argv0 could not be
 // checked.
 func Resolve(argv0, cwd string) (Executable, error) {
-	p, fd, _, err := find(argv0, cwd)
+	p, fd, _, err := find(argv0, cwd, SearchPath)
 	if err != nil {
 		return Executable{}, err
 	}
@@ -68,7 +133,14 @@ func Resolve(argv0, cwd string) (Executable, error) {
 // file it pins, opened once, so nothing can be swapped in between. Its
 // errors are Resolve's, and Pin's once the file is found.
 func ResolvePinned(argv0, cwd string) (Executable, *Pinned, error) {
-	p, fd, st, err := find(argv0, cwd)
+	return ResolvePinnedIn(argv0, cwd, SearchPath)
+}
+
+// ResolvePinnedIn is [ResolvePinned] with a bare name looked up in the
+// directories of search (colon-separated) instead of [SearchPath]: a part
+// of it, as [SafeSearchPath] leaves.
+func ResolvePinnedIn(argv0, cwd, search string) (Executable, *Pinned, error) {
+	p, fd, st, err := find(argv0, cwd, search)
 	if err != nil {
 		return Executable{}, nil, err
 	}
@@ -83,12 +155,12 @@ func ResolvePinned(argv0, cwd string) (Executable, *Pinned, error) {
 	return e, pin, nil
 }
 
-// find finds argv0 as [Resolve] describes, and returns its path, the file
-// open (O_PATH) and its status.
-func find(argv0, cwd string) (string, int, unix.Stat_t, error) {
+// find finds argv0 as [Resolve] describes, a bare name in the directories
+// of search, and returns its path, the file open (O_PATH) and its status.
+func find(argv0, cwd, search string) (string, int, unix.Stat_t, error) {
 	if !strings.Contains(argv0, "/") {
 		if argv0 != "" {
-			for _, dir := range filepath.SplitList(SearchPath) {
+			for _, dir := range filepath.SplitList(search) {
 				p := dir + "/" + argv0
 				if fd, st, err := openExecutable(p); err == nil {
 					return p, fd, st, nil

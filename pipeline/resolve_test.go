@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -198,5 +199,61 @@ func TestResolveRefusesMagicLinks(t *testing.T) {
 	}
 	if e, err := Resolve("true", dir); err != nil || e.Path != "/usr/bin/true" {
 		t.Errorf("Resolve(true) = %+v, %v", e, err)
+	}
+}
+
+// TestRootsAlone: a search path directory is kept only when no one but
+// root can put a file in it or swap it: its owner, its mode (sticky or
+// not) and its parents' (sticky ones may be written by others), on its
+// path as written and as resolved.
+func TestRootsAlone(t *testing.T) {
+	base := t.TempDir() // under /tmp: root's, sticky
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name string, mode os.FileMode, uid int) string {
+		t.Helper()
+		p := filepath.Join(base, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, -1); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	roots := mk("roots", 0o755, 0)
+	others := mk("others", 0o755, 65534)
+	group := mk("group", 0o775, 0)
+	sticky := mk("sticky", os.ModeSticky|0o777, 0)
+	under := mk("others/bin", 0o755, 0)
+	inSticky := mk("sticky/bin", 0o755, 0)
+	link := filepath.Join(roots, "link")
+	if err := os.Symlink(under, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir  string
+		want string // "" for kept
+	}{
+		{roots, ""},
+		{inSticky, ""},
+		{others, "is owned by uid 65534, not by root"},
+		{group, "is writable by group or others"},
+		{sticky, "is writable by group or others"},
+		{under, "others is owned by uid 65534, not by root"},
+		{link, "others is owned by uid 65534, not by root"},
+		{filepath.Join(base, "missing"), "no such file or directory"},
+	} {
+		err := rootsAlone(tc.dir)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("rootsAlone(%s) = %v, want it kept", tc.dir, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("rootsAlone(%s) = %v, want %q", tc.dir, err, tc.want)
+		}
 	}
 }
