@@ -127,6 +127,14 @@ func (p *runPlan) grantShape() string {
 	return p.shape
 }
 
+// groupShape is what requests must share to be decided by one prompt
+// ([approval.Prompt].Shape): the grant shape, and the run's time limit,
+// which the prompt shows and a requester sets ("timeout"): the first
+// request's limit on the screen must not stand for a longer one.
+func (p *runPlan) groupShape() string {
+	return p.grantShape() + " timeout=" + p.cmd.Timeout.String()
+}
+
 // grantDecides returns the standing grant that decides p's request at
 // now, given the policy's verdict m on it, or nil: none when the policy
 // decides it (a deny rule, or an allow rule without forward_agent) or the
