@@ -1,6 +1,8 @@
 package daemon_test
 
 import (
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,4 +40,40 @@ func TestPromptGroupKeepsTimeLimitsApart(t *testing.T) {
 	a.See("tl-long")
 	a.See("Time limit:  300s")
 	a.wantAsked(long, "tl-long")
+}
+
+// Runes whose width Go's grapheme measure and the terminal disagree on:
+// a spacing mark (U+0903) joins the cluster before it for the former and
+// takes a cell of its own in tmux (glibc's wcwidth), a run of Hangul
+// leading jamo is one 2-cell cluster for the former and 2 cells each in
+// tmux. An argument of them measured short wrapped on the terminal into
+// screenfuls and scrolled the request, its command and who asks out of
+// the window; y counted with only the requester's tail and the form on
+// screen.
+func TestPromptWidthTricksKeepCommandOnScreen(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	ta := rgtest.StartTmuxApprover(t, d.asock(), 80, 24)
+	ta.Wait("keys typed here are ignored")
+	for _, c := range []struct{ id, pad string }{
+		{"wide-mc", strings.Repeat("\u0903", 3000)},
+		{"wide-jamo", strings.Repeat("\u1100", 1500)},
+	} {
+		ch := d.ask(map[string]any{"id": c.id, "pipeline": [][]string{{"echo", "HIDDEN-MARKER", c.pad, "  [1] apt-get update"}}, "privileged": true})
+		// The prompt accepts keys, with the request's first line, who
+		// asks and the command all in the window, each row its own line.
+		ta.WaitRows(c.id+"'s prompt with its command on screen", func(rows []string) bool {
+			return hasRow(rows, "rootgate approval request") && hasRow(rows, "Asked by root (uid 0") &&
+				hasRow(rows, "  [1] echo HIDDEN-MARKER ") && hasRow(rows, "page to the end of the request before y counts")
+		})
+		ta.Key("n")
+		if r := <-ch; r.Status != wire.StatusDenied {
+			t.Fatalf("%s: got %s, want the operator's denial", c.id, r.raw)
+		}
+	}
+}
+
+// hasRow reports whether a row starts with prefix.
+func hasRow(rows []string, prefix string) bool {
+	return slices.ContainsFunc(rows, func(r string) bool { return strings.HasPrefix(strings.TrimLeft(r, " "), strings.TrimLeft(prefix, " ")) })
 }
