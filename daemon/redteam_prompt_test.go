@@ -77,3 +77,33 @@ func TestPromptWidthTricksKeepCommandOnScreen(t *testing.T) {
 func hasRow(rows []string, prefix string) bool {
 	return slices.ContainsFunc(rows, func(r string) bool { return strings.HasPrefix(strings.TrimLeft(r, " "), strings.TrimLeft(prefix, " ")) })
 }
+
+// The idle screen of a second approver lists the request waiting at the
+// first. Its arguments of Hangul leading jamo, one 2-cell grapheme to
+// uniseg and two cells each to tmux, wrapped on the terminal over
+// screenfuls: the screen's header
+// and sections scrolled away and rows started with the requester's text,
+// which could pass for the screen's own entries (a decision, a grant).
+func TestIdleScreenWidthTricksKeepItsLines(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	argv := []string{"echo", "HIDDEN-MARKER"}
+	for range 20 { // the status keeps 24 words of 120 characters
+		argv = append(argv, strings.Repeat("\u1100", 120))
+	}
+	ch := d.ask(map[string]any{"id": "idle-wide", "pipeline": [][]string{argv}, "privileged": true})
+	a.See("┊ id:      idle-wide") // its prompt, not a's idle screen as it gathers
+	b := rgtest.StartTmuxApprover(t, d.asock(), 160, 24)
+	b.WaitRows("the idle screen with the request queued, every line on screen", func(rows []string) bool {
+		return hasRow(rows, "── rootgate approve · idle") && hasRow(rows, "Waiting for a person (1):") &&
+			hasRow(rows, "  idle-wide  root (uid 0)  waiting ") && hasRow(rows, "Standing grants (0):") &&
+			hasRow(rows, "Last decisions (newest first):")
+	})
+	a.See("before y counts · n or Esc deny")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("idle-wide: got %s, want the operator's denial", r.raw)
+	}
+}

@@ -844,57 +844,23 @@ func contPrefix(line string) string {
 	return strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))) + "    ↳ "
 }
 
-// wrapLine cuts line into pieces of at most width cells ([cells]).
+// wrapLine cuts line into pieces of at most width cells ([termsafe.Cells]).
 func wrapLine(line string, width int) []string {
-	if cells(line) <= width {
+	if termsafe.Cells(line) <= width {
 		return []string{line}
 	}
 	prefix := contPrefix(line)
-	w := max(width-cells(prefix), 8)
+	w := max(width-termsafe.Cells(prefix), 8)
 	var parts []string
 	for line != "" {
 		var part string
-		part, line = cut(line, w)
+		part, line = termsafe.Cut(line, w)
 		if len(parts) > 0 {
 			part = prefix + part
 		}
 		parts = append(parts, part)
 	}
 	return parts
-}
-
-// cells is at least the number of cells s takes on any terminal: one for
-// an ASCII character, two for any other rune, the most a rune takes.
-// Terminals and Go's grapheme measure disagree about many runes: a
-// spacing mark (U+0903) or a Hangul leading jamo joins the cluster before
-// it for the latter, and takes cells of its own in tmux and glibc's
-// wcwidth. A line of the requester's measured short would wrap on the
-// terminal and scroll the top of the prompt, its command included, out
-// of the window; a line measured long only wraps early.
-func cells(s string) int {
-	n := 0
-	for _, r := range s {
-		n += runeCells(r)
-	}
-	return n
-}
-
-func runeCells(r rune) int {
-	if r < utf8.RuneSelf {
-		return 1
-	}
-	return 2
-}
-
-// cut splits s after its longest prefix of at most w cells ([cells]).
-func cut(s string, w int) (head, tail string) {
-	n := 0
-	for i, r := range s {
-		if n += runeCells(r); n > w {
-			return s[:i], s[i:]
-		}
-	}
-	return s, ""
 }
 
 // layout wraps the request for a window of w×h cells.
@@ -985,13 +951,13 @@ func (m *promptModel) footer() []string {
 	return f
 }
 
-// fit cuts s to width cells ([cells]), saying how many characters it
-// left out.
+// fit cuts s to width cells ([termsafe.Cells]), saying how many
+// characters it left out.
 func fit(s string, width int) string {
-	if cells(s) <= width {
+	if termsafe.Cells(s) <= width {
 		return s
 	}
-	kept, _ := cut(s, max(width-16, 8))
+	kept, _ := termsafe.Cut(s, max(width-16, 8))
 	return kept + fmt.Sprintf(" …(+%d more)", utf8.RuneCountInString(s)-utf8.RuneCountInString(kept))
 }
 
