@@ -166,8 +166,8 @@ type Prompt struct {
 	// it is escaped again before it is shown.
 	Hint string `json:"hint,omitempty"`
 	// Shape identifies everything a standing grant must match about the
-	// request (the daemon's grant shape, uid included) and the run's time
-	// limit; "" for none. A [Broker] with GroupWithin groups requests of
+	// request (the daemon's grant shape, uid and time limit included); ""
+	// for none. A [Broker] with GroupWithin groups requests of
 	// the same Shape. It is not sent to approvers.
 	Shape string `json:"-"`
 }

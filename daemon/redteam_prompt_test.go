@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rootgate/rootgate/wire"
 )
@@ -106,4 +107,48 @@ func TestIdleScreenWidthTricksKeepItsLines(t *testing.T) {
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("idle-wide: got %s, want the operator's denial", r.raw)
 	}
+}
+
+// A standing grant given on a prompt that showed "Time limit: 1s" (the
+// requester's "timeout") must not run the same command with the daemon's
+// whole --exec-timeout, which no one was shown: a request of another
+// time limit is asked about again.
+func TestGrantKeepsItsTimeLimit(t *testing.T) {
+	t.Parallel()
+	d := promptDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	run := [][]string{{"echo", "granted-limit"}}
+	ch := d.ask(map[string]any{"id": "gl-1", "pipeline": run, "privileged": true, "timeout": 1})
+	a.See("gl-1")
+	a.See("Time limit:  1s")
+	a.notAnsweredKey(ch, "g")
+	a.See("STANDING GRANT for 15 min")
+	a.See("Time limit:")
+	a.See("GRANT: y approve and grant for 15 min")
+	a.Key("y")
+	wantOK(t, <-ch)
+	// The same limit: the grant decides.
+	wantGrant(t, d.send(map[string]any{"id": "gl-same", "pipeline": run, "privileged": true, "timeout": 1}), "g1")
+	// No limit asked for (the daemon's 300s): a person is asked, and the
+	// hint says what differs.
+	ch = d.ask(map[string]any{"id": "gl-longer", "pipeline": run, "privileged": true})
+	var got *response
+	waitFor(t, "gl-longer to be put to a person", 30*time.Second, func() bool {
+		select {
+		case r := <-ch:
+			got = &r
+			return true
+		default:
+		}
+		txt := a.Screen.Text()
+		return strings.Contains(txt[min(a.Pos, len(txt)):], "┊ id:      gl-longer")
+	})
+	if got != nil {
+		t.Fatalf("gl-longer, of a longer time limit than the grant's, was answered without asking: %s", got.raw)
+	}
+	a.See("┊ id:      gl-longer")
+	a.See("Time limit:  300s")
+	a.See("would have covered it but for the time limit: granted 1s, here 300s")
+	a.wantAsked(ch, "gl-longer")
 }
