@@ -130,6 +130,15 @@ func (p *runPlan) grantShape() string {
 	return p.shape
 }
 
+// groupShape is what requests must share to be decided by one prompt
+// ([approval.Prompt].Shape): the grant shape, and the requester's
+// executable, which the prompt shows as the kernel's word on who asks (a
+// grant is for whichever process of the uid asks; a group's banner says
+// its requests are the same in all it shows but the requester's words).
+func (p *runPlan) groupShape() string {
+	return p.grantShape() + " exe=" + p.peer.Exe
+}
+
 // grantDecides returns the standing grant that decides p's request at
 // now, given the policy's verdict m on it, or nil: none when the policy
 // decides it (a deny rule, or an allow rule without forward_agent) or the

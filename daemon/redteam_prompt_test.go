@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -151,4 +152,46 @@ func TestGrantKeepsItsTimeLimit(t *testing.T) {
 	a.See("Time limit:  300s")
 	a.See("would have covered it but for the time limit: granted 1s, here 300s")
 	a.wantAsked(ch, "gl-longer")
+}
+
+// The group banner says the requests are the same in all shown under
+// Requester, which names the program that asks (its executable, per the
+// kernel): a request from another program of the same uid, here
+// `rootgate run` beside the test binary, must not hide in the group.
+func TestPromptGroupKeepsProgramsApart(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "ask any\n", Args: []string{"--prompt-timeout", "60s", "--max-pending", "8", "--group-within", "3s"}})
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	first := d.ask(map[string]any{"id": "gp-test", "pipeline": [][]string{{"echo", "two-programs"}}, "privileged": true})
+	d.waitLog("asking for approval", "gp-test")
+	out := &syncBuffer{}
+	cmd := exec.Command(rootgateBin, "run", "--socket", d.Sock, "--", "echo", "two-programs")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	waitFor(t, "rootgate run's request to be put to a person", 30*time.Second, func() bool {
+		return strings.Count(d.Stderr.String(), "asking for approval") == 2
+	})
+
+	a.See("┊ id:      gp-test")
+	a.notAnswered(first, "no key yet")
+	if txt := a.Screen.Text(); strings.Contains(txt[strings.LastIndex(txt, "gp-test"):], "IDENTICAL REQUESTS") {
+		t.Fatalf("a request from another program was grouped with the one shown:\n%s", txt)
+	}
+	a.Key("n")
+	if r := <-first; r.Status != wire.StatusDenied {
+		t.Fatalf("gp-test: got %s, want the operator's denial", r.raw)
+	}
+	// rootgate run's request is asked about on its own, naming its program.
+	a.See("exe " + rootgateBin)
+	a.notAnsweredKey(nil, "n")
+	if err := <-done; err == nil {
+		t.Fatalf("rootgate run succeeded after a denial:\n%s", out.String())
+	}
+	done <- nil // for the cleanup
 }
