@@ -166,9 +166,10 @@ type Prompt struct {
 	// it is escaped again before it is shown.
 	Hint string `json:"hint,omitempty"`
 	// Shape identifies everything a standing grant must match about the
-	// request (the daemon's grant shape, uid included); "" for none. A
-	// [Broker] with GroupWithin groups requests of the same Shape. It is
-	// not sent to approvers.
+	// request (the daemon's grant shape, uid and time limit included) and
+	// the requester's executable; "" for none. A [Broker] with
+	// GroupWithin groups requests of the same Shape. It is not sent to
+	// approvers.
 	Shape string `json:"-"`
 }
 

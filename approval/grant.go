@@ -118,6 +118,11 @@ func RenderGrant(p *Prompt, d time.Duration, now time.Time) string {
 			label = ""
 		}
 	}
+	limit := "none"
+	if p.RunTimeout > 0 {
+		limit = DisplaySeconds(p.RunTimeout)
+	}
+	fmt.Fprintf(&b, "  %-13s%s (the same limit)\n", "Time limit:", limit)
 	if len(p.Stdin) == 0 {
 		fmt.Fprintf(&b, "  %-13s%s\n", "Stdin:", "none")
 	} else {
@@ -127,7 +132,7 @@ func RenderGrant(p *Prompt, d time.Duration, now time.Time) string {
 		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
 		fmt.Fprintf(&b, "      executable: %s, the same file (not one put in its place or changed)\n", describePath(s))
 	}
-	b.WriteString("Any other argument, environment, directory, executable or requester is asked again.\n")
+	b.WriteString("Any other argument, environment, directory, time limit, executable or requester is asked again.\n")
 	b.WriteString("Files the arguments name are NOT held: whoever may write them can change what a later use does.\n")
 	b.WriteString("The grant is held in rootgated's memory only: `rootgate grants` lists it, `rootgate grants revoke ID` ends it.\n")
 	return b.String()

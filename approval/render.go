@@ -75,8 +75,8 @@ func render(p *Prompt, wholeStdin bool) string {
 	}
 	if p.Group > 1 {
 		b.WriteString(GroupBanner(p.Group) + "\n")
-		b.WriteString("!!! they are the same in all shown below under Requester and What would run; their id, time,\n" +
-			"!!! host, session, client and reason may differ (the first one's are shown)\n")
+		b.WriteString("!!! they are the same in all shown below under Requester (but its pid) and What would run; their\n" +
+			"!!! id, time, host, session, client and reason may differ (the first one's are shown)\n")
 	}
 	field("Requester:", DescribeRequester(&p.Requester)+", per the kernel")
 	b.WriteString("The requester says (its own words, not checked by rootgated):\n")

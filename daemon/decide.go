@@ -101,7 +101,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		ForwardAgent: req.ForwardAgent,
 		RunTimeout:   p.cmd.Timeout,
 		Limits:       s.limitsText(p),
-		Shape:        p.grantShape(),
+		Shape:        p.groupShape(),
 		Hint:         s.hintFor(p, s.cfg.Now()),
 	}
 	// Every approver client must be able to read the prompt: refuse

@@ -37,6 +37,7 @@ type grant struct {
 	cwd         string
 	env         map[string]string
 	stdinSize   int
+	timeout     time.Duration // the run's time limit
 	ends        time.Time
 	approverUID int
 	approver    string // "USER on WHERE"
@@ -59,7 +60,8 @@ const keptExpired = 16
 
 // shapeOf is the SHA-256 of everything a grant must match exactly: the
 // requester's uid, privileged, forward_agent, the run-as account, the cwd
-// (and the directory's identity), the env, stdin, and each stage's argv,
+// (and the directory's identity), the env, stdin, the run's time limit
+// (which the prompt shows, and the requester sets), and each stage's argv,
 // resolved path, real path and pinned file's identity (so a file put in
 // place of the granted one, or changed, does not match).
 func shapeOf(p *runPlan) string {
@@ -85,11 +87,12 @@ func shapeOf(p *runPlan) string {
 		CwdIdentity  string            `json:"cwd_identity"`
 		Env          map[string]string `json:"env"`
 		Stdin        []byte            `json:"stdin"`
+		Timeout      time.Duration     `json:"timeout"`
 		Stages       []stage           `json:"stages"`
 	}{
 		UID: p.peer.UID, Privileged: p.req.Privileged, ForwardAgent: p.req.ForwardAgent,
 		RunAsUID: p.account.UID, RunAsGID: p.account.GID, Groups: p.account.Groups,
-		Cwd: p.cwd, CwdIdentity: dirID, Env: p.req.Env, Stdin: p.req.Stdin,
+		Cwd: p.cwd, CwdIdentity: dirID, Env: p.req.Env, Stdin: p.req.Stdin, Timeout: p.cmd.Timeout,
 	}
 	for i, st := range p.stages {
 		shape.Stages = append(shape.Stages, stage{Argv: st.Argv, Path: st.Path, Target: st.Target, Identity: p.pinned[i].Identity()})
@@ -125,6 +128,15 @@ func (p *runPlan) grantShape() string {
 		p.shape = shapeOf(p)
 	}
 	return p.shape
+}
+
+// groupShape is what requests must share to be decided by one prompt
+// ([approval.Prompt].Shape): the grant shape, and the requester's
+// executable, which the prompt shows as the kernel's word on who asks (a
+// grant is for whichever process of the uid asks; a group's banner says
+// its requests are the same in all it shows but the requester's words).
+func (p *runPlan) groupShape() string {
+	return p.grantShape() + " exe=" + p.peer.Exe
 }
 
 // grantDecides returns the standing grant that decides p's request at
@@ -192,7 +204,7 @@ func (s *Server) addGrant(p *runPlan, prompt *approval.Prompt, d *approval.Decis
 	g := &grant{
 		uid: p.peer.UID, user: prompt.Requester.User, shape: p.grantShape(),
 		pipeline: p.req.Pipeline, stages: p.stages, runAs: p.account.Name, cwd: p.cwd,
-		env: p.req.Env, stdinSize: len(p.req.Stdin), ends: now.Add(d.Grant),
+		env: p.req.Env, stdinSize: len(p.req.Stdin), timeout: p.cmd.Timeout, ends: now.Add(d.Grant),
 		approverUID: d.Member.UID, approver: d.Member.Name, via: d.Member.Via,
 	}
 	gs := &s.grants

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
@@ -100,6 +101,9 @@ func grantDiff(g *grant, p *runPlan) (diff string, ok bool) {
 	}
 	if !maps.Equal(g.env, p.req.Env) {
 		diffs = append(diffs, "the env")
+	}
+	if g.timeout != p.cmd.Timeout {
+		diffs = append(diffs, fmt.Sprintf("the time limit: granted %s, here %s", approval.DisplaySeconds(g.timeout), approval.DisplaySeconds(p.cmd.Timeout)))
 	}
 	if len(diffs) > 1 {
 		return "", false

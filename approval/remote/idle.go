@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rivo/uniseg"
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
@@ -132,20 +131,14 @@ func age(d time.Duration) string {
 }
 
 // cutTo cuts s, safe text (no control sequences), to width cells (at
-// least 20), ending it with "…" when it did.
+// least 20) as [termsafe.Cells] counts them, ending it with "…" when it
+// did: a requester's argument measured short would wrap on the terminal
+// and start rows with its own text, passing for entries of the screen.
 func cutTo(s string, width int) string {
 	width = max(width, 20)
-	if uniseg.StringWidth(s) <= width {
+	if termsafe.Cells(s) <= width {
 		return s
 	}
-	var b strings.Builder
-	w := 0
-	for g := uniseg.NewGraphemes(s); g.Next(); {
-		if w+g.Width() > width-1 {
-			break
-		}
-		b.WriteString(g.Str())
-		w += g.Width()
-	}
-	return b.String() + "…"
+	kept, _ := termsafe.Cut(s, width-2)
+	return kept + "…"
 }

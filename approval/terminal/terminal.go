@@ -844,16 +844,21 @@ func contPrefix(line string) string {
 	return strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))) + "    ↳ "
 }
 
-// wrapLine cuts line into pieces of at most width cells.
+// wrapLine cuts line into pieces of at most width cells ([termsafe.Cells]).
 func wrapLine(line string, width int) []string {
-	if ansi.StringWidth(line) <= width {
+	if termsafe.Cells(line) <= width {
 		return []string{line}
 	}
 	prefix := contPrefix(line)
-	w := max(width-ansi.StringWidth(prefix), 8)
-	parts := strings.Split(ansi.Hardwrap(line, w, true), "\n")
-	for i := 1; i < len(parts); i++ {
-		parts[i] = prefix + parts[i]
+	w := max(width-termsafe.Cells(prefix), 8)
+	var parts []string
+	for line != "" {
+		var part string
+		part, line = termsafe.Cut(line, w)
+		if len(parts) > 0 {
+			part = prefix + part
+		}
+		parts = append(parts, part)
 	}
 	return parts
 }
@@ -946,12 +951,13 @@ func (m *promptModel) footer() []string {
 	return f
 }
 
-// fit cuts s to width cells, saying how many characters it left out.
+// fit cuts s to width cells ([termsafe.Cells]), saying how many
+// characters it left out.
 func fit(s string, width int) string {
-	if ansi.StringWidth(s) <= width {
+	if termsafe.Cells(s) <= width {
 		return s
 	}
-	kept := ansi.Truncate(s, max(width-16, 8), "")
+	kept, _ := termsafe.Cut(s, max(width-16, 8))
 	return kept + fmt.Sprintf(" …(+%d more)", utf8.RuneCountInString(s)-utf8.RuneCountInString(kept))
 }
 

@@ -155,3 +155,38 @@ func writeEscaped(b *strings.Builder, s string, quote bool) {
 		}
 	}
 }
+
+// Cells is at least the number of cells s takes on any terminal: one for
+// an ASCII character, two for any other rune, the most a rune takes.
+// Terminals and Go's grapheme measure (uniseg, x/ansi) disagree about
+// many runes: a spacing mark (U+0903) or a Hangul leading jamo joins the
+// cluster before it for the latter, and takes cells of its own in tmux
+// and glibc's wcwidth. A line of a requester's measured short wraps on
+// the terminal and can scroll what is above it out of the window, or
+// start a row with text of the requester's choosing; a line measured
+// long only wraps early.
+func Cells(s string) int {
+	n := 0
+	for _, r := range s {
+		n += runeCells(r)
+	}
+	return n
+}
+
+func runeCells(r rune) int {
+	if r < utf8.RuneSelf {
+		return 1
+	}
+	return 2
+}
+
+// Cut splits s after its longest prefix of at most w cells ([Cells]).
+func Cut(s string, w int) (head, tail string) {
+	n := 0
+	for i, r := range s {
+		if n += runeCells(r); n > w {
+			return s[:i], s[i:]
+		}
+	}
+	return s, ""
+}

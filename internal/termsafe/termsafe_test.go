@@ -140,3 +140,27 @@ func TestHostile(t *testing.T) {
 		t.Error("TAB and LF are safe exactly when multiline")
 	}
 }
+
+// Cells never counts fewer cells than a terminal draws: tmux (glibc's
+// wcwidth) gives a spacing mark a cell and a Hangul leading jamo two,
+// where Go's grapheme measure folds runs of them into one character.
+func TestCells(t *testing.T) {
+	for _, c := range []struct {
+		s          string
+		cells      int
+		cut4, tail string
+	}{
+		{"apt", 3, "apt", ""},
+		{"a\u0903\u0903\u0903", 7, "a\u0903", "\u0903\u0903"},
+		{"\u1100\u1100\u1100", 6, "\u1100\u1100", "\u1100"},
+		{"ab·cd", 6, "ab·", "cd"},
+		{"", 0, "", ""},
+	} {
+		if got := Cells(c.s); got != c.cells {
+			t.Errorf("Cells(%q) = %d, want %d", c.s, got, c.cells)
+		}
+		if head, tail := Cut(c.s, 4); head != c.cut4 || tail != c.tail {
+			t.Errorf("Cut(%q, 4) = %q, %q, want %q, %q", c.s, head, tail, c.cut4, c.tail)
+		}
+	}
+}
