@@ -3,9 +3,8 @@ package pipeline
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
-	"errors"
-	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -145,23 +144,65 @@ func reap(pid int) {
 // that started the stage. Where the kernel has no children files
 // (CONFIG_PROC_CHILDREN), it lists every process instead.
 func children() []int {
-	tasks, err := os.ReadDir("/proc/self/task")
+	// Read with plain system calls into buffers on the stack: the
+	// fallback sweeps after every run, and a daemon has a dozen threads.
+	dir, err := unix.Open("/proc/self/task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return allPids()
 	}
+	defer unix.Close(dir)
+	var dents [4096]byte
+	var buf [4096]byte
 	var pids []int
-	for _, task := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/children")
-		if err != nil && !errors.Is(err, fs.ErrNotExist) { // a thread that ended meanwhile
+	for {
+		n, err := unix.Getdents(dir, dents[:])
+		if err != nil {
 			return allPids()
 		}
-		for f := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
+		if n == 0 {
+			return pids
+		}
+		// struct linux_dirent64: d_ino, d_off (8 bytes each), d_reclen
+		// (2), d_type (1), then the name, NUL-terminated.
+		for off := 0; off < n; {
+			reclen := int(binary.NativeEndian.Uint16(dents[off+16:]))
+			name, _, _ := bytes.Cut(dents[off+19:off+reclen], []byte{0})
+			off += reclen
+			if len(name) == 0 || name[0] == '.' {
+				continue
+			}
+			fd, err := unix.Openat(dir, string(name)+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err == unix.ENOENT { // a thread that ended meanwhile
+				continue
+			}
+			if err != nil {
+				return allPids()
+			}
+			pid := -1
+			for {
+				m, err := unix.Read(fd, buf[:])
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil || m <= 0 {
+					break
+				}
+				// Pids separated by spaces; one may span two reads.
+				for _, c := range buf[:m] {
+					switch {
+					case '0' <= c && c <= '9':
+						pid = max(pid, 0)*10 + int(c-'0')
+					case pid >= 0:
+						pids, pid = append(pids, pid), -1
+					}
+				}
+			}
+			if pid >= 0 {
 				pids = append(pids, pid)
 			}
+			unix.Close(fd)
 		}
 	}
-	return pids
 }
 
 // reapStrays reaps the children of this process that have exited and are
