@@ -37,8 +37,10 @@ func (b *budget) take(n int) int {
 
 // Capture is the start of a captured output stream. The kept bytes are
 // held as a list of chunks, each allocated when the one before is full and
-// read into straight from the pipe: they are copied once, from the kernel,
-// and never again to grow. Read them with [Capture.WriteTo] or
+// the stream has another byte for it, and read into straight from the
+// pipe: they are copied once, from the kernel, and never again to grow
+// (the first byte of each chunk alone is read first on its own, see
+// drain). Read them with [Capture.WriteTo] or
 // [Capture.Chunks]; [Capture.Bytes] joins them into a new slice.
 type Capture struct {
 	Truncated bool  // not every byte written was kept
