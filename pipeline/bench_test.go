@@ -56,7 +56,7 @@ func BenchmarkCapture16MiB(b *testing.B) {
 			werr <- err
 		}()
 		var c Capture
-		drain(r, &c, DefaultCap)
+		drain(r, &c, newBudget(DefaultCap))
 		r.Close()
 		if err := <-werr; err != nil {
 			b.Fatal(err)

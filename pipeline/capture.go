@@ -4,28 +4,54 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
-// DefaultCap is how many bytes of each captured stream a run keeps when
-// [Cmd].Cap is 0.
+// DefaultCap is how many bytes a run keeps of its last stage's stdout, and
+// of all its stages' stderr together, when [Cmd].Cap is 0.
 const DefaultCap = 16 << 20
+
+// budget is how many more bytes the captures sharing it may allocate. A
+// run has two: one for its stdout, one that all its stages' stderr
+// captures draw on, so that what a run holds does not grow with its number
+// of stages. It only ever shrinks: a capture that found it spent keeps
+// nothing more, so what each keeps is a prefix of its stream.
+type budget struct{ left atomic.Int64 }
+
+// take reserves up to n bytes of b and returns how many it got, 0 once b
+// is spent.
+func (b *budget) take(n int) int {
+	for {
+		left := b.left.Load()
+		if left <= 0 {
+			return 0
+		}
+		got := min(left, int64(n))
+		if b.left.CompareAndSwap(left, left-got) {
+			return int(got)
+		}
+	}
+}
 
 // Capture is the start of a captured output stream. The kept bytes are
 // held as a list of chunks, each allocated when the one before is full and
-// read into straight from the pipe: they are copied once, from the kernel,
-// and never again to grow. Read them with [Capture.WriteTo] or
+// the stream has another byte for it, and read into straight from the
+// pipe: they are copied once, from the kernel, and never again to grow
+// (the first byte of each chunk alone is read first on its own, see
+// drain). Read them with [Capture.WriteTo] or
 // [Capture.Chunks]; [Capture.Bytes] joins them into a new slice.
 type Capture struct {
-	Truncated bool  // more than Cap bytes were written
+	Truncated bool  // not every byte written was kept
 	Total     int64 // bytes written in all
 
 	chunks [][]byte // the kept bytes in order; all but the last are full
 	n      int      // kept bytes, the chunks' lengths summed
 }
 
-// Len is how many bytes were kept: the first Cap bytes, or all of them.
+// Len is how many bytes were kept: all of them, or those written before
+// the stream's budget was spent (see [Cmd].Cap).
 func (c *Capture) Len() int { return c.n }
 
 // Chunks returns the kept bytes in order, as the capture holds them (not
@@ -59,52 +85,80 @@ func (c *Capture) WriteTo(w io.Writer) (int64, error) {
 	return n, nil
 }
 
-// drain reads f to its end into c, keeping the first limit bytes. While
-// under the limit it reads straight into c's last chunk, so kept output is
-// copied once, from the kernel. Past the limit it drops the rest without
-// copying it: splice(2) moves it from the pipe to /dev/null (or, where
-// that fails, it is read into a scratch buffer). When f's deadline passes
-// it takes what is left in the pipe and returns.
-func drain(f *os.File, c *Capture, limit int) {
+// drain reads f to its end into c, keeping what b lets it allocate. While
+// b lasts it reads straight into c's last chunk, so kept output is copied
+// once, from the kernel (but for the first byte of each chunk: see
+// probe). Once b is spent it drops the rest without copying it: splice(2)
+// moves it from the pipe to /dev/null (or, where that fails, it is read
+// into a scratch buffer). When f's deadline passes it takes what is left
+// in the pipe and returns.
+func drain(f *os.File, c *Capture, b *budget) {
 	var scratch []byte // allocated only if splice cannot be used
 	spliceOK := true
+	keep := true // false once b was spent for c
 	for {
-		var buf []byte
+		buf := c.free()
+		var err error
 		switch {
-		case c.n < limit:
-			buf = c.room(limit)
+		case len(buf) > 0:
+		case keep:
+			if keep, err = c.probe(f, b); err == nil {
+				continue
+			}
 		case spliceOK:
-			err := c.discard(f, limit)
+			err = c.discard(f)
 			if errors.Is(err, errNoSplice) {
 				spliceOK = false
 				continue
 			}
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				drainBuffered(f, c, limit, make([]byte, discardBuf))
+			if err == nil {
+				return
 			}
-			return
 		default:
 			if scratch == nil {
 				scratch = make([]byte, discardBuf)
 			}
 			buf = scratch
 		}
-		n, err := f.Read(buf)
-		if c.n < limit {
-			c.kept(n)
-		}
-		c.count(n, limit)
 		if err == nil {
-			continue
+			var n int
+			n, err = f.Read(buf)
+			if keep {
+				c.kept(n)
+			}
+			c.count(n)
+			if err == nil {
+				continue
+			}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if scratch == nil {
 				scratch = make([]byte, discardBuf)
 			}
-			drainBuffered(f, c, limit, scratch)
+			drainBuffered(f, c, b, scratch)
 		}
 		return
 	}
+}
+
+// probe waits for the next byte of f and keeps it as the first of a new
+// chunk, if b has room for one: a chunk is charged to b whole, so it is
+// taken only once there is a byte to put in it, and a quiet stream costs
+// nothing. It reports false once b is spent: the byte is then counted but
+// not kept, and c keeps nothing more. Its error is f.Read's.
+func (c *Capture) probe(f *os.File, b *budget) (keep bool, err error) {
+	var first [1]byte
+	n, err := f.Read(first[:])
+	if n == 0 {
+		return true, err
+	}
+	room := c.grow(b)
+	if len(room) > 0 {
+		room[0] = first[0]
+		c.kept(1)
+	}
+	c.count(1)
+	return len(room) > 0, err
 }
 
 // errNoSplice: discard could not splice, and read nothing.
@@ -115,7 +169,7 @@ var errNoSplice = errors.New("splice to /dev/null not possible")
 // deadline passes (os.ErrDeadlineExceeded). The bytes never reach this
 // process. It returns errNoSplice, having read nothing, when splice cannot
 // be used here.
-func (c *Capture) discard(f *os.File, limit int) error {
+func (c *Capture) discard(f *os.File) error {
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		return errNoSplice
@@ -147,7 +201,7 @@ func (c *Capture) discard(f *os.File, limit int) error {
 			return nil // end of file
 		}
 		spliced = true
-		c.count(int(n), limit)
+		c.count(int(n))
 	}
 }
 
@@ -157,7 +211,9 @@ func (c *Capture) discard(f *os.File, limit int) error {
 // copied and no chunk goes past the limit, so a quiet stream costs
 // captureStart bytes and a stream that reaches the cap has allocated the
 // cap and nothing more, which bounds a capturing run's memory
-// (docs/performance.md). The fourfold steps keep a short output's unused
+// (docs/performance.md): a chunk is charged to the budget whole when it
+// is allocated, so the captures sharing a budget allocate no more than it
+// together. The fourfold steps keep a short output's unused
 // room under three quarters of its last chunk; the 1 MiB ones keep a
 // full capture's allocations few (20 at a 16 MiB cap).
 const (
@@ -169,7 +225,7 @@ const (
 
 // drainBuffered reads what f's pipe holds without waiting for more: Read
 // returns nothing once the deadline has passed, even when data is there.
-func drainBuffered(f *os.File, c *Capture, limit int, buf []byte) {
+func drainBuffered(f *os.File, c *Capture, b *budget, buf []byte) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
@@ -188,47 +244,67 @@ func drainBuffered(f *os.File, c *Capture, limit int, buf []byte) {
 			if n <= 0 {
 				return
 			}
-			c.write(buf[:n], limit)
+			c.write(buf[:n], b)
 			left -= n
 		}
 	})
 }
 
-// write records p as written to the stream, keeping the first limit bytes.
-func (c *Capture) write(p []byte, limit int) {
+// write records p as written to the stream, keeping what b allows.
+func (c *Capture) write(p []byte, b *budget) {
 	written := len(p)
-	for keep := min(len(p), limit-c.n); keep > 0; keep = min(len(p), limit-c.n) {
-		n := copy(c.room(limit), p[:keep])
+	for len(p) > 0 {
+		room := c.room(b)
+		if len(room) == 0 {
+			break
+		}
+		n := copy(room, p)
 		c.kept(n)
 		p = p[n:]
 	}
-	c.count(written, limit)
+	c.count(written)
 }
 
 // count records n more bytes written to the stream.
-func (c *Capture) count(n, limit int) {
+func (c *Capture) count(n int) {
 	c.Total += int64(n)
-	if c.Total > int64(limit) {
+	if c.Total > int64(c.n) {
 		c.Truncated = true
 	}
 }
 
 // room returns the free space at the end of the last chunk, first adding
-// a chunk when the last one is full: captureStart bytes, then captureGrow
-// times the one before up to captureChunk, never past limit. c.n must be
-// under limit. Bytes read into the space are recorded with kept.
-func (c *Capture) room(limit int) []byte {
-	k := len(c.chunks)
-	if k > 0 {
-		if last := c.chunks[k-1]; len(last) < cap(last) {
-			return last[len(last):cap(last)]
-		}
+// a chunk (see grow) when the last one is full; nothing once b is spent.
+// Bytes read into the space are recorded with kept.
+func (c *Capture) room(b *budget) []byte {
+	if buf := c.free(); len(buf) > 0 {
+		return buf
 	}
+	return c.grow(b)
+}
+
+// free returns the free space at the end of the last chunk.
+func (c *Capture) free() []byte {
+	if k := len(c.chunks); k > 0 {
+		last := c.chunks[k-1]
+		return last[len(last):cap(last)]
+	}
+	return nil
+}
+
+// grow adds a chunk and returns it, empty: captureStart bytes, then
+// captureGrow times the one before up to captureChunk, never more than b
+// has left, which it takes from b. It returns nil once b is spent.
+func (c *Capture) grow(b *budget) []byte {
 	size := captureStart
-	if k > 0 {
+	if k := len(c.chunks); k > 0 {
 		size = min(captureGrow*cap(c.chunks[k-1]), captureChunk)
 	}
-	chunk := make([]byte, min(size, limit-c.n))
+	size = b.take(size)
+	if size == 0 {
+		return nil
+	}
+	chunk := make([]byte, size)
 	c.chunks = append(c.chunks, chunk[:0])
 	return chunk
 }

@@ -28,8 +28,10 @@
 // [os.Pipe]: the kernel moves the data, this package copies nothing between
 // stages. The first stage reads /dev/null or the given bytes. The last
 // stage's stdout and every stage's stderr are read concurrently into buffers
-// that keep the first [Cmd].Cap bytes and read and discard the rest, so a
-// chatty child never blocks on a full pipe. Children get the environment
+// that keep the first [Cmd].Cap bytes of stdout, and [Cmd].Cap bytes of
+// all the stderr streams together (a run's memory does not grow with its
+// stages), and read and discard the rest, so a chatty child never blocks
+// on a full pipe. Children get the environment
 // given and nothing else, no descriptor but 0, 1 and 2 (a pinned script
 // also gets 3, its own file: see [Cmd].Pinned), and no controlling
 // terminal: each stage leads its own process group, and its own session

@@ -67,8 +67,14 @@ type Cmd struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when the run is
 	// stopped; 0 means DefaultKillGrace.
 	KillGrace time.Duration
-	// Cap is how many bytes of each captured stream are kept; 0 means
-	// DefaultCap.
+	// Cap is how many bytes of the last stage's stdout are kept, and how
+	// many of all the stages' stderr together; 0 means DefaultCap. The
+	// stderr captures share their Cap, so that a run holds at most two
+	// Caps whatever its number of stages: each takes room from it as its
+	// bytes arrive, first come first served, and once it is spent a
+	// stage's stderr keeps nothing more and is marked Truncated. Room is
+	// taken a chunk at a time (see [Capture]), so a stream that ends with
+	// its last chunk part full leaves that room unused by the others.
 	Cap int
 	// Cgroup, when set, is the run's own cgroup (see [Cgroup]): every
 	// stage is created in it, and when the run ends everything in it is
@@ -219,7 +225,6 @@ func closeOnExec() error {
 // runner is one run in progress.
 type runner struct {
 	stages []*stage
-	limit  int    // bytes kept per capture
 	stdin  []byte // fed to the first stage when stdinW is set
 
 	childEnds []*os.File // pipe ends the children use; closed once started
@@ -230,14 +235,19 @@ type runner struct {
 	started chan struct{} // a value per stage once started or failed to
 	exited  chan struct{} // a value per started stage once reaped
 
-	out Capture
-	tag string  // the run's RunEnvKey value, without a cgroup
-	cg  *Cgroup // the run's cgroup, if it has one
+	out     Capture
+	outLeft budget  // what the stdout capture may still allocate
+	errLeft budget  // what the stderr captures, together, may still allocate
+	tag     string  // the run's RunEnvKey value, without a cgroup
+	cg      *Cgroup // the run's cgroup, if it has one
 }
 
 // prepare makes the pipes and the exec.Cmd of every stage.
 func (c *Cmd) prepare() (r *runner, err error) {
-	r = &runner{limit: cmp.Or(c.Cap, DefaultCap), stdin: c.Stdin, cg: c.Cgroup}
+	r = &runner{stdin: c.Stdin, cg: c.Cgroup}
+	limit := int64(cmp.Or(c.Cap, DefaultCap))
+	r.outLeft.left.Store(limit)
+	r.errLeft.left.Store(limit)
 	defer func() {
 		if err != nil {
 			closeAll(r.childEnds)
@@ -460,9 +470,9 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 			_ = r.stdinW.Close()
 		})
 	}
-	streams.Go(func() { drain(r.stdout, &r.out, r.limit) })
+	streams.Go(func() { drain(r.stdout, &r.out, &r.outLeft) })
 	for i, s := range r.stages {
-		streams.Go(func() { drain(r.stderr[i], &s.stderr, r.limit) })
+		streams.Go(func() { drain(r.stderr[i], &s.stderr, &r.errLeft) })
 	}
 
 	res := &Result{Stages: make([]StageResult, len(r.stages))}

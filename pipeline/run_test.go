@@ -180,6 +180,39 @@ func TestRunCap(t *testing.T) {
 	}
 }
 
+// TestRunStderrShareCap: the stages' stderr captures share one Cap. Two
+// stages writing more than the Cap to stderr at once keep, together,
+// exactly the Cap (the chunks are charged to it whole and each stage,
+// having more to write, fills every chunk it took), each keeps a prefix
+// of what it wrote, both are marked truncated, and what the captures
+// allocated is the Cap and no more. Stdout keeps a Cap of its own.
+func TestRunStderrShareCap(t *testing.T) {
+	t.Parallel()
+	const limit, size = 3<<20 + 5, 4 << 20
+	c := helperCmd([]string{"write", "2", fmt.Sprint(size)}, []string{"pass-stderr", fmt.Sprint(size)}, []string{"write", "1", fmt.Sprint(size)})
+	c.Cap = limit
+	res := run(t, c)
+	kept, room := 0, 0
+	for i, st := range res.Stages[:2] {
+		e := st.Stderr
+		kept += e.Len()
+		for _, ch := range e.Chunks() {
+			room += cap(ch)
+		}
+		if e.Total != size || !e.Truncated {
+			t.Errorf("stage %d: stderr Total %d Truncated %v; want %d true", i+1, e.Total, e.Truncated, size)
+		}
+		if !bytes.Equal(e.Bytes(), pattern(e.Len())) {
+			t.Errorf("stage %d: the %d bytes of stderr kept are not the first written", i+1, e.Len())
+		}
+		t.Logf("stage %d kept %d bytes of stderr", i+1, e.Len())
+	}
+	if kept != limit || room != limit {
+		t.Errorf("the stderr captures kept %d bytes in chunks with room for %d; want both %d, the Cap they share", kept, room, limit)
+	}
+	checkCapture(t, "stdout", res.Stdout, size, limit)
+}
+
 // TestCaptureWrite: bytes recorded by write (the end of a stream taken
 // after its deadline), in writes of odd sizes that straddle the chunks'
 // ends, are kept as written up to the limit.
@@ -191,12 +224,20 @@ func TestCaptureWrite(t *testing.T) {
 		{1 << 20, 1, 1<<20 - 1},
 	} {
 		var c Capture
+		b := newBudget(tc.limit)
 		p := pattern(tc.total)
 		for i := 0; i < len(p); i += tc.step {
-			c.write(p[i:min(i+tc.step, len(p))], tc.limit)
+			c.write(p[i:min(i+tc.step, len(p))], b)
 		}
 		checkCapture(t, fmt.Sprintf("%d bytes in writes of %d at limit %d", tc.total, tc.step, tc.limit), c, tc.total, tc.limit)
 	}
+}
+
+// newBudget returns a budget of n bytes.
+func newBudget(n int) *budget {
+	b := new(budget)
+	b.left.Store(int64(n))
+	return b
 }
 
 // chunkEnds returns where the chunks of a capture at limit end, as

@@ -19,8 +19,8 @@ const (
 	StatusError   = "error"
 )
 
-// MaxCapture is how many bytes of each stream (stdout, and each stage's
-// stderr) a response carries at most; a stream cut there is marked
+// MaxCapture is how many bytes of stdout a response carries at most, and
+// how many of all its stages' stderr together; a stream cut is marked
 // truncated.
 const MaxCapture = 16 << 20
 

@@ -120,7 +120,7 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 		}
 		for i, st := range resp.Stages {
 			if st.StderrTruncated {
-				warningf(stderr, "stage %d's stderr was cut at 16 MiB", i+1)
+				warningf(stderr, "stage %d's stderr was cut: the stages' stderr keep 16 MiB together", i+1)
 			}
 		}
 		if resp.StdoutTruncated {

@@ -23,7 +23,7 @@ func TestCutKeepsCharacters(t *testing.T) {
 	}
 }
 
-// TestDaemonTruncation: a stream rootgated cut at 16 MiB says so, in
+// TestDaemonTruncation: a stream rootgated cut at its cap says so, in
 // the text and the structured result.
 func TestDaemonTruncation(t *testing.T) {
 	r := render(LocalHost, "/s", [][]string{{"yes"}}, &wire.Response{ID: "x", Status: wire.StatusOK,
@@ -39,11 +39,11 @@ stage 1 yes: exit code 141 (killed by SIGPIPE)
 y
 y
 --- end of stdout ---
-stdout was cut by rootgated at 16 MiB: only the first 16777216 bytes were captured, the rest was discarded
+stdout was cut by rootgated: only the first 4 bytes were captured (it keeps 16 MiB of stdout, and 16 MiB of all the stages' stderr together), the rest was discarded
 --- stderr: 5 bytes ---
 oops
 --- end of stderr ---
-stderr was cut by rootgated at 16 MiB: only the first 16777216 bytes were captured, the rest was discarded
+stderr was cut by rootgated: only the first 5 bytes were captured (it keeps 16 MiB of stdout, and 16 MiB of all the stages' stderr together), the rest was discarded
 `
 	if got := r.text(); got != want {
 		t.Fatalf("text:\n%s\nwant:\n%s", got, want)

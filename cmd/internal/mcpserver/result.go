@@ -86,7 +86,7 @@ type Stage struct {
 type Stream struct {
 	Bytes            int    `json:"bytes" jsonschema:"how many bytes rootgated captured"`
 	SHA256           string `json:"sha256" jsonschema:"SHA-256 of the captured bytes, hex"`
-	DaemonTruncated  bool   `json:"daemon_truncated,omitempty" jsonschema:"rootgated kept only the first 16 MiB; the rest was discarded"`
+	DaemonTruncated  bool   `json:"daemon_truncated,omitempty" jsonschema:"rootgated kept only the first bytes (16 MiB of stdout, 16 MiB of all the stages' stderr together); the rest was discarded"`
 	Binary           bool   `json:"binary,omitempty" jsonschema:"the stream is binary: text is empty, see bytes, sha256 and content_type"`
 	ContentType      string `json:"content_type,omitempty" jsonschema:"for binary output, its sniffed media type"`
 	Text             string `json:"text" jsonschema:"the output as UTF-8 text; invalid bytes appear as \\xNN"`
@@ -437,7 +437,7 @@ func writeStream(sb *strings.Builder, name string, s *Stream) {
 		fmt.Fprintf(sb, "--- end of %s ---\n", name)
 	}
 	if s.DaemonTruncated {
-		fmt.Fprintf(sb, "%s was cut by rootgated at 16 MiB: only the first %d bytes were captured, the rest was discarded\n", name, wire.MaxCapture)
+		fmt.Fprintf(sb, "%s was cut by rootgated: only the first %d bytes were captured (it keeps 16 MiB of stdout, and 16 MiB of all the stages' stderr together), the rest was discarded\n", name, s.Bytes)
 	}
 }
 
