@@ -83,9 +83,11 @@ func CheckRule(p *Prompt, text string) (*policy.Rule, error) {
 // RuleRunsAnything lists why saving r for p needs a second confirmation:
 // the request runs a shell, an interpreter or a command runner
 // ([RunsAnything]) and r admits other arguments than the ones shown
-// ([policy.Rule.Open]). Empty when it needs none.
+// ([policy.Rule.Open]) or the request reads standard input: a rule
+// binds no stdin, so `allow privileged sh`, saved from a request whose
+// script came on stdin, runs any script. Empty when it needs none.
 func RuleRunsAnything(p *Prompt, r *policy.Rule) []string {
-	if !r.Open() {
+	if !r.Open() && len(p.Stdin) == 0 {
 		return nil
 	}
 	return RunsAnything(p)

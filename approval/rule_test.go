@@ -75,6 +75,13 @@ func TestCheckRule(t *testing.T) {
 			t.Errorf("%q: RuleRunsAnything = %v, want %v", tc.rule, RuleRunsAnything(p, r), tc.runsAnyth)
 		}
 	}
+	// A rule binds no stdin: an exact rule for sh reading its script
+	// there admits every script.
+	in := rulePrompt("sh")
+	in.Stdin = []byte("id\n")
+	if r, err := CheckRule(in, "allow privileged,user=alice sh"); err != nil || len(RuleRunsAnything(in, r)) == 0 {
+		t.Errorf("sh with stdin: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(in, r))
+	}
 	// An open rule for a command that runs nothing else needs no second
 	// confirmation.
 	q := rulePrompt("systemctl", "status", "nginx")

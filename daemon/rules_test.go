@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -288,6 +289,50 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
 	}
 	pending(t, ch, "an open rule for bash without rule_runs_anything")
+}
+
+// TestRuleStdinScriptNeedsSecondConfirmation: the requester sends its
+// script to sh on stdin, so the rule offered names no argument at all
+// (allow privileged,user=root sh) and looks exact; but a rule binds no
+// stdin, so it would run every script sent that way as root. One y does
+// not save it, the second screen says the rule admits any stdin, the
+// daemon refuses it from a client that skips that screen, and once saved
+// it indeed runs another script without asking.
+func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	run := [][]string{{"sh"}}
+	const rule = "allow privileged,user=root sh"
+	script := base64.StdEncoding.EncodeToString([]byte("echo from-stdin\n"))
+
+	ch := d.ask(map[string]any{"id": "stdin-rule-1", "pipeline": run, "stdin": script})
+	a.See("stdin-rule-1")
+	a.startRule(ch, rule)
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
+	a.See("the rule admits any standard input, not only the one shown")
+	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
+	pending(t, ch, "one confirmation of a rule for sh reading a script on stdin")
+	a.Key("y")
+	if r := wantOK(t, <-ch); string(r.Stdout) != "from-stdin\n" {
+		t.Fatalf("got %s, want the script's output", r.raw)
+	}
+	wantRuleFile(t, d, "stdin-rule-1", rule)
+	other := base64.StdEncoding.EncodeToString([]byte("echo any-other-script\n"))
+	wantRule(t, d, d.send(map[string]any{"id": "stdin-rule-2", "pipeline": run, "stdin": other}), 3)
+
+	// A client that skips the second confirmation is refused.
+	a.Kill()
+	c := attachRaw(t, d)
+	ch = d.ask(map[string]any{"id": "stdin-rule-3", "pipeline": [][]string{{"bash"}}, "stdin": script})
+	if m := c.approveWithRule("allow privileged,user=root bash"); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(t, ch, "a rule for bash reading stdin without rule_runs_anything")
 }
 
 // TestRuleShadowedIsTakenOut: a rule earlier in the order (the main file
