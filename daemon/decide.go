@@ -12,6 +12,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
 			break
 		}
-		p.rule = m.Rule
+		p.rule, p.ruleLim = m.Rule, pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	}
 	// A person's standing grant for exactly this request decides it
