@@ -3,6 +3,7 @@ package approval
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rootgate/rootgate/approval/policy"
@@ -86,11 +87,18 @@ func CheckRule(p *Prompt, text string) (*policy.Rule, error) {
 // ([policy.Rule.Open]) or the request reads standard input: a rule
 // binds no stdin, so `allow privileged sh`, saved from a request whose
 // script came on stdin, runs any script. Empty when it needs none.
+//
+// find runs commands only with an action the request may not have
+// shown, but an open rule admits them (find /var/log ... admits -exec).
 func RuleRunsAnything(p *Prompt, r *policy.Rule) []string {
 	if !r.Open() && len(p.Stdin) == 0 {
 		return nil
 	}
-	return RunsAnything(p)
+	why := RunsAnything(p)
+	if len(why) == 0 && r.Open() && len(p.Stages) == 1 && slices.Contains(stageNames(p.Stages[0]), "find") {
+		why = append(why, "stage [1] is find, and the rule admits its actions that run a command (-exec, -execdir, -ok or -okdir)")
+	}
+	return why
 }
 
 // RenderRule describes, in full, the rule text a person is about to save

@@ -82,6 +82,14 @@ func TestCheckRule(t *testing.T) {
 	if r, err := CheckRule(in, "allow privileged,user=alice sh"); err != nil || len(RuleRunsAnything(in, r)) == 0 {
 		t.Errorf("sh with stdin: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(in, r))
 	}
+	// An open rule for find admits -exec, though the request had none.
+	f := rulePrompt("find", "/var/log", "-name", "x")
+	if r, err := CheckRule(f, "allow privileged find /var/log ..."); err != nil || len(RuleRunsAnything(f, r)) == 0 {
+		t.Errorf("find /var/log ...: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(f, r))
+	}
+	if r, err := CheckRule(f, "allow privileged find /var/log -name x"); err != nil || len(RuleRunsAnything(f, r)) != 0 {
+		t.Errorf("find /var/log -name x: %v, RuleRunsAnything = %v, want none", err, RuleRunsAnything(f, r))
+	}
 	// An open rule for a command that runs nothing else needs no second
 	// confirmation.
 	q := rulePrompt("systemctl", "status", "nginx")

@@ -335,6 +335,32 @@ func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
 	pending(t, ch, "a rule for bash reading stdin without rule_runs_anything")
 }
 
+// TestRuleOpenFindNeedsSecondConfirmation: the request shown is a find
+// that runs nothing, but a rule for it ending in ... admits -exec, which
+// runs any command as root: the daemon refuses such a rule from a client
+// that does not say it was confirmed twice, and takes the exact rule.
+func TestRuleOpenFindNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	c := attachRaw(t, d)
+	ch := d.ask(map[string]any{"id": "find-rule-1", "pipeline": [][]string{{"find", "/etc", "-maxdepth", "0"}}})
+	p := c.prompt()
+	decide := func(rule string) *remote.Message {
+		yes := true
+		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
+		return c.next()
+	}
+	if m := decide("allow privileged,user=root find /etc ..."); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(t, ch, "an open rule for find without rule_runs_anything")
+	if m := decide("allow privileged,user=root find /etc -maxdepth 0"); m.Type != remote.MsgResult {
+		t.Fatalf("the exact rule: got %+v, want a result", m)
+	}
+	wantOK(t, <-ch)
+	wantRule(t, d, d.send(map[string]any{"id": "find-rule-2", "pipeline": [][]string{{"find", "/etc", "-maxdepth", "0"}}}), 3)
+}
+
 // TestRuleShadowedIsTakenOut: a rule earlier in the order (the main file
 // is read first) decides the request before the saved rule would: the
 // daemon finds it after reloading, puts the drop-in back as it was,
