@@ -152,7 +152,7 @@ func (p *runPlan) othersMayChange() error {
 	if p.peer.UID == 0 || !p.req.Privileged {
 		return nil
 	}
-	for _, pin := range p.pinned {
+	for i, pin := range p.pinned {
 		switch st := pin.Stat(); {
 		case st.Uid != 0:
 			return fmt.Errorf("%s is owned by uid %d, not by root", pin.Real, st.Uid)
@@ -161,6 +161,18 @@ func (p *runPlan) othersMayChange() error {
 		}
 		if err := checkParents(pin.Real); err != nil {
 			return err
+		}
+		// The rule matched the path as written: a directory on it the
+		// requester may change (a link in its home to a root program)
+		// chooses which root file runs next time. ".." is refused, as
+		// the check below reads the path cleaned.
+		if path := p.stages[i].Path; path != pin.Real {
+			if filepath.Clean(path) != path {
+				return fmt.Errorf("%s is not a clean path", path)
+			}
+			if err := checkParents(path); err != nil {
+				return err
+			}
 		}
 		// The interpreter of a #! script is found by its path when the
 		// run starts: that path, and the file it leads to, root's too.
