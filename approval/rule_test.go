@@ -50,8 +50,8 @@ func TestCheckRule(t *testing.T) {
 		err       string // "" accepts
 		runsAnyth bool
 	}{
-		{`allow privileged,user=alice sh -c id`, "", false},
-		{`allow privileged sh -c "id"  # a comment`, "", false},
+		{`allow privileged,user=alice sh -c id`, "", true},
+		{`allow privileged sh -c "id"  # a comment`, "", true},
 		{`allow privileged sh -c ...`, "", true},
 		{`allow privileged sh -c {a|id}`, "", true},
 		{`allow any sh * id`, "", true},

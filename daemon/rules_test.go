@@ -314,7 +314,7 @@ func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
 	a.See("RULE: y approve and save this rule")
 	a.Key("y")
 	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
-	a.See("the rule admits any standard input, not only the one shown")
+	a.See("the rule admits any standard input and any directory, not only those shown")
 	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
 	pending(t, ch, "one confirmation of a rule for sh reading a script on stdin")
 	a.Key("y")
@@ -333,6 +333,53 @@ func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
 		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
 	}
 	pending(t, ch, "a rule for bash reading stdin without rule_runs_anything")
+}
+
+// TestRuleRunnerCwdNeedsSecondConfirmation: make with no argument runs
+// the Makefile of its directory, and a rule binds no directory: the
+// exact rule offered (allow privileged,user=root make) runs any
+// Makefile the requester writes anywhere. One y does not save it: the
+// second screen says why; and the daemon refuses it from a client that
+// skips that screen.
+func TestRuleRunnerCwdNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte("all:\n\t@echo from-make\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	const rule = "allow privileged,user=root make"
+	ch := d.ask(map[string]any{"id": "make-rule-1", "pipeline": [][]string{{"make"}}, "cwd": dir})
+	a.See("make-rule-1")
+	a.startRule(ch, rule)
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
+	a.See("the rule admits any standard input and any directory, not only those shown")
+	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
+	pending(t, ch, "one confirmation of a rule for make")
+	a.Key("n")
+	a.See("RULE: edit it")
+	a.Key("\x1b")
+	a.See("y approve ·")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+
+	a.Kill()
+	c := attachRaw(t, d)
+	ch = d.ask(map[string]any{"id": "make-rule-2", "pipeline": [][]string{{"make"}}, "cwd": dir})
+	if m := c.approveWithRule(rule); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(t, ch, "a rule for make without rule_runs_anything")
+	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
+		t.Fatalf("a drop-in was written: %v", err)
+	}
 }
 
 // TestRuleOpenFindNeedsSecondConfirmation: the request shown is a find
