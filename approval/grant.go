@@ -61,11 +61,7 @@ func interpreterName(base string) bool {
 func RunsAnything(p *Prompt) []string {
 	var why []string
 	for i, st := range p.Stages {
-		names := []string{filepath.Base(st.Path), filepath.Base(st.Target)}
-		if len(st.Argv) > 0 {
-			names = append(names, filepath.Base(st.Argv[0]))
-		}
-		for _, n := range names {
+		for _, n := range stageNames(st) {
 			if n != "." && n != "" && interpreterName(n) {
 				why = append(why, fmt.Sprintf("stage [%d] runs %s, which runs whatever its arguments or input say", i+1, termsafe.Quote(n)))
 				break
@@ -77,6 +73,16 @@ func RunsAnything(p *Prompt) []string {
 		}
 	}
 	return why
+}
+
+// stageNames are the names a stage's program goes by: as resolved, as
+// the file that runs, and as written.
+func stageNames(st Stage) []string {
+	names := []string{filepath.Base(st.Path), filepath.Base(st.Target)}
+	if len(st.Argv) > 0 {
+		names = append(names, filepath.Base(st.Argv[0]))
+	}
+	return names
 }
 
 // Grantable reports why no standing grant can be made for p, or "".

@@ -3,6 +3,7 @@ package approval
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rootgate/rootgate/approval/policy"
@@ -82,13 +83,20 @@ func CheckRule(p *Prompt, text string) (*policy.Rule, error) {
 
 // RuleRunsAnything lists why saving r for p needs a second confirmation:
 // the request runs a shell, an interpreter or a command runner
-// ([RunsAnything]) and r admits other arguments than the ones shown
-// ([policy.Rule.Open]). Empty when it needs none.
+// ([RunsAnything]). Any rule for one does, open ([policy.Rule.Open]) or
+// not: a rule binds neither stdin nor the directory, and what such a
+// program runs comes from them too (`allow privileged sh`, saved from a
+// script sent on stdin, runs every script; `allow privileged make`, the
+// Makefile of any directory). Empty when it needs none.
+//
+// find runs commands only with an action the request may not have
+// shown, but an open rule admits them (find /var/log ... admits -exec).
 func RuleRunsAnything(p *Prompt, r *policy.Rule) []string {
-	if !r.Open() {
-		return nil
+	why := RunsAnything(p)
+	if len(why) == 0 && r.Open() && len(p.Stages) == 1 && slices.Contains(stageNames(p.Stages[0]), "find") {
+		why = append(why, "stage [1] is find, and the rule admits its actions that run a command (-exec, -execdir, -ok or -okdir)")
 	}
-	return RunsAnything(p)
+	return why
 }
 
 // RenderRule describes, in full, the rule text a person is about to save

@@ -50,8 +50,8 @@ func TestCheckRule(t *testing.T) {
 		err       string // "" accepts
 		runsAnyth bool
 	}{
-		{`allow privileged,user=alice sh -c id`, "", false},
-		{`allow privileged sh -c "id"  # a comment`, "", false},
+		{`allow privileged,user=alice sh -c id`, "", true},
+		{`allow privileged sh -c "id"  # a comment`, "", true},
 		{`allow privileged sh -c ...`, "", true},
 		{`allow privileged sh -c {a|id}`, "", true},
 		{`allow any sh * id`, "", true},
@@ -74,6 +74,21 @@ func TestCheckRule(t *testing.T) {
 		case err == nil && (len(RuleRunsAnything(p, r)) > 0) != tc.runsAnyth:
 			t.Errorf("%q: RuleRunsAnything = %v, want %v", tc.rule, RuleRunsAnything(p, r), tc.runsAnyth)
 		}
+	}
+	// A rule binds no stdin: an exact rule for sh reading its script
+	// there admits every script.
+	in := rulePrompt("sh")
+	in.Stdin = []byte("id\n")
+	if r, err := CheckRule(in, "allow privileged,user=alice sh"); err != nil || len(RuleRunsAnything(in, r)) == 0 {
+		t.Errorf("sh with stdin: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(in, r))
+	}
+	// An open rule for find admits -exec, though the request had none.
+	f := rulePrompt("find", "/var/log", "-name", "x")
+	if r, err := CheckRule(f, "allow privileged find /var/log ..."); err != nil || len(RuleRunsAnything(f, r)) == 0 {
+		t.Errorf("find /var/log ...: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(f, r))
+	}
+	if r, err := CheckRule(f, "allow privileged find /var/log -name x"); err != nil || len(RuleRunsAnything(f, r)) != 0 {
+		t.Errorf("find /var/log -name x: %v, RuleRunsAnything = %v, want none", err, RuleRunsAnything(f, r))
 	}
 	// An open rule for a command that runs nothing else needs no second
 	// confirmation.

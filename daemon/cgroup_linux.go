@@ -403,10 +403,10 @@ func (s *Server) recoverOrphans() map[string]bool {
 	return killed
 }
 
-// stricter is l with the limits of the allow rule r where they are lower
-// (or l has none).
-func stricter(l pipeline.Limits, r *policy.Rule) pipeline.Limits {
-	mem, tasks := r.Limits()
+// stricter is l with the limits r (of the allow rules) where they are
+// lower (or l has none).
+func stricter(l pipeline.Limits, r pipeline.Limits) pipeline.Limits {
+	mem, tasks := r.Memory, r.Tasks
 	if mem > 0 && (l.Memory == 0 || mem < l.Memory) {
 		l.Memory = mem
 	}

@@ -660,6 +660,42 @@ func TestCgroupPolicyLimits(t *testing.T) {
 	}
 }
 
+// TestCgroupPipelineKeepsEveryStagesLimits: the requester puts a stage
+// an unlimited rule allows (true, by the catch-all) before the one whose
+// rule sets tasks=50; the run is limited by every stage's rule, not only
+// the first's: pids.max is 50 where runs have a pids controller, and the
+// request is refused where the limit cannot be enforced, as without the
+// first stage.
+func TestCgroupPipelineKeepsEveryStagesLimits(t *testing.T) {
+	t.Parallel()
+	for _, path := range containments {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			d := startDaemon(t, opts{Policy: "allow any,tasks=50 sh ...\nallow any,env=*\n", Args: path.args})
+			script := []string{"sh", "-c", `cat >/dev/null; cat "/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/pids.max"`}
+			id := "pipe-limited-" + runMarker()
+			r := d.send(map[string]any{"id": id, "pipeline": [][]string{{"true"}, script}})
+			parent := ""
+			if path.args == nil {
+				parent = filepath.Dir(d.cgroup(t))
+			}
+			if ctl, _ := pipeline.Controllers(parent); parent != "" && slices.Contains(ctl, "pids") {
+				wantOK(t, r)
+				if got := strings.TrimSpace(string(r.Stdout)); got != "50" {
+					t.Errorf("pids.max = %q, want 50 (the second stage's rule)", got)
+				}
+				return
+			}
+			why := "runs have no cgroup"
+			if parent != "" {
+				why = "no pids controller in the cgroup v2 tree at " + parent
+			}
+			wantError(t, r, "cannot start pipeline: limits cannot be enforced here: tasks ("+why+")")
+			waitTrail(t, d.Dir, id, "received decided failed")
+		})
+	}
+}
+
 // TestCgroupPromptShowsLimits: the person asked sees how the run will be
 // contained and which limits apply, in the real approver's terminal.
 func TestCgroupPromptShowsLimits(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
 			break
 		}
-		p.rule = m.Rule
+		p.rule, p.ruleLim = m.Rule, pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	}
 	// A person's standing grant for exactly this request decides it
@@ -151,7 +152,7 @@ func (p *runPlan) othersMayChange() error {
 	if p.peer.UID == 0 || !p.req.Privileged {
 		return nil
 	}
-	for _, pin := range p.pinned {
+	for i, pin := range p.pinned {
 		switch st := pin.Stat(); {
 		case st.Uid != 0:
 			return fmt.Errorf("%s is owned by uid %d, not by root", pin.Real, st.Uid)
@@ -160,6 +161,18 @@ func (p *runPlan) othersMayChange() error {
 		}
 		if err := checkParents(pin.Real); err != nil {
 			return err
+		}
+		// The rule matched the path as written: a directory on it the
+		// requester may change (a link in its home to a root program)
+		// chooses which root file runs next time. ".." is refused, as
+		// the check below reads the path cleaned.
+		if path := p.stages[i].Path; path != pin.Real {
+			if filepath.Clean(path) != path {
+				return fmt.Errorf("%s is not a clean path", path)
+			}
+			if err := checkParents(path); err != nil {
+				return err
+			}
 		}
 		// The interpreter of a #! script is found by its path when the
 		// run starts: that path, and the file it leads to, root's too.

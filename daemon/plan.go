@@ -29,6 +29,7 @@ type runPlan struct {
 	cmd     *pipeline.Cmd
 	policy  *policy.Policy   // the policy in force when the request was received
 	rule    *policy.Rule     // the policy rule that decided, if one did
+	ruleLim pipeline.Limits  // the lowest limits of the rules that allowed the stages
 	grant   *grant           // the standing grant that decided, if one did
 	prompt  *approval.Prompt // what a person was shown, if one was asked
 	// named is the identity a request naming its account or group

@@ -237,7 +237,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		plan.cmd.Env = append(plan.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
 	}
 	if plan.rule != nil && plan.grant == nil {
-		plan.lim = stricter(plan.lim, plan.rule)
+		// Each stage's rule limits the whole run: a first stage allowed
+		// without limits does not lift a later one's.
+		plan.lim = stricter(plan.lim, plan.ruleLim)
 	}
 	// A limit the operator asked for that cannot be enforced here
 	// refuses the run: it never runs without it.

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -288,6 +289,123 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
 	}
 	pending(t, ch, "an open rule for bash without rule_runs_anything")
+}
+
+// TestRuleStdinScriptNeedsSecondConfirmation: the requester sends its
+// script to sh on stdin, so the rule offered names no argument at all
+// (allow privileged,user=root sh) and looks exact; but a rule binds no
+// stdin, so it would run every script sent that way as root. One y does
+// not save it, the second screen says the rule admits any stdin, the
+// daemon refuses it from a client that skips that screen, and once saved
+// it indeed runs another script without asking.
+func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	run := [][]string{{"sh"}}
+	const rule = "allow privileged,user=root sh"
+	script := base64.StdEncoding.EncodeToString([]byte("echo from-stdin\n"))
+
+	ch := d.ask(map[string]any{"id": "stdin-rule-1", "pipeline": run, "stdin": script})
+	a.See("stdin-rule-1")
+	a.startRule(ch, rule)
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
+	a.See("the rule admits any standard input and any directory, not only those shown")
+	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
+	pending(t, ch, "one confirmation of a rule for sh reading a script on stdin")
+	a.Key("y")
+	if r := wantOK(t, <-ch); string(r.Stdout) != "from-stdin\n" {
+		t.Fatalf("got %s, want the script's output", r.raw)
+	}
+	wantRuleFile(t, d, "stdin-rule-1", rule)
+	other := base64.StdEncoding.EncodeToString([]byte("echo any-other-script\n"))
+	wantRule(t, d, d.send(map[string]any{"id": "stdin-rule-2", "pipeline": run, "stdin": other}), 3)
+
+	// A client that skips the second confirmation is refused.
+	a.Kill()
+	c := attachRaw(t, d)
+	ch = d.ask(map[string]any{"id": "stdin-rule-3", "pipeline": [][]string{{"bash"}}, "stdin": script})
+	if m := c.approveWithRule("allow privileged,user=root bash"); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(t, ch, "a rule for bash reading stdin without rule_runs_anything")
+}
+
+// TestRuleRunnerCwdNeedsSecondConfirmation: make with no argument runs
+// the Makefile of its directory, and a rule binds no directory: the
+// exact rule offered (allow privileged,user=root make) runs any
+// Makefile the requester writes anywhere. One y does not save it: the
+// second screen says why; and the daemon refuses it from a client that
+// skips that screen.
+func TestRuleRunnerCwdNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte("all:\n\t@echo from-make\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	const rule = "allow privileged,user=root make"
+	ch := d.ask(map[string]any{"id": "make-rule-1", "pipeline": [][]string{{"make"}}, "cwd": dir})
+	a.See("make-rule-1")
+	a.startRule(ch, rule)
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
+	a.See("the rule admits any standard input and any directory, not only those shown")
+	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
+	pending(t, ch, "one confirmation of a rule for make")
+	a.Key("n")
+	a.See("RULE: edit it")
+	a.Key("\x1b")
+	a.See("y approve ·")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied", r.raw)
+	}
+
+	a.Kill()
+	c := attachRaw(t, d)
+	ch = d.ask(map[string]any{"id": "make-rule-2", "pipeline": [][]string{{"make"}}, "cwd": dir})
+	if m := c.approveWithRule(rule); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(t, ch, "a rule for make without rule_runs_anything")
+	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
+		t.Fatalf("a drop-in was written: %v", err)
+	}
+}
+
+// TestRuleOpenFindNeedsSecondConfirmation: the request shown is a find
+// that runs nothing, but a rule for it ending in ... admits -exec, which
+// runs any command as root: the daemon refuses such a rule from a client
+// that does not say it was confirmed twice, and takes the exact rule.
+func TestRuleOpenFindNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	d := ruleDaemon(t)
+	c := attachRaw(t, d)
+	ch := d.ask(map[string]any{"id": "find-rule-1", "pipeline": [][]string{{"find", "/etc", "-maxdepth", "0"}}})
+	p := c.prompt()
+	decide := func(rule string) *remote.Message {
+		yes := true
+		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
+		return c.next()
+	}
+	if m := decide("allow privileged,user=root find /etc ..."); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(t, ch, "an open rule for find without rule_runs_anything")
+	if m := decide("allow privileged,user=root find /etc -maxdepth 0"); m.Type != remote.MsgResult {
+		t.Fatalf("the exact rule: got %+v, want a result", m)
+	}
+	wantOK(t, <-ch)
+	wantRule(t, d, d.send(map[string]any{"id": "find-rule-2", "pipeline": [][]string{{"find", "/etc", "-maxdepth", "0"}}}), 3)
 }
 
 // TestRuleShadowedIsTakenOut: a rule earlier in the order (the main file

@@ -82,9 +82,10 @@ const (
 	ApproverNoRules = "decision refused: this daemon has no policy file to save a rule in"
 	// ApproverRuleAndGrant: a decision with both a rule and a grant.
 	ApproverRuleAndGrant = "decision refused: a decision carries a grant or a rule, not both"
-	// ApproverRuleRunsAnything: an open rule for a request with an
-	// interpreter or command runner, without the second confirmation.
-	ApproverRuleRunsAnything = "decision refused: the request runs an interpreter or a command runner and the rule admits other arguments: it must say rule_runs_anything (a second confirmation)"
+	// ApproverRuleRunsAnything: a rule for a request with an interpreter
+	// or command runner (or an open rule for find), without the second
+	// confirmation.
+	ApproverRuleRunsAnything = "decision refused: the request runs an interpreter or a command runner and the rule admits other arguments, any stdin or any directory: it must say rule_runs_anything (a second confirmation)"
 	// ApproverNoGrants: a grants request to a daemon that keeps none.
 	ApproverNoGrants = "this daemon keeps no standing grants"
 )

@@ -548,6 +548,10 @@ type Match struct {
 	// first stage asked about, or nil when no rule matched that stage. It
 	// is never nil for ActionDeny and ActionAllow.
 	Rule *Rule
+	// Memory and Tasks are, for ActionAllow, the lowest memory= and
+	// tasks= among the rules that allowed the stages (0: none set one):
+	// each stage's rule limits the whole run.
+	Memory, Tasks int64
 }
 
 // Evaluate decides about the request s. Each stage gets the action of the
@@ -562,7 +566,7 @@ func (p *Policy) Evaluate(s Subject) Match {
 	var (
 		asked    bool
 		askRule  *Rule
-		allowBy  *Rule
+		allow    = Match{Action: ActionAllow}
 		resolved string
 	)
 	for i, argv := range s.Stages {
@@ -576,8 +580,9 @@ func (p *Policy) Evaluate(s Subject) Match {
 			return Match{Action: ActionDeny, Rule: r}
 		case r != nil && r.Action == ActionAllow:
 			if i == 0 {
-				allowBy = r
+				allow.Rule = r
 			}
+			allow.Memory, allow.Tasks = lower(allow.Memory, r.memory), lower(allow.Tasks, r.tasks)
 		default:
 			if !asked {
 				asked, askRule = true, r
@@ -587,7 +592,15 @@ func (p *Policy) Evaluate(s Subject) Match {
 	if asked {
 		return Match{Action: ActionAsk, Rule: askRule}
 	}
-	return Match{Action: ActionAllow, Rule: allowBy}
+	return allow
+}
+
+// lower is the lower of two limits, 0 meaning none.
+func lower(a, b int64) int64 {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
 }
 
 // firstMatch returns the first rule matching one stage of s, or nil.

@@ -826,3 +826,27 @@ func TestRuleLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluateLimitsOfEveryStage: each stage's allow rule limits the
+// whole run, the lowest limit applying; a first stage allowed without
+// limits does not lift a later one's.
+func TestEvaluateLimitsOfEveryStage(t *testing.T) {
+	p, err := Parse("p", strings.NewReader("allow any,tasks=50,memory=1M make ...\nallow any,memory=2M cat\nallow any true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stages        [][]string
+		memory, tasks int64
+	}{
+		{[][]string{{"true"}}, 0, 0},
+		{[][]string{{"true"}, {"make"}}, 1 << 20, 50},
+		{[][]string{{"cat"}, {"true"}}, 2 << 20, 0},
+		{[][]string{{"true"}, {"cat"}, {"make", "-j4"}}, 1 << 20, 50},
+	} {
+		m := p.Evaluate(Subject{Privileged: true, User: "alice", Stages: tc.stages})
+		if m.Action != ActionAllow || m.Memory != tc.memory || m.Tasks != tc.tasks {
+			t.Errorf("%q: %v memory %d tasks %d, want allow memory %d tasks %d", tc.stages, m.Action, m.Memory, m.Tasks, tc.memory, tc.tasks)
+		}
+	}
+}

@@ -571,7 +571,7 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 			m.GrantRunsAnything = len(approval.RunsAnything(p.msg.Request)) > 0
 		}
 		if ok && d.Rule != "" {
-			// The terminal confirmed a second time for an open rule for a
+			// The terminal confirmed a second time for a rule for a
 			// request that runs anything (approval.RuleRunsAnything).
 			m.Rule = d.Rule
 			if r, err := approval.CheckRule(p.msg.Request, d.Rule); err == nil {

@@ -125,10 +125,10 @@ type Message struct {
 	GrantRunsAnything bool  `json:"grant_runs_anything,omitempty"`
 	// Rule, on a decision that approves: a policy rule to save, which
 	// must be one allow rule that matches the request
-	// ([approval.CheckRule]). RuleRunsAnything confirms a rule that admits
-	// other arguments for a request that runs an interpreter or command
-	// runner ([approval.RuleRunsAnything]): the person was told and
-	// confirmed twice.
+	// ([approval.CheckRule]). RuleRunsAnything confirms a rule for a
+	// request that runs an interpreter or command runner, or an open
+	// rule for find ([approval.RuleRunsAnything]): the person was told
+	// and confirmed twice.
 	Rule             string `json:"rule,omitempty"`
 	RuleRunsAnything bool   `json:"rule_runs_anything,omitempty"`
 	// grants (the daemon's answer): the standing grants this approver may

@@ -91,8 +91,13 @@ func (m *promptModel) ruleConfirmText() string {
 				b.WriteString("!!! " + why + ",\n")
 			}
 		}
-		b.WriteString("!!! and the rule admits other arguments (a glob, a placeholder or ...):\n")
-		b.WriteString("!!! it lets the requester run whatever those arguments say, as often as it likes.\n")
+		if err == nil && !r.Open() {
+			b.WriteString("!!! and the rule admits any standard input and any directory, not only those shown:\n")
+			b.WriteString("!!! it lets the requester run whatever the input or the files there say, as often as it likes.\n")
+		} else {
+			b.WriteString("!!! and the rule admits other arguments (a glob, a placeholder or ...):\n")
+			b.WriteString("!!! it lets the requester run whatever those arguments say, as often as it likes.\n")
+		}
 		text = b.String() + text
 	}
 	return strings.TrimSuffix(text, "\n")

@@ -68,8 +68,8 @@ var errHangup = errors.New("terminal closed or hung up")
 //     editable field; Enter checks the edited rule ([approval.CheckRule]:
 //     one allow rule that matches this request, else it says why and stays),
 //     then shows it in full with the file it goes to and asks for y,
-//     after its own dwell and paging; a rule that admits other arguments
-//     for a request that runs anything ([approval.RuleRunsAnything]) asks
+//     after its own dwell and paging; a rule for a request that runs
+//     anything ([approval.RuleRunsAnything]) asks
 //     a second time, saying why. That y approves the request with a
 //     [approval.Decision].Rule. Esc goes back (from the editor to the
 //     request, from a confirmation to the editor);
