@@ -117,6 +117,9 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 			why = fmt.Sprintf("an earlier rule decides this request first (%s:%d: %s): the saved rule would never be used; "+
 				"edit that rule, or put this one in a file read before it", m.Rule.File, m.Rule.Line, m.Rule.Text)
 		}
+	} else if err := p.othersMayChange(); err != nil {
+		// As evaluate: no allow rule decides this request of this user.
+		why = "no allow rule decides this request: " + err.Error()
 	}
 	if why != "" {
 		// Take it out again: a rule on disk that does nothing misleads.

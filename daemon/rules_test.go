@@ -633,3 +633,50 @@ func (a *rawApprover) approveWithRule(rule string) *remote.Message {
 	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
 	return a.next()
 }
+
+// TestRuleNotSavedWhereNoRuleDecides: the approver saves a rule from a
+// request no allow rule may decide, a privileged run of the requester's
+// own file (TestPolicyAllowNeedsRootsFile). The rule would match and
+// never decide: the daemon takes it out again and tells the approver why,
+// rather than "saved", and the request stays approved once.
+func TestRuleNotSavedWhereNoRuleDecides(t *testing.T) {
+	t.Parallel()
+	ag := addAccount(t, "rgruleag")
+	dir := shortDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tool := filepath.Join(dir, "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\nid -u\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tool, int(ag.uid), int(ag.gid)); err != nil {
+		t.Fatal(err)
+	}
+	d := ruleDaemon(t)
+	openToAll(t, d)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+	ch := make(chan response, 1)
+	go func() {
+		r, err := trySendAs(d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"id": "own-file-rule", "pipeline": [][]string{{tool}}}))
+		if err != nil {
+			r.raw = err.Error()
+		}
+		ch <- r
+	}()
+	a.See("own-file-rule")
+	a.notAnsweredKey(ch, "r")
+	a.See("SAVE A POLICY RULE: edit the rule below")
+	a.See("RULE: edit it")
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	if r := wantOK(t, <-ch); string(r.Stdout) != "0\n" {
+		t.Fatalf("the approved run printed %q, want 0", r.Stdout)
+	}
+	a.See("approved once; rule NOT saved: no allow rule decides this request: " + tool + " is owned by uid ")
+	if b, err := os.ReadFile(dropIn(d)); err == nil && strings.Contains(string(b), tool) {
+		t.Fatalf("the drop-in keeps the rule:\n%s", b)
+	}
+}
