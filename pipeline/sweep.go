@@ -84,15 +84,16 @@ func sweep(tag string) {
 			if registered(pid) {
 				continue
 			}
+			// Looked at for the tag first: a process whose first
+			// thread has exited shows as a zombie while its other
+			// threads run on.
 			state, grp, ok := procStat(pid)
 			switch {
 			case !ok:
-			case state == 'Z':
-				if grp != own { // an orphan that ended by itself
-					reap(pid)
-				}
 			case hasEnv(pid, entry):
 				tagged = append(tagged, pid)
+			case state == 'Z' && grp != own: // an orphan that ended by itself
+				reap(pid)
 			}
 		}
 		reaper.starting.Unlock()
@@ -284,10 +285,19 @@ func procStat(pid int) (state byte, g group, ok bool) {
 }
 
 // hasEnv reports whether process pid's environment holds entry exactly.
+// /proc/PID/environ of a process whose first thread has exited (the exit
+// system call, not exit_group) cannot be read while its other threads run
+// on with that environment: then it is read through those.
 func hasEnv(pid int, entry []byte) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return false
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/environ")
+	if err != nil || len(b) == 0 {
+		tasks, _ := os.ReadDir(dir + "/task")
+		for _, task := range tasks {
+			if b, _ = os.ReadFile(dir + "/task/" + task.Name() + "/environ"); len(b) > 0 {
+				break
+			}
+		}
 	}
 	for e := range bytes.SplitSeq(b, []byte{0}) {
 		if bytes.Equal(e, entry) {
