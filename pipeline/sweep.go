@@ -291,12 +291,16 @@ func procStat(pid int) (state byte, g group, ok bool) {
 func hasEnv(pid int, entry []byte) bool {
 	dir := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(dir + "/environ")
-	if err != nil || len(b) == 0 {
+	if err != nil {
+		// Every live thread has the same: the first one read will do.
 		tasks, _ := os.ReadDir(dir + "/task")
 		for _, task := range tasks {
-			if b, _ = os.ReadFile(dir + "/task/" + task.Name() + "/environ"); len(b) > 0 {
+			if b, err = os.ReadFile(dir + "/task/" + task.Name() + "/environ"); err == nil {
 				break
 			}
+		}
+		if err != nil {
+			return false
 		}
 	}
 	for e := range bytes.SplitSeq(b, []byte{0}) {
