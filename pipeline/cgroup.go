@@ -181,8 +181,8 @@ func (c *Cgroup) Kill() error {
 // killAll writes cgroup.kill: SIGKILL to every process in the cgroup and
 // below it. The kernel signals each process there through its first
 // thread, which a process whose first thread has exited (the exit system
-// call, not exit_group) while others run on never acts on: each process
-// still listed is then killed as a whole (killListed).
+// call, not exit_group) while others run on never acts on: each such
+// process still listed is then killed as a whole (killListed).
 func (c *Cgroup) killAll() error {
 	fd, err := c.openFile("cgroup.kill", unix.O_WRONLY)
 	if err != nil {
@@ -198,29 +198,40 @@ func (c *Cgroup) killAll() error {
 }
 
 // killListed sends SIGKILL to every process listed in the cgroup.procs of
-// the cgroup at dir and of those below it, through a pidfd opened before
-// the list is read again: only a process still listed then is signalled,
-// so a pid reused meanwhile by a process outside is never hit.
+// the cgroup at dir and of those below it whose first thread has exited
+// (those cgroup.kill missed), through a pidfd opened before the list is
+// read again: only a process still listed then is signalled, so a pid
+// reused meanwhile by a process outside is never hit. At most 256
+// pidfds are open at once.
 func killListed(dir string) {
 	list := func() []string {
 		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 		return strings.Fields(string(b))
 	}
-	pidfds := map[string]int{}
+	var left []int
 	for _, pid := range list() {
 		if n, err := strconv.Atoi(pid); err == nil {
-			if fd, err := unix.PidfdOpen(n, 0); err == nil {
-				pidfds[pid] = fd
+			if state, _, ok := procStat(n); ok && state == 'Z' {
+				left = append(left, n)
 			}
 		}
 	}
-	for _, pid := range list() {
-		if fd, ok := pidfds[pid]; ok {
-			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	for len(left) > 0 {
+		pidfds := map[string]int{}
+		for _, pid := range left[:min(len(left), 256)] {
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				pidfds[strconv.Itoa(pid)] = fd
+			}
 		}
-	}
-	for _, fd := range pidfds {
-		unix.Close(fd)
+		left = left[min(len(left), 256):]
+		for _, pid := range list() {
+			if fd, ok := pidfds[pid]; ok {
+				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			}
+		}
+		for _, fd := range pidfds {
+			unix.Close(fd)
+		}
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
