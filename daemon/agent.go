@@ -32,9 +32,9 @@ type agentSource struct {
 	Groups []uint32
 }
 
-// agentRelay is one run's forwarded agent: a socket in a fresh directory
-// owned by the run-as user, each connection to which is relayed to the
-// approver's agent, for as long as the run lasts.
+// agentRelay is one run's forwarded agent: a socket owned by the run-as
+// user in a fresh directory of root's, each connection to which is
+// relayed to the approver's agent, for as long as the run lasts.
 type agentRelay struct {
 	dir  string
 	ln   *net.UnixListener
@@ -48,9 +48,12 @@ type agentRelay struct {
 	closed bool
 }
 
-// startAgentRelay makes parent (0711, root) if needed, a fresh 0700
-// directory in it owned by owner, and in that a 0600 socket relaying to
-// src. The caller must Close the relay when the run ends.
+// startAgentRelay makes parent (0711, root) if needed, a fresh 0711
+// directory of root's in it, and in that a 0600 socket owned by owner
+// relaying to src. The directory stays root's: owner's, it let owner's
+// processes, in the run or not, fill the runtime directory's tmpfs
+// (/run) for as long as the run lasted. The caller must Close the relay
+// when the run ends.
 func startAgentRelay(ctx context.Context, parent string, src agentSource, owner pipeline.Account) (*agentRelay, error) {
 	if err := os.MkdirAll(parent, 0o711); err != nil {
 		return nil, err
@@ -81,7 +84,7 @@ func startAgentRelay(ctx context.Context, parent string, src agentSource, owner 
 	for _, step := range []func() error{
 		func() error { return os.Chmod(sock, 0o600) },
 		func() error { return os.Chown(sock, uid, gid) },
-		func() error { return os.Chown(dir, uid, gid) }, // last: from here on, the owner can reach it
+		func() error { return os.Chmod(dir, 0o711) }, // last: from here on, the owner can reach it
 	} {
 		if err := step(); err != nil {
 			ln.Close()
@@ -126,8 +129,9 @@ func (r *agentRelay) serve(ctx context.Context) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		// The directory already keeps others out; the peer check says so
-		// again in code, and rules out a socket passed on to another user.
+		// The socket's owner and mode already keep others out; the peer
+		// check says so again in code, and rules out a socket passed on
+		// to another user.
 		peer, err := peerOf(c)
 		if err != nil || (peer.UID != 0 && uint32(peer.UID) != r.uid) {
 			c.Close()

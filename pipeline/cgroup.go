@@ -179,7 +179,10 @@ func (c *Cgroup) Kill() error {
 }
 
 // killAll writes cgroup.kill: SIGKILL to every process in the cgroup and
-// below it.
+// below it. The kernel signals each process there through its first
+// thread, which a process whose first thread has exited (the exit system
+// call, not exit_group) while others run on never acts on: each such
+// process still listed is then killed as a whole (killListed).
 func (c *Cgroup) killAll() error {
 	fd, err := c.openFile("cgroup.kill", unix.O_WRONLY)
 	if err != nil {
@@ -190,7 +193,52 @@ func (c *Cgroup) killAll() error {
 	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", &fs.PathError{Op: "write", Path: filepath.Join(c.Path, "cgroup.kill"), Err: err})
 	}
+	killListed(c.Path)
 	return nil
+}
+
+// killListed sends SIGKILL to every process listed in the cgroup.procs of
+// the cgroup at dir and of those below it whose first thread has exited
+// (those cgroup.kill missed), through a pidfd opened before the list is
+// read again: only a process still listed then is signalled, so a pid
+// reused meanwhile by a process outside is never hit. At most 256
+// pidfds are open at once.
+func killListed(dir string) {
+	list := func() []string {
+		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		return strings.Fields(string(b))
+	}
+	var left []int
+	for _, pid := range list() {
+		if n, err := strconv.Atoi(pid); err == nil {
+			if state, _, ok := procStat(n); ok && state == 'Z' {
+				left = append(left, n)
+			}
+		}
+	}
+	for len(left) > 0 {
+		pidfds := map[string]int{}
+		for _, pid := range left[:min(len(left), 256)] {
+			if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+				pidfds[strconv.Itoa(pid)] = fd
+			}
+		}
+		left = left[min(len(left), 256):]
+		for _, pid := range list() {
+			if fd, ok := pidfds[pid]; ok {
+				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			}
+		}
+		for _, fd := range pidfds {
+			unix.Close(fd)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			killListed(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // openFile opens the file name of the cgroup through its held directory:

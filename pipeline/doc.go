@@ -69,7 +69,9 @@
 // running as root may move itself to another cgroup through its
 // cgroup.procs, as root may do anything), and once the
 // stages' leaders have exited (or the run is stopped) everything in the
-// cgroup is killed through cgroup.kill and waited for; the stages get no
+// cgroup is killed through cgroup.kill (and each process still listed
+// there through a pidfd: cgroup.kill misses one whose first thread has
+// exited while others run on) and waited for; the stages get no
 // tag and no sweep runs. [Result].Usage then holds the run's CPU time and
 // peak memory. Without a cgroup (the fallback), every stage gets [RunEnvKey] set to a random tag of the run,
 // and once the stages' groups are dead every child of the calling process

@@ -33,9 +33,9 @@ const RunEnvKey = "ROOTGATE_RUN"
 // reaps it. Call it once, before the first Run.
 //
 // From then on Run also reaps orphans that exited by themselves (zombies
-// in a session other than the caller's, not started by this package), so
-// the caller must not start children in sessions of their own other than
-// through this package.
+// in a process group other than the caller's, not started by this
+// package), so the caller must start its other children in its own
+// process group, as os/exec does unless told otherwise.
 func Subreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
@@ -75,7 +75,7 @@ const sweepRounds = 20
 // tag is no other run's stage.
 func sweep(tag string) {
 	entry := []byte(RunEnvKey + "=" + tag)
-	ownSid, _ := unix.Getsid(0)
+	own := ownGroup()
 	killed := map[int]bool{}
 	for range sweepRounds {
 		var tagged []int
@@ -84,15 +84,16 @@ func sweep(tag string) {
 			if registered(pid) {
 				continue
 			}
-			state, sid, ok := procStat(pid)
+			// Looked at for the tag first: a process whose first
+			// thread has exited shows as a zombie while its other
+			// threads run on.
+			state, grp, ok := procStat(pid)
 			switch {
 			case !ok:
-			case state == 'Z':
-				if sid != ownSid { // an orphan that ended by itself
-					reap(pid)
-				}
 			case hasEnv(pid, entry):
 				tagged = append(tagged, pid)
+			case state == 'Z' && grp != own: // an orphan that ended by itself
+				reap(pid)
 			}
 		}
 		reaper.starting.Unlock()
@@ -210,19 +211,20 @@ func children() []int {
 // sweep: a stage can make its children this process's own (clone with
 // CLONE_PARENT), and nothing else waits for them, so each would stay a
 // zombie, holding its pid, as long as the daemon runs. Zombies of this
-// process's own session are left alone, as sweep leaves them: root's
-// stages share it, and so may children this process started otherwise.
+// process's own process group are left alone, as sweep leaves them:
+// children this process started otherwise are there (every stage leads a
+// group of its own).
 func reapStrays() {
 	// Most runs leave none: one call says whether any child has exited.
 	var info unix.Siginfo
 	if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
 		return
 	}
-	ownSid, _ := unix.Getsid(0)
+	own := ownGroup()
 	reaper.starting.Lock()
 	defer reaper.starting.Unlock()
 	for _, pid := range children() {
-		if state, sid, ok := procStat(pid); ok && state == 'Z' && sid != ownSid && !registered(pid) {
+		if state, grp, ok := procStat(pid); ok && state == 'Z' && grp != own && !registered(pid) {
 			reap(pid)
 		}
 	}
@@ -246,31 +248,60 @@ func allPids() []int {
 	return pids
 }
 
-// procStat reads pid's state letter and session id from /proc/PID/stat.
-func procStat(pid int) (state byte, sid int, ok bool) {
+// group is a process's session and process group ids.
+type group struct{ sid, pgid int }
+
+// ownGroup is this process's session and process group. A zombie child in
+// it is one this process started other than through this package (which
+// puts every stage in a group of its own), waited for elsewhere; one in
+// any other group, even of this session (a root stage's background
+// process orphaned to the subreaper, or its clone with CLONE_PARENT), is
+// a run's and nothing else waits for it.
+func ownGroup() group {
+	sid, _ := unix.Getsid(0)
+	return group{sid, unix.Getpgrp()}
+}
+
+// procStat reads pid's state letter, session and process group from
+// /proc/PID/stat.
+func procStat(pid int) (state byte, g group, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, g, false
 	}
 	// "pid (comm) state ppid pgrp session ...": comm may hold anything,
 	// so split after its last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return 0, g, false
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 4 || len(f[0]) != 1 {
-		return 0, 0, false
+		return 0, g, false
 	}
-	sid, err = strconv.Atoi(f[3])
-	return f[0][0], sid, err == nil
+	pgid, err1 := strconv.Atoi(f[2])
+	sid, err2 := strconv.Atoi(f[3])
+	return f[0][0], group{sid, pgid}, err1 == nil && err2 == nil
 }
 
 // hasEnv reports whether process pid's environment holds entry exactly.
+// /proc/PID/environ of a process whose first thread has exited (the exit
+// system call, not exit_group) cannot be read while its other threads run
+// on with that environment: then it is read through those.
 func hasEnv(pid int, entry []byte) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/environ")
 	if err != nil {
-		return false
+		// Every live thread has the same: the first one read will do.
+		tasks, _ := os.ReadDir(dir + "/task")
+		for _, task := range tasks {
+			if b, err = os.ReadFile(dir + "/task/" + task.Name() + "/environ"); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return false
+		}
 	}
 	for e := range bytes.SplitSeq(b, []byte{0}) {
 		if bytes.Equal(e, entry) {

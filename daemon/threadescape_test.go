@@ -1,0 +1,65 @@
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// liveThreads counts the threads of process pid that have not exited.
+func liveThreads(pid int) (n int) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, _ := os.ReadDir(dir)
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndex(s, ")")+1:]); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEscapeWithExitedFirstThread: a process of a run whose first thread
+// has exited (the exit system call, not exit_group) while another runs on
+// is killed at the end of its run. cgroup.kill signals each process of
+// the cgroup through its first thread, which never acts on it: such a
+// process of a run of uid nobody outlived the run's end (the daemon
+// waited 10 s twice for its cgroup to empty, then answered and left the
+// cgroup behind). Without a cgroup, having left its session by a double
+// fork with its environment, tag and all, it read as a zombie with no
+// environment, and the sweep took it for an orphan that had ended.
+func TestEscapeWithExitedFirstThread(t *testing.T) {
+	t.Parallel()
+	const nobody = 65534
+	// The escapee starts a thread and ends its first one; the stage
+	// prints its pid once that thread shows as exited.
+	script := `use POSIX; use threads;
+pipe(my $r, my $w) or die;
+if (fork == 0) { POSIX::setsid(); if (fork == 0) { threads->create(sub { sleep 1 while 1 }); syswrite $w, "$$\n"; syscall(60, 0) } POSIX::_exit(0) }
+close $w; my $g = <$r>; chomp $g;
+for (;;) { open my $f, "<", "/proc/$g/stat" or die; my $s = <$f>; last if $s =~ /\) Z /; select(undef, undef, undef, 0.005) }
+print "$g\n"`
+	for _, path := range containments {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			d := startDaemon(t, opts{Args: path.args})
+			openToAll(t, d)
+			r := wantOK(t, sendAs(t, d.Sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": [][]string{{"perl", "-e", script}}, "privileged": false})))
+			pid, err := strconv.Atoi(strings.TrimSpace(string(r.Stdout)))
+			if err != nil {
+				t.Fatalf("the run did not start its escapee: %s", r.raw)
+			}
+			if n := liveThreads(pid); n > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("the escapee %d outlived its run with %d threads", pid, n)
+			}
+		})
+	}
+}
