@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -35,4 +36,39 @@ func TestRuleEditorWidthTricksKeepItsLines(t *testing.T) {
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("got %s, want the operator's denial", r.raw)
 	}
+}
+
+// A request from root is put to every approver, one its uid's agent can
+// type into included. The rule saved from its prompt (r) is not bound to
+// the requester once user= is dropped: an approver controlled by uid X
+// (here run as nobody, admitted with --approver) saved, on root's
+// request, a rule that let X run the same command as root without anyone
+// asked, though no request of X's is ever put to that approver.
+func TestRuleFromRootsPromptNotForController(t *testing.T) {
+	t.Parallel()
+	const nobody = 65534
+	d := startDaemon(t, opts{Policy: "# asks about everything\ndeny any rm -rf /\n", Args: []string{"--prompt-timeout", "60s", "--approver", "nobody"}})
+	openToAll(t, d)
+	a := startApprover(t, d.asock(), nobody)
+	a.See("attached to rootgated")
+	run := [][]string{{"echo", "self-rule"}}
+	const rule = "allow privileged,user=root echo self-rule"
+	ch := d.ask(map[string]any{"id": "root-asks", "pipeline": run, "privileged": true})
+	a.See("root-asks")
+	a.startRule(ch, rule)
+	a.editRule(len(rule), "allow privileged echo self-rule") // every requester
+	a.Key(keyEnter)
+	a.See(dropIn(d))
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	wantOK(t, <-ch) // the person approved root's request once
+	if b, err := os.ReadFile(dropIn(d)); err == nil && strings.Contains(string(b), "self-rule") {
+		t.Fatalf("%s holds the rule:\n%s", dropIn(d), b)
+	}
+	// nobody's own request is put to no one: its approver is its own.
+	r, err := trySendAs(d.Sock, nobody, nobody, []uint32{}, request(map[string]any{"id": "nobody-asks", "pipeline": run, "privileged": true}))
+	if err != nil || r.Status == wire.StatusOK {
+		t.Fatalf("nobody's request: %v %s, want it refused", err, r.raw)
+	}
+	a.See("rule NOT saved: the rule would let uid 65534 (nobody), who can control this approver's terminal or session, run this without asking")
 }
