@@ -33,6 +33,24 @@ func (s *Server) ruleFile() string {
 	return filepath.Join(policy.Dir(s.cfg.PolicyFile), approval.RuleDropIn)
 }
 
+// ruleSelfAdmits refuses a rule that would let a uid that can control
+// the approver who saved it (d.Member's controllers, root aside) send the
+// request shown and have it run without asking: a request from root is
+// put to every approver, and an agent typing into one must not turn its
+// answer into a rule for itself. --unsafe-self-approval allows it.
+func (s *Server) ruleSelfAdmits(p *runPlan, d *approval.Decision, r *policy.Rule) error {
+	if s.cfg.Broker != nil && s.cfg.Broker.UnsafeSelfApproval {
+		return nil
+	}
+	for _, u := range d.Member.Controllers {
+		if name := userNameOf(u); u != 0 && r.WhyNot(p.subject(name)) == "" {
+			return fmt.Errorf("the rule would let uid %d (%s), who can control this approver's terminal or session, "+
+				"run this without asking: add user= naming the requester", u, termsafe.Sanitize(name))
+		}
+	}
+	return nil
+}
+
 // savedRule is a rule written to the policy.
 type savedRule struct {
 	File string
@@ -86,6 +104,9 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	name := filepath.Base(file)
 	old, existed, err := readDropIn(dfd, file)
 	if err != nil {
+		return fail(err)
+	}
+	if err := s.ruleSelfAdmits(p, d, r); err != nil {
 		return fail(err)
 	}
 	var b strings.Builder

@@ -18,12 +18,15 @@ import (
 // maxRuleText bounds the rule being edited.
 const maxRuleText = 8 << 10
 
+// editorPrompt starts each row of the field.
+const editorPrompt = "│ "
+
 // newRuleEditor is the field the rule is edited in: no colour, no line
 // numbers, every line of the rule on screen (it wraps).
 func newRuleEditor(text string, width int) textarea.Model {
 	ta := textarea.New()
 	ta.ShowLineNumbers = false
-	ta.Prompt = "│ "
+	ta.Prompt = editorPrompt
 	ta.CharLimit = maxRuleText
 	ta.KeyMap.InsertNewline.SetEnabled(false) // Enter checks the rule
 	plain := lipgloss.NewStyle()
@@ -38,11 +41,47 @@ func newRuleEditor(text string, width int) textarea.Model {
 }
 
 // sizeEditor makes the field as tall as its wrapped text, so all of it
-// shows.
+// shows: the field's rows are measured by Go's grapheme measure, which
+// [termsafe.Cells] never counts short (a run of spacing marks is one cell
+// to the former).
 func sizeEditor(ta *textarea.Model) {
 	w := max(ta.Width(), 1)
 	// One cell more than the text, for the cursor after its end.
-	ta.SetHeight((ansi.StringWidth(ta.Value()) + w) / w)
+	ta.SetHeight((termsafe.Cells(ta.Value()) + w) / w)
+}
+
+// editorRows is the field's view with each row cut to at most width cells
+// ([termsafe.Cells]), each piece marked as the field's: a row the field
+// measured short would wrap on the terminal, and the prompt's redraw,
+// which moves up by the lines it wrote, would leave rows of the old view
+// on screen. The cursor's escape sequences take no cells and stay whole.
+func editorRows(view string, width int) []string {
+	var rows []string
+	for row := range strings.SplitSeq(strings.TrimRight(view, "\n"), "\n") {
+		var b strings.Builder
+		n, state := 0, byte(0)
+		for row = strings.TrimRight(row, " "); row != ""; {
+			seq, w, size, st := ansi.DecodeSequence(row, state, nil)
+			state, row = st, row[size:]
+			if w == 0 && (ansi.HasEscPrefix(seq) || seq[0] < 0x20) {
+				b.WriteString(seq)
+				continue
+			}
+			for _, r := range seq {
+				c := termsafe.Cells(string(r))
+				if n+c > width {
+					rows = append(rows, b.String())
+					b.Reset()
+					b.WriteString(editorPrompt)
+					n = termsafe.Cells(editorPrompt)
+				}
+				b.WriteRune(r)
+				n += c
+			}
+		}
+		rows = append(rows, b.String())
+	}
+	return rows
 }
 
 // editText is what the pager shows while the rule is edited.

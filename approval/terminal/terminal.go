@@ -904,7 +904,7 @@ func (m *promptModel) footer() []string {
 	}
 	f = append(f, m.stages...)
 	if m.ruleStep == 1 {
-		f = append(f, strings.Split(strings.TrimRight(m.edit.View(), "\n"), "\n")...)
+		f = append(f, editorRows(m.edit.View(), m.width)...)
 	} else {
 		f = append(f, strings.Split(strings.TrimRight(m.form.View(), "\n"), "\n")...)
 	}
