@@ -66,3 +66,17 @@ func BenchmarkCapture16MiB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSafeSearchPath is the check of the search path's directories
+// that a privileged request of a user other than root needs in its plan,
+// at most once a second (SafeSearchPath keeps its answer that long;
+// docs/performance.md):
+//
+//	go test -run '^$' -bench SafeSearchPath ./pipeline/
+func BenchmarkSafeSearchPath(b *testing.B) {
+	for b.Loop() {
+		if path, _ := safeSearchPath(); path == "" {
+			b.Fatal("no directory of the search path kept")
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +35,33 @@ const SearchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 // approved (a maintainer script's `systemctl`, an `#!/usr/bin/env`
 // line). Such a directory is typically /usr/local/bin handed over to a
 // user for `npm -g`.
+//
+// The answer is kept for [safeSearchPathFor]: checking takes about 70
+// system calls (BenchmarkSafeSearchPath), and directories' owners and
+// modes seldom change.
 func SafeSearchPath() (path string, reasons []string) {
+	safePath.mu.Lock()
+	defer safePath.mu.Unlock()
+	if now := time.Now(); safePath.at.IsZero() || now.Sub(safePath.at) >= safeSearchPathFor {
+		safePath.path, safePath.reasons = safeSearchPath()
+		safePath.at = now
+	}
+	return safePath.path, safePath.reasons
+}
+
+// safeSearchPathFor is how long [SafeSearchPath] keeps its answer.
+const safeSearchPathFor = time.Second
+
+// safePath is [SafeSearchPath]'s answer, and when it was found.
+var safePath struct {
+	mu      sync.Mutex
+	at      time.Time
+	path    string
+	reasons []string
+}
+
+// safeSearchPath finds [SafeSearchPath]'s answer.
+func safeSearchPath() (path string, reasons []string) {
 	var kept []string
 	for _, dir := range filepath.SplitList(SearchPath) {
 		if err := rootsAlone(dir); err != nil {
