@@ -1,7 +1,6 @@
 package desktop
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,11 +10,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,28 +30,7 @@ func startXvfb(t *testing.T) (zenity string) {
 	if _, err := exec.LookPath("xdotool"); err != nil {
 		t.Fatalf("xdotool (apt-get install xdotool): %v", err)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	// -displayfd: Xvfb picks a free display and writes its number to fd 3.
-	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "1280x1024x24", "-nolisten", "tcp")
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start Xvfb (apt-get install xvfb): %v", err)
-	}
-	w.Close()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	num, err := bufio.NewReader(r).ReadString('\n')
-	if err != nil {
-		t.Fatalf("read Xvfb's display number: %v", err)
-	}
-	t.Setenv("DISPLAY", ":"+strings.TrimSpace(num))
+	t.Setenv("DISPLAY", testutil.StartXvfb(t, "-screen", "0", "1280x1024x24"))
 	t.Setenv("WAYLAND_DISPLAY", "")
 	t.Setenv("NO_AT_BRIDGE", "1") // no accessibility bus to look for
 	return zenity

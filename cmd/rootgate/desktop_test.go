@@ -235,28 +235,7 @@ func TestUserDialogZenity(t *testing.T) {
 			t.Fatalf("%s (apt-get install xvfb zenity xdotool): %v", tool, err)
 		}
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	x := exec.Command("Xvfb", "-displayfd", "3", "-nolisten", "tcp")
-	x.ExtraFiles = []*os.File{w}
-	x.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := x.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	t.Cleanup(func() {
-		_ = x.Process.Kill()
-		_ = x.Wait()
-	})
-	num := make([]byte, 16)
-	n, err := r.Read(num)
-	if err != nil {
-		t.Fatalf("read Xvfb's display number: %v", err)
-	}
-	display := ":" + strings.TrimSpace(string(num[:n]))
+	display := testutil.StartXvfb(t)
 
 	dir := t.TempDir()
 	var stderr syncBuffer
