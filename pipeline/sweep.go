@@ -78,7 +78,7 @@ func sweep(tag string) {
 	own := ownGroup()
 	killed := map[int]bool{}
 	for range sweepRounds {
-		var tagged []int
+		var tagged, exiting []int
 		reaper.starting.Lock()
 		for _, pid := range children() {
 			if registered(pid) {
@@ -87,16 +87,23 @@ func sweep(tag string) {
 			// Looked at for the tag first: a process whose first
 			// thread has exited shows as a zombie while its other
 			// threads run on.
-			state, grp, ok := procStat(pid)
+			state, grp, flags, ok := procStatFlags(pid)
 			switch {
 			case !ok:
 			case hasEnv(pid, entry):
 				tagged = append(tagged, pid)
 			case state == 'Z' && grp != own: // an orphan that ended by itself
 				reap(pid)
+			case flags&pfExiting != 0 && grp != own:
+				// Killed with its group, or ending by itself, and its
+				// environment already gone: a zombie in a moment.
+				exiting = append(exiting, pid)
 			}
 		}
 		reaper.starting.Unlock()
+		for _, pid := range exiting {
+			reapExiting(pid)
+		}
 		found := 0
 		for _, pid := range tagged {
 			if killAndReap(pid, entry) && !killed[pid] {
@@ -112,25 +119,50 @@ func sweep(tag string) {
 
 // killAndReap kills pid if it still holds entry, checked again through a
 // pidfd so a reused pid is never hit, waits for it to die and reaps it.
+// A process that no longer shows entry because it has ended or is ending
+// (killed with its group since it was listed: its memory, and so its
+// environment, goes first) is waited for and reaped all the same.
 func killAndReap(pid int, entry []byte) bool {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(pidfd)
-	if !hasEnv(pid, entry) || unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) != nil {
+	if !hasEnv(pid, entry) {
+		if state, _, flags, ok := procStatFlags(pid); !ok || state != 'Z' && flags&pfExiting == 0 {
+			return false
+		}
+	} else if unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) != nil {
 		return false
 	}
-	// The pidfd turns readable when the process has exited; by then its
-	// own children have been handed to this process.
+	waitExit(pidfd)
+	reap(pid)
+	return true
+}
+
+// waitExit waits, up to a second, until the process of pidfd has exited:
+// by then its own children have been handed to this process.
+func waitExit(pidfd int) {
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, 1000); err != unix.EINTR {
-			break
+			return
 		}
 	}
+}
+
+// reapExiting waits for pid, a child on its way out that is none of the
+// stages, to exit, and reaps it. The pidfd names the process found,
+// whatever happens to its pid meanwhile; no stage is started with a pid
+// of a child not yet reaped, so it is no stage.
+func reapExiting(pid int) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pidfd)
+	waitExit(pidfd)
 	reap(pid)
-	return true
 }
 
 // reap collects a child that has exited, without blocking.
@@ -265,23 +297,35 @@ func ownGroup() group {
 // procStat reads pid's state letter, session and process group from
 // /proc/PID/stat.
 func procStat(pid int) (state byte, g group, ok bool) {
+	state, g, _, ok = procStatFlags(pid)
+	return state, g, ok
+}
+
+// pfExiting is the kernel's PF_EXITING, in /proc/PID/stat's flags: the
+// process is on its way out (its memory, and so its environment, may
+// already be gone) and is not a zombie yet.
+const pfExiting = 0x4
+
+// procStatFlags is procStat with the process's flags (PF_*).
+func procStatFlags(pid int) (state byte, g group, flags uint64, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, g, false
+		return 0, g, 0, false
 	}
-	// "pid (comm) state ppid pgrp session ...": comm may hold anything,
-	// so split after its last ')'.
+	// "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm
+	// may hold anything, so split after its last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, g, false
+		return 0, g, 0, false
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 4 || len(f[0]) != 1 {
-		return 0, g, false
+	if len(f) < 7 || len(f[0]) != 1 {
+		return 0, g, 0, false
 	}
 	pgid, err1 := strconv.Atoi(f[2])
 	sid, err2 := strconv.Atoi(f[3])
-	return f[0][0], group{sid, pgid}, err1 == nil && err2 == nil
+	flags, err3 := strconv.ParseUint(f[6], 10, 64)
+	return f[0][0], group{sid, pgid}, flags, err1 == nil && err2 == nil && err3 == nil
 }
 
 // hasEnv reports whether process pid's environment holds entry exactly.
