@@ -115,6 +115,21 @@ func (w *replayWindow) Add(key string, uid int, now time.Time) (bool, error) {
 	return true, nil
 }
 
+// Hold marks key as the key of a request in progress, without recording
+// it in the window, and reports whether no other request holds it: the
+// id:ID key of a request whose id the daemon made up, so that a requester
+// who hears that id (in a progress line) cannot send another request under
+// it while the first is in progress. Done releases it.
+func (w *replayWindow) Hold(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live[key] {
+		return false
+	}
+	w.live[key] = true
+	return true
+}
+
 // Done ends the request of key, which Add took: from now on its key is
 // new again once the window has passed. A run may outlast the window; its
 // id must not name another request (and its audit records) meanwhile.

@@ -96,6 +96,13 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return reject(wire.DuplicateError(req.ID))
 	}
 	defer s.replay.Done(req.ReplayKey())
+	if !req.IDGiven {
+		// Its id is in progress lines and answers: no other request
+		// may take it while this one runs (see TestMadeUpIDTaken).
+		if idKey := "id:" + req.ID; s.replay.Hold(idKey) {
+			defer s.replay.Done(idKey)
+		}
+	}
 	if req.Action == wire.ActionPing {
 		// A ping runs nothing and asks no one: its record shares the
 		// per-uid budget of refused requests, so pings cannot flood the log.

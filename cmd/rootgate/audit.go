@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"golang.org/x/sys/unix"
 )
 
 // Exit codes of audit verify besides exitOK, exitUsage and exitError
@@ -132,6 +134,7 @@ func cmdAuditShow(_ context.Context, e *env, fl clidoc.Values, _ []string) int {
 		return fail(stderr, err)
 	}
 	bad := 0
+	width := terminalWidth(stdout)
 	err = audit.ReadAll(names, func(rd audit.Read) error {
 		if rd.Err != nil {
 			bad++
@@ -142,7 +145,7 @@ func cmdAuditShow(_ context.Context, e *env, fl clidoc.Values, _ []string) int {
 		if (id != "" && r.ID != id) || r.Time.Before(from) {
 			return nil
 		}
-		_, err := io.WriteString(stdout, formatRecord(r))
+		_, err := io.WriteString(stdout, wrapRows(formatRecord(r), width))
 		return err
 	})
 	if err != nil {
@@ -331,6 +334,50 @@ func formatRecord(r *audit.Record) string {
 	}
 	if dm := r.Daemon; dm != nil {
 		line("daemon", "rootgated %s, pid %d", q(dm.Version), dm.PID)
+	}
+	return b.String()
+}
+
+// terminalWidth is the width in columns of the terminal w is, or 0.
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}
+
+// contMark starts each row after the first of a line wrapped by
+// wrapRows: indented deeper than any label, so that no row a requester's
+// text fills can look like a record's heading or one of its lines.
+const contMark = "              ↳ "
+
+// wrapRows cuts each line of s longer than width cells ([termsafe.Cells])
+// into rows, the rows after the first starting with contMark; width 0
+// leaves s as it is. A line the terminal wrapped itself would start a row
+// with whatever the requester padded its text to put there.
+func wrapRows(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		line = strings.TrimSuffix(line, "\n")
+		w := max(width, 8)
+		for {
+			head, tail := termsafe.Cut(line, w)
+			b.WriteString(head)
+			b.WriteByte('\n')
+			if tail == "" {
+				break
+			}
+			b.WriteString(contMark)
+			line, w = tail, max(width-termsafe.Cells(contMark), 8)
+		}
 	}
 	return b.String()
 }

@@ -478,13 +478,6 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		return configErr(err)
 	}
 	defer alog.Close()
-	// The first record of each daemon's life says who writes from here on
-	// (pid, boot id and start time: the next daemon tells by them whether
-	// this one is gone); a log that cannot be written stops the daemon
-	// before it serves.
-	if err := alog.Append(&audit.Record{Kind: audit.KindOpened, Daemon: audit.ThisDaemon(version.String())}); err != nil {
-		return err
-	}
 
 	srv, err := daemon.New(daemon.Config{
 		Version:        version.String(),
@@ -520,6 +513,14 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		return configErr(err) // the runtime directory
 	}
 	defer srv.Close()
+	// The opened record says who writes from here on (pid, boot id and
+	// start time: the next daemon tells by them whether this one is gone),
+	// and that the runs left unfinished before it are recorded (New did):
+	// the next daemon reads the trail back to it, no further. A log that
+	// cannot be written stops the daemon before it serves.
+	if err := alog.Append(&audit.Record{Kind: audit.KindOpened, Daemon: audit.ThisDaemon(version.String())}); err != nil {
+		return err
+	}
 	socket := o.socket
 	if activated {
 		socket = ln.Addr().String()

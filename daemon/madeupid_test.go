@@ -1,0 +1,49 @@
+package daemon_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// TestMadeUpIDTaken: a request without an id gets one the daemon makes
+// up, and its replay key is the line's SHA-256; the requester hears that
+// id in its progress lines while the run goes on. Sent back as the id of
+// a second request, it was accepted while the first ran: two runs under
+// one id, whose records `rootgate audit show --id` showed as one
+// request's, and whose ends the trail cannot tell apart (the first run's
+// end was taken for the second's after a crash). The made-up id is held
+// while its request is in progress, as a given id is.
+func TestMadeUpIDTaken(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	d := startDaemon(t, opts{Dir: dir, Args: []string{"--cgroup", "none"}})
+	m := runMarker()
+	killAtEnd(t, m)
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.Write([]byte(request(map[string]any{"id": nil, "progress": true, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
+		t.Fatal(err)
+	}
+	l := &lineReader{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+	line := l.next()
+	id, ok := strings.CutPrefix(line, `{"id":"`)
+	id, _, _ = strings.Cut(id, `"`)
+	if _, _, isProgress := wire.ParseProgress([]byte(line)); !ok || !isProgress || id == "" {
+		t.Fatalf("first line %q, want a progress line with the made-up id", line)
+	}
+	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+
+	wantError(t, d.send(map[string]any{"id": id, "pipeline": [][]string{{"true"}}}), `duplicate request id "`+id+`"`)
+	if k := kinds(trail(t, dir, id)); k != "received decided started rejected" {
+		t.Fatalf("records of %s: %s, want the run's and one rejected", id, k)
+	}
+}
