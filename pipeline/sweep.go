@@ -97,14 +97,20 @@ func sweep(tag string) {
 			}
 		}
 		reaper.starting.Unlock()
-		found := 0
+		// A tagged process that exited before killAndReap looked at it
+		// again (its environment gone with it) is a zombie now: the next
+		// round reaps it as an ended orphan, so one round more is due.
+		found, ended := 0, false
 		for _, pid := range tagged {
-			if killAndReap(pid, entry) && !killed[pid] {
+			switch {
+			case !killAndReap(pid, entry):
+				ended = true
+			case !killed[pid]:
 				killed[pid] = true
 				found++
 			}
 		}
-		if found == 0 {
+		if found == 0 && !ended {
 			return
 		}
 	}
