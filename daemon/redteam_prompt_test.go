@@ -56,7 +56,8 @@ func TestPromptWidthTricksKeepCommandOnScreen(t *testing.T) {
 	t.Parallel()
 	d := promptDaemon(t)
 	ta := rgtest.StartTmuxApprover(t, d.asock(), 80, 24)
-	ta.Wait("keys typed here are ignored")
+	// Attached: the idle screen is drawn before the client connects.
+	ta.Wait("attached to rootgated")
 	for _, c := range []struct{ id, pad string }{
 		{"wide-mc", strings.Repeat("\u0903", 3000)},
 		{"wide-jamo", strings.Repeat("\u1100", 1500)},

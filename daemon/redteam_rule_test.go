@@ -19,7 +19,8 @@ func TestRuleEditorWidthTricksKeepItsLines(t *testing.T) {
 	t.Parallel()
 	d := ruleDaemon(t)
 	ta := rgtest.StartTmuxApprover(t, d.asock(), 80, 60)
-	ta.Wait("keys typed here are ignored")
+	// Attached: the idle screen is drawn before the client connects.
+	ta.Wait("attached to rootgated")
 	ch := d.ask(map[string]any{"id": "rule-wide", "pipeline": [][]string{{"echo", "HIDDEN-MARKER", strings.Repeat("\u0903", 300)}}, "privileged": true})
 	ta.WaitRows("the prompt, whole", func(rows []string) bool {
 		return hasRow(rows, " y approve · n or Esc deny")

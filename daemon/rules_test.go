@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -55,6 +56,45 @@ func (a *approverProc) editRule(n int, with string) {
 	a.T.Helper()
 	a.Key(strings.Repeat(keyBackspace, n) + with)
 	a.See(with)
+}
+
+// enterRuleTappingY presses Enter in the rule editor and, once the rule
+// to confirm (saved to file) shows, taps y as an operator's finger still
+// on the key would, failing if the request on ch is answered. The
+// confirmation's dwell begins once the approver has read the Enter, so
+// only a y sent less than terminal.Dwell after the Enter surely lands
+// inside it, however late the test saw the screen: tapY's "300 ms from
+// seeing it" ran past the dwell when the screen took over 700 ms to be
+// seen (a -race run beside the tmux tests), and its y saved the rule. On
+// a machine too loaded to see the screen in time, it goes back to the
+// editor (Esc) and tries again.
+func (a *approverProc) enterRuleTappingY(ch chan response, file string) {
+	a.T.Helper()
+	const margin = 200 * time.Millisecond // a write's own delay
+	for try := 1; ; try++ {
+		sent := time.Now()
+		a.Key(keyEnter)
+		a.See("SAVE A POLICY RULE")
+		a.See(file)
+		taps := 0
+		for ; time.Since(sent) < terminal.Dwell-margin; taps++ {
+			a.Key("y")
+			select {
+			case r := <-ch:
+				a.T.Fatalf("a y typed as the rule appeared answered the request: %s", r.raw)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if taps > 0 {
+			return
+		}
+		if try == 10 {
+			a.T.Fatalf("the rule to confirm showed %d times, each over %v after its Enter", try, terminal.Dwell-margin)
+		}
+		a.See("RULE: y approve and save this rule") // Esc counts once the dwell is over
+		a.Key("\x1b")
+		a.See("RULE: edit it")
+	}
 }
 
 // wantRuleFile asserts the drop-in holds exactly the comment above rule
@@ -113,12 +153,9 @@ func TestRuleFromPrompt(t *testing.T) {
 	ch := d.ask(map[string]any{"id": "rule-1", "pipeline": run, "privileged": true})
 	a.See("rule-1")
 	a.startRule(ch, rule)
-	a.Key(keyEnter)
-	a.See("SAVE A POLICY RULE")
-	a.See(dropIn(d))
 	// The confirmation has a dwell of its own: a y typed as it appears
 	// does not save the rule.
-	a.tapY(ch, "a y typed as the rule appeared")
+	a.enterRuleTappingY(ch, dropIn(d))
 	a.See("RULE: y approve and save this rule")
 	pending(t, ch, "the rule shown, not confirmed")
 	a.Key("y")
