@@ -244,7 +244,9 @@ func ReadMessage(r *bufio.Reader, max int) (*Message, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("bad message: %w", err)
 	}
-	if len(bytes.TrimSpace(line[dec.InputOffset():])) > 0 {
+	// Only JSON's own whitespace may follow (bytes.TrimSpace would also
+	// pass \v, \f and Unicode spaces, which no JSON reader takes).
+	if len(bytes.TrimLeft(line[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, errors.New("bad message: data after the message")
 	}
 	if m.Type == "" {
