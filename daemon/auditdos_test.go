@@ -217,21 +217,20 @@ func TestAuditFreeSpaceGuard(t *testing.T) {
 	}
 }
 
-// floodUnprompted is a requester that sends $ARGV[1] fresh requests that
-// carry a 1 MB argument and that nothing runs for without a person: every
-// other one a ping, the others denied by the policy. It prints each
-// answer's status, then "done".
-const floodUnprompted = `
+// floodBig is a requester that sends $ARGV[1] fresh requests, each with
+// a 1 MB argument of the character $ARGV[2], every other one a ping when
+// $ARGV[3] is 1. It prints each answer's status, then "done".
+const floodBig = `
 use IO::Socket::UNIX;
 use POSIX qw(strftime);
 $| = 1;
-my ($path, $n) = @ARGV;
-my $big = "A" x 1000000;
+my ($path, $n, $fill, $pings) = @ARGV;
+my $big = $fill x 1000000;
 for my $i (1..$n) {
 	my $s = IO::Socket::UNIX->new(Peer => $path) or die "connect: $!";
 	my $now = strftime("%Y-%m-%dT%H:%M:%SZ", gmtime());
-	my $action = $i % 2 ? "\"action\":\"ping\"," : "";
-	print $s "{\"id\":\"unprompted-$$-$i\",$action\"time\":\"$now\",\"pipeline\":[[\"true\",\"$big\"]]}\n";
+	my $action = $pings && $i % 2 ? "\"action\":\"ping\"," : "";
+	print $s "{\"id\":\"big-$$-$i\",$action\"time\":\"$now\",\"pipeline\":[[\"true\",\"$big\"]]}\n";
 	shutdown($s, 1);
 	my $answer = <$s>;
 	$answer =~ /"status":"(\w+)"/;
@@ -255,7 +254,7 @@ func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
 	const flood, rate = 60, 20
 	before := auditSize(t, d)
 
-	cmd := floodAs(auid, agid, floodUnprompted, d.Sock, flood)
+	cmd := floodAs(auid, agid, floodBig, d.Sock, flood, "A", "1")
 	began := time.Now()
 	out, err := cmd.Output()
 	took := time.Since(began)
@@ -280,7 +279,7 @@ func TestUnpromptedFloodKeepsAuditSmall(t *testing.T) {
 		switch {
 		case rec.Kind == audit.KindDropped && rec.Peer != nil && rec.Peer.UID == int(auid):
 			dropped += rec.Dropped.Count
-		case strings.HasPrefix(rec.ID, "unprompted-"):
+		case strings.HasPrefix(rec.ID, "big-"):
 			requests[rec.ID] = true
 			if rec.Kind == audit.KindReceived && (rec.Request == nil || rec.Request.Pipeline != nil || rec.Line == nil || rec.Line.Bytes < 1000000) {
 				t.Errorf("received record of %s not compact: %+v", rec.ID, rec.Request)
@@ -300,9 +299,10 @@ func auditSize(t *testing.T, d *daemonProc) int64 {
 	return fi.Size()
 }
 
-// floodAs is the perl flood script run as uid:gid against sock, n times.
-func floodAs(uid, gid uint32, script, sock string, n int) *exec.Cmd {
-	cmd := exec.Command("perl", "-e", script, sock, strconv.Itoa(n))
+// floodAs is the perl flood script run as uid:gid against sock, n times,
+// with the script's further arguments more.
+func floodAs(uid, gid uint32, script, sock string, n int, more ...string) *exec.Cmd {
+	cmd := exec.Command("perl", append([]string{"-e", script, sock, strconv.Itoa(n)}, more...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
