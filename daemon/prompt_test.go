@@ -31,7 +31,7 @@ func promptDaemon(t *testing.T) *daemonProc {
 }
 
 // pending fails if the request answered on ch has been answered.
-func pending(t *testing.T, ch chan response, what string) {
+func pending(t testing.TB, ch chan response, what string) {
 	t.Helper()
 	select {
 	case r := <-ch:

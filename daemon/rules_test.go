@@ -50,6 +50,20 @@ func (a *approverProc) startRule(ch chan response, rule string) {
 	a.See("RULE: edit it")
 }
 
+// secondConfirmation confirms the rule in the editor (Enter, y) and
+// waits for the second screen, which must say why, with the request
+// still waiting for its second y.
+func (a *approverProc) secondConfirmation(ch chan response, why, what string) {
+	a.T.Helper()
+	a.Key(keyEnter)
+	a.See("RULE: y approve and save this rule")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
+	a.See(why)
+	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
+	pending(a.T, ch, what)
+}
+
 // editRule replaces the last n characters of the rule in the editor by
 // with, once the editor accepts keys.
 func (a *approverProc) editRule(n int, with string) {
@@ -286,13 +300,7 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 	a.See("sh-rule-1")
 	a.startRule(ch, `allow privileged,user=root sh -c "echo from-sh"`)
 	a.editRule(len(`"echo from-sh"`), "...")
-	a.Key(keyEnter)
-	a.See("RULE: y approve and save this rule")
-	a.Key("y")
-	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
-	a.See("runs sh, which runs whatever its arguments or input say")
-	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
-	pending(t, ch, "one confirmation of an open rule for sh")
+	a.secondConfirmation(ch, "runs sh, which runs whatever its arguments or input say", "one confirmation of an open rule for sh")
 	a.Key("n") // back to the editor, then to the request, then deny
 	a.See("RULE: edit it")
 	a.Key("\x1b")
@@ -322,10 +330,7 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 	a.Kill()
 	c := attachRaw(t, d)
 	ch = d.ask(map[string]any{"id": "sh-rule-4", "pipeline": [][]string{{"bash", "-c", "id"}}})
-	if m := c.approveWithRule("allow privileged bash -c ..."); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
-	}
-	pending(t, ch, "an open rule for bash without rule_runs_anything")
+	c.wantRunsAnythingRefused(ch, "allow privileged bash -c ...", "an open rule for bash without rule_runs_anything")
 }
 
 // TestRuleStdinScriptNeedsSecondConfirmation: the requester sends its
@@ -347,13 +352,7 @@ func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
 	ch := d.ask(map[string]any{"id": "stdin-rule-1", "pipeline": run, "stdin": script})
 	a.See("stdin-rule-1")
 	a.startRule(ch, rule)
-	a.Key(keyEnter)
-	a.See("RULE: y approve and save this rule")
-	a.Key("y")
-	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
-	a.See("the rule admits any standard input and any directory, not only those shown")
-	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
-	pending(t, ch, "one confirmation of a rule for sh reading a script on stdin")
+	a.secondConfirmation(ch, "the rule admits any standard input and any directory, not only those shown", "one confirmation of a rule for sh reading a script on stdin")
 	a.Key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "from-stdin\n" {
 		t.Fatalf("got %s, want the script's output", r.raw)
@@ -366,10 +365,7 @@ func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
 	a.Kill()
 	c := attachRaw(t, d)
 	ch = d.ask(map[string]any{"id": "stdin-rule-3", "pipeline": [][]string{{"bash"}}, "stdin": script})
-	if m := c.approveWithRule("allow privileged,user=root bash"); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
-	}
-	pending(t, ch, "a rule for bash reading stdin without rule_runs_anything")
+	c.wantRunsAnythingRefused(ch, "allow privileged,user=root bash", "a rule for bash reading stdin without rule_runs_anything")
 }
 
 // TestRuleRunnerCwdNeedsSecondConfirmation: make with no argument runs
@@ -391,13 +387,7 @@ func TestRuleRunnerCwdNeedsSecondConfirmation(t *testing.T) {
 	ch := d.ask(map[string]any{"id": "make-rule-1", "pipeline": [][]string{{"make"}}, "cwd": dir})
 	a.See("make-rule-1")
 	a.startRule(ch, rule)
-	a.Key(keyEnter)
-	a.See("RULE: y approve and save this rule")
-	a.Key("y")
-	a.See("SECOND CONFIRMATION: this rule allows more than the one command shown")
-	a.See("the rule admits any standard input and any directory, not only those shown")
-	a.See("SECOND CONFIRMATION: y approve and save the rule anyway")
-	pending(t, ch, "one confirmation of a rule for make")
+	a.secondConfirmation(ch, "the rule admits any standard input and any directory, not only those shown", "one confirmation of a rule for make")
 	a.Key("n")
 	a.See("RULE: edit it")
 	a.Key("\x1b")
@@ -410,10 +400,7 @@ func TestRuleRunnerCwdNeedsSecondConfirmation(t *testing.T) {
 	a.Kill()
 	c := attachRaw(t, d)
 	ch = d.ask(map[string]any{"id": "make-rule-2", "pipeline": [][]string{{"make"}}, "cwd": dir})
-	if m := c.approveWithRule(rule); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
-	}
-	pending(t, ch, "a rule for make without rule_runs_anything")
+	c.wantRunsAnythingRefused(ch, rule, "a rule for make without rule_runs_anything")
 	if _, err := os.Stat(dropIn(d)); !os.IsNotExist(err) {
 		t.Fatalf("a drop-in was written: %v", err)
 	}
@@ -669,6 +656,17 @@ func (a *rawApprover) approveWithRule(rule string) *remote.Message {
 	yes := true
 	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
 	return a.next()
+}
+
+// wantRunsAnythingRefused approves the next prompt on a with rule, as a
+// client that skips the second confirmation would (no rule_runs_anything):
+// the daemon must refuse it, and the request stays waiting.
+func (a *rawApprover) wantRunsAnythingRefused(ch chan response, rule, what string) {
+	a.t.Helper()
+	if m := a.approveWithRule(rule); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+		a.t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	}
+	pending(a.t, ch, what)
 }
 
 // TestRuleNotSavedWhereNoRuleDecides: the approver saves a rule from a
