@@ -93,6 +93,14 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 		return fail(err)
 	}
 	rec.Text = r.Text
+	// Neither check needs the file: refused before anything is written.
+	if err := s.ruleSelfAdmits(p, d, r); err != nil {
+		return fail(err)
+	}
+	if err := p.othersMayChange(); err != nil {
+		// As evaluate: no allow rule decides this request of this user.
+		return fail(fmt.Errorf("no allow rule decides this request: %w", err))
+	}
 	s.saving.Lock()
 	defer s.saving.Unlock()
 	dir := filepath.Dir(file)
@@ -104,9 +112,6 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	name := filepath.Base(file)
 	old, existed, err := readDropIn(dfd, file)
 	if err != nil {
-		return fail(err)
-	}
-	if err := s.ruleSelfAdmits(p, d, r); err != nil {
 		return fail(err)
 	}
 	var b strings.Builder
@@ -138,9 +143,6 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 			why = fmt.Sprintf("an earlier rule decides this request first (%s:%d: %s): the saved rule would never be used; "+
 				"edit that rule, or put this one in a file read before it", m.Rule.File, m.Rule.Line, m.Rule.Text)
 		}
-	} else if err := p.othersMayChange(); err != nil {
-		// As evaluate: no allow rule decides this request of this user.
-		why = "no allow rule decides this request: " + err.Error()
 	}
 	if why != "" {
 		// Take it out again: a rule on disk that does nothing misleads.
