@@ -233,7 +233,7 @@ var errExpired = errors.New("timed out")
 // the group's decision with [Decision.Group] set, and [Decision.GroupOf]
 // naming the request shown unless it is that one.
 func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
-	if d, ok := b.noneToAsk(p); ok {
+	if d, ok := b.NoneToAsk(p); ok {
 		return d
 	}
 	grouping := b.GroupWithin > 0 && p.Shape != ""
@@ -286,14 +286,11 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 	return d
 }
 
-// NoneToAsk returns the refusal [Broker.Approve] gives p when no member
-// may be asked about it now, and true; or false. The daemon asks it before
-// it records p's request, which then reaches no person.
-func (b *Broker) NoneToAsk(p *Prompt) (Decision, bool) { return b.noneToAsk(p) }
-
-// noneToAsk returns the refusal for a request no member may be asked
-// about now, and true; or false.
-func (b *Broker) noneToAsk(p *Prompt) (Decision, bool) {
+// NoneToAsk returns the refusal for a request no member may be asked
+// about now, and true; or false. The daemon asks it before it records a
+// request, which then reaches no person; [Broker.Approve] asks again
+// itself, as members come and go, and decides.
+func (b *Broker) NoneToAsk(p *Prompt) (Decision, bool) {
 	ms, controlled := b.eligible(p)
 	switch {
 	case len(ms) > 0:
@@ -356,7 +353,7 @@ func (b *Broker) decideGroup(g *group) {
 	var d Decision
 	if n == 0 { // every request in it went away while it gathered
 		d = Decision{Verdict: Withdrawn, Message: WithdrawnMessage, By: "requester"}
-	} else if d2, ok := b.noneToAsk(p); ok {
+	} else if d2, ok := b.NoneToAsk(p); ok {
 		d = d2
 	} else {
 		d = b.ask(g.ctx, p)

@@ -672,7 +672,7 @@ func (a *rawApprover) wantRunsAnythingRefused(ch chan response, rule, what strin
 // TestRuleNotSavedWhereNoRuleDecides: the approver saves a rule from a
 // request no allow rule may decide, a privileged run of the requester's
 // own file (TestPolicyAllowNeedsRootsFile). The rule would match and
-// never decide: the daemon takes it out again and tells the approver why,
+// never decide: the daemon does not write it and tells the approver why,
 // rather than "saved", and the request stays approved once.
 func TestRuleNotSavedWhereNoRuleDecides(t *testing.T) {
 	t.Parallel()
