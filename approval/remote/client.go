@@ -130,7 +130,8 @@ func (e *RefusedError) Error() string {
 // Run attaches to every socket, each re-attaching quietly after its
 // daemon goes away, until ctx ends (Ctrl-C; then it returns nil) or every
 // daemon has refused the client (a [*RefusedError]) or its socket has
-// ([os.ErrPermission]); it then returns the first socket's such error. A daemon
+// ([os.ErrPermission]); it then returns the error of the first socket
+// listed. A daemon
 // that refuses is told on screen while the others keep working.
 func (a *Client) Run(ctx context.Context) error {
 	a.wake = make(chan struct{}, 1)
