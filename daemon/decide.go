@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -142,10 +139,12 @@ func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 
 // othersMayChange says why a rule may not allow p's run: it is privileged
 // (as root, or as a named account with that account's groups), from a
-// requester other than root, and a stage's file, or a directory on its
-// real path, is not root's alone, so that what runs is what its owner
-// (the requester, maybe) put there, not what the rule's author meant by
-// its name. A bare name is found in the
+// requester other than root, and someone other than root may change a
+// stage's file, or which file its path leads to, so that what runs is
+// what they (the requester, maybe) put there, not what the rule's author
+// meant by its name. The rule matched the path as written: a link on it
+// of the requester's (to a root program, in its home or in /tmp) would
+// choose which root file runs next time. A bare name is found in the
 // fixed search path, whose directories an operator may have handed over
 // (a /usr/local/bin chowned for npm -g, one writable by group staff).
 func (p *runPlan) othersMayChange() error {
@@ -153,64 +152,26 @@ func (p *runPlan) othersMayChange() error {
 		return nil
 	}
 	for i, pin := range p.pinned {
+		// The file that runs, held open since check 9.
 		switch st := pin.Stat(); {
 		case st.Uid != 0:
 			return fmt.Errorf("%s is owned by uid %d, not by root", pin.Real, st.Uid)
 		case st.Mode&0o022 != 0:
 			return fmt.Errorf("%s is writable by group or others", pin.Real)
 		}
-		if err := checkParents(pin.Real); err != nil {
+		// Every link and directory on the way to it, from the path as
+		// written; the interpreter of a #! script is found by its path
+		// when the run starts.
+		if err := pipeline.RootsAlone(p.stages[i].Path); err != nil {
 			return err
 		}
-		// The rule matched the path as written: a directory on it the
-		// requester may change (a link in its home to a root program)
-		// chooses which root file runs next time. ".." is refused, as
-		// the check below reads the path cleaned.
-		if path := p.stages[i].Path; path != pin.Real {
-			if filepath.Clean(path) != path {
-				return fmt.Errorf("%s is not a clean path", path)
-			}
-			if err := checkParents(path); err != nil {
-				return err
-			}
-		}
-		// The interpreter of a #! script is found by its path when the
-		// run starts: that path, and the file it leads to, root's too.
 		if ip := pin.Interpreter(); ip != "" {
-			if err := interpreterRootsAlone(ip); err != nil {
+			if err := pipeline.RootsAlone(ip); err != nil {
 				return fmt.Errorf("the interpreter of %s: %w", pin.Real, err)
 			}
 		}
 	}
 	return nil
-}
-
-// interpreterRootsAlone says why someone other than root may change what
-// the interpreter path ip names: a relative path (the run's cwd is the
-// requester's choice), a file not root's or writable by group or others,
-// or a directory on its path as written or on its real path that is.
-func interpreterRootsAlone(ip string) error {
-	if !filepath.IsAbs(ip) {
-		return fmt.Errorf("%s is a relative path", ip)
-	}
-	real, err := filepath.EvalSymlinks(ip)
-	if err != nil {
-		return err
-	}
-	fi, err := os.Stat(real)
-	if err != nil {
-		return err
-	}
-	switch st := fi.Sys().(*syscall.Stat_t); {
-	case st.Uid != 0:
-		return fmt.Errorf("%s is owned by uid %d, not by root", real, st.Uid)
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by group or others", real)
-	}
-	if err := checkParents(ip); err != nil {
-		return err
-	}
-	return checkParents(real)
 }
 
 // subject is p's request as the policy sees it, from the user userName.

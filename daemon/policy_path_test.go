@@ -13,10 +13,13 @@ import (
 
 // TestPolicyAllowNeedsRootsPath: an allow rule names a path, and the
 // requester decides which file that path leads to when it goes through a
-// directory the requester may change: its own symlink to a root program
-// (a rule saved from a prompt for `~/bin/sc status nginx`, where sc led
-// to systemctl), which it then points at any other root program, run
-// with the rule's arguments. The file that runs is root's in root's
+// directory the requester may change, or through its link: its own
+// symlink to a root program (a rule saved from a prompt for
+// `~/bin/sc status nginx`, where sc led to systemctl; or /tmp/sc, in a
+// directory of root's whose sticky bit keeps others from renaming root's
+// entries, not the requester's own), or root's link to such a link,
+// which it then points at any other root program, run with the rule's
+// arguments. The file that runs is root's in root's
 // directory, so only the path as written shows it. The rule does not
 // decide such a request (with no one attached, it is denied), nor one
 // whose path holds "..", which a root symlink into the requester's tree
@@ -29,8 +32,8 @@ func TestPolicyAllowNeedsRootsPath(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	agentDir, rootDir := filepath.Join(dir, "agent"), filepath.Join(dir, "root")
-	for p, uid := range map[string]uint32{agentDir: ag.uid, rootDir: 0, filepath.Join(rootDir, "bin"): 0} {
+	agentDir, rootDir, tmp := filepath.Join(dir, "agent"), filepath.Join(dir, "root"), filepath.Join(dir, "tmp")
+	for p, uid := range map[string]uint32{agentDir: ag.uid, rootDir: 0, filepath.Join(rootDir, "bin"): 0, tmp: 0} {
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -38,10 +41,14 @@ func TestPolicyAllowNeedsRootsPath(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.Chmod(tmp, 0o777|os.ModeSticky); err != nil { // as /tmp
+		t.Fatal(err)
+	}
 	// The requester's links, made by the requester: sc to a root
-	// program, sub to a root directory.
-	link, sub := filepath.Join(agentDir, "sc"), filepath.Join(agentDir, "sub")
-	for _, l := range [][2]string{{"/usr/bin/id", link}, {"/usr/lib", sub}} {
+	// program, sub to a root directory, and one more such link in the
+	// shared sticky directory.
+	link, sub, tmpLink := filepath.Join(agentDir, "sc"), filepath.Join(agentDir, "sub"), filepath.Join(tmp, "sc")
+	for _, l := range [][2]string{{"/usr/bin/id", link}, {"/usr/lib", sub}, {"/usr/bin/id", tmpLink}} {
 		ln := exec.Command("ln", "-s", l[0], l[1])
 		ln.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ag.uid, Gid: ag.gid}}
 		if out, err := ln.CombinedOutput(); err != nil {
@@ -57,9 +64,17 @@ func TestPolicyAllowNeedsRootsPath(t *testing.T) {
 	if err := os.Symlink("/usr/bin/id", rootLink); err != nil {
 		t.Fatal(err)
 	}
+	// Root's link to the requester's link: the requester's is the one
+	// that chooses.
+	via := filepath.Join(rootDir, "via")
+	if err := os.Symlink(link, via); err != nil {
+		t.Fatal(err)
+	}
 
 	d := startDaemon(t, opts{Policy: "allow privileged " + link + " -u\n" +
 		"allow privileged " + dotdot + " -u\n" +
+		"allow privileged " + tmpLink + " -u\n" +
+		"allow privileged " + via + " -u\n" +
 		"allow privileged " + rootLink + " -u\n"})
 	openToAll(t, d)
 	as := func(over map[string]any) response {
@@ -69,6 +84,8 @@ func TestPolicyAllowNeedsRootsPath(t *testing.T) {
 	for _, tc := range []struct{ what, argv0 string }{
 		{"the requester's link to a root program", link},
 		{"a path with .. through a link into the requester's tree", dotdot},
+		{"the requester's link in a sticky directory of root's", tmpLink},
+		{"root's link to the requester's link", via},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			r := as(map[string]any{"pipeline": [][]string{{tc.argv0, "-u"}}})

@@ -204,8 +204,9 @@ func TestResolveRefusesMagicLinks(t *testing.T) {
 
 // TestRootsAlone: a search path directory is kept only when no one but
 // root can put a file in it or swap it: its owner, its mode (sticky or
-// not) and its parents' (sticky ones may be written by others), on its
-// path as written and as resolved.
+// not), and every entry on the way to it and the directory it is in
+// (sticky ones may be written by others, but only root's entries are
+// kept there), links followed as the kernel does, links of links too.
 func TestRootsAlone(t *testing.T) {
 	base := t.TempDir() // under /tmp: root's, sticky
 	if err := os.Chmod(base, 0o755); err != nil {
@@ -235,6 +236,25 @@ func TestRootsAlone(t *testing.T) {
 	if err := os.Symlink(under, link); err != nil {
 		t.Fatal(err)
 	}
+	// Links in the sticky directory: one of another's, which its owner
+	// may re-point, and one of root's, which no one else may rename.
+	othersLink, rootsLink := filepath.Join(sticky, "theirs"), filepath.Join(sticky, "roots")
+	for _, l := range []string{othersLink, rootsLink} {
+		if err := os.Symlink(roots, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Lchown(othersLink, 65534, -1); err != nil {
+		t.Fatal(err)
+	}
+	// Root's link to the other's link, and a walk back out with "..".
+	chain, dotdot := filepath.Join(roots, "chain"), filepath.Join(roots, "up")
+	if err := os.Symlink(othersLink, chain); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../others/bin", dotdot); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		dir  string
 		want string // "" for kept
@@ -246,6 +266,11 @@ func TestRootsAlone(t *testing.T) {
 		{sticky, "is writable by group or others"},
 		{under, "others is owned by uid 65534, not by root"},
 		{link, "others is owned by uid 65534, not by root"},
+		{othersLink, "theirs is owned by uid 65534, not by root"},
+		{rootsLink, ""},
+		{chain, "theirs is owned by uid 65534, not by root"},
+		{dotdot, "others is owned by uid 65534, not by root"},
+		{filepath.Join(rootsLink, "."), ""},
 		{filepath.Join(base, "missing"), "no such file or directory"},
 	} {
 		err := rootsAlone(tc.dir)
