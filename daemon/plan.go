@@ -74,7 +74,10 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 		return nil, wire.ErrNoAgent
 	}
 	uid := uint32(0)
-	if !req.Privileged {
+	if !req.Privileged || req.RunAs == "" && req.RunAsGroup != "" {
+		// Not privileged: the requester. A group and no account: the
+		// requester with that group, as sudo -g runs; a raw client
+		// must not get root with a group by leaving run_as out.
 		uid = uint32(peer.UID)
 	}
 	var account pipeline.Account

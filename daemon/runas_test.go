@@ -336,3 +336,31 @@ func TestRunAsGrant(t *testing.T) {
 		t.Fatalf("rootgate grants:\n%s", list)
 	}
 }
+
+// TestGroupAloneRunsAsRequester: a request naming a group and no account
+// runs as its requester with that group, as sudo -g does, whatever
+// client sent it: an agent writing the request itself, run_as left out,
+// does not get root with that group, which a rule written for the group
+// on root's runs (rungroup= without runas=) would allow. Root asking
+// gets root with the group.
+func TestGroupAloneRunsAsRequester(t *testing.T) {
+	t.Parallel()
+	ag := addAccount(t, "rgrag")
+	addGroup(t, "rgragrp")
+	d := startDaemon(t, opts{Policy: "allow privileged,rungroup=rgragrp id -un\n" +
+		"allow privileged,runas=rgrag,rungroup=rgragrp id -un\n" +
+		"allow privileged,runas=rgrag,rungroup=rgragrp id -gn\n"})
+	openToAll(t, d)
+	line := request(map[string]any{"pipeline": [][]string{{"id", "-un"}}, "run_as_group": "rgragrp"})
+	r := wantOK(t, sendAs(t, d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, line))
+	if got := string(r.Stdout); got != "rgrag\n" {
+		t.Fatalf("run_as_group alone from %s ran as %q, want the requester", ag.name, got)
+	}
+	line = request(map[string]any{"pipeline": [][]string{{"id", "-gn"}}, "run_as_group": "rgragrp"})
+	if r := wantOK(t, sendAs(t, d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, line)); string(r.Stdout) != "rgragrp\n" {
+		t.Fatalf("run_as_group alone ran with group %q, want rgragrp", r.Stdout)
+	}
+	if r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"id", "-un"}}, "run_as_group": "rgragrp"})); string(r.Stdout) != "root\n" {
+		t.Fatalf("run_as_group alone from root ran as %q, want root", r.Stdout)
+	}
+}

@@ -53,9 +53,6 @@ func cmdRun(ctx context.Context, e *env, fl clidoc.Values, args []string) int {
 	req.Timeout = fl.Float("timeout")
 	req.ForwardAgent = agent
 	req.RunAs, req.RunAsGroup = runAs, runGroup
-	if runAs == "" {
-		req.RunAs = groupOnlyRunAs(runGroup)
-	}
 	priv := !noPriv
 	req.Privileged = &priv
 	for _, kv := range fl.List("env") {

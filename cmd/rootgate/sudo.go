@@ -378,17 +378,6 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 	return report(resp, e.stdout, stderr)
 }
 
-// groupOnlyRunAs is the run_as of a run given a group and no account:
-// as with sudo -g, the user who asks ("#UID"), never root with that group
-// (a request without run_as runs as root). It is "" without a group, or
-// when root asks.
-func groupOnlyRunAs(group string) string {
-	if group == "" || os.Getuid() == 0 {
-		return ""
-	}
-	return "#" + strconv.Itoa(os.Getuid())
-}
-
 // sudoRequest builds the request of a sudo command line; on failure it
 // returns nil and the exit code, having said why.
 func sudoRequest(e *env, o sudoOptions) (*wire.Outgoing, int) {
@@ -396,13 +385,11 @@ func sudoRequest(e *env, o sudoOptions) (*wire.Outgoing, int) {
 	req.Pipeline = [][]string{o.argv}
 	priv := true
 	req.Privileged = &priv
-	// -u root is what a request means without run_as.
-	if o.user != "root" && o.user != "#0" {
-		req.RunAs = o.user
-	}
-	req.RunAsGroup = o.group
-	if o.user == "" {
-		req.RunAs = groupOnlyRunAs(o.group)
+	// -u root is what a request means without run_as, but for a group:
+	// a group without -u runs as the requester.
+	req.RunAs, req.RunAsGroup = o.user, o.group
+	if o.group == "" && (o.user == "root" || o.user == "#0") {
+		req.RunAs = ""
 	}
 	if wd, err := os.Getwd(); err == nil {
 		req.Cwd = wd
