@@ -117,10 +117,10 @@ func parseSudo(args []string) (sudoOptions, error) {
 	var o sudoOptions
 	i := 0
 	// value returns the value of an option that takes one: what follows
-	// it in the same argument, else the next argument.
-	// An empty name is refused: "-u $UNSET" must not become a run as
+	// it in the same argument, else the next argument. An empty value is
+	// refused unless mayBeEmpty: "-u $UNSET" must not become a run as
 	// root, which is what no run_as means.
-	value := func(name, inline string, hasInline bool, what string) (string, error) {
+	value := func(name, inline string, hasInline bool, what string, mayBeEmpty bool) (string, error) {
 		v := inline
 		if !hasInline {
 			if i+1 >= len(args) {
@@ -129,7 +129,7 @@ func parseSudo(args []string) (sudoOptions, error) {
 			i++
 			v = args[i]
 		}
-		if v == "" && what != "a text" {
+		if v == "" && !mayBeEmpty {
 			return "", refuse("sudo %s needs %s, not an empty one", name, what)
 		}
 		return v, nil
@@ -157,14 +157,14 @@ func parseSudo(args []string) (sudoOptions, error) {
 			case "non-interactive":
 				o.nonInteractive, err = true, noValue()
 			case "user":
-				o.user, err = value(opt, val, hasVal, "a user name")
+				o.user, err = value(opt, val, hasVal, "a user name", false)
 			case "group":
-				o.group, err = value(opt, val, hasVal, "a group name")
+				o.group, err = value(opt, val, hasVal, "a group name", false)
 			case "reason":
-				o.reason, err = value(opt, val, hasVal, "a text")
+				o.reason, err = value(opt, val, hasVal, "a text", true)
 				o.reasonGiven = true
 			case "policy":
-				o.policy, err = value(opt, val, hasVal, "a file")
+				o.policy, err = value(opt, val, hasVal, "a file", false)
 			case "preserve-env":
 				if !hasVal {
 					o.preserveAll = true
@@ -223,7 +223,7 @@ func parseSudo(args []string) (sudoOptions, error) {
 				o.version = true
 			case 'u', 'g':
 				what := map[byte]string{'u': "a user name", 'g': "a group name"}[c]
-				v, err := value("-"+string(c), a[j+1:], j+1 < len(a), what)
+				v, err := value("-"+string(c), a[j+1:], j+1 < len(a), what, false)
 				if err != nil {
 					return o, err
 				}

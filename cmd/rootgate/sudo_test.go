@@ -42,6 +42,10 @@ func TestParseSudo(t *testing.T) {
 		{"--preserve-env=LIST", []string{"--preserve-env=LANG,TZ", "--preserve-env=TERM", "date"}, sudoOptions{preserve: []string{"LANG", "TZ", "TERM"}, argv: []string{"date"}}},
 		{"--preserve-env", []string{"--preserve-env", "date"}, sudoOptions{preserveAll: true, argv: []string{"date"}}},
 		{"--reason", []string{"--reason", "why", "--reason=really", "id"}, sudoOptions{reason: "really", reasonGiven: true, argv: []string{"id"}}},
+		// An empty reason is a reason given (the approver is told it is
+		// empty), unlike an empty account or group name.
+		{"--reason ''", []string{"--reason", "", "id"}, sudoOptions{reasonGiven: true, argv: []string{"id"}}},
+		{"--reason=", []string{"--reason=", "id"}, sudoOptions{reasonGiven: true, argv: []string{"id"}}},
 		{"-H", []string{"-H", "pip", "install", "x"}, sudoOptions{argv: []string{"pip", "install", "x"}}},
 		{"-v", []string{"-v"}, sudoOptions{validate: true, argv: []string{}}},
 		{"-k CMD", []string{"-k", "id"}, sudoOptions{forget: true, argv: []string{"id"}}},
@@ -89,8 +93,15 @@ func TestParseSudo(t *testing.T) {
 		{[]string{"--askpass", "id"}, "sudo: unknown option --askpass; "},
 		{[]string{"-n\x1b[2J", "id"}, `sudo: unknown option $'-\x1b'; `},
 		{[]string{"-u"}, "sudo -u needs a user name"},
+		// An empty account or group name is never a run as root.
 		{[]string{"-u", "", "id"}, "sudo -u needs a user name, not an empty one"},
+		{[]string{"-nu", "", "id"}, "sudo -u needs a user name, not an empty one"},
 		{[]string{"--user=", "id"}, "sudo --user needs a user name, not an empty one"},
+		{[]string{"--user", "", "id"}, "sudo --user needs a user name, not an empty one"},
+		{[]string{"-g", "", "id"}, "sudo -g needs a group name, not an empty one"},
+		{[]string{"--group=", "id"}, "sudo --group needs a group name, not an empty one"},
+		{[]string{"--group", "", "id"}, "sudo --group needs a group name, not an empty one"},
+		{[]string{"--policy=", "-l"}, "sudo --policy needs a file, not an empty one"},
 		{[]string{"--group"}, "sudo --group needs a group name"},
 		{[]string{"--non-interactive=yes", "id"}, "sudo --non-interactive takes no value"},
 	} {
