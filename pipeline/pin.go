@@ -40,7 +40,8 @@ type Pinned struct {
 	// interpreted: the file is not ELF, so the kernel hands it to an
 	// interpreter (#!, binfmt_misc) that opens it by the name it is given.
 	interpreted bool
-	// interp is the interpreter a #! line names, as written; "" for none.
+	// interp is the interpreter a #! line names, as the kernel reads it
+	// (shebang); "" for none.
 	interp string
 }
 
@@ -80,26 +81,112 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
 	defer r.Close()
-	// As much as the kernel reads for a #! line (BINPRM_BUF_SIZE).
-	var head [256]byte
+	// As much as the kernel reads for a #! line; past the end of a
+	// shorter file it holds NUL bytes, as the kernel's buffer does.
+	var head [binprmBufSize]byte
 	n, err := io.ReadFull(r, head[:])
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
 	p.interpreted = n < 4 || string(head[:4]) != "\x7fELF"
-	if line, ok := bytes.CutPrefix(head[:n], []byte("#!")); ok {
-		line, _, _ = bytes.Cut(line, []byte("\n"))
-		if f := bytes.Fields(line); len(f) > 0 {
-			p.interp = string(f[0])
-		}
-	}
+	p.interp, _ = shebang(head)
 	return p, nil
 }
 
-// Interpreter is the interpreter the pinned file's #! line names, as
-// written (the kernel finds it by that path when the run starts); "" when
-// the file has no #! line.
+// binprmBufSize is how many of a file's first bytes the kernel reads to
+// find its format, and so the whole of the #! line it reads
+// (BINPRM_BUF_SIZE).
+const binprmBufSize = 256
+
+// shebang reads the #! line at the start of buf as Linux does
+// (fs/binfmt_script.c, since 5.1), so that the interpreter checked is
+// the one that runs: the interpreter name is the first word and the
+// optional argument is the rest of the line, words being separated by
+// space and tab only. Any other white space (\r, \f, \v, U+00A0...) is
+// part of the word it stands in: "#!/bin/sh\r" names the file "sh\r".
+// Leading spaces and tabs are skipped and trailing ones trimmed; a NUL
+// ends the name (or the argument), and a line with no newline in buf
+// is read to buf's last byte but one, provided the name ends before
+// that (else the kernel takes the name for truncated and runs nothing).
+// It returns the name and the argument ("" for none), or two empty
+// strings where the kernel runs no interpreter: no #! at the start, no
+// name, or a name that may be truncated.
+func shebang(buf [binprmBufSize]byte) (name, arg string) {
+	if buf[0] != '#' || buf[1] != '!' {
+		return "", ""
+	}
+	last := len(buf) - 1
+	spacetab := func(c byte) bool { return c == ' ' || c == '\t' }
+	// nextNonSpacetab is the first index from first to last (both
+	// included) that holds neither a space nor a tab, nextTerminator the
+	// first that holds one or a NUL; -1 for none.
+	nextNonSpacetab := func(first, last int) int {
+		for ; first <= last; first++ {
+			if !spacetab(buf[first]) {
+				return first
+			}
+		}
+		return -1
+	}
+	nextTerminator := func(first, last int) int {
+		for ; first <= last; first++ {
+			if spacetab(buf[first]) || buf[first] == 0 {
+				return first
+			}
+		}
+		return -1
+	}
+	// The end of the line: its newline, looked for up to the first NUL.
+	end := -1
+	for i := 0; i < len(buf) && buf[i] != 0; i++ {
+		if buf[i] == '\n' {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		end = nextNonSpacetab(2, last)
+		if end < 0 || nextTerminator(end, last) < 0 {
+			return "", "" // only blanks, or a name that may go on
+		}
+		end = last
+	}
+	for spacetab(buf[end-1]) {
+		end--
+	}
+	at := nextNonSpacetab(2, end)
+	if at < 0 || at == end {
+		return "", "" // no name
+	}
+	argAt := -1
+	sep := nextTerminator(at, end)
+	if sep >= 0 && buf[sep] != 0 {
+		argAt = nextNonSpacetab(sep, end)
+	}
+	// Each ends at the first NUL: the line's end and, with an argument,
+	// the name's end become NUL, as the kernel writes them.
+	buf[end] = 0
+	if argAt >= 0 {
+		buf[sep] = 0
+		arg = cString(buf[argAt:])
+	}
+	return cString(buf[at:]), arg
+}
+
+// cString is b up to its first NUL.
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// Interpreter is the interpreter the pinned file's #! line names, read
+// as the kernel reads it: the name ends at the first space, tab or NUL,
+// and any other white space (\r, \f...) is part of it. The kernel finds
+// it by that path when the run starts. It is "" when the file has no #!
+// line, or one the kernel runs no interpreter for.
 func (p *Pinned) Interpreter() string { return p.interp }
 
 // Close releases the held descriptor.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"testing"
 
@@ -24,5 +25,17 @@ $`)
 		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPerson, Approver: "root (uid 0) on pts/3", Via: "remote", Note: "use apt, not dpkg"}}, &out, &errb)
 	if wantText := "rootgate: denied: denied by operator root on pts/3\nrootgate: note: root (uid 0) on pts/3 wrote: \"use apt, not dpkg\"\n"; code != exitDenied || errb.String() != wantText {
 		t.Errorf("note: exit %d, stderr:\n%s", code, errb.String())
+	}
+}
+
+// TestReportNamesCaptureCap: rootgate run's warnings about a cut stream
+// give rootgated's cap, wire.MaxCapture.
+func TestReportNamesCaptureCap(t *testing.T) {
+	var out, errb bytes.Buffer
+	report(&wire.Response{Status: wire.StatusOK, Stdout: []byte("y\n"), StdoutTruncated: true,
+		Stages: []wire.StageResult{{Stderr: []byte("e\n"), StderrTruncated: true}}}, &out, &errb)
+	want := fmt.Sprintf("e\nrootgate: warning: stage 1's stderr was cut: the stages' stderr keep %d MiB together\nrootgate: warning: stdout was cut at %[1]d MiB\n", wire.MaxCapture>>20)
+	if wire.MaxCapture%(1<<20) != 0 || errb.String() != want {
+		t.Errorf("stderr:\n%s\nwant (wire.MaxCapture is %d bytes):\n%s", errb.String(), wire.MaxCapture, want)
 	}
 }

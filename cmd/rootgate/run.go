@@ -117,11 +117,11 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 		}
 		for i, st := range resp.Stages {
 			if st.StderrTruncated {
-				warningf(stderr, "stage %d's stderr was cut: the stages' stderr keep 16 MiB together", i+1)
+				warningf(stderr, "stage %d's stderr was cut: the stages' stderr keep %d MiB together", i+1, wire.MaxCapture>>20)
 			}
 		}
 		if resp.StdoutTruncated {
-			warningf(stderr, "stdout was cut at 16 MiB")
+			warningf(stderr, "stdout was cut at %d MiB", wire.MaxCapture>>20)
 		}
 	}
 	switch resp.Status {

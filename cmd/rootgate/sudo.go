@@ -96,8 +96,8 @@ type sudoOptions struct {
 	forget         bool   // -k, -K
 	list           bool   // -l
 	help, version  bool
-	setEnv         [][2]string // NAME=value words before the command
-	argv           []string    // the command and its arguments
+	setEnv         []envVar // NAME=value words before the command
+	argv           []string // the command and its arguments
 }
 
 // sudoRefusal is a sudo command line rootgate sudo will not turn into a
@@ -117,10 +117,10 @@ func parseSudo(args []string) (sudoOptions, error) {
 	var o sudoOptions
 	i := 0
 	// value returns the value of an option that takes one: what follows
-	// it in the same argument, else the next argument.
-	// An empty name is refused: "-u $UNSET" must not become a run as
+	// it in the same argument, else the next argument. An empty value is
+	// refused unless mayBeEmpty: "-u $UNSET" must not become a run as
 	// root, which is what no run_as means.
-	value := func(name, inline string, hasInline bool, what string) (string, error) {
+	value := func(name, inline string, hasInline bool, what string, mayBeEmpty bool) (string, error) {
 		v := inline
 		if !hasInline {
 			if i+1 >= len(args) {
@@ -129,7 +129,7 @@ func parseSudo(args []string) (sudoOptions, error) {
 			i++
 			v = args[i]
 		}
-		if v == "" && what != "a text" {
+		if v == "" && !mayBeEmpty {
 			return "", refuse("sudo %s needs %s, not an empty one", name, what)
 		}
 		return v, nil
@@ -157,14 +157,14 @@ func parseSudo(args []string) (sudoOptions, error) {
 			case "non-interactive":
 				o.nonInteractive, err = true, noValue()
 			case "user":
-				o.user, err = value(opt, val, hasVal, "a user name")
+				o.user, err = value(opt, val, hasVal, "a user name", false)
 			case "group":
-				o.group, err = value(opt, val, hasVal, "a group name")
+				o.group, err = value(opt, val, hasVal, "a group name", false)
 			case "reason":
-				o.reason, err = value(opt, val, hasVal, "a text")
+				o.reason, err = value(opt, val, hasVal, "a text", true)
 				o.reasonGiven = true
 			case "policy":
-				o.policy, err = value(opt, val, hasVal, "a file")
+				o.policy, err = value(opt, val, hasVal, "a file", false)
 			case "preserve-env":
 				if !hasVal {
 					o.preserveAll = true
@@ -223,7 +223,7 @@ func parseSudo(args []string) (sudoOptions, error) {
 				o.version = true
 			case 'u', 'g':
 				what := map[byte]string{'u': "a user name", 'g': "a group name"}[c]
-				v, err := value("-"+string(c), a[j+1:], j+1 < len(a), what)
+				v, err := value("-"+string(c), a[j+1:], j+1 < len(a), what, false)
 				if err != nil {
 					return o, err
 				}
@@ -259,7 +259,7 @@ func parseSudo(args []string) (sudoOptions, error) {
 		if !ok || k == "" {
 			break
 		}
-		o.setEnv = append(o.setEnv, [2]string{k, v})
+		o.setEnv = append(o.setEnv, envVar{k, v, true})
 		o.argv = o.argv[1:]
 	}
 	if len(o.argv) > 0 {
@@ -427,10 +427,11 @@ func noReason() string {
 // client does not ask the daemon for its own.
 func envAllowlist() string { return strings.Join(wire.DefaultEnvAllow(), ", ") }
 
-// preservedEnv is the environment -E or --preserve-env passes: -E takes
+// preservedEnv is the environment a sudo command line passes: -E takes
 // every allowlisted variable set here whose value the daemon accepts
 // (warning about the others); --preserve-env=LIST takes the named ones
-// that are set, and refuses the whole request when one is not allowed.
+// that are set, and NAME=value words set theirs (addAllowed: a name or a
+// value the allowlist refuses refuses the whole request).
 func preservedEnv(stderr io.Writer, o sudoOptions) (map[string]string, error) {
 	allow := wire.EnvPolicy(wire.DefaultEnvAllow())
 	env := map[string]string{}
@@ -445,41 +446,54 @@ func preservedEnv(stderr io.Writer, o sudoOptions) (map[string]string, error) {
 			}
 		}
 	}
-	var refused []string
+	preserve := make([]envVar, 0, len(o.preserve))
 	for _, k := range o.preserve {
 		v, ok := os.LookupEnv(k)
-		err := allow.Check(map[string]string{k: v})
-		switch {
-		case wire.CodeOf(err) == wire.CodeEnvNotAllowed:
-			refused = append(refused, termsafe.Quote(k))
-		case !ok:
-			// Not set here: nothing to pass, as with sudo.
-		case err != nil:
-			return nil, fmt.Errorf("sudo --preserve-env: %v", err)
-		default:
-			env[k] = v
-		}
+		preserve = append(preserve, envVar{k, v, ok})
 	}
-	if len(refused) > 0 {
-		return nil, fmt.Errorf("sudo --preserve-env: %s may not be passed: the env allowlist built into rootgate admits only %s", strings.Join(refused, ", "), envAllowlist())
+	if err := addAllowed(env, allow, preserve, "--preserve-env", "passed"); err != nil {
+		return nil, err
 	}
-	for _, kv := range o.setEnv {
-		switch err := allow.Check(map[string]string{kv[0]: kv[1]}); {
-		case wire.CodeOf(err) == wire.CodeEnvNotAllowed:
-			refused = append(refused, termsafe.Quote(kv[0]))
-		case err != nil:
-			return nil, fmt.Errorf("sudo %s=…: %v", termsafe.Quote(kv[0]), err)
-		default:
-			env[kv[0]] = kv[1]
-		}
-	}
-	if len(refused) > 0 {
-		return nil, fmt.Errorf("sudo NAME=value: %s may not be set: the env allowlist built into rootgate admits only %s", strings.Join(refused, ", "), envAllowlist())
+	if err := addAllowed(env, allow, o.setEnv, "NAME=value", "set"); err != nil {
+		return nil, err
 	}
 	if len(env) == 0 {
 		return nil, nil
 	}
 	return env, nil
+}
+
+// envVar is a variable a sudo command line passes or sets; isSet is false
+// for one --preserve-env names that is not set here.
+type envVar struct {
+	name, value string
+	isSet       bool
+}
+
+// addAllowed adds to env each of vars that is set and that allow admits.
+// Names allow refuses (even of variables not set) refuse the request, all
+// of them in one error; a value it refuses does too. opt is where the
+// variables come from on the command line, verb what the request would
+// do with them.
+func addAllowed(env map[string]string, allow wire.EnvPolicy, vars []envVar, opt, verb string) error {
+	var refused []string
+	for _, kv := range vars {
+		err := allow.Check(map[string]string{kv.name: kv.value})
+		switch {
+		case wire.CodeOf(err) == wire.CodeEnvNotAllowed:
+			refused = append(refused, termsafe.Quote(kv.name))
+		case !kv.isSet:
+			// Not set here: nothing to pass, as with sudo.
+		case err != nil:
+			return fmt.Errorf("sudo %s: %v", opt, err)
+		default:
+			env[kv.name] = kv.value
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("sudo %s: %s may not be %s: the env allowlist built into rootgate admits only %s", opt, strings.Join(refused, ", "), verb, envAllowlist())
+	}
+	return nil
 }
 
 // forwardedStdin returns the standard input to send with the request: any

@@ -37,11 +37,15 @@ func TestParseSudo(t *testing.T) {
 		{"--user postgres", []string{"--user", "postgres", "psql"}, sudoOptions{user: "postgres", argv: []string{"psql"}}},
 		{"-g and -u", []string{"-u", "www-data", "-gadm", "id"}, sudoOptions{user: "www-data", group: "adm", argv: []string{"id"}}},
 		{"--group=adm", []string{"--group=adm", "id"}, sudoOptions{group: "adm", argv: []string{"id"}}},
-		{"NAME=value", []string{"-n", "TZ=Europe/Paris", "LANG=", "date", "A=b"}, sudoOptions{nonInteractive: true, setEnv: [][2]string{{"TZ", "Europe/Paris"}, {"LANG", ""}}, argv: []string{"date", "A=b"}}},
-		{"-- NAME=value", []string{"--", "TZ=UTC", "=x"}, sudoOptions{setEnv: [][2]string{{"TZ", "UTC"}}, argv: []string{"=x"}}},
+		{"NAME=value", []string{"-n", "TZ=Europe/Paris", "LANG=", "date", "A=b"}, sudoOptions{nonInteractive: true, setEnv: []envVar{{"TZ", "Europe/Paris", true}, {"LANG", "", true}}, argv: []string{"date", "A=b"}}},
+		{"-- NAME=value", []string{"--", "TZ=UTC", "=x"}, sudoOptions{setEnv: []envVar{{"TZ", "UTC", true}}, argv: []string{"=x"}}},
 		{"--preserve-env=LIST", []string{"--preserve-env=LANG,TZ", "--preserve-env=TERM", "date"}, sudoOptions{preserve: []string{"LANG", "TZ", "TERM"}, argv: []string{"date"}}},
 		{"--preserve-env", []string{"--preserve-env", "date"}, sudoOptions{preserveAll: true, argv: []string{"date"}}},
 		{"--reason", []string{"--reason", "why", "--reason=really", "id"}, sudoOptions{reason: "really", reasonGiven: true, argv: []string{"id"}}},
+		// An empty reason is a reason given (the approver is told it is
+		// empty), unlike an empty account or group name.
+		{"--reason ''", []string{"--reason", "", "id"}, sudoOptions{reasonGiven: true, argv: []string{"id"}}},
+		{"--reason=", []string{"--reason=", "id"}, sudoOptions{reasonGiven: true, argv: []string{"id"}}},
 		{"-H", []string{"-H", "pip", "install", "x"}, sudoOptions{argv: []string{"pip", "install", "x"}}},
 		{"-v", []string{"-v"}, sudoOptions{validate: true, argv: []string{}}},
 		{"-k CMD", []string{"-k", "id"}, sudoOptions{forget: true, argv: []string{"id"}}},
@@ -89,8 +93,15 @@ func TestParseSudo(t *testing.T) {
 		{[]string{"--askpass", "id"}, "sudo: unknown option --askpass; "},
 		{[]string{"-n\x1b[2J", "id"}, `sudo: unknown option $'-\x1b'; `},
 		{[]string{"-u"}, "sudo -u needs a user name"},
+		// An empty account or group name is never a run as root.
 		{[]string{"-u", "", "id"}, "sudo -u needs a user name, not an empty one"},
+		{[]string{"-nu", "", "id"}, "sudo -u needs a user name, not an empty one"},
 		{[]string{"--user=", "id"}, "sudo --user needs a user name, not an empty one"},
+		{[]string{"--user", "", "id"}, "sudo --user needs a user name, not an empty one"},
+		{[]string{"-g", "", "id"}, "sudo -g needs a group name, not an empty one"},
+		{[]string{"--group=", "id"}, "sudo --group needs a group name, not an empty one"},
+		{[]string{"--group", "", "id"}, "sudo --group needs a group name, not an empty one"},
+		{[]string{"--policy=", "-l"}, "sudo --policy needs a file, not an empty one"},
 		{[]string{"--group"}, "sudo --group needs a group name"},
 		{[]string{"--non-interactive=yes", "id"}, "sudo --non-interactive takes no value"},
 	} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,69 @@ func TestSudoEnvAssignments(t *testing.T) {
 	out, errs, err = sudo("LD_PRELOAD=/tmp/x.so", "id")
 	if err == nil || out != "" || !strings.Contains(errs, "LD_PRELOAD may not be set") {
 		t.Errorf("sudo LD_PRELOAD=/tmp/x.so id: %v, stdout %q, stderr %q", err, out, errs)
+	}
+}
+
+// TestSudoEnvChecked: --preserve-env=LIST and NAME=value words are held
+// to the built-in env allowlist alike: names it refuses refuse the
+// request, all named in one error (a name --preserve-env gives is
+// refused even when it is not set here), and so does a value it refuses;
+// what it admits is sent, a NAME=value over a preserved one. -E leaves
+// out, with a warning, what --preserve-env would refuse.
+func TestSudoEnvChecked(t *testing.T) {
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("TZ", "UTC")
+	t.Setenv("FOO", "bar")
+	os.Unsetenv("LC_TIME")
+	os.Unsetenv("BAR")
+	// Errors and warnings are matched by their start.
+	admits := "the env allowlist built into rootgate admits only " + envAllowlist()
+	for _, c := range []struct {
+		name     string
+		o        sudoOptions
+		badLANG  bool // LANG holds a value the allowlist refuses
+		want     map[string]string
+		wantErr  string
+		wantWarn string
+	}{
+		{name: "preserved, set or not", o: sudoOptions{preserve: []string{"LANG", "LC_TIME"}}, want: map[string]string{"LANG": "C.UTF-8"}},
+		{name: "preserved names refused", o: sudoOptions{preserve: []string{"LANG", "FOO", "BAR"}},
+			wantErr: "sudo --preserve-env: FOO, BAR may not be passed: " + admits},
+		{name: "preserved value refused", o: sudoOptions{preserve: []string{"LANG"}}, badLANG: true,
+			wantErr: `sudo --preserve-env: env "LANG" must be a locale name`},
+		{name: "set", o: sudoOptions{setEnv: []envVar{{"TZ", "Europe/Paris", true}}}, want: map[string]string{"TZ": "Europe/Paris"}},
+		{name: "set names refused", o: sudoOptions{setEnv: []envVar{{"TZ", "UTC", true}, {"LD_PRELOAD", "/tmp/x.so", true}, {"PATH", "/tmp", true}}},
+			wantErr: "sudo NAME=value: LD_PRELOAD, PATH may not be set: " + admits},
+		{name: "set value refused", o: sudoOptions{setEnv: []envVar{{"LANG", "../../tmp/x", true}}},
+			wantErr: `sudo NAME=value: env "LANG" must be a locale name`},
+		{name: "preserved names refused first", o: sudoOptions{preserve: []string{"FOO"}, setEnv: []envVar{{"PATH", "/tmp", true}}},
+			wantErr: "sudo --preserve-env: FOO may not be passed: " + admits},
+		{name: "set over preserved", o: sudoOptions{preserve: []string{"TZ"}, setEnv: []envVar{{"TZ", "Asia/Tokyo", true}}}, want: map[string]string{"TZ": "Asia/Tokyo"}},
+		{name: "-E", o: sudoOptions{preserveAll: true}, badLANG: true, want: map[string]string{"TZ": "UTC"},
+			wantWarn: `rootgate: warning: sudo -E: LANG is not passed: env "LANG" must be a locale name`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.badLANG {
+				t.Setenv("LANG", "../../tmp/x")
+			}
+			var stderr bytes.Buffer
+			got, err := preservedEnv(&stderr, c.o)
+			if c.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), c.wantErr) {
+					t.Fatalf("got %v, %v; want an error starting %q", got, err, c.wantErr)
+				}
+				return
+			}
+			if c.o.preserveAll {
+				// -E passes whatever else of the allowlist is set here.
+				maps.DeleteFunc(got, func(k, _ string) bool { _, ok := c.want[k]; return !ok && k != "LANG" })
+			}
+			if err != nil || !maps.Equal(got, c.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, c.want)
+			}
+			if w := stderr.String(); c.wantWarn == "" && w != "" || !strings.HasPrefix(w, c.wantWarn) || strings.Count(w, "\n") > 1 {
+				t.Fatalf("stderr %q, want %q", w, c.wantWarn)
+			}
+		})
 	}
 }

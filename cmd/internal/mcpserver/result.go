@@ -82,7 +82,9 @@ type Stage struct {
 	Stderr   Stream `json:"stderr" jsonschema:"its standard error"`
 }
 
-// Stream is one captured output stream, decoded for reading.
+// Stream is one captured output stream, decoded for reading. The figure
+// in DaemonTruncated's description is wire.MaxCapture in MiB: a tag is a
+// literal, so TestCaptureCapFigures holds it to that.
 type Stream struct {
 	Bytes            int    `json:"bytes" jsonschema:"how many bytes rootgated captured"`
 	SHA256           string `json:"sha256" jsonschema:"SHA-256 of the captured bytes, hex"`
@@ -437,7 +439,7 @@ func writeStream(sb *strings.Builder, name string, s *Stream) {
 		fmt.Fprintf(sb, "--- end of %s ---\n", name)
 	}
 	if s.DaemonTruncated {
-		fmt.Fprintf(sb, "%s was cut by rootgated: only the first %d bytes were captured (it keeps 16 MiB of stdout, and 16 MiB of all the stages' stderr together), the rest was discarded\n", name, s.Bytes)
+		fmt.Fprintf(sb, "%s was cut by rootgated: only the first %d bytes were captured (it keeps %d MiB of stdout, and %[3]d MiB of all the stages' stderr together), the rest was discarded\n", name, s.Bytes, wire.MaxCapture>>20)
 	}
 }
 

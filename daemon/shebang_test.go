@@ -1,0 +1,119 @@
+package daemon_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// TestInterpreterCheckedIsTheOneRun: the interpreter whose owner an allow
+// rule's check reads is the file the kernel runs for a root script, word
+// for word as the kernel splits the #! line (on space and tab only). A
+// root script in root's directory names, on its #! line, a root copy of
+// sh in a sticky directory followed by a CR (the script was saved with
+// CRLF line ends) or an FF; the kernel runs "sh\r" or "sh\f", which the
+// requester creates next to root's sh there. Read with every white space
+// as a separator, the check would look at root's "sh" and the rule would
+// run the requester's file as root. The rule does not decide: a person is
+// asked (none is attached: denied). A person who is attached is told the
+// interpreter's name, and when they approve, the file the kernel runs is
+// the one named.
+func TestInterpreterCheckedIsTheOneRun(t *testing.T) {
+	t.Parallel()
+	ag := addAccount(t, "fcag")
+	dir := shortDir(t)
+	sticky, rootDir := filepath.Join(dir, "t"), filepath.Join(dir, "r")
+	for _, p := range []string{dir, sticky, rootDir} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(sticky, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	rootSh := filepath.Join(sticky, "sh")
+	if out, err := exec.Command("cp", "/bin/sh", rootSh).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	// The requester's interpreter says which name the kernel ran it by.
+	src := filepath.Join(dir, "agent-interp")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\nprintf '%s ran as uid %s\\n' \"$0\" \"$(id -u)\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var policy strings.Builder
+	type scriptCase struct{ name, end, script string }
+	var scripts []scriptCase
+	for _, c := range []scriptCase{{name: "CR", end: "\r"}, {name: "FF", end: "\f"}} {
+		end := c.end
+		script := filepath.Join(rootDir, c.name)
+		if err := os.WriteFile(script, []byte("#!"+rootSh+end+"\nid -u\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c.script = script
+		scripts = append(scripts, c)
+		policy.WriteString("allow privileged " + script + "\n")
+		// The requester plants its own file at the name the kernel
+		// reads: the sticky directory lets it create one, not replace
+		// root's.
+		cp := exec.Command("cp", src, rootSh+end)
+		cp.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ag.uid, Gid: ag.gid}}
+		if out, err := cp.CombinedOutput(); err != nil {
+			t.Fatalf("cp as %s: %v: %s", ag.name, err, out)
+		}
+	}
+
+	d := startDaemon(t, opts{Policy: policy.String()})
+	openToAll(t, d)
+	as := func(script string) response {
+		t.Helper()
+		return sendAs(t, d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"pipeline": [][]string{{script}}}))
+	}
+	for _, c := range scripts {
+		t.Run(c.name+" not run by the rule", func(t *testing.T) {
+			r := as(c.script)
+			if r.Status == wire.StatusOK {
+				t.Fatalf("allowed by the rule, the requester's interpreter ran: %q", r.Stdout)
+			}
+			wantNoApprover(t, r)
+		})
+	}
+	t.Run("the person is told the interpreter that runs", func(t *testing.T) {
+		a := attachRaw(t, d)
+		for _, c := range scripts {
+			end, script := c.end, c.script
+			// Asked about, not allowed: else no prompt would come.
+			chk := sendAs(t, d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"pipeline": [][]string{{script}}, "check": true}))
+			if chk.Status != wire.StatusOK || chk.Check != wire.CheckAsk {
+				t.Fatalf("check: got %s, want %q", chk.raw, wire.CheckAsk)
+			}
+			ch := make(chan response, 1)
+			go func() {
+				r, err := trySendAs(d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"pipeline": [][]string{{script}}}))
+				if err != nil {
+					r.raw = err.Error()
+				}
+				ch <- r
+			}()
+			p := promptAfterResults(a)
+			a.decide(p, true)
+			r := wantOK(t, <-ch)
+			ran, _, ok := strings.Cut(string(r.Stdout), " ran as uid 0\n")
+			if !ok || ran != rootSh+end {
+				t.Fatalf("the kernel ran %q, want the requester's %q", r.Stdout, rootSh+end)
+			}
+			want := "the interpreter of " + script + ": " + termsafe.Sanitize(ran) + " is owned by uid "
+			if !strings.Contains(p.Request.Hint, want) {
+				t.Fatalf("the hint does not name the interpreter the kernel ran (%q):\n%s", want, p.Request.Hint)
+			}
+		}
+	})
+}
