@@ -240,11 +240,18 @@ func (s *Server) policyDecider(rule *policy.Rule) *wire.DecidedBy {
 	if rule == nil {
 		return nil
 	}
-	name := rule.File // the policy file or the drop-in holding the rule
+	return &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: rule.Text, Source: ruleSource(rule)}
+}
+
+// ruleSource names where rule is written, as FILE:LINE: the policy file
+// or the drop-in holding it, or "policy" for a policy not read from a
+// file.
+func ruleSource(rule *policy.Rule) string {
+	name := rule.File
 	if name == "" {
 		name = "policy"
 	}
-	return &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: rule.Text, Source: fmt.Sprintf("%s:%d", name, rule.Line)}
+	return fmt.Sprintf("%s:%d", name, rule.Line)
 }
 
 // decider names who decided d: the policy rule, or the person who
