@@ -20,17 +20,11 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	req := p.req
 	userName := userNameOf(p.peer.UID)
 	m := s.evaluate(p, userName)
-	if m.Action == policy.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
-		// Denied without a person: such records share the per-uid budget
-		// of refused requests, so a flood of them cannot fill the log.
-		p.unrecorded = true
-	} else if m.Action == policy.ActionDeny || m.Action == policy.ActionAllow && !req.ForwardAgent {
-		if err := receive(m.Action == policy.ActionDeny); err != nil {
-			return approval.Decision{}, err
-		}
-	}
 	switch m.Action {
 	case policy.ActionDeny:
+		if err := s.refusedUnasked(p, receive); err != nil {
+			return approval.Decision{}, err
+		}
 		p.rule = m.Rule
 		denied := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text)
 		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
@@ -40,6 +34,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			// such a request is always put to a person.
 			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
 			break
+		}
+		if err := receive(false); err != nil {
+			return approval.Decision{}, err
 		}
 		p.rule, p.ruleLim = m.Rule, pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
@@ -55,14 +52,10 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		return approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, nil
 	}
 	// A request no one may be asked about now reaches no person, like a
-	// policy denial: refused at once, its record leaves a long pipeline
-	// out and shares the per-uid budget of refused requests, so a flood
-	// of them cannot fill the log and rotate older records away.
+	// policy denial: refused at once.
 	if n, ok := s.cfg.Approver.(noneToAsker); ok {
 		if d, none := n.NoneToAsk(&approval.Prompt{ForwardAgent: req.ForwardAgent, Requester: approval.Requester{UID: p.peer.UID, User: userName}}); none {
-			if !s.reject.allow(p.peer.UID, s.cfg.Now()) {
-				p.unrecorded = true
-			} else if err := receive(true); err != nil {
+			if err := s.refusedUnasked(p, receive); err != nil {
 				return approval.Decision{}, err
 			}
 			return d, nil
@@ -113,6 +106,19 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	d := s.cfg.Approver.Approve(ctx, prompt)
 	p.prompt = prompt
 	return d, nil
+}
+
+// refusedUnasked records p's request as refused without a person (a
+// policy denial, or no one to ask): its record leaves a long pipeline out
+// and shares the per-uid budget of refused requests, so a flood of them
+// cannot fill the log and rotate older records away. Past the budget the
+// request is left unrecorded, and counted in a dropped record.
+func (s *Server) refusedUnasked(p *runPlan, receive func(runsNothing bool) error) error {
+	if !s.reject.allow(p.peer.UID, s.cfg.Now()) {
+		p.unrecorded = true
+		return nil
+	}
+	return receive(true)
 }
 
 // noneToAsker is an Approver that tells, before a request is recorded,

@@ -36,8 +36,9 @@ type runPlan struct {
 	// (run_as other than root, run_as_group) runs with; nil otherwise.
 	named *approval.NamedRun
 	shape string // shapeOf(p), once computed (see grantShape)
-	// unrecorded: a policy denial past its uid's budget of records for
-	// requests refused without a person; counted in a dropped record.
+	// unrecorded: refused without a person past its uid's budget of
+	// records for such requests (refusedUnasked); counted in a dropped
+	// record.
 	unrecorded bool
 	// progress writes a progress line when the request asked for them.
 	progress func(phase string)
