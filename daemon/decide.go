@@ -71,6 +71,10 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	if err := receive(false); err != nil {
 		return approval.Decision{}, err
 	}
+	if r := p.notApplied; r != nil {
+		// Once per prompt, so within the per-uid prompt limits.
+		log.Warn("allow rule not applied, a person is asked", "rule", r.Text, "source", ruleSource(r), "err", p.notAppliedWhy)
+	}
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,
@@ -135,7 +139,9 @@ func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 	m := p.policy.Evaluate(p.subject(userName))
 	if m.Action == policy.ActionAllow {
 		if err := p.othersMayChange(); err != nil {
-			s.cfg.Log.Warn("allow rule not applied, a person is asked", "rule", m.Rule.Text, "line", m.Rule.Line, "err", err)
+			// Said in the answer to a check, on the prompt, and in the
+			// log once a person is asked (decide), not here: a check is
+			// answered without a record, and must not log either.
 			p.notApplied, p.notAppliedWhy = m.Rule, err
 			return policy.Match{Action: policy.ActionAsk}
 		}
