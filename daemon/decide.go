@@ -9,6 +9,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -240,6 +241,13 @@ func (s *Server) check(p *runPlan) *wire.Response {
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked: a policy rule allows it, but forward_agent is always put to a person"
 	case m.Action == policy.ActionAllow:
 		resp.Check, resp.Message = wire.CheckAllow, "the policy allows this request without asking"
+	case p.notApplied != nil:
+		// The rule matched this request (so it applies to this
+		// requester); the reason names files the requester may have
+		// named, so both are made safe to print.
+		resp.Check = wire.CheckAsk
+		resp.Message = fmt.Sprintf("allow rule %s (%s) does not decide this: %s; a person would be asked",
+			termsafe.Sanitize(ruleSource(p.notApplied)), termsafe.Sanitize(p.notApplied.Text), termsafe.Sanitize(p.notAppliedWhy.Error()))
 	default:
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked about this request"
 	}

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,29 @@ func setAsideDaemon(t *testing.T, ag userAccount) (d *daemonProc, link, real str
 	d = startDaemon(t, opts{Policy: "deny any rm ...\nallow privileged " + link + "\n"})
 	openToAll(t, d)
 	return d, link, real
+}
+
+// TestCheckSaysWhyRuleSetAside: a check of a request an allow rule
+// matched but does not decide (the file that runs is the requester's)
+// answers ask, and says which rule it was, where it is written and why it
+// did not decide; the file's name, which the requester chose, is shown
+// with its control characters escaped.
+func TestCheckSaysWhyRuleSetAside(t *testing.T) {
+	t.Parallel()
+	ag := addAccount(t, "fdag")
+	d, link, real := setAsideDaemon(t, ag)
+	c := sendAs(t, d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"pipeline": [][]string{{link}}, "check": true}))
+	if c.Status != wire.StatusOK || c.Check != wire.CheckAsk {
+		t.Fatalf("check: got %s, want %q", c.raw, wire.CheckAsk)
+	}
+	want := fmt.Sprintf("allow rule %s:2 (allow privileged %s) does not decide this: %s is owned by uid %d, not by root; a person would be asked",
+		filepath.Join(d.Dir, "policy"), link, strings.ReplaceAll(real, "\x1b", `\x1b`), ag.uid)
+	if c.Message != want {
+		t.Fatalf("check message:\n got %q\nwant %q", c.Message, want)
+	}
+	if c.DecidedBy != nil {
+		t.Errorf("check: decided_by %+v, but the rule decided nothing", c.DecidedBy)
+	}
 }
 
 // TestSetAsideRuleLoggedOncePerPrompt: the daemon logs an allow rule it
