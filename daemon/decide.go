@@ -9,6 +9,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -20,17 +21,11 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	req := p.req
 	userName := userNameOf(p.peer.UID)
 	m := s.evaluate(p, userName)
-	if m.Action == policy.ActionDeny && !s.reject.allow(p.peer.UID, s.cfg.Now()) {
-		// Denied without a person: such records share the per-uid budget
-		// of refused requests, so a flood of them cannot fill the log.
-		p.unrecorded = true
-	} else if m.Action == policy.ActionDeny || m.Action == policy.ActionAllow && !req.ForwardAgent {
-		if err := receive(m.Action == policy.ActionDeny); err != nil {
-			return approval.Decision{}, err
-		}
-	}
 	switch m.Action {
 	case policy.ActionDeny:
+		if err := s.refusedUnasked(p, receive); err != nil {
+			return approval.Decision{}, err
+		}
 		p.rule = m.Rule
 		denied := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text)
 		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
@@ -40,6 +35,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			// such a request is always put to a person.
 			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
 			break
+		}
+		if err := receive(false); err != nil {
+			return approval.Decision{}, err
 		}
 		p.rule, p.ruleLim = m.Rule, pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}
 		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
@@ -55,14 +53,10 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		return approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, nil
 	}
 	// A request no one may be asked about now reaches no person, like a
-	// policy denial: refused at once, its record leaves a long pipeline
-	// out and shares the per-uid budget of refused requests, so a flood
-	// of them cannot fill the log and rotate older records away.
+	// policy denial: refused at once.
 	if n, ok := s.cfg.Approver.(noneToAsker); ok {
 		if d, none := n.NoneToAsk(&approval.Prompt{ForwardAgent: req.ForwardAgent, Requester: approval.Requester{UID: p.peer.UID, User: userName}}); none {
-			if !s.reject.allow(p.peer.UID, s.cfg.Now()) {
-				p.unrecorded = true
-			} else if err := receive(true); err != nil {
+			if err := s.refusedUnasked(p, receive); err != nil {
 				return approval.Decision{}, err
 			}
 			return d, nil
@@ -77,6 +71,10 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	defer end()
 	if err := receive(false); err != nil {
 		return approval.Decision{}, err
+	}
+	if r := p.notApplied; r != nil {
+		// Once per prompt, so within the per-uid prompt limits.
+		log.Warn("allow rule not applied, a person is asked", "rule", r.Text, "source", ruleSource(r), "err", p.notAppliedWhy)
 	}
 	prompt := &approval.Prompt{
 		ID:      req.ID,
@@ -115,6 +113,19 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	return d, nil
 }
 
+// refusedUnasked records p's request as refused without a person (a
+// policy denial, or no one to ask): its record leaves a long pipeline out
+// and shares the per-uid budget of refused requests, so a flood of them
+// cannot fill the log and rotate older records away. Past the budget the
+// request is left unrecorded, and counted in a dropped record.
+func (s *Server) refusedUnasked(p *runPlan, receive func(runsNothing bool) error) error {
+	if !s.reject.allow(p.peer.UID, s.cfg.Now()) {
+		p.unrecorded = true
+		return nil
+	}
+	return receive(true)
+}
+
 // noneToAsker is an Approver that tells, before a request is recorded,
 // that it would ask no one about it (*approval.Broker).
 type noneToAsker interface {
@@ -129,7 +140,9 @@ func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 	m := p.policy.Evaluate(p.subject(userName))
 	if m.Action == policy.ActionAllow {
 		if err := p.othersMayChange(); err != nil {
-			s.cfg.Log.Warn("allow rule not applied, a person is asked", "rule", m.Rule.Text, "line", m.Rule.Line, "err", err)
+			// Said in the answer to a check, on the prompt, and in the
+			// log once a person is asked (decide), not here: a check is
+			// answered without a record, and must not log either.
 			p.notApplied, p.notAppliedWhy = m.Rule, err
 			return policy.Match{Action: policy.ActionAsk}
 		}
@@ -228,6 +241,13 @@ func (s *Server) check(p *runPlan) *wire.Response {
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked: a policy rule allows it, but forward_agent is always put to a person"
 	case m.Action == policy.ActionAllow:
 		resp.Check, resp.Message = wire.CheckAllow, "the policy allows this request without asking"
+	case p.notApplied != nil:
+		// The rule matched this request (so it applies to this
+		// requester); the reason names files the requester may have
+		// named, so both are made safe to print.
+		resp.Check = wire.CheckAsk
+		resp.Message = fmt.Sprintf("allow rule %s (%s) does not decide this: %s; a person would be asked",
+			termsafe.Sanitize(ruleSource(p.notApplied)), termsafe.Sanitize(p.notApplied.Text), termsafe.Sanitize(p.notAppliedWhy.Error()))
 	default:
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked about this request"
 	}
@@ -240,11 +260,18 @@ func (s *Server) policyDecider(rule *policy.Rule) *wire.DecidedBy {
 	if rule == nil {
 		return nil
 	}
-	name := rule.File // the policy file or the drop-in holding the rule
+	return &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: rule.Text, Source: ruleSource(rule)}
+}
+
+// ruleSource names where rule is written, as FILE:LINE: the policy file
+// or the drop-in holding it, or "policy" for a policy not read from a
+// file.
+func ruleSource(rule *policy.Rule) string {
+	name := rule.File
 	if name == "" {
 		name = "policy"
 	}
-	return &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: rule.Text, Source: fmt.Sprintf("%s:%d", name, rule.Line)}
+	return fmt.Sprintf("%s:%d", name, rule.Line)
 }
 
 // decider names who decided d: the policy rule, or the person who

@@ -24,11 +24,7 @@ func (s *Server) hintFor(p *runPlan, now time.Time) string {
 		lines = append(lines, h)
 	}
 	if r := p.notApplied; r != nil {
-		name := r.File
-		if name == "" {
-			name = "policy"
-		}
-		lines = append(lines, fmt.Sprintf("rule %s:%d (%s) allows this command, but not the file that runs: %s", name, r.Line,
+		lines = append(lines, fmt.Sprintf("rule %s (%s) allows this command, but not the file that runs: %s", ruleSource(r),
 			termsafe.Sanitize(r.Text), termsafe.Sanitize(p.notAppliedWhy.Error())))
 	} else if h := ruleHint(p); h != "" {
 		lines = append(lines, h)
@@ -123,14 +119,10 @@ func ruleHint(p *runPlan) string {
 		return ""
 	}
 	n := nm[0]
-	name := n.Rule.File
-	if name == "" {
-		name = "policy"
-	}
 	stage := ""
 	if len(req.Pipeline) > 1 {
 		stage = fmt.Sprintf(" stage %d", n.Stage+1)
 	}
-	return fmt.Sprintf("rule %s:%d (%s) would have allowed%s but for %s", name, n.Rule.Line,
+	return fmt.Sprintf("rule %s (%s) would have allowed%s but for %s", ruleSource(n.Rule),
 		termsafe.Sanitize(n.Rule.Text), stage, termsafe.Sanitize(n.Why))
 }

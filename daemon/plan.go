@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -36,8 +38,9 @@ type runPlan struct {
 	// (run_as other than root, run_as_group) runs with; nil otherwise.
 	named *approval.NamedRun
 	shape string // shapeOf(p), once computed (see grantShape)
-	// unrecorded: a policy denial past its uid's budget of records for
-	// requests refused without a person; counted in a dropped record.
+	// unrecorded: refused without a person past its uid's budget of
+	// records for such requests (refusedUnasked); counted in a dropped
+	// record.
 	unrecorded bool
 	// progress writes a progress line when the request asked for them.
 	progress func(phase string)
@@ -51,6 +54,9 @@ type runPlan struct {
 	// search path, less its directories others than root may change for
 	// a privileged run another user asks for (pipeline.SafeSearchPath).
 	search string
+	// leftOut is why each directory of the fixed search path not in
+	// search was left out (pipeline.SafeSearchPath's reasons).
+	leftOut []string
 }
 
 // close releases the pinned executables and the cwd.
@@ -109,7 +115,7 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	if req.Privileged && peer.UID != 0 {
 		// A directory of the search path the requester may write to
 		// would hand its file the run's identity, found by name.
-		p.search, _ = pipeline.SafeSearchPath()
+		p.search, p.leftOut = pipeline.SafeSearchPath()
 	}
 	defer func() {
 		if err != nil {
@@ -180,6 +186,9 @@ func (p *runPlan) open() error {
 		exe, pin, err := pipeline.ResolvePinnedIn(argv[0], cwd, p.search)
 		switch {
 		case errors.Is(err, pipeline.ErrNotFound):
+			if dir, why := p.leftOutHolding(argv[0]); dir != "" {
+				return wire.NotFoundLeftOutError(i+1, argv[0], dir, termsafe.Sanitize(why))
+			}
 			return wire.NotFoundError(i+1, argv[0])
 		case err != nil:
 			return wire.ResolveError(i+1, err)
@@ -188,6 +197,34 @@ func (p *runPlan) open() error {
 		p.stages[i] = approval.Stage{Argv: argv, Path: exe.Path, Target: exe.Target}
 	}
 	return nil
+}
+
+// leftOutHolding names the first directory of the fixed search path that
+// p's search path left out and that holds an executable file named name,
+// a bare name not found in p's, and why it was left out; "" when there is
+// none. The operator learns why a command that is there is not found.
+func (p *runPlan) leftOutHolding(name string) (dir, why string) {
+	if len(p.leftOut) == 0 || strings.Contains(name, "/") {
+		return "", ""
+	}
+	kept := filepath.SplitList(p.search)
+	for _, dir := range filepath.SplitList(pipeline.SearchPath) {
+		if slices.Contains(kept, dir) {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			continue
+		}
+		// Each reason starts with the directory it is about.
+		for _, r := range p.leftOut {
+			if rest, ok := strings.CutPrefix(r, dir); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, ":")) {
+				return dir, r
+			}
+		}
+		return dir, "someone other than root may change it"
+	}
+	return "", ""
 }
 
 // lookupRunAs is the account a request's run_as names: by name, or by

@@ -51,11 +51,7 @@ func decidedByText(plan *runPlan, d *approval.Decision) string {
 	case plan.grant != nil:
 		return "grant " + plan.grant.id + " (given by " + plan.grant.approver + ")"
 	case plan.rule != nil:
-		name := plan.rule.File
-		if name == "" {
-			name = "policy"
-		}
-		return fmt.Sprintf("rule %s:%d", name, plan.rule.Line)
+		return "rule " + ruleSource(plan.rule)
 	case d.Member != nil && (d.Verdict == approval.Allow || d.Verdict == approval.Deny):
 		by := "person " + d.Member.Name
 		if d.SelfApproval {

@@ -21,6 +21,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 		ErrTimeMissing, ErrPipelineMissing, ErrNotUTF8, ErrServerBusy, ErrStopping,
 		DuplicateError("ID"),
 		NotFoundError(2, "foo"),
+		NotFoundLeftOutError(1, "foo", "/usr/local/bin", "/usr/local/bin is owned by uid 1000, not by root"),
 		envNotAllowed("FOO"),
 		envNotAllowed("SSH_AUTH_SOCK"),
 		tooOld(75, 60*time.Second),

@@ -60,6 +60,13 @@ func NotFoundError(stage int, name string) error {
 	return coded(CodeNotFound, fmt.Sprintf("stage %d: executable not found: %q", stage, name))
 }
 
+// NotFoundLeftOutError: stage's executable name is not found in the
+// search path of a privileged run, but dir, left out of that path for
+// why, holds it.
+func NotFoundLeftOutError(stage int, name, dir, why string) error {
+	return coded(CodeNotFound, fmt.Sprintf("stage %d: executable not found: %q: %s has it, but is left out of the search path of privileged runs: %s", stage, name, dir, why))
+}
+
 // secondsUp is how many seconds lie from a to b (a before b), rounded up.
 // Unlike b.Sub(a), it cannot overflow: every time.Time's Unix seconds fit
 // an int64 with room to spare.
