@@ -75,16 +75,21 @@ func openReplay(dir string, window time.Duration, perUID int, now time.Time) (*r
 	return w, nil
 }
 
-// Add records key, sent by uid, and reports whether it was new: not seen
-// within the window, nor the key of a request in progress (see Done).
-// Keys are written quoted, so any id fits on one line. A new key of a uid
-// other than root that has perUID keys in the window already is not
-// recorded: the error says so.
-func (w *replayWindow) Add(key string, uid int, now time.Time) (bool, error) {
+// Add records keys, the keys of one request sent by uid, and reports
+// whether they were all new: none seen within the window, nor the key of a
+// request in progress (see Done). An id-less request has two: its line's
+// SHA-256 and the id the daemon made up for it, which it names in its
+// answers, so a requester who hears it cannot take it for another request
+// within the window. Keys are written quoted, so any id fits on one line.
+// A new request of a uid other than root that has perUID requests in the
+// window already is not recorded: the error says so.
+func (w *replayWindow) Add(keys []string, uid int, now time.Time) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if exp, ok := w.seen[key]; ok && exp.After(now) || w.live[key] {
-		return false, nil
+	for _, key := range keys {
+		if exp, ok := w.seen[key]; ok && exp.After(now) || w.live[key] {
+			return false, nil
+		}
 	}
 	exp := now.Add(w.window)
 	if uid != 0 {
@@ -99,44 +104,37 @@ func (w *replayWindow) Add(key string, uid int, now time.Time) (bool, error) {
 		}
 		w.byUID[uid] = append(exps, exp)
 	}
-	w.seen[key] = exp
+	for _, key := range keys {
+		w.seen[key] = exp
+	}
 	if exp.After(w.last) {
 		w.last = exp
 	}
-	if _, err := fmt.Fprintf(w.f, "%d %s\n", exp.UnixNano(), strconv.Quote(key)); err != nil {
-		return true, fmt.Errorf("replay window: %w", err)
+	for _, key := range keys {
+		if _, err := fmt.Fprintf(w.f, "%d %s\n", exp.UnixNano(), strconv.Quote(key)); err != nil {
+			return true, fmt.Errorf("replay window: %w", err)
+		}
 	}
 	if now.After(w.nextPrune) {
 		if err := w.rewriteLocked(now); err != nil {
 			return true, err
 		}
 	}
-	w.live[key] = true
+	for _, key := range keys {
+		w.live[key] = true
+	}
 	return true, nil
 }
 
-// Hold marks key as the key of a request in progress, without recording
-// it in the window, and reports whether no other request holds it: the
-// id:ID key of a request whose id the daemon made up, so that a requester
-// who hears that id (in a progress line) cannot send another request under
-// it while the first is in progress. Done releases it.
-func (w *replayWindow) Hold(key string) bool {
+// Done ends the request of keys, which Add took: from now on they are new
+// again once the window has passed. A run may outlast the window; its id
+// must not name another request (and its audit records) meanwhile.
+func (w *replayWindow) Done(keys ...string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.live[key] {
-		return false
+	for _, key := range keys {
+		delete(w.live, key)
 	}
-	w.live[key] = true
-	return true
-}
-
-// Done ends the request of key, which Add took: from now on its key is
-// new again once the window has passed. A run may outlast the window; its
-// id must not name another request (and its audit records) meanwhile.
-func (w *replayWindow) Done(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.live, key)
 }
 
 // rewriteLocked drops expired keys and writes the file anew (atomically).

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 func TestReplayWindow(t *testing.T) {
@@ -18,7 +20,7 @@ func TestReplayWindow(t *testing.T) {
 	}
 	add := func(key string, at time.Time) bool {
 		t.Helper()
-		fresh, err := w.Add(key, 0, at)
+		fresh, err := w.Add([]string{key}, 0, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +36,7 @@ func TestReplayWindow(t *testing.T) {
 		t.Fatal("a key must be accepted again after the window")
 	}
 	// A key whose request is still in progress is refused, however old.
-	if fresh, err := w.Add("id:long", 0, t0); !fresh || err != nil {
+	if fresh, err := w.Add([]string{"id:long"}, 0, t0); !fresh || err != nil {
 		t.Fatalf("id:long: %v, %v", fresh, err)
 	}
 	if add("id:long", t0.Add(61*time.Second)) {
@@ -71,4 +73,45 @@ func TestReplayWindow(t *testing.T) {
 		t.Errorf("replay file holds %d lines", n)
 	}
 	w.Close()
+}
+
+// TestReplayWindowRequestKeys: an id-less request's keys (its line's
+// SHA-256 and its made-up id) are one request: refused if either is taken,
+// held and remembered together, and counted once against its uid's cap.
+func TestReplayWindowRequestKeys(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := openReplay(t.TempDir(), time.Minute, 2, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	add := func(uid int, keys ...string) bool {
+		t.Helper()
+		fresh, err := w.Add(keys, uid, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fresh
+	}
+	if !add(1000, "sha256:a", "id:made") {
+		t.Fatal("a fresh request was refused")
+	}
+	if add(1000, "id:made") || add(1000, "sha256:b", "id:made") || add(1000, "sha256:a", "id:other") {
+		t.Fatal("a request taking a key of the first was accepted")
+	}
+	w.Done("sha256:a", "id:made")
+	if add(1000, "id:made") {
+		t.Fatal("a made-up id was forgotten when its request ended")
+	}
+	// Refused requests used up nothing: uid 1000 has one more.
+	if !add(1000, "sha256:c", "id:made2") {
+		t.Fatal("the second request of uid 1000 was refused")
+	}
+	if fresh, err := w.Add([]string{"id:third"}, 1000, t0); fresh || wire.CodeOf(err) != wire.CodeRateLimit {
+		t.Fatalf("the third request of uid 1000: %v, %v; want rate_limit", fresh, err)
+	}
+	if !add(1000+1, "id:third") {
+		t.Fatal("the key of a request refused for its uid's cap was taken")
+	}
 }
