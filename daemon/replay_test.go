@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,4 +116,63 @@ func TestReplayWindowRequestKeys(t *testing.T) {
 	if !add(1000+1, "id:third") {
 		t.Fatal("the key of a request refused for its uid's cap was taken")
 	}
+}
+
+// TestReplayFileUIDs: the file names the uid of each request, so that a
+// reopened window counts a uid's requests as the old one did; lines of the
+// older form, without a uid, are still refused but count for no one.
+func TestReplayFileUIDs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	exp := t0.Add(time.Minute).UnixNano()
+	// A file of the older form, one key a line, and a torn last line.
+	old := fmt.Sprintf("%d \"id:old a\"\n%d \"id:torn\"", exp, exp)
+	if err := os.WriteFile(filepath.Join(dir, replayFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openReplay(dir, time.Minute, 2, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(uid int, keys ...string) error {
+		t.Helper()
+		fresh, err := w.Add(keys, uid, t0.Add(time.Second))
+		if err == nil && !fresh {
+			return errors.New("duplicate")
+		}
+		if fresh {
+			w.Done(keys...)
+		}
+		return err
+	}
+	if err := add(1000, "id:old a"); err == nil {
+		t.Fatal("a key of the older file form was forgotten")
+	}
+	if err := add(1001, "id:torn"); err != nil {
+		t.Fatalf("a torn line's key: %v", err)
+	}
+	for _, keys := range [][]string{{"sha256:x", "id:x"}, {"id:y \"q\""}} {
+		if err := add(1000, keys...); err != nil {
+			t.Fatalf("%q of uid 1000: %v", keys, err)
+		}
+	}
+	if err := add(0, "id:root"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // reopened, and reopened from the rewritten file
+		w.Close()
+		if w, err = openReplay(dir, time.Minute, 2, t0.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := add(1000, "id:z"); wire.CodeOf(err) != wire.CodeRateLimit {
+			t.Fatalf("uid 1000 past its cap after a reopen: %v, want rate_limit", err)
+		}
+		for _, k := range []string{"id:old a", "sha256:x", "id:x", "id:y \"q\"", "id:root"} {
+			if err := add(1001, k); err == nil {
+				t.Fatalf("%q was forgotten", k)
+			}
+		}
+	}
+	w.Close()
 }
