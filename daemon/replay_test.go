@@ -16,7 +16,7 @@ func TestReplayWindow(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := openReplay(dir, time.Minute, DefaultMaxIDsPerUID, t0)
+	w, err := openReplay(dir, time.Minute, DefaultMaxRequestsPerUID, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestReplayWindow(t *testing.T) {
 	odd := "id:a b\nc"
 	add(odd, t0.Add(61*time.Second))
 	w.Close()
-	w, err = openReplay(dir, time.Minute, DefaultMaxIDsPerUID, t0.Add(62*time.Second))
+	w, err = openReplay(dir, time.Minute, DefaultMaxRequestsPerUID, t0.Add(62*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
