@@ -47,3 +47,25 @@ func TestMadeUpIDTaken(t *testing.T) {
 		t.Fatalf("records of %s: %s, want the run's and one rejected", id, k)
 	}
 }
+
+// TestMadeUpIDRemembered: the id the daemon made up for a request without
+// one was held only while that request ran, never recorded in the replay
+// window. Once the run ended, the requester, which read the id in the
+// answer, sent it back as the id of a new request, which ran: two runs,
+// two decisions, under one id, whose trails `rootgate audit show --id`
+// merged into one. A made-up id is remembered for the window like a given
+// one, and a request sent under it is refused as a replay.
+func TestMadeUpIDRemembered(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	d := startDaemon(t, opts{Dir: dir})
+	id := wantOK(t, d.send(map[string]any{"id": nil})).ID
+	if id == "" {
+		t.Fatal("the answer to an id-less request names no id")
+	}
+	waitTrail(t, dir, id, "received decided started finished")
+	wantError(t, d.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
+	if k := kinds(trail(t, dir, id)); k != "received decided started finished rejected" {
+		t.Fatalf("records of %s: %s, want the first run's and one rejected", id, k)
+	}
+}

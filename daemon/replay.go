@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,20 +29,83 @@ type replayWindow struct {
 	path   string
 	window time.Duration
 
-	mu        sync.Mutex           // guards the fields that follow
-	seen      map[string]time.Time // key -> expiry
-	live      map[string]bool      // keys of requests in progress, refused even once expired
+	mu        sync.Mutex              // guards the fields that follow
+	seen      map[string]*replayEntry // key -> the request that recorded it
+	live      map[string]bool         // keys of requests in progress, refused even once expired
 	f         *os.File
 	nextPrune time.Time // when expired keys are next dropped from seen and f
 	last      time.Time // the latest expiry ever recorded
-	// byUID holds, for each uid other than root, the expiries of the keys
-	// it added, oldest first: at most perUID, so one requester cannot fill
-	// the runtime directory and memory with unique ids.
+	// byUID holds, for each uid other than root, the expiries of the
+	// requests it added, oldest first: at most perUID, so one requester
+	// cannot fill the runtime directory and memory with unique ids. It is
+	// rebuilt from the file at start, so a restart gives no fresh budget.
 	byUID  map[int][]time.Time
 	perUID int
 }
 
-// openReplay loads the keys of dir's replay file that have not expired.
+// replayEntry is one request in the window: when it leaves it, who sent it
+// (-1: unknown, from a file written before lines named the uid) and its
+// keys. It is one line of the file: "EXPIRY UID KEY..." with the expiry in
+// Unix nanoseconds and each key quoted.
+type replayEntry struct {
+	exp  time.Time
+	uid  int
+	keys []string
+}
+
+// line is e as a line of the file.
+func (e *replayEntry) line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %d", e.exp.UnixNano(), e.uid)
+	for _, k := range e.keys {
+		b.WriteString(" " + strconv.Quote(k))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// parseReplayLine reads a line of the file, newline included, or one of
+// the older "EXPIRY KEY" form (uid -1); ok is false for a torn line.
+func parseReplayLine(line string) (e *replayEntry, ok bool) {
+	rest, ok := strings.CutSuffix(line, "\n")
+	if !ok {
+		return nil, false
+	}
+	exp, rest, _ := strings.Cut(rest, " ")
+	ns, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	e = &replayEntry{exp: time.Unix(0, ns), uid: -1}
+	if !strings.HasPrefix(rest, `"`) {
+		var uid string
+		uid, rest, _ = strings.Cut(rest, " ")
+		if e.uid, err = strconv.Atoi(uid); err != nil || e.uid < -1 {
+			return nil, false
+		}
+	}
+	for {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return nil, false
+		}
+		k, err := strconv.Unquote(q)
+		if err != nil {
+			return nil, false
+		}
+		e.keys = append(e.keys, k)
+		if rest = rest[len(q):]; rest == "" {
+			return e, true
+		}
+		if rest, ok = strings.CutPrefix(rest, " "); !ok {
+			return nil, false
+		}
+	}
+}
+
+// openReplay loads the requests of dir's replay file that have not
+// expired, and counts them against the uids that sent them. A line of the
+// older form, without a uid, counts against no one.
 // dir must be root's alone (checkDir): root rewrites files in it.
 func openReplay(dir string, window time.Duration, perUID int, now time.Time) (*replayWindow, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -50,24 +114,31 @@ func openReplay(dir string, window time.Duration, perUID int, now time.Time) (*r
 	if err := checkDir(dir, true); err != nil {
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
-	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]time.Time{}, live: map[string]bool{}, byUID: map[int][]time.Time{}, perUID: perUID}
+	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]*replayEntry{}, live: map[string]bool{}, byUID: map[int][]time.Time{}, perUID: perUID}
 	data, err := readNoFollow(w.path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("replay window: %w", err)
 	}
 	for line := range strings.Lines(string(data)) {
-		exp, quoted, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		ns, err1 := strconv.ParseInt(exp, 10, 64)
-		key, err2 := strconv.Unquote(quoted)
-		if !ok || err1 != nil || err2 != nil || !strings.HasSuffix(line, "\n") {
+		e, ok := parseReplayLine(line)
+		if !ok {
 			continue // a torn last line from a crash
 		}
-		if t := time.Unix(0, ns); t.After(now) {
-			w.seen[key] = t
-			if t.After(w.last) {
-				w.last = t
-			}
+		if !e.exp.After(now) {
+			continue
 		}
+		for _, k := range e.keys {
+			w.seen[k] = e
+		}
+		if e.exp.After(w.last) {
+			w.last = e.exp
+		}
+		if e.uid > 0 {
+			w.byUID[e.uid] = append(w.byUID[e.uid], e.exp)
+		}
+	}
+	for _, exps := range w.byUID {
+		slices.SortFunc(exps, time.Time.Compare)
 	}
 	if err := w.rewriteLocked(now); err != nil {
 		return nil, err
@@ -75,16 +146,21 @@ func openReplay(dir string, window time.Duration, perUID int, now time.Time) (*r
 	return w, nil
 }
 
-// Add records key, sent by uid, and reports whether it was new: not seen
-// within the window, nor the key of a request in progress (see Done).
-// Keys are written quoted, so any id fits on one line. A new key of a uid
-// other than root that has perUID keys in the window already is not
-// recorded: the error says so.
-func (w *replayWindow) Add(key string, uid int, now time.Time) (bool, error) {
+// Add records keys, the keys of one request sent by uid, and reports
+// whether they were all new: none seen within the window, nor the key of a
+// request in progress (see Done). An id-less request has two: its line's
+// SHA-256 and the id the daemon made up for it, which it names in its
+// answers, so a requester who hears it cannot take it for another request
+// within the window. Keys are written quoted, so any id fits on one line.
+// A new request of a uid other than root that has perUID requests in the
+// window already is not recorded: the error says so.
+func (w *replayWindow) Add(keys []string, uid int, now time.Time) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if exp, ok := w.seen[key]; ok && exp.After(now) || w.live[key] {
-		return false, nil
+	for _, key := range keys {
+		if e, ok := w.seen[key]; ok && e.exp.After(now) || w.live[key] {
+			return false, nil
+		}
 	}
 	exp := now.Add(w.window)
 	if uid != 0 {
@@ -99,11 +175,14 @@ func (w *replayWindow) Add(key string, uid int, now time.Time) (bool, error) {
 		}
 		w.byUID[uid] = append(exps, exp)
 	}
-	w.seen[key] = exp
+	e := &replayEntry{exp: exp, uid: uid, keys: slices.Clone(keys)}
+	for _, key := range keys {
+		w.seen[key] = e
+	}
 	if exp.After(w.last) {
 		w.last = exp
 	}
-	if _, err := fmt.Fprintf(w.f, "%d %s\n", exp.UnixNano(), strconv.Quote(key)); err != nil {
+	if _, err := io.WriteString(w.f, e.line()); err != nil {
 		return true, fmt.Errorf("replay window: %w", err)
 	}
 	if now.After(w.nextPrune) {
@@ -111,32 +190,21 @@ func (w *replayWindow) Add(key string, uid int, now time.Time) (bool, error) {
 			return true, err
 		}
 	}
-	w.live[key] = true
+	for _, key := range keys {
+		w.live[key] = true
+	}
 	return true, nil
 }
 
-// Hold marks key as the key of a request in progress, without recording
-// it in the window, and reports whether no other request holds it: the
-// id:ID key of a request whose id the daemon made up, so that a requester
-// who hears that id (in a progress line) cannot send another request under
-// it while the first is in progress. Done releases it.
-func (w *replayWindow) Hold(key string) bool {
+// Done ends the request of keys, which Add took: from now on they are new
+// again once the window has passed. A run may outlast the window; its id
+// must not name another request (and its audit records) meanwhile.
+func (w *replayWindow) Done(keys ...string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.live[key] {
-		return false
+	for _, key := range keys {
+		delete(w.live, key)
 	}
-	w.live[key] = true
-	return true
-}
-
-// Done ends the request of key, which Add took: from now on its key is
-// new again once the window has passed. A run may outlast the window; its
-// id must not name another request (and its audit records) meanwhile.
-func (w *replayWindow) Done(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.live, key)
 }
 
 // rewriteLocked drops expired keys and writes the file anew (atomically).
@@ -144,12 +212,16 @@ func (w *replayWindow) Done(key string) {
 // worth of keys.
 func (w *replayWindow) rewriteLocked(now time.Time) error {
 	var b strings.Builder
-	for k, exp := range w.seen {
-		if !exp.After(now) {
+	written := map[*replayEntry]bool{}
+	for k, e := range w.seen {
+		if !e.exp.After(now) {
 			delete(w.seen, k)
 			continue
 		}
-		fmt.Fprintf(&b, "%d %s\n", exp.UnixNano(), strconv.Quote(k))
+		if !written[e] {
+			written[e] = true
+			b.WriteString(e.line())
+		}
 	}
 	for uid, exps := range w.byUID {
 		if len(exps) == 0 || !exps[len(exps)-1].After(now) {

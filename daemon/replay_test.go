@@ -1,24 +1,28 @@
 package daemon
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/wire"
 )
 
 func TestReplayWindow(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	w, err := openReplay(dir, time.Minute, DefaultMaxIDsPerUID, t0)
+	w, err := openReplay(dir, time.Minute, DefaultMaxRequestsPerUID, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	add := func(key string, at time.Time) bool {
 		t.Helper()
-		fresh, err := w.Add(key, 0, at)
+		fresh, err := w.Add([]string{key}, 0, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +38,7 @@ func TestReplayWindow(t *testing.T) {
 		t.Fatal("a key must be accepted again after the window")
 	}
 	// A key whose request is still in progress is refused, however old.
-	if fresh, err := w.Add("id:long", 0, t0); !fresh || err != nil {
+	if fresh, err := w.Add([]string{"id:long"}, 0, t0); !fresh || err != nil {
 		t.Fatalf("id:long: %v, %v", fresh, err)
 	}
 	if add("id:long", t0.Add(61*time.Second)) {
@@ -48,7 +52,7 @@ func TestReplayWindow(t *testing.T) {
 	odd := "id:a b\nc"
 	add(odd, t0.Add(61*time.Second))
 	w.Close()
-	w, err = openReplay(dir, time.Minute, DefaultMaxIDsPerUID, t0.Add(62*time.Second))
+	w, err = openReplay(dir, time.Minute, DefaultMaxRequestsPerUID, t0.Add(62*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +73,106 @@ func TestReplayWindow(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "\n"); n > 2*60+2 {
 		t.Errorf("replay file holds %d lines", n)
+	}
+	w.Close()
+}
+
+// TestReplayWindowRequestKeys: an id-less request's keys (its line's
+// SHA-256 and its made-up id) are one request: refused if either is taken,
+// held and remembered together, and counted once against its uid's cap.
+func TestReplayWindowRequestKeys(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w, err := openReplay(t.TempDir(), time.Minute, 2, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	add := func(uid int, keys ...string) bool {
+		t.Helper()
+		fresh, err := w.Add(keys, uid, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fresh
+	}
+	if !add(1000, "sha256:a", "id:made") {
+		t.Fatal("a fresh request was refused")
+	}
+	if add(1000, "id:made") || add(1000, "sha256:b", "id:made") || add(1000, "sha256:a", "id:other") {
+		t.Fatal("a request taking a key of the first was accepted")
+	}
+	w.Done("sha256:a", "id:made")
+	if add(1000, "id:made") {
+		t.Fatal("a made-up id was forgotten when its request ended")
+	}
+	// Refused requests used up nothing: uid 1000 has one more.
+	if !add(1000, "sha256:c", "id:made2") {
+		t.Fatal("the second request of uid 1000 was refused")
+	}
+	if fresh, err := w.Add([]string{"id:third"}, 1000, t0); fresh || wire.CodeOf(err) != wire.CodeRateLimit {
+		t.Fatalf("the third request of uid 1000: %v, %v; want rate_limit", fresh, err)
+	}
+	if !add(1000+1, "id:third") {
+		t.Fatal("the key of a request refused for its uid's cap was taken")
+	}
+}
+
+// TestReplayFileUIDs: the file names the uid of each request, so that a
+// reopened window counts a uid's requests as the old one did; lines of the
+// older form, without a uid, are still refused but count for no one.
+func TestReplayFileUIDs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	exp := t0.Add(time.Minute).UnixNano()
+	// A file of the older form, one key a line, and a torn last line.
+	old := fmt.Sprintf("%d \"id:old a\"\n%d \"id:torn\"", exp, exp)
+	if err := os.WriteFile(filepath.Join(dir, replayFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openReplay(dir, time.Minute, 2, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(uid int, keys ...string) error {
+		t.Helper()
+		fresh, err := w.Add(keys, uid, t0.Add(time.Second))
+		if err == nil && !fresh {
+			return errors.New("duplicate")
+		}
+		if fresh {
+			w.Done(keys...)
+		}
+		return err
+	}
+	if err := add(1000, "id:old a"); err == nil {
+		t.Fatal("a key of the older file form was forgotten")
+	}
+	if err := add(1001, "id:torn"); err != nil {
+		t.Fatalf("a torn line's key: %v", err)
+	}
+	for _, keys := range [][]string{{"sha256:x", "id:x"}, {"id:y \"q\""}} {
+		if err := add(1000, keys...); err != nil {
+			t.Fatalf("%q of uid 1000: %v", keys, err)
+		}
+	}
+	if err := add(0, "id:root"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // reopened, and reopened from the rewritten file
+		w.Close()
+		if w, err = openReplay(dir, time.Minute, 2, t0.Add(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := add(1000, "id:z"); wire.CodeOf(err) != wire.CodeRateLimit {
+			t.Fatalf("uid 1000 past its cap after a reopen: %v, want rate_limit", err)
+		}
+		for _, k := range []string{"id:old a", "sha256:x", "id:x", "id:y \"q\"", "id:root"} {
+			if err := add(1001, k); err == nil {
+				t.Fatalf("%q was forgotten", k)
+			}
+		}
 	}
 	w.Close()
 }

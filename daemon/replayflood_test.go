@@ -50,3 +50,43 @@ func TestReplayWindowPerUID(t *testing.T) {
 		t.Errorf("the replay file holds %d long ids, want %d: %d bytes", n, max+2, len(b))
 	}
 }
+
+// TestReplayCapSurvivesRestart: the replay file named no uid, so a
+// restarted daemon (socket activation with --idle-exit restarts it often)
+// loaded the ids of a requester that had used up its
+// --max-requests-per-uid but counted none of them against it: a fresh
+// budget each restart, while its earlier ids still filled the window. Each
+// line names its uid, and the counts are rebuilt at start.
+func TestReplayCapSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	const max, nobody = 3, 65534
+	u := addAccount(t, "frop")
+	dir := shortDir(t)
+	o := opts{Dir: dir, Args: []string{"--max-requests-per-uid", fmt.Sprint(max)}}
+	d := startDaemon(t, o)
+	openToAll(t, d)
+	ping := func(sock string, uid uint32) response {
+		return sendAs(t, sock, uid, uid, []uint32{}, request(map[string]any{"action": "ping", "pipeline": nil}))
+	}
+	full := wire.ReplayFullError(int(u.uid), max, 2*time.Minute).Error()
+	for i := range max {
+		if r := ping(d.Sock, u.uid); r.Status != wire.StatusOK {
+			t.Fatalf("ping %d of %s: %s", i, u.name, r.raw)
+		}
+	}
+	if r := ping(d.Sock, u.uid); r.Code != wire.CodeRateLimit || r.Message != full {
+		t.Fatalf("ping %d of %s: got %s, want error %q", max, u.name, strings.TrimSpace(r.raw), full)
+	}
+	d.Stop()
+
+	d2 := startDaemon(t, o)
+	openToAll(t, d2)
+	if r := ping(d2.Sock, u.uid); r.Code != wire.CodeRateLimit || r.Message != full {
+		t.Fatalf("after a restart, a ping of %s: got %s, want error %q", u.name, strings.TrimSpace(r.raw), full)
+	}
+	for _, uid := range []uint32{0, nobody} {
+		if r := ping(d2.Sock, uid); r.Status != wire.StatusOK {
+			t.Errorf("after a restart, uid %d is not served: %s", uid, r.raw)
+		}
+	}
+}

@@ -84,7 +84,14 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if err := s.cfg.EnvAllow.Check(req.Env); err != nil {
 		return reject(err)
 	}
-	fresh, err := s.replay.Add(req.ReplayKey(), peer.UID, now)
+	keys := []string{req.ReplayKey()}
+	if !req.IDGiven {
+		// Its id is in progress lines and answers: no other request may
+		// take it within the window, nor while this one runs (see
+		// TestMadeUpIDTaken, TestMadeUpIDRemembered).
+		keys = append(keys, "id:"+req.ID)
+	}
+	fresh, err := s.replay.Add(keys, peer.UID, now)
 	if wire.CodeOf(err) == wire.CodeRateLimit {
 		return reject(err)
 	}
@@ -95,14 +102,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	if !fresh {
 		return reject(wire.DuplicateError(req.ID))
 	}
-	defer s.replay.Done(req.ReplayKey())
-	if !req.IDGiven {
-		// Its id is in progress lines and answers: no other request
-		// may take it while this one runs (see TestMadeUpIDTaken).
-		if idKey := "id:" + req.ID; s.replay.Hold(idKey) {
-			defer s.replay.Done(idKey)
-		}
-	}
+	defer s.replay.Done(keys...)
 	if req.Action == wire.ActionPing {
 		// A ping runs nothing and asks no one: its record shares the
 		// per-uid budget of refused requests, so pings cannot flood the log.

@@ -50,10 +50,10 @@ const (
 	DefaultStallTimeout = 10 * time.Second
 	DefaultMaxPending   = 4
 	DefaultPromptRate   = 20
-	// DefaultMaxIDsPerUID bounds the requests of one uid other than
+	// DefaultMaxRequestsPerUID bounds the requests of one uid other than
 	// root in the replay window.
-	DefaultMaxIDsPerUID = 20000
-	DefaultRuntimeDir   = "/run/rootgate"
+	DefaultMaxRequestsPerUID = 20000
+	DefaultRuntimeDir        = "/run/rootgate"
 )
 
 // Config is a Server's settings. Zero fields take the defaults above.
@@ -112,10 +112,10 @@ type Config struct {
 	// MaxConnsPerUID caps the connections of one uid other than root in
 	// flight; 0 means a quarter of MaxConns (at least 1).
 	MaxConnsPerUID int
-	// MaxIDsPerUID caps the requests of one uid other than root within
+	// MaxRequestsPerUID caps the requests of one uid other than root within
 	// the replay window, whose ids it remembers; past it, such a request
-	// is refused. 0 means DefaultMaxIDsPerUID.
-	MaxIDsPerUID int
+	// is refused. 0 means DefaultMaxRequestsPerUID.
+	MaxRequestsPerUID int
 	// FirstByte is how long a connection may stay silent before it is
 	// answered with an error and closed; 0 means DefaultFirstByte.
 	FirstByte time.Duration
@@ -210,8 +210,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerUID <= 0 {
 		cfg.MaxConnsPerUID = max(1, cfg.MaxConns/4)
 	}
-	if cfg.MaxIDsPerUID <= 0 {
-		cfg.MaxIDsPerUID = DefaultMaxIDsPerUID
+	if cfg.MaxRequestsPerUID <= 0 {
+		cfg.MaxRequestsPerUID = DefaultMaxRequestsPerUID
 	}
 	if cfg.FirstByte <= 0 {
 		cfg.FirstByte = DefaultFirstByte
@@ -240,7 +240,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	rw, err := openReplay(cfg.RuntimeDir, 2*cfg.MaxSkew, cfg.MaxIDsPerUID, cfg.Now())
+	rw, err := openReplay(cfg.RuntimeDir, 2*cfg.MaxSkew, cfg.MaxRequestsPerUID, cfg.Now())
 	if err != nil {
 		return nil, err
 	}

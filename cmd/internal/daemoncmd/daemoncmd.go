@@ -82,42 +82,42 @@ func configErr(err error) error { return configError{err} }
 
 // options are the daemon's flags.
 type options struct {
-	socket        string
-	approverSock  string
-	approvers     []string
-	runtimeDir    string
-	policy        string
-	tty           bool
-	unsafeSelf    bool
-	promptTimeout time.Duration
-	approverPing  time.Duration
-	approverQuiet time.Duration
-	groupWithin   time.Duration
-	execTimeout   time.Duration
-	killGrace     time.Duration
-	maxSkew       time.Duration
-	maxRuns       int
-	maxConns      int
-	maxPending    int
-	maxConnsUID   int
-	maxReplayUID  int
-	firstByte     time.Duration
-	readTimeout   time.Duration
-	stallTimeout  time.Duration
-	promptRate    int
-	idleExit      time.Duration
-	audit         string
-	auditMaxSize  byteSize
-	auditKeep     int
-	auditMinFree  byteSize
-	rejectRate    int
-	cgroup        string
-	cgroupShared  bool
-	runMemoryMax  byteSize
-	runTasksMax   int
-	version       bool
-	man           bool
-	completion    string
+	socket            string
+	approverSock      string
+	approvers         []string
+	runtimeDir        string
+	policy            string
+	tty               bool
+	unsafeSelf        bool
+	promptTimeout     time.Duration
+	approverPing      time.Duration
+	approverQuiet     time.Duration
+	groupWithin       time.Duration
+	execTimeout       time.Duration
+	killGrace         time.Duration
+	maxSkew           time.Duration
+	maxRuns           int
+	maxConns          int
+	maxPending        int
+	maxConnsUID       int
+	maxRequestsPerUID int
+	firstByte         time.Duration
+	readTimeout       time.Duration
+	stallTimeout      time.Duration
+	promptRate        int
+	idleExit          time.Duration
+	audit             string
+	auditMaxSize      byteSize
+	auditKeep         int
+	auditMinFree      byteSize
+	rejectRate        int
+	cgroup            string
+	cgroupShared      bool
+	runMemoryMax      byteSize
+	runTasksMax       int
+	version           bool
+	man               bool
+	completion        string
 
 	socketsGiven bool // --socket or --approver-socket was on the command line
 }
@@ -183,7 +183,7 @@ var flags = []clidoc.Flag{
 	{Name: "first-byte-timeout", Default: daemon.DefaultFirstByte, Usage: "how long a connection may send nothing before it is answered with an error and closed"},
 	{Name: "read-timeout", Default: daemon.DefaultReadTimeout, Usage: "how long a connection has, from connecting, to send its whole request line before it is answered with an error and closed"},
 	{Name: "stall-timeout", Default: daemon.DefaultStallTimeout, Usage: "how long a client may leave its answer unread before its connection is dropped"},
-	{Name: "max-requests-per-uid", Default: daemon.DefaultMaxIDsPerUID, Usage: "requests of one uid (root excepted) within the replay window (2 × --max-skew), each of whose ids it remembers; more are refused"},
+	{Name: "max-requests-per-uid", Default: daemon.DefaultMaxRequestsPerUID, Usage: "requests of one uid (root excepted) within the replay window (2 × --max-skew), each of whose ids it remembers; more are refused"},
 	{Name: "max-pending", Default: daemon.DefaultMaxPending, Usage: "requests of one uid waiting for a person's decision at once; more are refused"},
 	{Name: "prompt-rate", Default: daemon.DefaultPromptRate, Usage: "requests of one uid put to a person per minute; more are refused"},
 	{Name: "idle-exit", Default: 10 * time.Minute, Usage: "when socket-activated, exit this long after the last connection ended, with no connection, no attached approver and no run meanwhile, and not before the replay window (2 × --max-skew) of the last request is over; 0 never exits. A daemon started by hand never exits when idle, as nothing would bring it back"},
@@ -207,43 +207,43 @@ const defaultPolicy = policy.DefaultFile
 // parseOptions reads the flags parsed into v.
 func parseOptions(v clidoc.Values) options {
 	return options{
-		socket:        v.String("socket"),
-		approverSock:  v.String("approver-socket"),
-		approvers:     v.List("approver"),
-		runtimeDir:    v.String("runtime-dir"),
-		policy:        v.String("policy"),
-		tty:           v.Bool("tty"),
-		unsafeSelf:    v.Bool("unsafe-self-approval"),
-		promptTimeout: v.Duration("prompt-timeout"),
-		approverPing:  v.Duration("approver-ping"),
-		approverQuiet: v.Duration("approver-silence"),
-		groupWithin:   v.Duration("group-within"),
-		execTimeout:   v.Duration("exec-timeout"),
-		killGrace:     v.Duration("kill-grace"),
-		maxSkew:       v.Duration("max-skew"),
-		maxRuns:       v.Int("max-runs"),
-		maxConns:      v.Int("max-conns"),
-		maxConnsUID:   v.Int("max-conns-per-uid"),
-		maxReplayUID:  v.Int("max-requests-per-uid"),
-		firstByte:     v.Duration("first-byte-timeout"),
-		readTimeout:   v.Duration("read-timeout"),
-		stallTimeout:  v.Duration("stall-timeout"),
-		maxPending:    v.Int("max-pending"),
-		promptRate:    v.Int("prompt-rate"),
-		idleExit:      v.Duration("idle-exit"),
-		audit:         v.String("audit"),
-		auditMaxSize:  *v.Value("audit-max-size").(*byteSize),
-		auditKeep:     v.Int("audit-keep"),
-		auditMinFree:  *v.Value("audit-min-free").(*byteSize),
-		rejectRate:    v.Int("audit-reject-rate"),
-		cgroup:        v.String("cgroup"),
-		cgroupShared:  v.Bool("cgroup-shared"),
-		runMemoryMax:  *v.Value("run-memory-max").(*byteSize),
-		runTasksMax:   v.Int("run-tasks-max"),
-		version:       v.Bool("version"),
-		man:           v.Bool("man"),
-		completion:    v.String("completion"),
-		socketsGiven:  v.Given("socket") || v.Given("approver-socket"),
+		socket:            v.String("socket"),
+		approverSock:      v.String("approver-socket"),
+		approvers:         v.List("approver"),
+		runtimeDir:        v.String("runtime-dir"),
+		policy:            v.String("policy"),
+		tty:               v.Bool("tty"),
+		unsafeSelf:        v.Bool("unsafe-self-approval"),
+		promptTimeout:     v.Duration("prompt-timeout"),
+		approverPing:      v.Duration("approver-ping"),
+		approverQuiet:     v.Duration("approver-silence"),
+		groupWithin:       v.Duration("group-within"),
+		execTimeout:       v.Duration("exec-timeout"),
+		killGrace:         v.Duration("kill-grace"),
+		maxSkew:           v.Duration("max-skew"),
+		maxRuns:           v.Int("max-runs"),
+		maxConns:          v.Int("max-conns"),
+		maxConnsUID:       v.Int("max-conns-per-uid"),
+		maxRequestsPerUID: v.Int("max-requests-per-uid"),
+		firstByte:         v.Duration("first-byte-timeout"),
+		readTimeout:       v.Duration("read-timeout"),
+		stallTimeout:      v.Duration("stall-timeout"),
+		maxPending:        v.Int("max-pending"),
+		promptRate:        v.Int("prompt-rate"),
+		idleExit:          v.Duration("idle-exit"),
+		audit:             v.String("audit"),
+		auditMaxSize:      *v.Value("audit-max-size").(*byteSize),
+		auditKeep:         v.Int("audit-keep"),
+		auditMinFree:      *v.Value("audit-min-free").(*byteSize),
+		rejectRate:        v.Int("audit-reject-rate"),
+		cgroup:            v.String("cgroup"),
+		cgroupShared:      v.Bool("cgroup-shared"),
+		runMemoryMax:      *v.Value("run-memory-max").(*byteSize),
+		runTasksMax:       v.Int("run-tasks-max"),
+		version:           v.Bool("version"),
+		man:               v.Bool("man"),
+		completion:        v.String("completion"),
+		socketsGiven:      v.Given("socket") || v.Given("approver-socket"),
 	}
 }
 
@@ -319,7 +319,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 		out.Errorf(errw, "--idle-exit must not be negative")
 		return exitUsage
 	}
-	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 || o.maxReplayUID < 1 {
+	if o.maxRuns < 1 || o.maxConns < 1 || o.maxPending < 1 || o.promptRate < 1 || o.maxRequestsPerUID < 1 {
 		out.Errorf(errw, "--max-runs, --max-conns, --max-requests-per-uid, --max-pending and --prompt-rate must be at least 1")
 		return exitUsage
 	}
@@ -480,34 +480,34 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	defer alog.Close()
 
 	srv, err := daemon.New(daemon.Config{
-		Version:        version.String(),
-		RuntimeDir:     o.runtimeDir,
-		Policy:         pol,
-		LoadPolicy:     loadPolicy,
-		PolicyFile:     o.policy,
-		Approver:       broker,
-		Broker:         broker,
-		Admission:      admit,
-		ApproverPing:   o.approverPing,
-		ApproverSilent: o.approverQuiet,
-		Audit:          alog,
-		ExecTimeout:    o.execTimeout,
-		KillGrace:      o.killGrace,
-		PromptTimeout:  o.promptTimeout,
-		MaxSkew:        o.maxSkew,
-		MaxRuns:        o.maxRuns,
-		MaxConns:       o.maxConns,
-		MaxConnsPerUID: o.maxConnsUID,
-		MaxIDsPerUID:   o.maxReplayUID,
-		FirstByte:      o.firstByte,
-		ReadTimeout:    o.readTimeout,
-		StallTimeout:   o.stallTimeout,
-		MaxPending:     o.maxPending,
-		PromptRate:     o.promptRate,
-		RejectRate:     o.rejectRate,
-		AuditMinFree:   int64(o.auditMinFree),
-		Cgroups:        cgroups,
-		Log:            log,
+		Version:           version.String(),
+		RuntimeDir:        o.runtimeDir,
+		Policy:            pol,
+		LoadPolicy:        loadPolicy,
+		PolicyFile:        o.policy,
+		Approver:          broker,
+		Broker:            broker,
+		Admission:         admit,
+		ApproverPing:      o.approverPing,
+		ApproverSilent:    o.approverQuiet,
+		Audit:             alog,
+		ExecTimeout:       o.execTimeout,
+		KillGrace:         o.killGrace,
+		PromptTimeout:     o.promptTimeout,
+		MaxSkew:           o.maxSkew,
+		MaxRuns:           o.maxRuns,
+		MaxConns:          o.maxConns,
+		MaxConnsPerUID:    o.maxConnsUID,
+		MaxRequestsPerUID: o.maxRequestsPerUID,
+		FirstByte:         o.firstByte,
+		ReadTimeout:       o.readTimeout,
+		StallTimeout:      o.stallTimeout,
+		MaxPending:        o.maxPending,
+		PromptRate:        o.promptRate,
+		RejectRate:        o.rejectRate,
+		AuditMinFree:      int64(o.auditMinFree),
+		Cgroups:           cgroups,
+		Log:               log,
 	})
 	if err != nil {
 		return configErr(err) // the runtime directory
