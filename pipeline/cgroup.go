@@ -193,20 +193,23 @@ func (c *Cgroup) killAll() error {
 	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", &fs.PathError{Op: "write", Path: filepath.Join(c.Path, "cgroup.kill"), Err: err})
 	}
-	killListed(c.Path)
+	killListed(c.fd(), c.Path)
 	return nil
 }
 
 // killListed sends SIGKILL to every process listed in the cgroup.procs of
-// the cgroup at dir and of those below it whose first thread has exited
-// (those cgroup.kill missed), through a pidfd opened before the list is
-// read again: only a process still listed then is signalled, so a pid
-// reused meanwhile by a process outside is never hit. At most 256
-// pidfds are open at once.
-func killListed(dir string) {
+// the cgroup whose directory dirfd holds (at path, for nothing but
+// names) and of those below it whose first thread has exited (those
+// cgroup.kill missed), through a pidfd opened before the list is read
+// again: only a process still listed then is signalled, so a pid reused
+// meanwhile by a process outside is never hit. At most 256 pidfds are
+// open at once. Every file is opened relative to the held directory, the
+// cgroups below it each through its own descriptor: no path is walked
+// again, so what is mounted over the path meanwhile (cgroup v2 refuses a
+// rename) cannot make it read another cgroup's list.
+func killListed(dirfd int, path string) {
 	list := func() []string {
-		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-		return strings.Fields(string(b))
+		return strings.Fields(string(readAt(dirfd, "cgroup.procs")))
 	}
 	var left []int
 	for _, pid := range list() {
@@ -233,11 +236,47 @@ func killListed(dir string) {
 			unix.Close(fd)
 		}
 	}
-	entries, _ := os.ReadDir(dir)
+	// A fresh descriptor of the directory to list it: reading entries
+	// moves the offset of the descriptor they are read through.
+	lfd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	ld := os.NewFile(uintptr(lfd), path) // blocking: never in the poller
+	entries, _ := ld.ReadDir(-1)
+	ld.Close()
 	for _, e := range entries {
-		if e.IsDir() {
-			killListed(filepath.Join(dir, e.Name()))
+		if !e.IsDir() {
+			continue
 		}
+		sub, err := unix.Openat(dirfd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		killListed(sub, filepath.Join(path, e.Name()))
+		unix.Close(sub)
+	}
+}
+
+// readAt reads the whole of the file name in the directory dirfd holds;
+// nil if it cannot.
+func readAt(dirfd int, name string) []byte {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	var b []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return b
+		}
+		b = append(b, buf[:n]...)
 	}
 }
 

@@ -2,11 +2,15 @@ package pipeline
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // testRunCgroup is a run's cgroup, without limits, in a test parent;
@@ -161,4 +165,100 @@ func TestLimitsString(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", lim, got, want)
 		}
 	}
+}
+
+// TestCgroupKillReadsHeldDirectory: a process whose first thread has
+// exited, in a cgroup below the run's, is killed by Kill even when
+// something else is mounted over the run's cgroup path meanwhile: the
+// cgroup.procs lists are read through the held directory, not the path
+// (which would name the tmpfs's files, list nothing, and leave the
+// process to outlive the run, as cgroup.kill signals it through its
+// exited first thread).
+func TestCgroupKillReadsHeldDirectory(t *testing.T) {
+	t.Parallel()
+	cg := testRunCgroup(t)
+	sub := filepath.Join(cg.Path, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	subfd, err := unix.Open(sub, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(subfd)
+	// The grandchild starts a thread and ends its first one; the script
+	// prints its pid once that thread shows as exited.
+	script := `use POSIX; use threads;
+pipe(my $r, my $w) or die;
+if (fork == 0) { POSIX::setsid(); if (fork == 0) { threads->create(sub { sleep 1 while 1 }); syswrite $w, "$$\n"; syscall(60, 0) } POSIX::_exit(0) }
+close $w; my $g = <$r>; chomp $g;
+for (;;) { open my $f, "<", "/proc/$g/stat" or die; my $s = <$f>; last if $s =~ /\) Z /; select(undef, undef, undef, 0.005) }
+print "$g\n"`
+	// Its output to a file: the process keeps the file open, so a pipe
+	// would never end.
+	outFile := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("perl", "-e", script)
+	cmd.Stdout = f
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: subfd}
+	err = cmd.Run()
+	f.Close()
+	if err != nil {
+		t.Fatalf("perl: %v", err)
+	}
+	out, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("perl printed %q", out)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+
+	if err := syscall.Mount("tmpfs", cg.Path, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatal(err)
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			mounted = false
+			if err := syscall.Unmount(cg.Path, 0); err != nil {
+				t.Errorf("unmount %s: %v", cg.Path, err)
+			}
+		}
+	}
+	t.Cleanup(unmount) // before the cgroup is removed
+	if err := os.WriteFile(filepath.Join(cg.Path, "cgroup.procs"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	kerr := cg.Kill()
+	unmount()
+	if n := liveThreads(pid); n > 0 {
+		t.Fatalf("the process %d with an exited first thread outlived Kill with %d threads (Kill: %v)", pid, n, kerr)
+	}
+	if kerr != nil {
+		t.Fatalf("Kill: %v", kerr)
+	}
+}
+
+// liveThreads counts the threads of process pid that have not exited.
+func liveThreads(pid int) (n int) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, _ := os.ReadDir(dir)
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndex(s, ")")+1:]); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+			n++
+		}
+	}
+	return n
 }

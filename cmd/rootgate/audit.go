@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
@@ -354,29 +355,49 @@ func terminalWidth(w io.Writer) int {
 // contMark starts each row after the first of a line wrapped by
 // wrapRows: indented deeper than any label, so that no row a requester's
 // text fills can look like a record's heading or one of its lines.
-const contMark = "              ↳ "
+// shortMark replaces it on a terminal too narrow for it and 8 cells more:
+// a row starting with an arrow is no heading or line of a record either.
+const (
+	contMark  = "              ↳ "
+	shortMark = "↳ "
+)
 
 // wrapRows cuts each line of s longer than width cells ([termsafe.Cells])
-// into rows, the rows after the first starting with contMark; width 0
-// leaves s as it is. A line the terminal wrapped itself would start a row
-// with whatever the requester padded its text to put there.
+// into rows, the rows after the first starting with contMark (shortMark
+// below 25 columns, no mark below 5, where a row has no room for a label
+// anyway); width 0 leaves s as it is. No row is wider than width, but for
+// a rune of 2 cells on a terminal of 1 column. A line the terminal
+// wrapped itself would start a row with whatever the requester padded
+// its text to put there.
 func wrapRows(s string, width int) string {
 	if width <= 0 {
 		return s
 	}
+	mark := contMark
+	switch {
+	case width < termsafe.Cells(shortMark)+2:
+		mark = ""
+	case width < termsafe.Cells(contMark)+8:
+		mark = shortMark
+	}
 	var b strings.Builder
 	for line := range strings.Lines(s) {
 		line = strings.TrimSuffix(line, "\n")
-		w := max(width, 8)
+		w := width
 		for {
 			head, tail := termsafe.Cut(line, w)
+			if head == "" {
+				// One rune of 2 cells on 1 column: shown as it is.
+				_, n := utf8.DecodeRuneInString(line)
+				head, tail = line[:n], line[n:]
+			}
 			b.WriteString(head)
 			b.WriteByte('\n')
 			if tail == "" {
 				break
 			}
-			b.WriteString(contMark)
-			line, w = tail, max(width-termsafe.Cells(contMark), 8)
+			b.WriteString(mark)
+			line, w = tail, width-termsafe.Cells(mark)
 		}
 	}
 	return b.String()

@@ -60,10 +60,16 @@ type Log struct {
 	lockedSize int64
 	// timer is CommitWithin's pending Commit, if one is (guarded by mu).
 	timer *time.Timer
-	// syncErr is why records of a file another process rotated away
-	// could not be synced before it was closed (guarded by mu); the next
-	// Commit returns it.
-	syncErr error
+	// lost is the last time records of a file another process rotated
+	// away could not be synced before it was closed (guarded by mu).
+	lost lostRecords
+}
+
+// lostRecords says that the records this Log wrote after the from-th, up
+// to the to-th, were in a file closed without a successful sync, and why.
+type lostRecords struct {
+	from, to uint64
+	err      error
 }
 
 // Open opens (creating it 0600, and its directory 0700, if need be) the
@@ -83,7 +89,7 @@ func Open(path string, opt Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.use(f)
+	_ = l.use(f) // no file before: nothing to sync
 	return l, nil
 }
 
@@ -104,22 +110,32 @@ func (l *Log) open() (*os.File, error) {
 }
 
 // use makes f the file appended to; what is known of the chain is read
-// from it again at the next append.
-func (l *Log) use(f *os.File) {
+// from it again at the next append. Records written for later go to disk
+// with the file they were in, which use syncs before closing it: if that
+// fails, they are lost, and use returns the error at once, for the caller
+// to fail its own append, as well as to each Commit under way that was
+// to cover them (a later sync of the new file does not).
+func (l *Log) use(f *os.File) error {
+	var err error
 	if l.f != nil {
-		// Records written for later go to disk with the file they are in;
-		// if they cannot, the next Commit says so (a later sync of the
-		// new file does not cover them).
 		if l.synced < l.written {
-			if err := l.f.Sync(); err != nil {
-				l.syncErr = fmt.Errorf("audit: sync %s before reopening it: %w", l.path, err)
-			} else {
-				l.synced = l.written
+			if serr := l.f.Sync(); serr != nil {
+				err = fmt.Errorf("audit: records lost with a file rotated away: %w", serr)
+				from := l.synced
+				if l.lost.err != nil {
+					// One range over both losses: no Commit still waiting
+					// for the first is told its records are safe.
+					from = min(from, l.lost.from)
+				}
+				l.lost = lostRecords{from: from, to: l.written, err: err}
 			}
+			// Nothing more can be done for them: the file is closed.
+			l.synced = l.written
 		}
 		l.f.Close()
 	}
 	l.f, l.size, l.seq, l.prev, l.n = f, -1, 0, "", 0
+	return err
 }
 
 // Append fills in r's Seq, Time, Prev and Hash, and writes r as one line,
@@ -130,7 +146,9 @@ func (l *Log) use(f *os.File) {
 // nothing of it stays in the file (a partial line is cut off again) and
 // the chain is as before; if it was written but the sync failed, it stays
 // in the file, not known to be on disk, and the error says so: the caller
-// must not act on it.
+// must not act on it. An append that finds the file rotated away by
+// another process, and cannot sync the records written there for later,
+// returns that error (see [Log.Commit]) without writing r.
 func (l *Log) Append(r *Record) error {
 	if err := l.append(r); err != nil {
 		return err
@@ -169,7 +187,10 @@ func (l *Log) CommitWithin(d time.Duration, failed func(error)) {
 // disk. Concurrent callers share syncs: a caller whose records a sync
 // already in progress will not cover waits for it and then syncs once for
 // everyone waiting behind it, so N requests ending at once cost about two
-// syncs, not N (a group commit).
+// syncs, not N (a group commit). When records it was to cover were in a
+// file another process rotated away that could not be synced before it
+// was closed, it returns that error, as the append that found the file
+// gone did.
 func (l *Log) Commit() error {
 	l.mu.Lock()
 	target := l.written
@@ -177,10 +198,13 @@ func (l *Log) Commit() error {
 	l.commit.Lock()
 	defer l.commit.Unlock()
 	l.mu.Lock()
-	if err := l.syncErr; err != nil {
-		l.syncErr = nil // said once, to the commit that was to cover them
+	if lost := l.lost; lost.err != nil && target > lost.from && target <= lost.to {
+		// Records this call was to cover were lost with a file closed
+		// under it (use). A call that covers records written since has
+		// those to sync: the loss was told to the append that closed
+		// the file.
 		l.mu.Unlock()
-		return err
+		return lost.err
 	}
 	if l.synced >= target || l.err != nil {
 		l.mu.Unlock()
@@ -189,11 +213,16 @@ func (l *Log) Commit() error {
 	f, upto := l.f, l.written
 	l.mu.Unlock()
 	// Outside l.mu: appends go on meanwhile. A file another process
-	// rotated away is closed meanwhile only after it was synced (use).
+	// rotated away is closed meanwhile only after use tried to sync it,
+	// and noted the records it lost if that failed.
 	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("audit: sync %s: %w", l.path, err)
 	}
 	l.mu.Lock()
+	if lost := l.lost; lost.err != nil && target > lost.from && target <= lost.to {
+		l.mu.Unlock()
+		return lost.err
+	}
 	l.synced = max(l.synced, upto)
 	l.mu.Unlock()
 	return nil
@@ -261,7 +290,9 @@ func (l *Log) lock() error {
 		if err != nil {
 			return err
 		}
-		l.use(f)
+		if err := l.use(f); err != nil {
+			return err
+		}
 	}
 	return fmt.Errorf("audit: %s keeps being rotated away", l.path)
 }
@@ -378,7 +409,9 @@ func (l *Log) rotate() error {
 		f.Close()
 		return fmt.Errorf("audit: lock %s: %w", l.path, err)
 	}
-	l.use(f)
+	if err := l.use(f); err != nil {
+		return err // not reached: the old file was synced above
+	}
 	// The new file is empty (or another writer's rotated record is
 	// already in it): sync writes or reads the rotated record.
 	if err := l.sync(); err != nil {
