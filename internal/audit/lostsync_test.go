@@ -48,6 +48,11 @@ func failingDisk(t *testing.T) (mnt string, fill, free func()) {
 	}
 	// mount(8) sets up the loop device, and frees it at the unmount.
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		if _, serr := os.Stat("/dev/loop-control"); serr != nil {
+			// A machine without loop devices (a container) cannot
+			// make fsync fail for real: not a pass, a skip that says so.
+			t.Skipf("no loop device on this machine (%v): mount: %v\n%s", serr, err, out)
+		}
 		t.Fatalf("mount: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
