@@ -1,30 +1,13 @@
 package daemon_test
 
 import (
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-)
 
-// liveThreads counts the threads of process pid that have not exited.
-func liveThreads(pid int) (n int) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	tasks, _ := os.ReadDir(dir)
-	for _, task := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		if f := strings.Fields(s[strings.LastIndex(s, ")")+1:]); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
-			n++
-		}
-	}
-	return n
-}
+	"github.com/rootgate/rootgate/internal/testutil"
+)
 
 // TestEscapeWithExitedFirstThread: a process of a run whose first thread
 // has exited (the exit system call, not exit_group) while another runs on
@@ -56,7 +39,7 @@ print "$g\n"`
 			if err != nil {
 				t.Fatalf("the run did not start its escapee: %s", r.raw)
 			}
-			if n := liveThreads(pid); n > 0 {
+			if n := testutil.LiveThreads(pid); n > 0 {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				t.Fatalf("the escapee %d outlived its run with %d threads", pid, n)
 			}

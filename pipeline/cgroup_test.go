@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -238,27 +239,10 @@ print "$g\n"`
 
 	kerr := cg.Kill()
 	unmount()
-	if n := liveThreads(pid); n > 0 {
+	if n := testutil.LiveThreads(pid); n > 0 {
 		t.Fatalf("the process %d with an exited first thread outlived Kill with %d threads (Kill: %v)", pid, n, kerr)
 	}
 	if kerr != nil {
 		t.Fatalf("Kill: %v", kerr)
 	}
-}
-
-// liveThreads counts the threads of process pid that have not exited.
-func liveThreads(pid int) (n int) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	tasks, _ := os.ReadDir(dir)
-	for _, task := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		if f := strings.Fields(s[strings.LastIndex(s, ")")+1:]); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
-			n++
-		}
-	}
-	return n
 }

@@ -7,6 +7,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -117,3 +120,22 @@ func ShortDir(t testing.TB) string {
 // NewShortDir is ShortDir for callers without a testing.TB (a testscript
 // setup): they remove the directory themselves.
 func NewShortDir() (string, error) { return os.MkdirTemp("/tmp", "rg") }
+
+// LiveThreads counts the threads of process pid that have not exited
+// (neither zombies nor dead): a process whose first thread exited alone
+// still runs on in the others.
+func LiveThreads(pid int) (n int) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, _ := os.ReadDir(dir)
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndex(s, ")")+1:]); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+			n++
+		}
+	}
+	return n
+}
