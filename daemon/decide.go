@@ -27,7 +27,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			return approval.Decision{}, err
 		}
 		p.rule = m.Rule
-		denied := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text)
+		denied := wire.DeniedByPolicyError(ruleSource(m.Rule), m.Rule.Text)
 		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
 	case policy.ActionAllow:
 		if req.ForwardAgent {

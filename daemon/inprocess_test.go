@@ -150,7 +150,7 @@ func TestInProcessDecisions(t *testing.T) {
 		stdout  string
 	}{
 		{name: "policy allow runs unasked", argv: []string{"echo", "allowed"}, status: wire.StatusOK, stdout: "allowed\n"},
-		{name: "policy deny refuses unasked", argv: []string{"echo", "denied"}, status: wire.StatusDenied, message: "denied by policy rule at 2: deny any echo denied"},
+		{name: "policy deny refuses unasked", argv: []string{"echo", "denied"}, status: wire.StatusDenied, message: "denied by policy rule at policy:2: deny any echo denied"},
 		{name: "ask, approver allows", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Allow, By: "fake"}, asked: true, status: wire.StatusOK, stdout: "asked\n"},
 		{name: "ask, approver denies", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Deny, Message: "denied by operator fake", By: "fake"}, asked: true, status: wire.StatusDenied, message: "denied by operator fake"},
 		{name: "ask, nobody available", argv: []string{"echo", "asked"}, verdict: approval.Decision{Verdict: approval.Unavailable, Message: wire.ErrNoApprover.Error()}, asked: true, status: wire.StatusDenied, message: wire.ErrNoApprover.Error()},

@@ -56,7 +56,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 			t.Errorf("docs/protocol.md does not quote %q", e.Error())
 		}
 	}
-	if m := strings.Replace(DeniedByPolicyError(7, "TEXT").Error(), "7", "LINE", 1); !strings.Contains(doc, "`"+m+"`") {
+	if m := DeniedByPolicyError("FILE:LINE", "TEXT").Error(); !strings.Contains(doc, "`"+m+"`") {
 		t.Errorf("docs/protocol.md does not quote %q", m)
 	}
 	if !strings.Contains(doc, `"message":"`+RunTimeoutMessage(5*time.Minute)+`"`) {

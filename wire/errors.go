@@ -280,10 +280,10 @@ func PromptTimeoutError(d time.Duration) error {
 	return coded(CodePromptTimeout, "no approval decision within "+within)
 }
 
-// DeniedByPolicyError: the policy rule at line, whose text is text,
+// DeniedByPolicyError: the policy rule at source (FILE:LINE), whose text is text,
 // denies the request.
-func DeniedByPolicyError(line int, text string) error {
-	return coded(CodeDeniedByPolicy, fmt.Sprintf("denied by policy rule at %d: %s", line, text))
+func DeniedByPolicyError(source, text string) error {
+	return coded(CodeDeniedByPolicy, fmt.Sprintf("denied by policy rule at %s: %s", source, text))
 }
 
 // DeniedByOperatorError: operator, asked on where (a terminal's name,

@@ -545,8 +545,8 @@ func TestDenyRuleText(t *testing.T) {
 	if m.Action != ActionDeny {
 		t.Fatalf("Evaluate = %+v, want deny", m)
 	}
-	want := "denied by policy rule at 3: deny   any   rm -rf /"
-	if got := wire.DeniedByPolicyError(m.Rule.Line, m.Rule.Text).Error(); got != want {
+	want := "denied by policy rule at policy:3: deny   any   rm -rf /"
+	if got := wire.DeniedByPolicyError(fmt.Sprintf("policy:%d", m.Rule.Line), m.Rule.Text).Error(); got != want {
 		t.Errorf("denial = %q, want %q", got, want)
 	}
 }

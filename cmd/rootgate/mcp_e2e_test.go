@@ -340,9 +340,9 @@ stderr: empty
 		res, text, r := c.execute(t, map[string]any{"argv": []string{"rm", "-rf", "/nonexistent"}, "reason": "e2e: denied"})
 		next := "The operator's policy forbids this. Do not try to reach the same effect another way (through sh -c, another program, a script, or by splitting it into steps): that is what the rule forbids. Tell the user what you wanted to do and why, and ask them how to proceed."
 		checkResult(t, res, text, r, mcpserver.Result{
-			Status: "denied", Host: "local", Message: "denied by policy rule at 1: deny  any  rm ...", Next: next, DecidedBy: e.rule(1),
+			Status: "denied", Host: "local", Message: "denied by policy rule at " + e.dir + "/policy:1: deny  any  rm ...", Next: next, DecidedBy: e.rule(1),
 			Pipeline: [][]string{{"rm", "-rf", "/nonexistent"}},
-		}, "status: denied: denied by policy rule at 1: deny  any  rm ...\nhost: local, request id: ID\nnext: "+next+"\n", true)
+		}, "status: denied: denied by policy rule at "+e.dir+"/policy:1: deny  any  rm ...\nhost: local, request id: ID\nnext: "+next+"\n", true)
 	})
 
 	t.Run("time limit", func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"os/user"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -596,11 +595,8 @@ func sudoPolicyAllows(ctx context.Context, e *env, socket string, req *wire.Outg
 // names none.
 func checkDenial(resp *wire.Response) string {
 	if d := resp.DecidedBy; d != nil && d.By == wire.DecidedByPolicy {
-		// Source is FILE:LINE; the file's name may hold a colon.
-		if i := strings.LastIndexByte(d.Source, ':'); i >= 0 {
-			if line, err := strconv.Atoi(d.Source[i+1:]); err == nil {
-				return wire.DeniedByPolicyError(line, d.Rule).Error()
-			}
+		if d.Source != "" {
+			return wire.DeniedByPolicyError(d.Source, d.Rule).Error()
 		}
 	}
 	return "sudo -n: " + resp.Message

@@ -474,7 +474,7 @@ func TestSudoNonInteractiveDeniedAtOnce(t *testing.T) {
 	cmd.Stderr = &daemonSaid
 	var exit *exec.ExitError
 	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != exitDenied ||
-		daemonSaid.String() != "rootgate: denied: denied by policy rule at 1: deny any rm ...\n" {
+		daemonSaid.String() != "rootgate: denied: denied by policy rule at "+d.Dir+"/policy:1: deny any rm ...\n" {
 		t.Fatalf("sudo rm: %v, stderr %q", err, &daemonSaid)
 	}
 

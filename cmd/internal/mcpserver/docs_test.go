@@ -44,7 +44,7 @@ func docExamples(t *testing.T) map[string]string {
 		Stages: []wire.StageResult{{}}, Stdout: []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10")})
 	denied := result([][]string{{"rm", "-rf", "/var/lib/app"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeDeniedByOperator, Message: "denied by operator root on pts/3",
 		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPerson, Approver: "root (uid 0) on pts/3", Via: "remote", Note: "not the data dir: clean /var/cache/app instead"}})
-	policyDenied := result([][]string{{"rm", "-rf", "/"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeDeniedByPolicy, Message: "denied by policy rule at 1: deny any rm -rf /",
+	policyDenied := result([][]string{{"rm", "-rf", "/"}}, &wire.Response{Status: wire.StatusDenied, Code: wire.CodeDeniedByPolicy, Message: "denied by policy rule at /etc/rootgate/policy:1: deny any rm -rf /",
 		DecidedBy: &wire.DecidedBy{By: wire.DecidedByPolicy, Rule: "deny any rm -rf /", Source: "/etc/rootgate/policy:1"}})
 	earlier := result([][]string{{"journalctl", "-u", "nginx"}, {"tail", "-n", "1"}}, &wire.Response{Status: wire.StatusOK,
 		Stages:    []wire.StageResult{{ExitCode: 1, Stderr: []byte("Failed to open journal: Permission denied\n")}, {}},
