@@ -189,12 +189,7 @@ func TestCgroupKillReadsHeldDirectory(t *testing.T) {
 	defer unix.Close(subfd)
 	// The grandchild starts a thread and ends its first one; the script
 	// prints its pid once that thread shows as exited.
-	script := `use POSIX; use threads;
-pipe(my $r, my $w) or die;
-if (fork == 0) { POSIX::setsid(); if (fork == 0) { threads->create(sub { sleep 1 while 1 }); syswrite $w, "$$\n"; syscall(60, 0) } POSIX::_exit(0) }
-close $w; my $g = <$r>; chomp $g;
-for (;;) { open my $f, "<", "/proc/$g/stat" or die; my $s = <$f>; last if $s =~ /\) Z /; select(undef, undef, undef, 0.005) }
-print "$g\n"`
+	script := testutil.ExitedFirstThreadPerl
 	// Its output to a file: the process keeps the file open, so a pipe
 	// would never end.
 	outFile := filepath.Join(t.TempDir(), "out")

@@ -139,3 +139,15 @@ func LiveThreads(pid int) (n int) {
 	}
 	return n
 }
+
+// ExitedFirstThreadPerl is a perl script that leaves behind a process,
+// in its own session, whose first thread has exited (the exit system
+// call, not exit_group) while another thread runs on, and prints that
+// process's pid once its first thread shows as a zombie: a process that
+// /proc lists as dead while it still runs.
+const ExitedFirstThreadPerl = `use POSIX; use threads;
+pipe(my $r, my $w) or die;
+if (fork == 0) { POSIX::setsid(); if (fork == 0) { threads->create(sub { sleep 1 while 1 }); syswrite $w, "$$\n"; syscall(60, 0) } POSIX::_exit(0) }
+close $w; my $g = <$r>; chomp $g;
+for (;;) { open my $f, "<", "/proc/$g/stat" or die; my $s = <$f>; last if $s =~ /\) Z /; select(undef, undef, undef, 0.005) }
+print "$g\n"`
