@@ -1,9 +1,6 @@
 package daemon_test
 
 import (
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/rootgate/rootgate/internal/testutil"
@@ -22,7 +19,7 @@ func TestEscapeWithExitedFirstThread(t *testing.T) {
 	t.Parallel()
 	const nobody = 65534
 	// The escapee starts a thread and ends its first one; the stage
-	// prints its pid once that thread shows as exited.
+	// prints its pid and start time once that thread shows as exited.
 	script := testutil.ExitedFirstThreadPerl
 	for _, path := range containments {
 		t.Run(path.name, func(t *testing.T) {
@@ -30,13 +27,13 @@ func TestEscapeWithExitedFirstThread(t *testing.T) {
 			d := startDaemon(t, opts{Args: path.args})
 			openToAll(t, d)
 			r := wantOK(t, sendAs(t, d.Sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": [][]string{{"perl", "-e", script}}, "privileged": false})))
-			pid, err := strconv.Atoi(strings.TrimSpace(string(r.Stdout)))
+			e, err := testutil.ParseEscapee(r.Stdout)
 			if err != nil {
-				t.Fatalf("the run did not start its escapee: %s", r.raw)
+				t.Fatalf("the run did not start its escapee: %v: %s", err, r.raw)
 			}
-			if n := testutil.LiveThreads(pid); n > 0 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatalf("the escapee %d outlived its run with %d threads", pid, n)
+			if n := e.LiveThreads(); n > 0 {
+				e.Kill()
+				t.Fatalf("the escapee %d outlived its run with %d threads", e.PID, n)
 			}
 		})
 	}

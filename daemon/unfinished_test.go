@@ -1,13 +1,11 @@
 package daemon_test
 
 import (
-	"fmt"
 	"net"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,27 +105,29 @@ func TestUnfinishedPidReused(t *testing.T) {
 }
 
 // reusePid starts argv in the background with pid pid, which no process
-// may hold: a shell sets the pid given out next
-// (/proc/sys/kernel/ns_last_pid) to the one before and forks at once,
-// again until no other fork on the machine came in between.
+// may hold, by clone3 with set_tid (from perl: Go cannot fork without
+// exec). Unlike writing /proc/sys/kernel/ns_last_pid, this leaves the
+// machine's next pid where it was: rewound, every later fork of every
+// test running meanwhile takes a pid freed since, and a test that then
+// reads or signals a process it knew by pid meets a stranger (one such
+// kill took down another test's daemon).
 func reusePid(t *testing.T, pid int, argv ...string) {
 	t.Helper()
-	script := `echo "$1" >/proc/sys/kernel/ns_last_pid || exit 1; shift; "$@" </dev/null >/dev/null 2>&1 & echo $!`
-	waitFor(t, fmt.Sprint("a process with pid ", pid), 20*time.Second, func() bool {
-		out, err := exec.Command("sh", append([]string{"-c", script, "sh", strconv.Itoa(pid - 1)}, argv...)...).Output()
-		if err != nil {
-			t.Fatalf("setting the next pid: %v", err)
-		}
-		got, err := strconv.Atoi(strings.TrimSpace(string(out)))
-		if err != nil {
-			t.Fatalf("the shell said %q", out)
-		}
-		if got == pid {
-			return true
-		}
-		syscall.Kill(got, syscall.SIGKILL)
-		return false
-	})
+	const script = `my ($pid, @argv) = @ARGV;
+my $tid = pack("q", $pid);
+# struct clone_args up to set_tid_size: exit_signal SIGCHLD, set_tid.
+my $args = pack("Q10", 0, 0, 0, 0, 17, 0, 0, 0, unpack("J", pack("p", $tid)), 1);
+my $got = syscall(435, $args, length $args);
+die "clone3: $!\n" if $got < 0;
+if ($got == 0) { open STDIN, "<", "/dev/null"; open STDOUT, ">", "/dev/null"; open STDERR, ">", "/dev/null"; exec { $argv[0] } @argv; require POSIX; POSIX::_exit(127) }
+print "$got\n"`
+	out, err := exec.Command("perl", append([]string{"-e", script, strconv.Itoa(pid)}, argv...)...).Output()
+	if err != nil {
+		t.Fatalf("a process with pid %d: %v (%s)", pid, err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(pid) {
+		t.Fatalf("a process with pid %d: perl said %q", pid, got)
+	}
 }
 
 // blockedRun sends d a request with this id to run sleep m, leaves its

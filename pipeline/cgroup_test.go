@@ -188,7 +188,7 @@ func TestCgroupKillReadsHeldDirectory(t *testing.T) {
 	}
 	defer unix.Close(subfd)
 	// The grandchild starts a thread and ends its first one; the script
-	// prints its pid once that thread shows as exited.
+	// prints its pid and start time once that thread shows as exited.
 	script := testutil.ExitedFirstThreadPerl
 	// Its output to a file: the process keeps the file open, so a pipe
 	// would never end.
@@ -209,11 +209,11 @@ func TestCgroupKillReadsHeldDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	e, err := testutil.ParseEscapee(out)
 	if err != nil {
-		t.Fatalf("perl printed %q", out)
+		t.Fatalf("perl: %v", err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	t.Cleanup(e.Kill)
 
 	if err := syscall.Mount("tmpfs", cg.Path, "tmpfs", 0, "size=64k"); err != nil {
 		t.Fatal(err)
@@ -234,8 +234,8 @@ func TestCgroupKillReadsHeldDirectory(t *testing.T) {
 
 	kerr := cg.Kill()
 	unmount()
-	if n := testutil.LiveThreads(pid); n > 0 {
-		t.Fatalf("the process %d with an exited first thread outlived Kill with %d threads (Kill: %v)", pid, n, kerr)
+	if n := e.LiveThreads(); n > 0 {
+		t.Fatalf("the process %d with an exited first thread outlived Kill with %d threads (Kill: %v)", e.PID, n, kerr)
 	}
 	if kerr != nil {
 		t.Fatalf("Kill: %v", kerr)

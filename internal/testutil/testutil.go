@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent use, for the output of
@@ -121,33 +123,88 @@ func ShortDir(t testing.TB) string {
 // setup): they remove the directory themselves.
 func NewShortDir() (string, error) { return os.MkdirTemp("/tmp", "rg") }
 
-// LiveThreads counts the threads of process pid that have not exited
-// (neither zombies nor dead): a process whose first thread exited alone
-// still runs on in the others.
-func LiveThreads(pid int) (n int) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
-	tasks, _ := os.ReadDir(dir)
+// Escapee is a process a test's run left behind, known by its pid and
+// its start time (in clock ticks since boot, /proc/PID/stat's field 22):
+// by the time the test looks, the pid may be another process's, or
+// another process's thread's, and signalling that one could end anything
+// else the machine runs (another test's daemon, say).
+type Escapee struct {
+	PID   int
+	Start uint64
+}
+
+// ParseEscapee reads "PID START", as ExitedFirstThreadPerl prints it.
+func ParseEscapee(out []byte) (Escapee, error) {
+	var e Escapee
+	if _, err := fmt.Sscanf(string(out), "%d %d\n", &e.PID, &e.Start); err != nil {
+		return e, fmt.Errorf("not a pid and start time: %q", out)
+	}
+	return e, nil
+}
+
+// same reports whether /proc/PID/stat at dir is still e's.
+func (e Escapee) same(dir string) bool {
+	f := statFields(filepath.Join(dir, "stat"))
+	// Field 22 is the 20th after the command's name.
+	return len(f) > 19 && f[19] == strconv.FormatUint(e.Start, 10)
+}
+
+// statFields is a /proc stat file's fields after the command's name,
+// which may hold anything; nil if it cannot be read.
+func statFields(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndex(s, ")")+1:])
+}
+
+// LiveThreads counts e's threads that have not exited (neither zombies nor
+// dead): a process whose first thread exited alone still runs on in the
+// others. Another process on e's pid has none of e's.
+func (e Escapee) LiveThreads() (n int) {
+	dir := filepath.Join("/proc", strconv.Itoa(e.PID))
+	if !e.same(dir) {
+		return 0
+	}
+	tasks, _ := os.ReadDir(filepath.Join(dir, "task"))
 	for _, task := range tasks {
-		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		if f := strings.Fields(s[strings.LastIndex(s, ")")+1:]); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
+		if f := statFields(filepath.Join(dir, "task", task.Name(), "stat")); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
 			n++
 		}
 	}
+	// Counted while the pid was e's: it still is if the start time
+	// still is.
+	if !e.same(dir) {
+		return 0
+	}
 	return n
+}
+
+// Kill sends e SIGKILL if the process on its pid is still e, through a
+// pidfd opened before the check, so that no other process is hit.
+func (e Escapee) Kill() {
+	fd, err := unix.PidfdOpen(e.PID, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if e.same(filepath.Join("/proc", strconv.Itoa(e.PID))) {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
 }
 
 // ExitedFirstThreadPerl is a perl script that leaves behind a process,
 // in its own session, whose first thread has exited (the exit system
 // call, not exit_group) while another thread runs on, and prints that
-// process's pid once its first thread shows as a zombie: a process that
-// /proc lists as dead while it still runs.
+// process's pid and start time (for ParseEscapee) once its first thread
+// shows as a zombie: a process that /proc lists as dead while it still
+// runs.
 const ExitedFirstThreadPerl = `use POSIX; use threads;
 pipe(my $r, my $w) or die;
 if (fork == 0) { POSIX::setsid(); if (fork == 0) { threads->create(sub { sleep 1 while 1 }); syswrite $w, "$$\n"; syscall(60, 0) } POSIX::_exit(0) }
 close $w; my $g = <$r>; chomp $g;
-for (;;) { open my $f, "<", "/proc/$g/stat" or die; my $s = <$f>; last if $s =~ /\) Z /; select(undef, undef, undef, 0.005) }
-print "$g\n"`
+my @f;
+for (;;) { open my $f, "<", "/proc/$g/stat" or die; my $s = <$f>; @f = split " ", substr($s, rindex($s, ")") + 1); last if $f[0] eq "Z"; select(undef, undef, undef, 0.005) }
+print "$g $f[19]\n"`

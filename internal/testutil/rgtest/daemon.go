@@ -189,6 +189,11 @@ func (d *Daemon) Terminate() bool {
 	d.T.Helper()
 	select {
 	case <-d.done:
+		// Killed by the test, or dead by itself: a failing test's
+		// errors (a connection reset, say) may be that death's.
+		if d.T.Failed() {
+			d.T.Logf("rootgated had ended (%v) before the test did\n%s", d.err, d.Stderr)
+		}
 		return false
 	default:
 	}
