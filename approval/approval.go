@@ -63,7 +63,7 @@ type Decision struct {
 	// by the verdict.
 	Code string
 	// By says who decided, for the audit trail (e.g. "tty /dev/pts/3",
-	// "policy line 4").
+	// "policy /etc/rootgate/policy:4").
 	By string
 	// Agent, on an Allow from an approver that offers its SSH agent, is
 	// that agent; a forward_agent run relays to it.

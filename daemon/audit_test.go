@@ -162,7 +162,7 @@ func TestAuditPolicyAndRejected(t *testing.T) {
 		t.Fatalf("%s", r.raw)
 	}
 	rs := waitTrail(t, d.Dir, "au-denied", "received decided")
-	if v := rs[1].Decision; v.Verdict != "deny" || v.PolicyLine != 1 || v.PolicyRule != "deny any rm ..." || v.By != "policy line 1" || v.ApproverUID != nil {
+	if v := rs[1].Decision; v.Verdict != "deny" || v.PolicyLine != 1 || v.PolicyRule != "deny any rm ..." || v.By != "policy "+filepath.Join(d.Dir, "policy")+":1" || v.ApproverUID != nil {
 		t.Errorf("decision %+v", v)
 	}
 
@@ -460,7 +460,7 @@ func TestAuditJournal(t *testing.T) {
 	wantOK(t, d.send(map[string]any{"id": "au-journal", "pipeline": [][]string{{"true"}}}))
 	want := map[string]map[string]string{
 		"received": {"REQUESTER_UID": "0"},
-		"decided":  {"DECISION": "allow", "DECIDED_BY": "policy line 1"},
+		"decided":  {"DECISION": "allow", "DECIDED_BY": "policy " + filepath.Join(dir, "policy") + ":1"},
 		"started":  {"DECISION": "allow", "RUN_AS_UID": "0", "EXECUTABLES": "/usr/bin/true"},
 		"finished": {"DECISION": "allow", "OUTCOME": "finished", "EXIT_CODES": "0"},
 	}

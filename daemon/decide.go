@@ -28,7 +28,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		}
 		p.rule = m.Rule
 		denied := wire.DeniedByPolicyError(ruleSource(m.Rule), m.Rule.Text)
-		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
+		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: "policy " + ruleSource(m.Rule)}, nil
 	case policy.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:
@@ -40,7 +40,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			return approval.Decision{}, err
 		}
 		p.rule, p.ruleLim = m.Rule, pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}
-		return approval.Decision{Verdict: approval.Allow, By: fmt.Sprintf("policy line %d", m.Rule.Line)}, nil
+		return approval.Decision{Verdict: approval.Allow, By: "policy " + ruleSource(m.Rule)}, nil
 	}
 	// A person's standing grant for exactly this request decides it
 	// without asking; the policy's deny rules were read first.

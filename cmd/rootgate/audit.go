@@ -293,7 +293,11 @@ func formatRecord(r *audit.Record) string {
 			line("group", "one answer for %d identical requests, on %s prompt", d.Group, shown)
 		}
 		if d.PolicyRule != "" {
-			line("rule", "line %d: %s", d.PolicyLine, q(d.PolicyRule))
+			where := fmt.Sprintf("line %d", d.PolicyLine)
+			if d.PolicyFile != "" { // records before the file was kept
+				where = fmt.Sprintf("%s:%d", q(d.PolicyFile), d.PolicyLine)
+			}
+			line("rule", "%s: %s", where, q(d.PolicyRule))
 		}
 		if d.Message != "" {
 			line("message", "%s", q(d.Message))

@@ -167,7 +167,7 @@ type Decision struct {
 	// Verdict is allow, deny, timeout (nobody decided in time), withdrawn
 	// (the request went away first) or unavailable (nobody could be asked).
 	Verdict string `json:"verdict"`
-	By      string `json:"by"` // e.g. "policy line 3", "approver root on pts/2", "timeout", "no approver"
+	By      string `json:"by"` // e.g. "policy /etc/rootgate/policy:3", "approver root on pts/2", "timeout", "no approver"
 	Message string `json:"message,omitempty"`
 	// PolicyFile, PolicyLine and PolicyRule are the rule that decided,
 	// if one did: its file (the policy file or a drop-in), line and text.
