@@ -44,8 +44,9 @@ func startFails(t *testing.T, dir, runtimeDir, want string) {
 }
 
 // TestRuntimeDirChecked: a runtime directory another user owns, or that
-// group or others may write (sticky or not), is refused at start, since
-// root rewrites files in it; a root-owned 0755 one is used.
+// group or others may write (sticky or not), or that is reached through a
+// directory or a link another user owns, is refused at start, since root
+// rewrites files in it; a root-owned 0755 one is used.
 func TestRuntimeDirChecked(t *testing.T) {
 	t.Parallel()
 	uid, gid := testAccount(t, "rgtfa")
@@ -87,7 +88,21 @@ func TestRuntimeDirChecked(t *testing.T) {
 	if err := os.Mkdir(inner, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	startFails(t, dir, inner, inner+": its parent "+parent+" is owned by uid "+strconv.Itoa(int(uid))+", not by root")
+	startFails(t, dir, inner, inner+": "+parent+" is owned by uid "+strconv.Itoa(int(uid))+", not by root")
+	// A root-owned directory reached through the requester's link, which
+	// it could re-point at its own tree once the daemon runs.
+	roots := filepath.Join(dir, "roots")
+	if err := os.MkdirAll(filepath.Join(roots, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(roots, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, int(uid), int(gid)); err != nil {
+		t.Fatal(err)
+	}
+	startFails(t, dir, filepath.Join(link, "run"), filepath.Join(link, "run")+": "+link+" is owned by uid "+strconv.Itoa(int(uid))+", not by root")
 	// The legitimate case: root's own directory, 0755.
 	ok := filepath.Join(dir, "ok")
 	if err := os.Mkdir(ok, 0o755); err != nil {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/rootgate/rootgate/pipeline"
 )
 
 // SocketGroup is the group whose members may send requests.
@@ -107,30 +109,16 @@ func checkDir(dir string, strict bool) error {
 }
 
 // checkParents refuses a directory that someone other than root could
-// swap for another (a symlink to /etc, say) through one of its parents:
-// each must be root's and writable by no one else, unless it is sticky
-// (/tmp), where others cannot rename what is not theirs.
+// swap for another (a symlink to /etc, say) through the path that leads
+// to it: each entry on the way must be root's and each directory it is
+// looked up in writable by root alone or sticky (/tmp), links followed as
+// the kernel follows them ([pipeline.EntryRootsAlone]).
 func checkParents(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		switch {
-		case st.Uid != uint32(os.Geteuid()) && st.Uid != 0:
-			return fmt.Errorf("%s: its parent %s is owned by uid %d, not by root", dir, p, st.Uid)
-		case fi.Mode()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0:
-			return fmt.Errorf("%s: its parent %s is writable by group or others", dir, p)
-		}
-		if p == "/" {
-			return nil
-		}
-	}
+	return pipeline.EntryRootsAlone(abs)
 }
 
 // removeStale removes a socket file nobody answers on.

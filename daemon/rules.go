@@ -185,11 +185,11 @@ func ruleComment(p *runPlan, d *approval.Decision, now time.Time) string {
 // openDropInDir opens the policy's drop-in directory, making it (root's,
 // mode 0755) when it is missing. It must be a directory, not a symlink,
 // owned by root and writable by no group or other, as the policy loader
-// requires, and so must every directory above it (or be sticky).
+// requires, and the path to it root's alone (checkParents).
 func openDropInDir(dir string) (int, error) {
 	// A parent others may write could have the path lead elsewhere.
 	if err := checkParents(dir); err != nil {
-		return -1, fmt.Errorf("policy drop-in directory %w", err) // "DIR: its parent …"
+		return -1, fmt.Errorf("policy drop-in directory %w", err) // "DIR: PARENT is owned by …"
 	}
 	if err := unix.Mkdir(dir, 0o755); err == nil {
 		if err := os.Chmod(dir, 0o755); err != nil { // past the umask

@@ -112,6 +112,30 @@ func RootsAlone(path string) error {
 	return nil
 }
 
+// EntryRootsAlone says why someone other than root could change which
+// file the absolute path names, whether or not a file is there now: the
+// directory it is in is walked as [RootsAlone] walks a path, and must be
+// writable by root alone or sticky (where no one may remove or rename
+// root's entry; an entry someone else makes there is theirs, which the
+// caller, reading it, sees).
+func EntryRootsAlone(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%s is a relative path", path)
+	}
+	path = filepath.Clean(path)
+	dir := filepath.Dir(path)
+	real, st, err := walkRoots(dir, path)
+	switch {
+	case err != nil:
+		return err
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s: not a directory", where(path, real))
+	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
+		return fmt.Errorf("%s is writable by group or others", where(path, real))
+	}
+	return nil
+}
+
 // maxLinks is how many symbolic links the kernel follows in one lookup
 // (MAXSYMLINKS) before it fails with ELOOP.
 const maxLinks = 40
@@ -122,16 +146,22 @@ const maxLinks = 40
 // others, and what it must be, is the caller's to check. A symbolic
 // link's target is walked in its place.
 func rootsPath(path string) (real string, st unix.Stat_t, err error) {
+	return walkRoots(path, path)
+}
+
+// walkRoots is rootsPath, its errors about named (path, or a path in the
+// directory path).
+func walkRoots(path, named string) (real string, st unix.Stat_t, err error) {
 	if !filepath.IsAbs(path) {
-		return "", st, fmt.Errorf("%s is a relative path", path)
+		return "", st, fmt.Errorf("%s is a relative path", named)
 	}
 	var dirSt unix.Stat_t
 	dir, todo, links := "/", strings.Split(path[1:], "/"), 0
 	if err := unix.Lstat(dir, &dirSt); err != nil {
-		return "", st, fmt.Errorf("%s: /: %w", path, err)
+		return "", st, fmt.Errorf("%s: /: %w", named, err)
 	}
 	if dirSt.Uid != 0 {
-		return "", st, fmt.Errorf("%s: / is owned by uid %d, not by root", path, dirSt.Uid)
+		return "", st, fmt.Errorf("%s: / is owned by uid %d, not by root", named, dirSt.Uid)
 	}
 	st = dirSt
 	for len(todo) > 0 {
@@ -144,7 +174,7 @@ func rootsPath(path string) (real string, st unix.Stat_t, err error) {
 			// Its parent was walked on the way in.
 			dir = filepath.Dir(dir)
 			if err := unix.Lstat(dir, &dirSt); err != nil {
-				return "", st, fmt.Errorf("%s: %s: %w", path, dir, err)
+				return "", st, fmt.Errorf("%s: %s: %w", named, dir, err)
 			}
 			st = dirSt
 			continue
@@ -152,30 +182,30 @@ func rootsPath(path string) (real string, st unix.Stat_t, err error) {
 		// An entry of dir is looked up: whoever may add, remove or
 		// rename its entries chooses what the name leads to.
 		if dirSt.Mode&0o022 != 0 && dirSt.Mode&unix.S_ISVTX == 0 {
-			return "", st, fmt.Errorf("%s is writable by group or others", where(path, dir))
+			return "", st, fmt.Errorf("%s is writable by group or others", where(named, dir))
 		}
 		entry := filepath.Join(dir, name)
 		if err := unix.Lstat(entry, &st); err != nil {
-			return "", st, fmt.Errorf("%s: %w", where(path, entry), err)
+			return "", st, fmt.Errorf("%s: %w", where(named, entry), err)
 		}
 		if st.Uid != 0 {
-			return "", st, fmt.Errorf("%s is owned by uid %d, not by root", where(path, entry), st.Uid)
+			return "", st, fmt.Errorf("%s is owned by uid %d, not by root", where(named, entry), st.Uid)
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 			dir, dirSt = entry, st
 			continue
 		}
 		if links++; links > maxLinks {
-			return "", st, fmt.Errorf("%s: %w", path, unix.ELOOP)
+			return "", st, fmt.Errorf("%s: %w", named, unix.ELOOP)
 		}
 		target, err := os.Readlink(entry)
 		if err != nil {
-			return "", st, fmt.Errorf("%s: %w", path, err)
+			return "", st, fmt.Errorf("%s: %w", named, err)
 		}
 		if filepath.IsAbs(target) {
 			dir = "/"
 			if err := unix.Lstat(dir, &dirSt); err != nil {
-				return "", st, fmt.Errorf("%s: /: %w", path, err)
+				return "", st, fmt.Errorf("%s: /: %w", named, err)
 			}
 		}
 		todo = append(strings.Split(target, "/"), todo...)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/rootgate/rootgate/pipeline"
 )
 
 // The policy as the daemon reads it: the main file, then the drop-ins in
@@ -31,7 +33,14 @@ type LoadOptions struct {
 	// Trusted requires each file read, and the drop-in directory, to be
 	// owned by root and writable by no group or other: the policy decides
 	// what runs as root, and a file another uid may write is a way for
-	// that uid to allow itself anything.
+	// that uid to allow itself anything. So must be the path to each
+	// ([pipeline.RootsAlone]): every entry on the way root's, every
+	// directory it is looked up in writable by root alone or sticky,
+	// links followed as the kernel follows them. Otherwise a uid that owns
+	// a directory (or a link) on the way could put another root file in
+	// the policy's place, or take the policy, deny rules and all, away.
+	// For a missing main file, so must be the path to the nearest
+	// directory above it that exists.
 	Trusted bool
 }
 
@@ -69,6 +78,9 @@ func LoadFiles(path string, opts LoadOptions) (*Policy, error) {
 	if err := checkTrusted(dir, fi, opts); err != nil {
 		return nil, err
 	}
+	if err := checkPath(dir, opts); err != nil {
+		return nil, err
+	}
 	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -94,6 +106,9 @@ func LoadFiles(path string, opts LoadOptions) (*Policy, error) {
 func loadPolicyFile(path string, opts LoadOptions, missingOK bool) (*Policy, error) {
 	f, err := os.Open(path)
 	if missingOK && errors.Is(err, fs.ErrNotExist) {
+		if err := checkMissing(path, opts); err != nil {
+			return nil, err
+		}
 		return &Policy{name: path}, nil
 	}
 	if err != nil {
@@ -108,6 +123,9 @@ func loadPolicyFile(path string, opts LoadOptions, missingOK bool) (*Policy, err
 		return nil, &FileError{Name: path, Why: "not a regular file"}
 	}
 	if err := checkTrusted(path, fi, opts); err != nil {
+		return nil, err
+	}
+	if err := checkPath(path, opts); err != nil {
 		return nil, err
 	}
 	p, err := Parse(path, f)
@@ -134,6 +152,45 @@ func checkTrusted(name string, fi fs.FileInfo, opts LoadOptions) error {
 		return &FileError{Name: name, Why: fmt.Sprintf("writable by group or others (mode %04o)", fi.Mode().Perm())}
 	}
 	return nil
+}
+
+// checkPath applies opts.Trusted to the path that leads to the file or
+// directory name, once the file itself passed checkTrusted.
+func checkPath(name string, opts LoadOptions) error {
+	if !opts.Trusted {
+		return nil
+	}
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	if err := pipeline.RootsAlone(abs); err != nil {
+		return &FileError{Name: name, Why: strings.TrimPrefix(err.Error(), abs+": ")}
+	}
+	return nil
+}
+
+// checkMissing applies opts.Trusted to a missing main file: the nearest
+// directory above it that exists must be reached by root's path alone,
+// and writable by root alone or sticky, or someone else could have
+// removed the file.
+func checkMissing(name string, opts LoadOptions) error {
+	if !opts.Trusted {
+		return nil
+	}
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		err := pipeline.EntryRootsAlone(p)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || p == "/" {
+			return &FileError{Name: name, Why: "missing, and " + strings.TrimPrefix(err.Error(), p+": ")}
+		}
+	}
 }
 
 // FileError reports a policy file or drop-in directory that is not
