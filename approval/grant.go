@@ -16,13 +16,17 @@ const MaxGrant = 8 * time.Hour
 // DefaultGrantDurations are the grant lengths a prompt offers by default.
 var DefaultGrantDurations = []time.Duration{15 * time.Minute, time.Hour}
 
-// runsAnything names the programs that run whatever their arguments say:
-// shells and language interpreters (by name, or by a name prefix ending
-// in '*'), and command runners, which run their arguments as a command.
-// A grant for a request with such a stage allows every command its
-// arguments spell, so it needs a second confirmation ([RunsAnything]).
-// This is the one list of them. It goes by name: an interpreter copied
-// under another name is not caught (docs/threat-model.md).
+// runsAnything names the programs that run whatever their arguments,
+// their input or their directory say: shells and language interpreters
+// (by name, or by a name prefix ending in '*'), command runners, which
+// run their arguments as a command, programs that read commands from
+// their input or install them to run later, and build tools, package
+// managers and version control, which run code the directory they run in
+// holds. A grant for a request with such a stage allows every command
+// its arguments spell, so it needs a second confirmation
+// ([RunsAnything]). This is the one list of them. It goes by name: an
+// interpreter copied under another name is not caught
+// (docs/threat-model.md).
 var runsAnything = []string{
 	// shells
 	"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "ash", "csh", "tcsh", "busybox", "rbash",
@@ -32,13 +36,75 @@ var runsAnything = []string{
 	// command runners
 	"env", "sudo", "su", "doas", "runuser", "setpriv", "nsenter", "chroot", "unshare", "xargs",
 	"nohup", "nice", "ionice", "timeout", "stdbuf", "setsid", "flock", "watch", "time",
-	"systemd-run", "strace", "ltrace", "script", "ssh", "parallel", "make",
+	"systemd-run", "strace", "ltrace", "script", "ssh", "parallel",
 	"taskset", "chrt", "prlimit", "numactl", "pkexec", "sg", "capsh", "firejail", "bwrap",
 	"ld-linux*", "ld.so", "ld64.so*", "dbus-run-session", "xvfb-run",
+	// commands read from input, or installed to run later; editors,
+	// whose commands run shell commands
+	"at", "batch", "crontab", "ed", "ex", "vi", "vim", "nvim", "view", "emacs",
+	// code the directory holds: a Makefile, package.json's scripts,
+	// setup.py or pyproject.toml, build.rs, go.mod's toolchain, a
+	// repository's hooks and config (core.fsmonitor, core.pager)
+	"make", "npm", "npx", "yarn", "pnpm", "pip*", "pipx", "poetry", "uv", "cargo", "go",
+	"mvn", "gradle", "ant", "rake", "bundle", "gem", "composer", "cmake", "meson", "ninja",
+	"tox", "nox", "pytest", "git",
 }
 
-// findRuns are the find actions that run a command.
-var findRuns = []string{"-exec", "-execdir", "-ok", "-okdir"}
+// runsWith names the programs that run a command given one of the options
+// listed (find's actions, tar's --to-command, apt-get's -o with a hook):
+// a request with one runs anything, and so may a rule that admits other
+// arguments than the request's, though the request had none. A short
+// option ("-I") is also found with its value attached ("-Igzip") or
+// among others ("-xIf"), a long one ("--rsh") with "=value"; find's
+// actions are whole words.
+var runsWith = map[string][]string{
+	"find":    {"-exec", "-execdir", "-ok", "-okdir"},
+	"tar":     {"--to-command", "--checkpoint-action", "--use-compress-program", "--rsh-command", "--info-script", "--new-volume-script", "-I", "-F"},
+	"rsync":   {"--rsh", "--rsync-path", "-e"},
+	"zip":     {"--unzip-command", "-TT"},
+	"sort":    {"--compress-program"},
+	"man":     {"--pager", "--html", "-P", "-H"},
+	"apt-get": {"--option", "--config-file", "-o", "-c"},
+	"apt":     {"--option", "--config-file", "-o", "-c"},
+	"dpkg":    {"--install", "--unpack", "--configure", "-i"},
+	"scp":     {"-S", "-o", "-F"},
+	"sftp":    {"-S", "-o", "-F"},
+}
+
+// runnerOptions returns the options of runsWith a stage's names have.
+func runnerOptions(st Stage) (name string, opts []string) {
+	for _, n := range stageNames(st) {
+		if opts, ok := runsWith[n]; ok {
+			return n, opts
+		}
+	}
+	return "", nil
+}
+
+// hasRunnerOption reports whether args hold one of opts, as runsWith says
+// they are found. Arguments after "--" are operands (find has no such
+// end).
+func hasRunnerOption(name string, args, opts []string) bool {
+	for _, a := range args {
+		if a == "--" && name != "find" {
+			return false
+		}
+		for _, o := range opts {
+			switch {
+			case a == o:
+				return true
+			case name == "find":
+			case strings.HasPrefix(o, "--"):
+				if strings.HasPrefix(a, o+"=") {
+					return true
+				}
+			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a[1:], o[1:]):
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // interpreterName reports whether base is in runsAnything.
 func interpreterName(base string) bool {
@@ -66,8 +132,8 @@ func RunsAnything(p *Prompt) []string {
 				why = append(why, fmt.Sprintf("stage [%d] runs %s, which runs whatever its arguments or input say", i+1, termsafe.Quote(n)))
 				break
 			}
-			if n == "find" && len(st.Argv) > 1 && slices.ContainsFunc(st.Argv[1:], func(a string) bool { return slices.Contains(findRuns, a) }) {
-				why = append(why, fmt.Sprintf("stage [%d] is find with an action that runs a command (-exec, -execdir, -ok or -okdir)", i+1))
+			if opts, ok := runsWith[n]; ok && len(st.Argv) > 1 && hasRunnerOption(n, st.Argv[1:], opts) {
+				why = append(why, fmt.Sprintf("stage [%d] is %s with an option that runs a command (%s)", i+1, n, strings.Join(opts, ", ")))
 				break
 			}
 		}

@@ -8,8 +8,8 @@ import (
 
 // TestRunsAnything: a stage that runs whatever its arguments say is found
 // by the name it was written as, by the resolved path or by the file that
-// runs (sh -> dash), in any stage; find only with an action that runs a
-// command.
+// runs (sh -> dash), in any stage; find, tar and the others of runsWith
+// only with an option that runs a command.
 func TestRunsAnything(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -27,6 +27,27 @@ func TestRunsAnything(t *testing.T) {
 		{"find -exec", []Stage{{Argv: []string{"find", "/", "-exec", "id", ";"}, Path: "/usr/bin/find"}}, 1},
 		{"find -okdir", []Stage{{Argv: []string{"find", "/", "-okdir", "id", ";"}, Path: "/usr/bin/find"}}, 1},
 		{"awk", []Stage{{Argv: []string{"awk", "{print}"}, Path: "/usr/bin/awk", Target: "/usr/bin/mawk"}}, 1},
+		// Code the directory holds, or commands read from input.
+		{"git status", []Stage{{Argv: []string{"git", "status"}, Path: "/usr/bin/git"}}, 1},
+		{"npm install", []Stage{{Argv: []string{"npm", "install"}, Path: "/usr/bin/npm"}}, 1},
+		{"pip3", []Stage{{Argv: []string{"pip3", "install", "."}, Path: "/usr/bin/pip3"}}, 1},
+		{"crontab", []Stage{{Argv: []string{"crontab", "-"}, Path: "/usr/bin/crontab"}}, 1},
+		// Options that run a command: a short one alone, with its value
+		// attached or among others, a long one with "=value"; none after
+		// "--", and none in other programs.
+		{"tar -xf", []Stage{{Argv: []string{"tar", "-xzf", "a.tar.gz"}, Path: "/usr/bin/tar"}}, 0},
+		{"tar -I", []Stage{{Argv: []string{"tar", "-I", "sh", "-xf", "a"}, Path: "/usr/bin/tar"}}, 1},
+		{"tar -xIsh", []Stage{{Argv: []string{"tar", "-xIsh", "-f", "a"}, Path: "/usr/bin/tar"}}, 1},
+		{"tar --to-command=", []Stage{{Argv: []string{"tar", "-xf", "a", "--to-command=sh"}, Path: "/usr/bin/tar"}}, 1},
+		{"tar -- -I", []Stage{{Argv: []string{"tar", "-cf", "a", "--", "-I"}, Path: "/usr/bin/tar"}}, 0},
+		{"rsync -av", []Stage{{Argv: []string{"rsync", "-av", "a", "b"}, Path: "/usr/bin/rsync"}}, 0},
+		{"rsync -e", []Stage{{Argv: []string{"rsync", "-e", "sh -c id", "a", "b:"}, Path: "/usr/bin/rsync"}}, 1},
+		{"apt-get install", []Stage{{Argv: []string{"apt-get", "install", "-y", "nginx"}, Path: "/usr/bin/apt-get"}}, 0},
+		{"apt-get -o", []Stage{{Argv: []string{"apt-get", "-o", "APT::Update::Pre-Invoke::=id", "update"}, Path: "/usr/bin/apt-get"}}, 1},
+		{"dpkg -l", []Stage{{Argv: []string{"dpkg", "-l"}, Path: "/usr/bin/dpkg"}}, 0},
+		{"dpkg -i", []Stage{{Argv: []string{"dpkg", "-i", "x.deb"}, Path: "/usr/bin/dpkg"}}, 1},
+		{"scp -o", []Stage{{Argv: []string{"scp", "-oProxyCommand=id", "a", "b:"}, Path: "/usr/bin/scp"}}, 1},
+		{"find -exec as a name", []Stage{{Argv: []string{"find", "/", "-name", "-exec;"}, Path: "/usr/bin/find"}}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			why := RunsAnything(&Prompt{Stages: c.stages})

@@ -3,7 +3,6 @@ package approval
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/rootgate/rootgate/approval/policy"
@@ -89,12 +88,15 @@ func CheckRule(p *Prompt, text string) (*policy.Rule, error) {
 // script sent on stdin, runs every script; `allow privileged make`, the
 // Makefile of any directory). Empty when it needs none.
 //
-// find runs commands only with an action the request may not have
-// shown, but an open rule admits them (find /var/log ... admits -exec).
+// find, tar and the others of runsWith run commands only with an option
+// the request may not have shown, but an open rule admits them
+// (find /var/log ... admits -exec).
 func RuleRunsAnything(p *Prompt, r *policy.Rule) []string {
 	why := RunsAnything(p)
-	if len(why) == 0 && r.Open() && len(p.Stages) == 1 && slices.Contains(stageNames(p.Stages[0]), "find") {
-		why = append(why, "stage [1] is find, and the rule admits its actions that run a command (-exec, -execdir, -ok or -okdir)")
+	if len(why) == 0 && r.Open() && len(p.Stages) == 1 {
+		if name, opts := runnerOptions(p.Stages[0]); name != "" {
+			why = append(why, fmt.Sprintf("stage [1] is %s, and the rule admits its options that run a command (%s)", name, strings.Join(opts, ", ")))
+		}
 	}
 	return why
 }

@@ -90,6 +90,14 @@ func TestCheckRule(t *testing.T) {
 	if r, err := CheckRule(f, "allow privileged find /var/log -name x"); err != nil || len(RuleRunsAnything(f, r)) != 0 {
 		t.Errorf("find /var/log -name x: %v, RuleRunsAnything = %v, want none", err, RuleRunsAnything(f, r))
 	}
+	// So does one for apt-get -o (a hook), though the request had none.
+	a := rulePrompt("apt-get", "install", "nginx")
+	if r, err := CheckRule(a, "allow privileged apt-get install ..."); err != nil || len(RuleRunsAnything(a, r)) == 0 {
+		t.Errorf("apt-get install ...: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(a, r))
+	}
+	if r, err := CheckRule(a, "allow privileged apt-get install nginx"); err != nil || len(RuleRunsAnything(a, r)) != 0 {
+		t.Errorf("apt-get install nginx: %v, RuleRunsAnything = %v, want none", err, RuleRunsAnything(a, r))
+	}
 	// An open rule for a command that runs nothing else needs no second
 	// confirmation.
 	q := rulePrompt("systemctl", "status", "nginx")

@@ -406,30 +406,40 @@ func TestRuleRunnerCwdNeedsSecondConfirmation(t *testing.T) {
 	}
 }
 
-// TestRuleOpenFindNeedsSecondConfirmation: the request shown is a find
-// that runs nothing, but a rule for it ending in ... admits -exec, which
-// runs any command as root: the daemon refuses such a rule from a client
-// that does not say it was confirmed twice, and takes the exact rule.
-func TestRuleOpenFindNeedsSecondConfirmation(t *testing.T) {
+// TestRuleOpenRunnerNeedsSecondConfirmation: the request shown is a
+// find, or a tar, that runs nothing, but a rule for it ending in ...
+// admits find's -exec, or tar's --to-command, which run any command as
+// root: the daemon refuses such a rule from a client that does not say it
+// was confirmed twice, and takes the exact rule.
+func TestRuleOpenRunnerNeedsSecondConfirmation(t *testing.T) {
 	t.Parallel()
-	d := ruleDaemon(t)
-	c := attachRaw(t, d)
-	ch := d.ask(map[string]any{"id": "find-rule-1", "pipeline": [][]string{{"find", "/etc", "-maxdepth", "0"}}})
-	p := c.prompt()
-	decide := func(rule string) *remote.Message {
-		yes := true
-		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
-		return c.next()
+	for _, c := range []struct{ name, open, exact string }{
+		{"find", "find /etc ...", "find /etc -maxdepth 0"},
+		{"tar", "tar -tf ...", "tar -tf /dev/null"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := ruleDaemon(t)
+			cl := attachRaw(t, d)
+			argv := strings.Fields(c.exact)
+			ch := d.ask(map[string]any{"id": c.name + "-rule-1", "pipeline": [][]string{argv}})
+			p := cl.prompt()
+			decide := func(rule string) *remote.Message {
+				yes := true
+				cl.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
+				return cl.next()
+			}
+			if m := decide("allow privileged,user=root " + c.open); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+				t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+			}
+			pending(t, ch, "an open rule for "+c.name+" without rule_runs_anything")
+			if m := decide("allow privileged,user=root " + c.exact); m.Type != remote.MsgResult {
+				t.Fatalf("the exact rule: got %+v, want a result", m)
+			}
+			wantOK(t, <-ch)
+			wantRule(t, d, d.send(map[string]any{"id": c.name + "-rule-2", "pipeline": [][]string{argv}}), 3)
+		})
 	}
-	if m := decide("allow privileged,user=root find /etc ..."); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-		t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
-	}
-	pending(t, ch, "an open rule for find without rule_runs_anything")
-	if m := decide("allow privileged,user=root find /etc -maxdepth 0"); m.Type != remote.MsgResult {
-		t.Fatalf("the exact rule: got %+v, want a result", m)
-	}
-	wantOK(t, <-ch)
-	wantRule(t, d, d.send(map[string]any{"id": "find-rule-2", "pipeline": [][]string{{"find", "/etc", "-maxdepth", "0"}}}), 3)
 }
 
 // TestRuleShadowedIsTakenOut: a rule earlier in the order (the main file
