@@ -69,3 +69,79 @@ func TestMadeUpIDRemembered(t *testing.T) {
 		t.Fatalf("records of %s: %s, want the first run's and one rejected", id, k)
 	}
 }
+
+// TestMadeUpIDRememberedAfterCrash: the made-up id is remembered in the
+// replay window's file, not only in memory. A requester read the id the
+// daemon made for its id-less request in the answer; the daemon was
+// killed (a crash, or a restart by its service manager) before the window
+// passed; sent to the next daemon as the id of a new request, the id must
+// still be refused, or two runs' records would share it. Keeping only a
+// line's SHA-256 in the file lets the second run through.
+func TestMadeUpIDRememberedAfterCrash(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	a := startDaemon(t, opts{Dir: dir})
+	id := wantOK(t, a.send(map[string]any{"id": nil})).ID
+	if id == "" {
+		t.Fatal("the answer to an id-less request names no id")
+	}
+	waitTrail(t, dir, id, "received decided started finished")
+	a.Cmd.Process.Kill()
+	<-a.Done()
+
+	b := startDaemon(t, opts{Dir: dir})
+	wantError(t, b.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
+	if k := kinds(trail(t, dir, id)); k != "received decided started finished rejected" {
+		t.Fatalf("records of %s: %s, want the first run's and one rejected", id, k)
+	}
+}
+
+// TestMadeUpIDHeldPastWindow: a run may outlast the replay window
+// (2 × --max-skew; --exec-timeout is longer by default). The id the
+// daemon made up for an id-less request, told to the requester in its
+// progress lines, stays taken while the run goes on after the window
+// has passed, as a given id does: sent back then as the id of a new
+// request, it is refused. Held only for the window, it named two
+// runs in progress at once.
+func TestMadeUpIDHeldPastWindow(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	d := startDaemon(t, opts{Dir: dir, Args: []string{"--cgroup", "none", "--max-skew", "2s"}})
+	m := runMarker()
+	killAtEnd(t, m)
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := c.Write([]byte(request(map[string]any{"id": nil, "progress": true, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
+		t.Fatal(err)
+	}
+	l := &lineReader{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+	line := l.next()
+	id, ok := strings.CutPrefix(line, `{"id":"`)
+	id, _, _ = strings.Cut(id, `"`)
+	if _, _, isProgress := wire.ParseProgress([]byte(line)); !ok || !isProgress || id == "" {
+		t.Fatalf("first line %q, want a progress line with the made-up id", line)
+	}
+	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+
+	// The window has passed once a given id sent again is accepted.
+	probe := "probe-" + m
+	wantOK(t, d.send(map[string]any{"id": probe}))
+	waitFor(t, "the window to pass", 20*time.Second, func() bool {
+		r := d.send(map[string]any{"id": probe})
+		if r.Status != wire.StatusOK && !strings.Contains(r.Message, "duplicate request id") {
+			t.Fatalf("probe %s: %s", probe, r.raw)
+		}
+		return r.Status == wire.StatusOK
+	})
+	if len(procsWith(m)) != 1 {
+		t.Fatal("the run ended before the window passed")
+	}
+	wantError(t, d.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
+	if k := kinds(trail(t, dir, id)); k != "received decided started rejected" {
+		t.Fatalf("records of %s: %s, want the run's and one rejected", id, k)
+	}
+}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +11,33 @@ import (
 	"syscall"
 	"testing"
 )
+
+// The name the kernel runs is at most the first 255 bytes of the line,
+// and one with no end in them is taken for truncated.
+var shebangLongArg, shebangLongName = strings.Repeat("a", 300), strings.Repeat("n", 300)
+
+// shebangCases are the #! lines of TestShebangAsTheKernelReadsIt, which
+// also seed FuzzShebang.
+var shebangCases = []struct {
+	name string
+	// line follows "#!"; "D" stands for the directory of the case.
+	line, wantName, wantArg string
+}{
+	{"plain", "D/i\necho x\n", "D/i", ""},
+	{"blanks around", " \tD/i \t a  b\t \n", "D/i", "a  b"},
+	{"one argument holds the rest", "D/i -e -f\tg\n", "D/i", "-e -f\tg"},
+	{"CR", "D/i\r\n", "D/i\r", ""},
+	{"FF", "D/i\f -x\n", "D/i\f", "-x"},
+	{"VT", "D/i\v\n", "D/i\v", ""},
+	{"NBSP", "D/i\u00a0x\n", "D/i\u00a0x", ""},
+	{"NUL ends the name", "D/i\x00 junk\n", "D/i", ""},
+	{"NUL ends the argument", "D/i a\x00b\n", "D/i", "a"},
+	{"no newline in a short file", "D/i x", "D/i", "x"},
+	{"no newline in 256 bytes", "D/i " + shebangLongArg, "D/i", "a…"}, // to byte 255
+	{"no name", "\n", "", ""},
+	{"blanks only", " \t \n", "", ""},
+	{"a name with no end in 256 bytes", "D/" + shebangLongName, "", ""},
+}
 
 // TestShebangAsTheKernelReadsIt: the interpreter a pinned script's #!
 // line names is the file the kernel runs for it, and no other. Each case
@@ -27,30 +55,7 @@ func TestShebangAsTheKernelReadsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	// The name the kernel runs is at most the first 255 bytes of the
-	// line, and one with no end in them is taken for truncated.
-	longArg := strings.Repeat("a", 300)
-	longName := strings.Repeat("n", 300)
-	for _, c := range []struct {
-		name string
-		// line follows "#!"; "D" stands for the directory of the case.
-		line, wantName, wantArg string
-	}{
-		{"plain", "D/i\necho x\n", "D/i", ""},
-		{"blanks around", " \tD/i \t a  b\t \n", "D/i", "a  b"},
-		{"one argument holds the rest", "D/i -e -f\tg\n", "D/i", "-e -f\tg"},
-		{"CR", "D/i\r\n", "D/i\r", ""},
-		{"FF", "D/i\f -x\n", "D/i\f", "-x"},
-		{"VT", "D/i\v\n", "D/i\v", ""},
-		{"NBSP", "D/i\u00a0x\n", "D/i\u00a0x", ""},
-		{"NUL ends the name", "D/i\x00 junk\n", "D/i", ""},
-		{"NUL ends the argument", "D/i a\x00b\n", "D/i", "a"},
-		{"no newline in a short file", "D/i x", "D/i", "x"},
-		{"no newline in 256 bytes", "D/i " + longArg, "D/i", "a…"}, // to byte 255
-		{"no name", "\n", "", ""},
-		{"blanks only", " \t \n", "", ""},
-		{"a name with no end in 256 bytes", "D/" + longName, "", ""},
-	} {
+	for _, c := range shebangCases {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := os.MkdirTemp(dir, "")
 			if err != nil {
@@ -59,7 +64,7 @@ func TestShebangAsTheKernelReadsIt(t *testing.T) {
 			expand := func(s string) string { return strings.ReplaceAll(s, "D/", d+"/") }
 			line, wantName := expand(c.line), expand(c.wantName)
 			if c.wantArg == "a…" {
-				c.wantArg = longArg[:binprmBufSize-1-len("#!"+d+"/i ")]
+				c.wantArg = shebangLongArg[:binprmBufSize-1-len("#!"+d+"/i ")]
 			}
 			if wantName != "" {
 				// Written under another name and copied (copyFile).
@@ -104,4 +109,124 @@ func TestShebangAsTheKernelReadsIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzShebang: on any first bytes of a file, shebang holds to what the
+// kernel's reading of a #! line (fs/binfmt_script.c) guarantees. The
+// interpreter is one word: no space, tab, NUL or newline, and it is the
+// first word of the line, ended by one of those; with no interpreter
+// there is no argument. The argument, the rest of the line after the
+// interpreter and its blanks, holds no NUL or newline, and the spaces and
+// tabs at the line's end are not part of it (those before a NUL that ends
+// it sooner are, as the kernel passes them: "a " for "#!/i a \0"). Nothing past the line's newline, nor past the
+// kernel's 256-byte buffer (BINPRM_BUF_SIZE), changes what is read: the
+// second input replaces them, in the buffer and in a real file that Pin
+// reads. A line with no newline whose name runs to the buffer's end may
+// be cut short, so it names no interpreter.
+func FuzzShebang(f *testing.F) {
+	for _, c := range shebangCases {
+		f.Add([]byte("#!"+strings.ReplaceAll(c.line, "D/", "/d/")), []byte("x"))
+	}
+	f.Add([]byte("#!/i \x00 a"), []byte(" \t"))
+	f.Add([]byte("#!/i a \t\x00b\n"), []byte(" \t"))
+	f.Add([]byte("#!\x00/i a\n"), []byte{})
+	f.Add([]byte("#!/bin/sh"+strings.Repeat(" ", 250)), []byte("\n"))
+	f.Add([]byte("\x7fELF"), []byte("#!/i\n"))
+	if binprmBufSize != 256 {
+		f.Fatalf("the buffer holds %d bytes; the kernel reads 256", binprmBufSize)
+	}
+	script := filepath.Join(f.TempDir(), "script")
+	if err := os.WriteFile(script, nil, 0o755); err != nil {
+		f.Fatal(err)
+	}
+	pinned := func(t *testing.T, data []byte) string {
+		t.Helper()
+		if err := os.WriteFile(script, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Pin(script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		return p.Interpreter()
+	}
+	spacetab := func(c byte) bool { return c == ' ' || c == '\t' }
+	f.Fuzz(func(t *testing.T, data, other []byte) {
+		var buf [binprmBufSize]byte
+		copy(buf[:], data)
+		name, arg := shebang(buf)
+
+		if strings.ContainsAny(name, " \t\x00\n") {
+			t.Fatalf("%q: interpreter %q is more than a word", buf, name)
+		}
+		if name == "" && arg != "" {
+			t.Fatalf("%q: argument %q with no interpreter", buf, arg)
+		}
+		if strings.ContainsAny(arg, "\x00\n") || arg != strings.TrimLeft(arg, " \t") {
+			t.Fatalf("%q: argument %q not trimmed to one line", buf, arg)
+		}
+		if name != "" {
+			at := 2
+			for at < len(buf) && spacetab(buf[at]) {
+				at++
+			}
+			end := at + len(name)
+			if end >= len(buf) || string(buf[at:end]) != name || !spacetab(buf[end]) && buf[end] != 0 && buf[end] != '\n' {
+				t.Fatalf("%q: interpreter %q is not the line's first word", buf, name)
+			}
+			if arg != "" {
+				argAt := len(buf) - len(bytes.TrimLeft(buf[end:], " \t"))
+				argEnd := argAt + len(arg)
+				if argEnd >= len(buf) || string(buf[argAt:argEnd]) != arg {
+					t.Fatalf("%q: argument %q does not follow the interpreter", buf, arg)
+				}
+				// Trailing blanks are trimmed from the line's end, not
+				// from before a NUL that ends the argument sooner: the
+				// kernel passes "a " for "#!/i a \0".
+				if arg != strings.TrimRight(arg, " \t") && buf[argEnd] != 0 {
+					t.Fatalf("%q: argument %q not trimmed at the line's end", buf, arg)
+				}
+			}
+		}
+
+		// The line's newline, as the kernel looks for it: not past a NUL.
+		nl := -1
+		for i, c := range buf {
+			if c == 0 {
+				break
+			}
+			if c == '\n' {
+				nl = i
+				break
+			}
+		}
+		if nl < 0 && buf[0] == '#' && buf[1] == '!' {
+			at := 2
+			for at < len(buf) && spacetab(buf[at]) {
+				at++
+			}
+			if !slices.ContainsFunc(buf[at:], func(c byte) bool { return spacetab(c) || c == 0 }) && name != "" {
+				t.Fatalf("%q: interpreter %q read from a name that may be cut short", buf, name)
+			}
+		}
+		if nl >= 0 {
+			var alt [binprmBufSize]byte
+			copy(alt[:], buf[:nl+1])
+			copy(alt[nl+1:], other)
+			if n, a := shebang(alt); n != name || a != arg {
+				t.Fatalf("%q: read %q %q, but %q %q once what follows its newline is %q", buf, name, arg, n, a, other)
+			}
+		}
+
+		// A file shorter than the buffer is read as if NUL bytes followed
+		// it; a longer one only to the buffer's end.
+		file := data
+		if len(data) >= len(buf) {
+			file = append(buf[:], other...)
+		}
+		if got := pinned(t, file); got != name {
+			t.Fatalf("%q: pinned interpreter %q, the kernel's buffer names %q", file, got, name)
+		}
+	})
 }
