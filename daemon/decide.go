@@ -173,15 +173,18 @@ func (p *runPlan) othersMayChange() error {
 			return fmt.Errorf("%s is writable by group or others", pin.Real)
 		}
 		// Every link and directory on the way to it, from the path as
-		// written; the interpreter of a #! script is found by its path
-		// when the run starts.
+		// written; the interpreter of a #! script, and that one's if it
+		// is a script too, is found by its path when the run starts.
 		if err := pipeline.RootsAlone(p.stages[i].Path); err != nil {
 			return err
 		}
-		if ip := pin.Interpreter(); ip != "" {
+		if err := pin.Interpreters(func(ip string) error {
 			if err := pipeline.RootsAlone(ip); err != nil {
 				return fmt.Errorf("the interpreter of %s: %w", pin.Real, err)
 			}
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -74,6 +74,16 @@ func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 	if err := os.WriteFile(viaAgentSh, []byte("#!"+agentSh+"\nid -u\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Root's script whose interpreter is root's script in root's
+	// directory, whose own interpreter is the requester's sh: the kernel
+	// follows the chain, and so must the check.
+	wrap, nested := filepath.Join(rootDir, "wrap"), filepath.Join(rootDir, "nested")
+	if err := os.WriteFile(wrap, []byte("#!"+agentSh+"\nid -u\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nested, []byte("#!"+wrap+"\nid -u\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// An entry of the search path leading into the requester's tree.
 	name := "rt2tool-" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	link := filepath.Join("/usr/local/sbin", name)
@@ -86,6 +96,7 @@ func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 		"allow privileged " + rootInAgents + "\n" +
 		"allow privileged " + rootTool + "\n" +
 		"allow privileged " + viaAgentSh + "\n" +
+		"allow privileged " + nested + "\n" +
 		"allow unprivileged " + agentTool + "\n"})
 	openToAll(t, d)
 	as := func(over map[string]any) response {
@@ -96,6 +107,7 @@ func TestPolicyAllowNeedsRootsFile(t *testing.T) {
 		{"a bare name found through a search path link to the requester's file", name},
 		{"root's file in the requester's directory", rootInAgents},
 		{"root's script run by the requester's interpreter", viaAgentSh},
+		{"root's script run by root's script run by the requester's interpreter", nested},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			r := as(map[string]any{"pipeline": [][]string{{tc.argv0}}})

@@ -117,3 +117,51 @@ func TestInterpreterCheckedIsTheOneRun(t *testing.T) {
 		}
 	})
 }
+
+// TestExecuteOnlyScriptInterpreterChecked: a root script that only root
+// may read (mode 0711), run as another account by an allow rule, has its
+// #! line read all the same: the kernel reads it whoever runs the file,
+// and runs the interpreter it names as that account. Read with the
+// account's identity, the line could not be read and the check took the
+// file for a binary, so the requester's interpreter ran as the account
+// with no person asked.
+func TestExecuteOnlyScriptInterpreterChecked(t *testing.T) {
+	t.Parallel()
+	ag := addAccount(t, "rgeoag")
+	runAs := addAccount(t, "rgeorun")
+	dir := shortDir(t)
+	agentDir, rootDir := filepath.Join(dir, "agent"), filepath.Join(dir, "root")
+	for _, p := range []string{dir, agentDir, rootDir} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(agentDir, int(ag.uid), int(ag.gid)); err != nil {
+		t.Fatal(err)
+	}
+	// The requester's interpreter says who ran it.
+	interp := filepath.Join(agentDir, "interp")
+	if err := os.WriteFile(interp, []byte("#!/bin/sh\nid -u\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(interp, int(ag.uid), int(ag.gid)); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(rootDir, "job")
+	if err := os.WriteFile(script, []byte("#!"+interp+"\necho the job\n"), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(script, 0o711); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	d := startDaemon(t, opts{Policy: "allow privileged,runas=" + runAs.name + " " + script + "\n"})
+	openToAll(t, d)
+	r := sendAs(t, d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"pipeline": [][]string{{script}}, "run_as": runAs.name}))
+	if r.Status == wire.StatusOK {
+		t.Fatalf("allowed by the rule, the requester's interpreter ran as uid %q: %s", strings.TrimSpace(string(r.Stdout)), r.raw)
+	}
+	wantNoApprover(t, r)
+}

@@ -189,6 +189,63 @@ func cString(b []byte) string {
 // line, or one the kernel runs no interpreter for.
 func (p *Pinned) Interpreter() string { return p.interp }
 
+// maxInterpreters is how many interpreters the kernel goes through for
+// one exec, each a #! line's, before it gives up with ELOOP (the depth
+// exec_binprm allows).
+const maxInterpreters = 5
+
+// Interpreters calls check with each interpreter the kernel would run
+// for the pinned file, in turn: the one its #! line names, then the one
+// that file's #! line names, and so on, as the kernel follows them. Each
+// #! line is read with the caller's identity, for the kernel reads it
+// whoever runs the file (an execute-only script too), and an
+// interpreter's own only once check accepted its path. An error from
+// check, or one reading a file, ends the walk; so does a chain longer
+// than the kernel follows.
+func (p *Pinned) Interpreters(check func(path string) error) error {
+	head, err := readHead(p.fdPath())
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.Real, err)
+	}
+	ip, _ := shebang(head)
+	for n := 0; ip != ""; n++ {
+		if n == maxInterpreters {
+			return fmt.Errorf("%s: more than %d interpreters: %w", p.Real, maxInterpreters, unix.ELOOP)
+		}
+		if err := check(ip); err != nil {
+			return err
+		}
+		if head, err = readHead(ip); err != nil {
+			return fmt.Errorf("%s: the interpreter %s: %w", p.Real, ip, err)
+		}
+		ip, _ = shebang(head)
+	}
+	return nil
+}
+
+// readHead reads the first binprmBufSize bytes of the regular file at
+// path, NUL past its end, as the kernel's buffer holds them. A FIFO or a
+// device is never opened for reading.
+func readHead(path string) (head [binprmBufSize]byte, err error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return head, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return head, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return head, errors.New("not a regular file")
+	}
+	if _, err := io.ReadFull(f, head[:]); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return head, err
+	}
+	return head, nil
+}
+
 // Close releases the held descriptor.
 func (p *Pinned) Close() error { return p.f.Close() }
 

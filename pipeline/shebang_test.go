@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // The name the kernel runs is at most the first 255 bytes of the line,
@@ -229,4 +232,63 @@ func FuzzShebang(f *testing.F) {
 			t.Fatalf("%q: pinned interpreter %q, the kernel's buffer names %q", file, got, name)
 		}
 	})
+}
+
+// TestInterpreters: the chain of #! lines is followed as the kernel
+// follows it, each interpreter's line read only once check accepted it,
+// up to the kernel's depth; a FIFO named as an interpreter is never
+// opened for reading (which would wait for a writer).
+func TestInterpreters(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o711); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	chain := func(top string) (got []string, err error) {
+		t.Helper()
+		p, err := Pin(top)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		err = p.Interpreters(func(ip string) error { got = append(got, ip); return nil })
+		return got, err
+	}
+	// i0 is a binary; each script names the one before.
+	i0 := write("i0", "\x7fELF")
+	prev := i0
+	var scripts []string
+	for i := 1; i <= maxInterpreters+1; i++ {
+		prev = write(fmt.Sprintf("i%d", i), "#!"+prev+" arg\n")
+		scripts = append(scripts, prev)
+	}
+	got, err := chain(scripts[maxInterpreters-1])
+	if want := []string{scripts[maxInterpreters-2]}; err != nil || len(got) != maxInterpreters || got[0] != want[0] || got[len(got)-1] != i0 {
+		t.Errorf("a chain of %d: %q, %v", maxInterpreters, got, err)
+	}
+	if got, err := chain(scripts[maxInterpreters]); !errors.Is(err, unix.ELOOP) || len(got) != maxInterpreters {
+		t.Errorf("a chain longer than the kernel follows: %q, %v, want ELOOP after %d", got, err, maxInterpreters)
+	}
+	// check's refusal ends the walk before the refused file is read.
+	refused := errors.New("refused")
+	p, err := Pin(scripts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var seen []string
+	if err := p.Interpreters(func(ip string) error { seen = append(seen, ip); return refused }); err != refused || len(seen) != 1 || seen[0] != scripts[1] {
+		t.Errorf("refused at the first: %q, %v", seen, err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := chain(write("viafifo", "#!"+fifo+"\n")); err == nil || len(got) != 1 || got[0] != fifo {
+		t.Errorf("a FIFO as interpreter: %q, %v, want an error after it", got, err)
+	}
 }
