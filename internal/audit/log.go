@@ -150,10 +150,13 @@ func (l *Log) use(f *os.File) error {
 // another process, and cannot sync the records written there for later,
 // returns that error (see [Log.Commit]) without writing r.
 func (l *Log) Append(r *Record) error {
-	if err := l.append(r); err != nil {
+	n, err := l.append(r)
+	if err != nil {
 		return err
 	}
-	return l.Commit()
+	// Up to r itself: a commit up to the records written since (into a
+	// file that replaced r's) would not say that r was lost.
+	return l.commitTo(n)
 }
 
 // AppendLater is Append without waiting for the disk: r is written to the
@@ -161,7 +164,10 @@ func (l *Log) Append(r *Record) error {
 // is closed). For a record that is always followed by one that must be
 // durable before anything happens, or whose loss a later reader can tell
 // (see [Unfinished]).
-func (l *Log) AppendLater(r *Record) error { return l.append(r) }
+func (l *Log) AppendLater(r *Record) error {
+	_, err := l.append(r)
+	return err
+}
 
 // CommitWithin makes every record written so far durable within d: the
 // sync of a durable Append that comes first takes them along (under a
@@ -195,6 +201,11 @@ func (l *Log) Commit() error {
 	l.mu.Lock()
 	target := l.written
 	l.mu.Unlock()
+	return l.commitTo(target)
+}
+
+// commitTo is Commit for the records up to the target'th this Log wrote.
+func (l *Log) commitTo(target uint64) error {
 	l.commit.Lock()
 	defer l.commit.Unlock()
 	l.mu.Lock()
@@ -228,10 +239,19 @@ func (l *Log) Commit() error {
 	return nil
 }
 
-// append writes r (see AppendLater).
-func (l *Log) append(r *Record) error {
+// append writes r (see AppendLater) and returns how many records this
+// Log has written with it.
+func (l *Log) append(r *Record) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.appendLocked(r); err != nil {
+		return 0, err
+	}
+	return l.written, nil
+}
+
+// appendLocked is append with l.mu held.
+func (l *Log) appendLocked(r *Record) error {
 	if l.err != nil {
 		return l.err
 	}

@@ -140,3 +140,47 @@ func TestLostRecordsReportedAtReopen(t *testing.T) {
 		t.Fatalf("the next record is not in the new file:\n%s", b)
 	}
 }
+
+// TestLostRecordReportedToItsAppend: an Append's record is written, then
+// another append finds the file rotated away and its records lost, and a
+// third writes into the new file, all before the first Append's commit
+// runs (they share the log, not its lock, meanwhile). That commit must
+// report the loss of its own record: a commit up to the latest record
+// synced the new file and said all was safe, and its caller (a run's
+// started record) went on.
+func TestLostRecordReportedToItsAppend(t *testing.T) {
+	mnt, fill, free := failingDisk(t)
+	path := filepath.Join(mnt, "audit.jsonl")
+	l, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Append(&Record{Kind: KindReceived, ID: "safe"}); err != nil {
+		t.Fatal(err)
+	}
+	fill()
+	// Append's first half: the record is written, not yet committed.
+	n, err := l.append(&Record{Kind: KindStarted, ID: "lost", Error: strings.Repeat("x", 64<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".00000000000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AppendLater(&Record{Kind: KindReceived, ID: "notices"}); err == nil || !strings.Contains(err.Error(), "records lost") {
+		t.Fatalf("append after the rotated-away file failed to sync: %v, want records lost", err)
+	}
+	free()
+	if err := l.AppendLater(&Record{Kind: KindReceived, ID: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	// Append's second half.
+	if err := l.commitTo(n); err == nil || !strings.Contains(err.Error(), "records lost") {
+		t.Fatalf("the commit of the lost record: %v, want records lost", err)
+	}
+	// A commit of what came later is safe.
+	if err := l.Commit(); err != nil {
+		t.Fatalf("commit of the records since: %v", err)
+	}
+}
