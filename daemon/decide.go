@@ -206,9 +206,10 @@ func (p *runPlan) subject(userName string) policy.Subject {
 	}
 }
 
-// runAsName is the account p's request named to run as, for the policy:
-// "" for root, the requester (not privileged), and a request naming
-// only a group.
+// runAsName is the account p's request runs as, for the policy: "" for
+// root and the requester's own unprivileged run; a request naming only a
+// group runs as the requester, whose name it is then (a rule needs
+// runas= for it).
 func (p *runPlan) runAsName() string {
 	if p.named == nil || p.account.UID == 0 {
 		return ""

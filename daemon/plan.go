@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -56,7 +55,7 @@ type runPlan struct {
 	search string
 	// leftOut is why each directory of the fixed search path not in
 	// search was left out (pipeline.SafeSearchPath's reasons).
-	leftOut []string
+	leftOut []pipeline.LeftOut
 }
 
 // close releases the pinned executables and the cwd.
@@ -201,28 +200,25 @@ func (p *runPlan) open() error {
 
 // leftOutHolding names the first directory of the fixed search path that
 // p's search path left out and that holds an executable file named name,
-// a bare name not found in p's, and why it was left out; "" when there is
-// none. The operator learns why a command that is there is not found.
+// a bare name not found in p's, and why it was left out; "" when there
+// is none. The operator learns why a command that is there is not found.
+// The file is looked for with the requester's identity, so that the
+// answer tells the requester nothing it could not find out itself (its
+// link there to a file only root may reach says nothing of that file).
 func (p *runPlan) leftOutHolding(name string) (dir, why string) {
 	if len(p.leftOut) == 0 || strings.Contains(name, "/") {
 		return "", ""
 	}
-	kept := filepath.SplitList(p.search)
-	for _, dir := range filepath.SplitList(pipeline.SearchPath) {
-		if slices.Contains(kept, dir) {
-			continue
+	requester := pipeline.Account{UID: uint32(p.peer.UID), GID: uint32(p.peer.GID), Groups: p.peer.Groups}
+	for _, l := range p.leftOut {
+		var st os.FileInfo
+		err := pipeline.AsUser(&requester, func() (err error) {
+			st, err = os.Stat(filepath.Join(l.Dir, name))
+			return err
+		})
+		if err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return l.Dir, l.Why
 		}
-		st, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-			continue
-		}
-		// Each reason starts with the directory it is about.
-		for _, r := range p.leftOut {
-			if rest, ok := strings.CutPrefix(r, dir); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, ":")) {
-				return dir, r
-			}
-		}
-		return dir, "someone other than root may change it"
 	}
 	return "", ""
 }

@@ -42,6 +42,22 @@ func TestSearchPathLeavesOutOthersDirs(t *testing.T) {
 	if err := os.WriteFile(only, []byte("#!/bin/sh\necho only\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The requester's link there to a file in a directory only root may
+	// enter: whether that file exists is not the requester's to learn.
+	secret := filepath.Join(dir, "secret")
+	if err := os.Mkdir(secret, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "tool"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	peek := filepath.Join(sbin, "rgpath-peek")
+	if err := os.Symlink(filepath.Join(secret, "tool"), peek); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(peek, int(ag.uid), int(ag.gid)); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{sbin, planted, only} {
 		if err := os.Chown(p, int(ag.uid), int(ag.gid)); err != nil {
 			t.Fatal(err)
@@ -74,6 +90,10 @@ func TestSearchPathLeavesOutOthersDirs(t *testing.T) {
 	r = as(ag.uid, ag.gid, "rgpath-only")
 	if want := fmt.Sprintf(`stage 1: executable not found: "rgpath-only": /usr/local/sbin has it, but is left out of the search path of privileged runs: /usr/local/sbin is owned by uid %d, not by root`, ag.uid); r.Status != wire.StatusError || r.Code != wire.CodeNotFound || r.Message != want {
 		t.Errorf("rgpath-only: got %s, want code %s and message %q", r.raw, wire.CodeNotFound, want)
+	}
+	r = as(ag.uid, ag.gid, "rgpath-peek")
+	if want := wire.NotFoundError(1, "rgpath-peek").Error(); r.Status != wire.StatusError || r.Code != wire.CodeNotFound || r.Message != want {
+		t.Errorf("the requester's link to root's hidden file: got %s, want code %s and message %q", r.raw, wire.CodeNotFound, want)
 	}
 	r = wantOK(t, as(0, 0, "rgpath-only"))
 	if string(r.Stdout) != "only\n" {

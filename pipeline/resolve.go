@@ -26,7 +26,7 @@ const SearchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 // (sticky or not: a new name is all it takes), or one whose path leads
 // to it through an entry someone else may change ([RootsAlone]). A
 // directory that does not exist is left out too (nothing is found
-// there). The reasons say what was left out and why.
+// there). leftOut says which directories were left out and why.
 //
 // A run as root (or as another account) that runs a command by name finds
 // it in its PATH: a directory there that a requester can write to would
@@ -38,14 +38,20 @@ const SearchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 // The answer is kept for [safeSearchPathFor]: checking takes about 70
 // system calls (BenchmarkSafeSearchPath), and directories' owners and
 // modes seldom change.
-func SafeSearchPath() (path string, reasons []string) {
+func SafeSearchPath() (path string, leftOut []LeftOut) {
 	safePath.mu.Lock()
 	defer safePath.mu.Unlock()
 	if now := time.Now(); safePath.at.IsZero() || now.Sub(safePath.at) >= safeSearchPathFor {
-		safePath.path, safePath.reasons = safeSearchPath()
+		safePath.path, safePath.leftOut = safeSearchPath()
 		safePath.at = now
 	}
-	return safePath.path, safePath.reasons
+	return safePath.path, safePath.leftOut
+}
+
+// LeftOut is a directory of [SearchPath] that [SafeSearchPath] left out,
+// and why (a sentence about Dir).
+type LeftOut struct {
+	Dir, Why string
 }
 
 // safeSearchPathFor is how long [SafeSearchPath] keeps its answer.
@@ -56,20 +62,20 @@ var safePath struct {
 	mu      sync.Mutex
 	at      time.Time
 	path    string
-	reasons []string
+	leftOut []LeftOut
 }
 
 // safeSearchPath finds [SafeSearchPath]'s answer.
-func safeSearchPath() (path string, reasons []string) {
+func safeSearchPath() (path string, leftOut []LeftOut) {
 	var kept []string
 	for _, dir := range filepath.SplitList(SearchPath) {
 		if err := rootsAlone(dir); err != nil {
-			reasons = append(reasons, err.Error())
+			leftOut = append(leftOut, LeftOut{Dir: dir, Why: err.Error()})
 			continue
 		}
 		kept = append(kept, dir)
 	}
-	return strings.Join(kept, ":"), reasons
+	return strings.Join(kept, ":"), leftOut
 }
 
 // rootsAlone says why someone other than root could change what the

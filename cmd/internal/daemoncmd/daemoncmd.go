@@ -429,7 +429,11 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		log.Info("--approver-silence is not shorter than --prompt-timeout: a request put to an approver cut off without a close waits out its prompt", "approver_silence", o.approverQuiet.String(), "prompt_timeout", o.promptTimeout.String())
 	}
 	if _, left := pipeline.SafeSearchPath(); len(left) > 0 {
-		log.Warn("search path: privileged runs that users other than root ask for leave out what others than root may change: "+strings.Join(left, "; "), "path", pipeline.SearchPath)
+		why := make([]string, len(left))
+		for i, l := range left {
+			why[i] = l.Why
+		}
+		log.Warn("search path: privileged runs that users other than root ask for leave out what others than root may change: "+strings.Join(why, "; "), "path", pipeline.SearchPath)
 	}
 	if o.unsafeSelf {
 		log.Warn("UNSAFE: --unsafe-self-approval is on: a requester may be asked through an approver whose terminal or session its own uid controls, and could type the answer itself; this guards against mistakes only, not against a hostile agent")
