@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -265,19 +266,10 @@ func readAt(dirfd int, name string) []byte {
 	if err != nil {
 		return nil
 	}
-	defer unix.Close(fd)
-	var b []byte
-	buf := make([]byte, 4096)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return b
-		}
-		b = append(b, buf[:n]...)
-	}
+	f := os.NewFile(uintptr(fd), name) // blocking: never in the poller
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	return b
 }
 
 // openFile opens the file name of the cgroup through its held directory:
