@@ -165,17 +165,11 @@ func (p *runPlan) othersMayChange() error {
 		return nil
 	}
 	for i, pin := range p.pinned {
-		// The file that runs, held open since check 9.
-		switch st := pin.Stat(); {
-		case st.Uid != 0:
-			return fmt.Errorf("%s is owned by uid %d, not by root", pin.Real, st.Uid)
-		case st.Mode&0o022 != 0:
-			return fmt.Errorf("%s is writable by group or others", pin.Real)
-		}
-		// Every link and directory on the way to it, from the path as
-		// written; the interpreter of a #! script, and that one's if it
-		// is a script too, is found by its path when the run starts.
-		if err := pipeline.RootsAlone(p.stages[i].Path); err != nil {
+		// Every link and directory on the way from the path as written
+		// to the file that runs (held open since check 9), and that
+		// file; the interpreter of a #! script, and that one's if it is
+		// a script too, is found by its path when the run starts.
+		if err := pin.RootsAlone(p.stages[i].Path); err != nil {
 			return err
 		}
 		if err := pin.Interpreters(func(ip string) error {

@@ -22,17 +22,13 @@ func setAsideDaemon(t *testing.T, ag userAccount) (d *daemonProc, link, real str
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	agentDir, rootDir := filepath.Join(dir, "agent"), filepath.Join(dir, "root")
-	for p, uid := range map[string]uint32{agentDir: ag.uid, rootDir: 0} {
-		if err := os.Mkdir(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(p, int(uid), -1); err != nil {
-			t.Fatal(err)
-		}
+	rootDir := filepath.Join(dir, "root")
+	if err := os.Mkdir(rootDir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	// A name that would recolour the terminal the answer is printed on.
-	real = filepath.Join(agentDir, "t\x1b[31mool")
+	// The requester's file, in root's directory, under a name that would
+	// recolour the terminal the answer is printed on.
+	real = filepath.Join(rootDir, "t\x1b[31mool")
 	if err := os.WriteFile(real, []byte("#!/bin/sh\nid -u\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +57,8 @@ func TestCheckSaysWhyRuleSetAside(t *testing.T) {
 	if c.Status != wire.StatusOK || c.Check != wire.CheckAsk {
 		t.Fatalf("check: got %s, want %q", c.raw, wire.CheckAsk)
 	}
-	want := fmt.Sprintf("allow rule %s:2 (allow privileged %s) does not decide this: %s is owned by uid %d, not by root; a person would be asked",
-		filepath.Join(d.Dir, "policy"), link, strings.ReplaceAll(real, "\x1b", `\x1b`), ag.uid)
+	want := fmt.Sprintf("allow rule %s:2 (allow privileged %s) does not decide this: %s: %s is owned by uid %d, not by root; a person would be asked",
+		filepath.Join(d.Dir, "policy"), link, link, strings.ReplaceAll(real, "\x1b", `\x1b`), ag.uid)
 	if c.Message != want {
 		t.Fatalf("check message:\n got %q\nwant %q", c.Message, want)
 	}

@@ -325,9 +325,6 @@ func unchanged(a, b *unix.Stat_t) bool {
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
-// Stat is the pinned file's status as it was when pinned: its owner and
-// mode say who could have written what runs.
-func (p *Pinned) Stat() unix.Stat_t { return p.st }
 
 // Identity names the pinned file as it was when pinned: its device and
 // inode, owner, mode, size and change times. Two pins with the same

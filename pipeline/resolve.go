@@ -142,6 +142,22 @@ func EntryRootsAlone(path string) error {
 	return nil
 }
 
+// RootsAlone is [RootsAlone] for path, the path p was pinned from: the
+// walk must also end at the pinned file itself (the same device and
+// inode), so what is checked is what runs.
+func (p *Pinned) RootsAlone(path string) error {
+	real, st, err := rootsPath(path)
+	switch {
+	case err != nil:
+		return err
+	case st.Dev != p.st.Dev || st.Ino != p.st.Ino:
+		return fmt.Errorf("%s no longer leads to the file found there", path)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by group or others", where(path, real))
+	}
+	return nil
+}
+
 // maxLinks is how many symbolic links the kernel follows in one lookup
 // (MAXSYMLINKS) before it fails with ELOOP.
 const maxLinks = 40
