@@ -325,7 +325,6 @@ func unchanged(a, b *unix.Stat_t) bool {
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
-
 // Identity names the pinned file as it was when pinned: its device and
 // inode, owner, mode, size and change times. Two pins with the same
 // Identity held the same unmodified file; a file replaced behind its path,
