@@ -55,7 +55,8 @@ var runsAnything = []string{
 // a request with one runs anything, and so may a rule that admits other
 // arguments than the request's, though the request had none. A short
 // option ("-I") is also found with its value attached ("-Igzip") or
-// among others ("-xIf"), a long one ("--rsh") with "=value"; find's
+// among others ("-xIf"), a long one ("--rsh") with "=value" and
+// abbreviated as getopt_long takes it ("--rs=", "--to-com"); find's
 // actions are whole words.
 var runsWith = map[string][]string{
 	"find":    {"-exec", "-execdir", "-ok", "-okdir"},
@@ -95,7 +96,10 @@ func hasRunnerOption(name string, args, opts []string) bool {
 				return true
 			case name == "find":
 			case strings.HasPrefix(o, "--"):
-				if strings.HasPrefix(a, o+"=") {
+				// Any abbreviation: getopt_long takes one that is
+				// not ambiguous, and which are depends on the
+				// program's other options.
+				if name, _, _ := strings.Cut(a, "="); len(name) > 2 && strings.HasPrefix(o, name) {
 					return true
 				}
 			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a[1:], o[1:]):
