@@ -24,23 +24,7 @@ func TestMadeUpIDTaken(t *testing.T) {
 	d := startDaemon(t, opts{Dir: dir, Args: []string{"--cgroup", "none"}})
 	m := runMarker()
 	killAtEnd(t, m)
-	c, err := net.Dial("unix", d.Sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-	if _, err := c.Write([]byte(request(map[string]any{"id": nil, "progress": true, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
-		t.Fatal(err)
-	}
-	l := &lineReader{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
-	line := l.next()
-	id, ok := strings.CutPrefix(line, `{"id":"`)
-	id, _, _ = strings.Cut(id, `"`)
-	if _, _, isProgress := wire.ParseProgress([]byte(line)); !ok || !isProgress || id == "" {
-		t.Fatalf("first line %q, want a progress line with the made-up id", line)
-	}
-	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	id := madeUpRun(t, d, m)
 
 	wantError(t, d.send(map[string]any{"id": id, "pipeline": [][]string{{"true"}}}), `duplicate request id "`+id+`"`)
 	if k := kinds(trail(t, dir, id)); k != "received decided started rejected" {
@@ -109,11 +93,28 @@ func TestMadeUpIDHeldPastWindow(t *testing.T) {
 	d := startDaemon(t, opts{Dir: dir, Args: []string{"--cgroup", "none", "--max-skew", "2s"}})
 	m := runMarker()
 	killAtEnd(t, m)
+	id := madeUpRun(t, d, m)
+
+	windowPasses(t, d, "probe-"+m)
+	if len(procsWith(m)) != 1 {
+		t.Fatal("the run ended before the window passed")
+	}
+	wantError(t, d.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
+	if k := kinds(trail(t, dir, id)); k != "received decided started rejected" {
+		t.Fatalf("records of %s: %s, want the run's and one rejected", id, k)
+	}
+}
+
+// madeUpRun sends d a request without an id that runs sleep m, keeps its
+// connection open until the test ends, and returns the id the daemon
+// made up for it (its first progress line's) once the sleep runs.
+func madeUpRun(t *testing.T, d *daemonProc, m string) string {
+	t.Helper()
 	c, err := net.Dial("unix", d.Sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	if _, err := c.Write([]byte(request(map[string]any{"id": nil, "progress": true, "pipeline": [][]string{{"sleep", m}}}))); err != nil {
 		t.Fatal(err)
@@ -126,22 +127,19 @@ func TestMadeUpIDHeldPastWindow(t *testing.T) {
 		t.Fatalf("first line %q, want a progress line with the made-up id", line)
 	}
 	waitFor(t, "the run", 10*time.Second, func() bool { return len(procsWith(m)) == 1 })
+	return id
+}
 
-	// The window has passed once a given id sent again is accepted.
-	probe := "probe-" + m
-	wantOK(t, d.send(map[string]any{"id": probe}))
+// windowPasses returns once d's replay window has passed: a short run
+// under the id probe, sent again, is accepted again.
+func windowPasses(t *testing.T, d *daemonProc, probe string) {
+	t.Helper()
+	wantOK(t, d.send(map[string]any{"id": probe, "pipeline": [][]string{{"true"}}}))
 	waitFor(t, "the window to pass", 20*time.Second, func() bool {
-		r := d.send(map[string]any{"id": probe})
+		r := d.send(map[string]any{"id": probe, "pipeline": [][]string{{"true"}}})
 		if r.Status != wire.StatusOK && !strings.Contains(r.Message, "duplicate request id") {
 			t.Fatalf("probe %s: %s", probe, r.raw)
 		}
 		return r.Status == wire.StatusOK
 	})
-	if len(procsWith(m)) != 1 {
-		t.Fatal("the run ended before the window passed")
-	}
-	wantError(t, d.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
-	if k := kinds(trail(t, dir, id)); k != "received decided started rejected" {
-		t.Fatalf("records of %s: %s, want the run's and one rejected", id, k)
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/internal/audit"
-	"github.com/rootgate/rootgate/wire"
 )
 
 // TestUnfinishedIDReused: a request's id is the requester's word, and the
@@ -26,23 +25,10 @@ func TestUnfinishedIDReused(t *testing.T) {
 	m := runMarker()
 	killAtEnd(t, m)
 	id := "reused-id-" + m
-	// windowPasses returns once the replay window has passed: a short run
-	// under a fresh id is accepted again.
-	windowPasses := func(probe string) {
-		t.Helper()
-		wantOK(t, a.send(map[string]any{"id": probe, "pipeline": [][]string{{"true"}}}))
-		waitFor(t, "the window to pass", 20*time.Second, func() bool {
-			r := a.send(map[string]any{"id": probe, "pipeline": [][]string{{"true"}}})
-			if r.Status != wire.StatusOK && !strings.Contains(r.Message, "duplicate request id") {
-				t.Fatalf("short run %s: %s", probe, r.raw)
-			}
-			return r.Status == wire.StatusOK
-		})
-	}
 	wantOK(t, a.send(map[string]any{"id": id, "pipeline": [][]string{{"true"}}}))
-	windowPasses("probe-1-" + m)
+	windowPasses(t, a, "probe-1-"+m)
 	blockedRun(t, a, id, m) // the id again, for a run that will outlast the window
-	windowPasses("probe-2-" + m)
+	windowPasses(t, a, "probe-2-"+m)
 	wantError(t, a.send(map[string]any{"id": id, "pipeline": [][]string{{"true"}}}), `duplicate request id "`+id+`"`)
 
 	a.Cmd.Process.Kill()

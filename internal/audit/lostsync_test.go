@@ -92,16 +92,7 @@ func failingDisk(t *testing.T) (mnt string, fill, free func()) {
 // the Commit that was to cover them fails too, and the next request's
 // durable append, its own record safe on disk, is not blamed for them.
 func TestLostRecordsReportedAtReopen(t *testing.T) {
-	mnt, fill, free := failingDisk(t)
-	path := filepath.Join(mnt, "audit.jsonl")
-	l, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Append(&Record{Kind: KindReceived, ID: "safe"}); err != nil {
-		t.Fatal(err)
-	}
+	l, path, fill, free := logOnFailingDisk(t)
 
 	fill()
 	// 64 KiB: blocks of the file's that the image has never held, which
@@ -116,7 +107,7 @@ func TestLostRecordsReportedAtReopen(t *testing.T) {
 	}
 	// The append that notices, and closes the old file, says the records
 	// in it were lost.
-	err = l.AppendLater(&Record{Kind: KindReceived, ID: "notices"})
+	err := l.AppendLater(&Record{Kind: KindReceived, ID: "notices"})
 	if err == nil || !strings.Contains(err.Error(), "records lost") {
 		t.Fatalf("append after the rotated-away file failed to sync: %v, want records lost", err)
 	}
@@ -149,16 +140,7 @@ func TestLostRecordsReportedAtReopen(t *testing.T) {
 // synced the new file and said all was safe, and its caller (a run's
 // started record) went on.
 func TestLostRecordReportedToItsAppend(t *testing.T) {
-	mnt, fill, free := failingDisk(t)
-	path := filepath.Join(mnt, "audit.jsonl")
-	l, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Append(&Record{Kind: KindReceived, ID: "safe"}); err != nil {
-		t.Fatal(err)
-	}
+	l, path, fill, free := logOnFailingDisk(t)
 	fill()
 	// Append's first half: the record is written, not yet committed.
 	n, err := l.append(&Record{Kind: KindStarted, ID: "lost", Error: strings.Repeat("x", 64<<10)})
@@ -183,4 +165,21 @@ func TestLostRecordReportedToItsAppend(t *testing.T) {
 	if err := l.Commit(); err != nil {
 		t.Fatalf("commit of the records since: %v", err)
 	}
+}
+
+// logOnFailingDisk opens a Log on failingDisk's file system, with one
+// record synced there, closed when the test ends.
+func logOnFailingDisk(t *testing.T) (l *Log, path string, fill, free func()) {
+	t.Helper()
+	mnt, fill, free := failingDisk(t)
+	path = filepath.Join(mnt, "audit.jsonl")
+	l, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Append(&Record{Kind: KindReceived, ID: "safe"}); err != nil {
+		t.Fatal(err)
+	}
+	return l, path, fill, free
 }
