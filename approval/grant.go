@@ -17,62 +17,72 @@ const MaxGrant = 8 * time.Hour
 var DefaultGrantDurations = []time.Duration{15 * time.Minute, time.Hour}
 
 // runsAnything names the programs that run whatever their arguments,
-// their input or their directory say: shells and language interpreters
-// (by name, or by a name prefix ending in '*'), command runners, which
-// run their arguments as a command, programs that read commands from
-// their input or install them to run later, and build tools, package
-// managers and version control, which run code the directory they run in
-// holds. A grant for a request with such a stage allows every command
-// its arguments spell, so it needs a second confirmation
-// ([RunsAnything]). This is the one list of them. It goes by name: an
-// interpreter copied under another name is not caught
+// their input or their directory say, in groups, each with why (by
+// name, or by a name prefix ending in '*'). A grant for a request with
+// such a stage allows every command its arguments spell, so it needs a
+// second confirmation ([RunsAnything]); so does any rule for one
+// ([RuleRunsAnything]). This is the one list of them. It goes by name:
+// an interpreter copied under another name is not caught
 // (docs/threat-model.md).
-var runsAnything = []string{
-	// shells
-	"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "ash", "csh", "tcsh", "busybox", "rbash",
-	// interpreters
-	"python*", "perl*", "ruby*", "node", "nodejs", "deno", "bun", "php*", "lua*", "tclsh*", "wish*",
-	"awk", "gawk", "mawk", "nawk", "sed", "gdb", "expect",
-	// command runners
-	"env", "sudo", "su", "doas", "runuser", "setpriv", "nsenter", "chroot", "unshare", "xargs",
-	"nohup", "nice", "ionice", "timeout", "stdbuf", "setsid", "flock", "watch", "time",
-	"systemd-run", "strace", "ltrace", "script", "ssh", "parallel",
-	"taskset", "chrt", "prlimit", "numactl", "pkexec", "sg", "capsh", "firejail", "bwrap",
-	"ld-linux*", "ld.so", "ld64.so*", "dbus-run-session", "xvfb-run",
-	// commands read from input, or installed to run later; editors,
-	// whose commands run shell commands
-	"at", "batch", "crontab", "ed", "ex", "vi", "vim", "nvim", "view", "emacs",
-	// code the directory holds: a Makefile, package.json's scripts,
-	// setup.py or pyproject.toml, build.rs, go.mod's toolchain, a
-	// repository's hooks and config (core.fsmonitor, core.pager)
-	"make", "npm", "npx", "yarn", "pnpm", "pip*", "pipx", "poetry", "uv", "cargo", "go",
-	"mvn", "gradle", "ant", "rake", "bundle", "gem", "composer", "cmake", "meson", "ninja",
-	"tox", "nox", "pytest", "git",
+var runsAnything = []struct {
+	why   string
+	names []string
+}{
+	{"runs whatever its arguments or input say", []string{
+		// shells
+		"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "ash", "csh", "tcsh", "busybox", "rbash",
+		// interpreters
+		"python*", "perl*", "ruby*", "node", "nodejs", "deno", "bun", "php*", "lua*", "tclsh*", "wish*",
+		"awk", "gawk", "mawk", "nawk", "sed", "gdb", "expect",
+	}},
+	{"runs the command its arguments name", []string{
+		"env", "sudo", "su", "doas", "runuser", "setpriv", "nsenter", "chroot", "unshare", "xargs",
+		"nohup", "nice", "ionice", "timeout", "stdbuf", "setsid", "flock", "watch", "time",
+		"systemd-run", "systemd-nspawn", "strace", "ltrace", "perf", "valgrind", "script", "ssh", "parallel",
+		"taskset", "chrt", "prlimit", "numactl", "pkexec", "sg", "capsh", "firejail", "bwrap",
+		"ld-linux*", "ld.so", "ld64.so*", "dbus-run-session", "xvfb-run",
+		"setarch", "linux32", "linux64", "run-parts", "socat", "logsave", "tmux", "screen",
+	}},
+	{"runs commands it reads (an editor's or sftp's shell escape), or installs them to run later", []string{
+		"at", "batch", "crontab", "ed", "ex", "vi", "vim", "nvim", "view", "emacs", "sftp",
+	}},
+	{"runs code the directory it runs in holds (a Makefile, package.json's scripts, setup.py, build.rs, go.mod's toolchain, a repository's hooks and config), whatever its arguments", []string{
+		"make", "npm", "npx", "yarn", "pnpm", "pip", "pip2*", "pip3*", "pipx", "poetry", "uv", "cargo", "go",
+		"mvn", "gradle", "ant", "rake", "bundle", "gem", "composer", "cmake", "meson", "ninja",
+		"tox", "nox", "pytest", "git",
+	}},
 }
 
 // runsWith names the programs that run a command given one of the options
-// listed (find's actions, tar's --to-command, apt-get's -o with a hook):
-// a request with one runs anything, and so may a rule that admits other
-// arguments than the request's, though the request had none. A short
-// option ("-I") is also found with its value attached ("-Igzip") or
-// among others ("-xIf"), a long one ("--rsh") with "=value" and
-// abbreviated as getopt_long takes it ("--rs=", "--to-com"); find's
-// actions are whole words.
+// listed (find's actions, tar's --to-command, apt-get's -o with a hook,
+// dpkg's --pre-invoke): a request with one runs anything, and so may a
+// rule that admits other arguments than the request's, though the
+// request had none. A short option ("-I") is also found with its value
+// attached ("-Igzip") or among others ("-xIf", and tar's first word
+// without a dash, "xIf"), a long one ("--rsh") with "=value" and
+// abbreviated as getopt_long takes it ("--rs=", "--to-com"); an entry
+// "*.deb" is an argument that ends so (a package file whose scripts
+// apt runs). find's actions and ip's exec are whole words. Every
+// argument is looked at, after "--" too: it may be an option's value.
 var runsWith = map[string][]string{
 	"find":    {"-exec", "-execdir", "-ok", "-okdir"},
+	"ip":      {"exec"},
 	"tar":     {"--to-command", "--checkpoint-action", "--use-compress-program", "--rsh-command", "--info-script", "--new-volume-script", "-I", "-F"},
-	"rsync":   {"--rsh", "--rsync-path", "-e"},
+	"rsync":   {"--rsh", "--rsync-path", "--daemon", "--config", "-e"},
 	"zip":     {"--unzip-command", "-TT"},
 	"sort":    {"--compress-program"},
-	"man":     {"--pager", "--html", "-P", "-H"},
-	"apt-get": {"--option", "--config-file", "-o", "-c"},
-	"apt":     {"--option", "--config-file", "-o", "-c"},
-	"dpkg":    {"--install", "--unpack", "--configure", "-i"},
+	"man":     {"--pager", "--html", "--config-file", "-P", "-H", "-C"},
+	"apt-get": {"--option", "--config-file", "-o", "-c", "*.deb"},
+	"apt":     {"--option", "--config-file", "-o", "-c", "*.deb"},
+	"dpkg":    {"--install", "--unpack", "--configure", "--pre-invoke", "--post-invoke", "--admindir", "--instdir", "--root", "-i"},
 	"scp":     {"-S", "-o", "-F"},
-	"sftp":    {"-S", "-o", "-F"},
 }
 
-// runnerOptions returns the options of runsWith a stage's names have.
+// wordOptions are the programs of runsWith whose options are whole words.
+var wordOptions = []string{"find", "ip"}
+
+// runnerOptions returns the name, and the options of runsWith, that a
+// stage's names have in runsWith; "" when none.
 func runnerOptions(st Stage) (name string, opts []string) {
 	for _, n := range stageNames(st) {
 		if opts, ok := runsWith[n]; ok {
@@ -82,27 +92,29 @@ func runnerOptions(st Stage) (name string, opts []string) {
 	return "", nil
 }
 
-// hasRunnerOption reports whether args hold one of opts, as runsWith says
-// they are found. Arguments after "--" are operands (find has no such
-// end).
+// hasRunnerOption reports whether args, the arguments of the program
+// name, hold one of opts, as runsWith says they are found.
 func hasRunnerOption(name string, args, opts []string) bool {
-	for _, a := range args {
-		if a == "--" && name != "find" {
-			return false
-		}
+	words := slices.Contains(wordOptions, name)
+	for i, a := range args {
 		for _, o := range opts {
 			switch {
 			case a == o:
 				return true
-			case name == "find":
+			case words:
+			case strings.HasPrefix(o, "*"):
+				if strings.HasSuffix(a, o[1:]) {
+					return true
+				}
 			case strings.HasPrefix(o, "--"):
 				// Any abbreviation: getopt_long takes one that is
 				// not ambiguous, and which are depends on the
 				// program's other options.
-				if name, _, _ := strings.Cut(a, "="); len(name) > 2 && strings.HasPrefix(o, name) {
+				if opt, _, _ := strings.Cut(a, "="); len(opt) > 2 && strings.HasPrefix(o, opt) {
 					return true
 				}
-			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a[1:], o[1:]):
+			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a[1:], o[1:]),
+				name == "tar" && i == 0 && !strings.HasPrefix(a, "-") && strings.Contains(a, o[1:]):
 				return true
 			}
 		}
@@ -110,36 +122,33 @@ func hasRunnerOption(name string, args, opts []string) bool {
 	return false
 }
 
-// interpreterName reports whether base is in runsAnything.
-func interpreterName(base string) bool {
-	for _, n := range runsAnything {
-		if pre, ok := strings.CutSuffix(n, "*"); ok {
-			if strings.HasPrefix(base, pre) {
-				return true
+// runsAnythingWhy says why the program base runs anything, if it is in
+// runsAnything; "" if not.
+func runsAnythingWhy(base string) string {
+	for _, g := range runsAnything {
+		for _, n := range g.names {
+			if pre, ok := strings.CutSuffix(n, "*"); ok && strings.HasPrefix(base, pre) || base == n {
+				return g.why
 			}
-		} else if base == n {
-			return true
 		}
 	}
-	return false
+	return ""
 }
 
 // RunsAnything lists, one line per stage, why a grant for p would allow
 // more than the one command shown: a stage whose program (as written, as
-// resolved or as the file that runs) is a shell, an interpreter or a
-// command runner, or a find that runs commands. Empty when no stage is.
+// resolved or as the file that runs) is in runsAnything, or is in
+// runsWith with an option that runs a command. Empty when no stage is.
 func RunsAnything(p *Prompt) []string {
 	var why []string
 	for i, st := range p.Stages {
-		for _, n := range stageNames(st) {
-			if n != "." && n != "" && interpreterName(n) {
-				why = append(why, fmt.Sprintf("stage [%d] runs %s, which runs whatever its arguments or input say", i+1, termsafe.Quote(n)))
-				break
-			}
-			if opts, ok := runsWith[n]; ok && len(st.Argv) > 1 && hasRunnerOption(n, st.Argv[1:], opts) {
-				why = append(why, fmt.Sprintf("stage [%d] is %s with an option that runs a command (%s)", i+1, n, strings.Join(opts, ", ")))
-				break
-			}
+		if n := slices.IndexFunc(stageNames(st), func(n string) bool { return n != "." && n != "" && runsAnythingWhy(n) != "" }); n >= 0 {
+			name := stageNames(st)[n]
+			why = append(why, fmt.Sprintf("stage [%d] runs %s, which %s", i+1, termsafe.Quote(name), runsAnythingWhy(name)))
+			continue
+		}
+		if name, opts := runnerOptions(st); name != "" && len(st.Argv) > 1 && hasRunnerOption(name, st.Argv[1:], opts) {
+			why = append(why, fmt.Sprintf("stage [%d] is %s with an option that runs a command (%s)", i+1, name, strings.Join(opts, ", ")))
 		}
 	}
 	return why
