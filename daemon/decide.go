@@ -9,6 +9,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
@@ -173,7 +174,7 @@ func (p *runPlan) othersMayChange() error {
 			return err
 		}
 		if err := pin.Interpreters(func(ip string) error {
-			if err := pipeline.RootsAlone(ip); err != nil {
+			if err := rootpath.File(ip); err != nil {
 				return fmt.Errorf("the interpreter of %s: %w", pin.Real, err)
 			}
 			return nil

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/internal/rootpath"
 )
 
 // SocketGroup is the group whose members may send requests.
@@ -112,13 +112,13 @@ func checkDir(dir string, strict bool) error {
 // swap for another (a symlink to /etc, say) through the path that leads
 // to it: each entry on the way must be root's and each directory it is
 // looked up in writable by root alone or sticky (/tmp), links followed as
-// the kernel follows them ([pipeline.EntryRootsAlone]).
+// the kernel follows them ([rootpath.Entry]).
 func checkParents(dir string) error {
-	abs, err := filepath.Abs(dir)
+	abs, err := rootpath.Abs(dir)
 	if err != nil {
 		return err
 	}
-	return pipeline.EntryRootsAlone(abs)
+	return rootpath.Entry(abs)
 }
 
 // removeStale removes a socket file nobody answers on.

@@ -58,6 +58,19 @@ func TestPolicyPathRootsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	owned := "is owned by uid " + strconv.Itoa(int(ag.uid)) + ", not by root"
+	// Root's link to root's directory in the requester's: ".." after it
+	// is the requester's directory, though the path as written, cleaned,
+	// reads as root's dir/policy.
+	sub := filepath.Join(agentsDir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sub, filepath.Join(dir, "up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "policy"), policyText, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct {
 		name, policy, want string
@@ -65,6 +78,7 @@ func TestPolicyPathRootsAlone(t *testing.T) {
 		{"root's file in the requester's directory", filepath.Join(agentsDir, "policy"), agentsDir + " " + owned},
 		{"root's file through the requester's link", filepath.Join(agentsLink, "policy"), agentsLink + " " + owned},
 		{"no file, in the requester's directory", filepath.Join(agentsDir, "none"), "missing, and " + agentsDir + " " + owned},
+		{"root's file through root's link and ..", dir + "/up/../policy", agentsDir + " " + owned},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want := "policy " + c.policy + ": " + c.want

@@ -80,17 +80,3 @@ func BenchmarkSafeSearchPath(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkRootsAlone is the walk of one stage's path that a privileged
-// request of a user other than root needs when an allow rule matches it
-// (the daemon's othersMayChange), here /bin/true, which on a merged-/usr
-// system is a link to usr/bin:
-//
-//	go test -run '^$' -bench RootsAlone ./pipeline/
-func BenchmarkRootsAlone(b *testing.B) {
-	for b.Loop() {
-		if err := RootsAlone("/bin/true"); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/rootpath"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,7 +25,7 @@ const SearchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 // other than root could put a file in, or put another directory in place
 // of: a directory not owned by root or writable by its group or others
 // (sticky or not: a new name is all it takes), or one whose path leads
-// to it through an entry someone else may change ([RootsAlone]). A
+// to it through an entry someone else may change ([rootpath.File]). A
 // directory that does not exist is left out too (nothing is found
 // there). leftOut says which directories were left out and why.
 //
@@ -81,167 +82,23 @@ func safeSearchPath() (path string, leftOut []LeftOut) {
 // rootsAlone says why someone other than root could change what the
 // directory dir holds: see [SafeSearchPath].
 func rootsAlone(dir string) error {
-	real, st, err := rootsPath(dir)
+	real, st, err := rootpath.Walk(dir)
 	switch {
 	case err != nil:
 		return err
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("%s: not a directory", where(dir, real))
+		return fmt.Errorf("%s: not a directory", rootpath.Where(dir, real))
 	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by group or others", where(dir, real))
+		return fmt.Errorf("%s is writable by group or others", rootpath.Where(dir, real))
 	}
 	return nil
 }
 
-// RootsAlone says why someone other than root could change which file the
-// absolute path names, or that file: it is nil when every entry the
-// kernel looks up on the way (each directory, each symbolic link, and
-// the file) is root's, and every directory it looks one up in is
-// writable by root alone, or has the sticky bit (where no one may
-// remove or rename another's entry, so a root entry stays). The file
-// itself is writable by root alone, sticky or not. Links are followed
-// as the kernel follows them, ".." after a link included, so a link of
-// root's that leads through a directory or a link of someone else's is
-// caught, as is a link of someone else's in a sticky /tmp.
-//
-// A rule that allows a path as root means the file root put there: a
-// path the requester can re-point (its own link to a root program)
-// would choose what runs next time the rule allows it.
-func RootsAlone(path string) error {
-	real, st, err := rootsPath(path)
-	switch {
-	case err != nil:
-		return err
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by group or others", where(path, real))
-	}
-	return nil
-}
-
-// EntryRootsAlone says why someone other than root could change which
-// file the absolute path names, whether or not a file is there now: the
-// directory it is in is walked as [RootsAlone] walks a path, and must be
-// writable by root alone or sticky (where no one may remove or rename
-// root's entry; an entry someone else makes there is theirs, which the
-// caller, reading it, sees).
-func EntryRootsAlone(path string) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("%s is a relative path", path)
-	}
-	path = filepath.Clean(path)
-	dir := filepath.Dir(path)
-	real, st, err := walkRoots(dir, path)
-	switch {
-	case err != nil:
-		return err
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("%s: not a directory", where(path, real))
-	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-		return fmt.Errorf("%s is writable by group or others", where(path, real))
-	}
-	return nil
-}
-
-// RootsAlone is [RootsAlone] for path, the path p was pinned from: the
-// walk must also end at the pinned file itself (the same device and
-// inode), so what is checked is what runs.
+// RootsAlone is [rootpath.File] for path, the path p was pinned from: the
+// walk must also end at the pinned file itself, so what is checked is
+// what runs.
 func (p *Pinned) RootsAlone(path string) error {
-	real, st, err := rootsPath(path)
-	switch {
-	case err != nil:
-		return err
-	case st.Dev != p.st.Dev || st.Ino != p.st.Ino:
-		return fmt.Errorf("%s no longer leads to the file found there", path)
-	case st.Mode&0o022 != 0:
-		return fmt.Errorf("%s is writable by group or others", where(path, real))
-	}
-	return nil
-}
-
-// maxLinks is how many symbolic links the kernel follows in one lookup
-// (MAXSYMLINKS) before it fails with ELOOP.
-const maxLinks = 40
-
-// rootsPath walks the absolute path entry by entry as [RootsAlone]
-// says, each entry root's, and returns the file it leads to (its real
-// path) and that file's status: whether the file may be written by
-// others, and what it must be, is the caller's to check. A symbolic
-// link's target is walked in its place.
-func rootsPath(path string) (real string, st unix.Stat_t, err error) {
-	return walkRoots(path, path)
-}
-
-// walkRoots is rootsPath, its errors about named (path, or a path in the
-// directory path).
-func walkRoots(path, named string) (real string, st unix.Stat_t, err error) {
-	if !filepath.IsAbs(path) {
-		return "", st, fmt.Errorf("%s is a relative path", named)
-	}
-	var dirSt unix.Stat_t
-	dir, todo, links := "/", strings.Split(path[1:], "/"), 0
-	if err := unix.Lstat(dir, &dirSt); err != nil {
-		return "", st, fmt.Errorf("%s: /: %w", named, err)
-	}
-	if dirSt.Uid != 0 {
-		return "", st, fmt.Errorf("%s: / is owned by uid %d, not by root", named, dirSt.Uid)
-	}
-	st = dirSt
-	for len(todo) > 0 {
-		name := todo[0]
-		todo = todo[1:]
-		switch name {
-		case "", ".":
-			continue
-		case "..":
-			// Its parent was walked on the way in.
-			dir = filepath.Dir(dir)
-			if err := unix.Lstat(dir, &dirSt); err != nil {
-				return "", st, fmt.Errorf("%s: %s: %w", named, dir, err)
-			}
-			st = dirSt
-			continue
-		}
-		// An entry of dir is looked up: whoever may add, remove or
-		// rename its entries chooses what the name leads to.
-		if dirSt.Mode&0o022 != 0 && dirSt.Mode&unix.S_ISVTX == 0 {
-			return "", st, fmt.Errorf("%s is writable by group or others", where(named, dir))
-		}
-		entry := filepath.Join(dir, name)
-		if err := unix.Lstat(entry, &st); err != nil {
-			return "", st, fmt.Errorf("%s: %w", where(named, entry), err)
-		}
-		if st.Uid != 0 {
-			return "", st, fmt.Errorf("%s is owned by uid %d, not by root", where(named, entry), st.Uid)
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			dir, dirSt = entry, st
-			continue
-		}
-		if links++; links > maxLinks {
-			return "", st, fmt.Errorf("%s: %w", named, unix.ELOOP)
-		}
-		target, err := os.Readlink(entry)
-		if err != nil {
-			return "", st, fmt.Errorf("%s: %w", named, err)
-		}
-		if filepath.IsAbs(target) {
-			dir = "/"
-			if err := unix.Lstat(dir, &dirSt); err != nil {
-				return "", st, fmt.Errorf("%s: /: %w", named, err)
-			}
-		}
-		todo = append(strings.Split(target, "/"), todo...)
-		st = dirSt
-	}
-	return dir, st, nil
-}
-
-// where names the file at on the way to path, in an error about path.
-func where(path, at string) string {
-	if at == path {
-		return path
-	}
-	return path + ": " + at
+	return rootpath.Same(path, uint64(p.st.Dev), uint64(p.st.Ino))
 }
 
 // ErrNotFound is wrapped by the errors of [Resolve] when argv[0] names

@@ -281,34 +281,4 @@ func TestRootsAlone(t *testing.T) {
 			t.Errorf("rootsAlone(%s) = %v, want %q", tc.dir, err, tc.want)
 		}
 	}
-
-	// EntryRootsAlone: a name, there or not, in a directory only root
-	// may change the entries of (sticky included), reached through root's
-	// entries alone.
-	file := filepath.Join(roots, "file")
-	if err := os.WriteFile(file, nil, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		path string
-		want string // "" for kept
-	}{
-		{filepath.Join(roots, "missing"), ""},
-		{file, ""}, // the entry's own mode is the caller's to check
-		{filepath.Join(sticky, "missing"), ""},
-		{filepath.Join(rootsLink, "missing"), ""},
-		{filepath.Join(others, "missing"), "others is owned by uid 65534, not by root"},
-		{filepath.Join(group, "missing"), "group is writable by group or others"},
-		{filepath.Join(othersLink, "missing"), "theirs is owned by uid 65534, not by root"},
-		{filepath.Join(file, "missing"), "file: not a directory"},
-		{filepath.Join(base, "missing", "missing"), "no such file or directory"},
-	} {
-		err := EntryRootsAlone(tc.path)
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("EntryRootsAlone(%s) = %v, want it kept", tc.path, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), tc.path+": ")):
-			t.Errorf("EntryRootsAlone(%s) = %v, want %q about the path", tc.path, err, tc.want)
-		}
-	}
 }

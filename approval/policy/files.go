@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/internal/rootpath"
 )
 
 // The policy as the daemon reads it: the main file, then the drop-ins in
@@ -34,7 +34,7 @@ type LoadOptions struct {
 	// owned by root and writable by no group or other: the policy decides
 	// what runs as root, and a file another uid may write is a way for
 	// that uid to allow itself anything. So must be the path to each
-	// ([pipeline.RootsAlone]): every entry on the way root's, every
+	// ([rootpath.File]): every entry on the way root's, every
 	// directory it is looked up in writable by root alone or sticky,
 	// links followed as the kernel follows them. Otherwise a uid that owns
 	// a directory (or a link) on the way could put another root file in
@@ -78,7 +78,7 @@ func LoadFiles(path string, opts LoadOptions) (*Policy, error) {
 	if err := checkTrusted(dir, fi, opts); err != nil {
 		return nil, err
 	}
-	if err := checkPath(dir, opts); err != nil {
+	if err := checkPath(dir, fi, opts); err != nil {
 		return nil, err
 	}
 	names, err := d.Readdirnames(-1)
@@ -125,7 +125,7 @@ func loadPolicyFile(path string, opts LoadOptions, missingOK bool) (*Policy, err
 	if err := checkTrusted(path, fi, opts); err != nil {
 		return nil, err
 	}
-	if err := checkPath(path, opts); err != nil {
+	if err := checkPath(path, fi, opts); err != nil {
 		return nil, err
 	}
 	p, err := Parse(path, f)
@@ -155,41 +155,46 @@ func checkTrusted(name string, fi fs.FileInfo, opts LoadOptions) error {
 }
 
 // checkPath applies opts.Trusted to the path that leads to the file or
-// directory name, once the file itself passed checkTrusted.
-func checkPath(name string, opts LoadOptions) error {
+// directory name, open with status fi, once it passed checkTrusted: the
+// walk must end at that very file.
+func checkPath(name string, fi fs.FileInfo, opts LoadOptions) error {
 	if !opts.Trusted {
 		return nil
 	}
-	abs, err := filepath.Abs(name)
+	abs, err := rootpath.Abs(name)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
-	if err := pipeline.RootsAlone(abs); err != nil {
+	st := fi.Sys().(*syscall.Stat_t) // checkTrusted made sure
+	if err := rootpath.Same(abs, uint64(st.Dev), uint64(st.Ino)); err != nil {
 		return &FileError{Name: name, Why: strings.TrimPrefix(err.Error(), abs+": ")}
 	}
 	return nil
 }
 
 // checkMissing applies opts.Trusted to a missing main file: the nearest
-// directory above it that exists must be reached by root's path alone,
-// and writable by root alone or sticky, or someone else could have
-// removed the file.
+// entry above it on its path as written that exists must be reached by
+// root's path alone, in a directory writable by root alone or sticky,
+// or someone else could have removed the file.
 func checkMissing(name string, opts LoadOptions) error {
 	if !opts.Trusted {
 		return nil
 	}
-	abs, err := filepath.Abs(name)
+	abs, err := rootpath.Abs(name)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
-	for p := abs; ; p = filepath.Dir(p) {
-		err := pipeline.EntryRootsAlone(p)
+	for p := abs; ; {
+		err := rootpath.Entry(p)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, fs.ErrNotExist) || p == "/" {
+		trimmed := strings.TrimRight(p, "/")
+		i := strings.LastIndexByte(trimmed, '/')
+		if !errors.Is(err, fs.ErrNotExist) || i <= 0 {
 			return &FileError{Name: name, Why: "missing, and " + strings.TrimPrefix(err.Error(), p+": ")}
 		}
+		p = trimmed[:i] // the entry above, as written
 	}
 }
 
