@@ -210,17 +210,16 @@ func (p *runPlan) leftOutHolding(name string) (dir, why string) {
 		return "", ""
 	}
 	requester := pipeline.Account{UID: uint32(p.peer.UID), GID: uint32(p.peer.GID), Groups: p.peer.Groups}
-	for _, l := range p.leftOut {
-		var st os.FileInfo
-		err := pipeline.AsUser(&requester, func() (err error) {
-			st, err = os.Stat(filepath.Join(l.Dir, name))
-			return err
-		})
-		if err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return l.Dir, l.Why
+	_ = pipeline.AsUser(&requester, func() error {
+		for _, l := range p.leftOut {
+			if st, err := os.Stat(filepath.Join(l.Dir, name)); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				dir, why = l.Dir, l.Why
+				return nil
+			}
 		}
-	}
-	return "", ""
+		return nil
+	})
+	return dir, why
 }
 
 // lookupRunAs is the account a request's run_as names: by name, or by

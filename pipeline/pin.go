@@ -40,9 +40,6 @@ type Pinned struct {
 	// interpreted: the file is not ELF, so the kernel hands it to an
 	// interpreter (#!, binfmt_misc) that opens it by the name it is given.
 	interpreted bool
-	// interp is the interpreter a #! line names, as the kernel reads it
-	// (shebang); "" for none.
-	interp string
 }
 
 // Pin opens the executable at path (following symlinks, as exec does, but
@@ -69,10 +66,10 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
 	// Reopen the pinned file (not the path) to read its magic number; a
-	// regular file opens without side effects.
-	// A file too short to hold the magic number is not ELF; any other
-	// failure is an error, not a quiet guess.
-	r, err := os.Open(p.fdPath())
+	// regular file opens without side effects. A file too short to hold
+	// the magic number is not ELF; any other failure is an error, not a
+	// quiet guess.
+	head, err := readHead(p.fdPath())
 	if errors.Is(err, fs.ErrPermission) {
 		return p, nil // execute-only: a binary, or nothing that can run
 	}
@@ -80,17 +77,7 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
-	defer r.Close()
-	// As much as the kernel reads for a #! line; past the end of a
-	// shorter file it holds NUL bytes, as the kernel's buffer does.
-	var head [binprmBufSize]byte
-	n, err := io.ReadFull(r, head[:])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		p.f.Close()
-		return nil, fmt.Errorf("pin %s: %w", path, err)
-	}
-	p.interpreted = n < 4 || string(head[:4]) != "\x7fELF"
-	p.interp, _ = shebang(head)
+	p.interpreted = string(head[:4]) != "\x7fELF"
 	return p, nil
 }
 
@@ -181,13 +168,6 @@ func cString(b []byte) string {
 	}
 	return string(b)
 }
-
-// Interpreter is the interpreter the pinned file's #! line names, read
-// as the kernel reads it: the name ends at the first space, tab or NUL,
-// and any other white space (\r, \f...) is part of it. The kernel finds
-// it by that path when the run starts. It is "" when the file has no #!
-// line, or one the kernel runs no interpreter for.
-func (p *Pinned) Interpreter() string { return p.interp }
 
 // maxInterpreters is how many interpreters the kernel goes through for
 // one exec, each a #! line's, before it gives up with ELOOP (the depth
