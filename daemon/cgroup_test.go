@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
@@ -388,6 +389,10 @@ func TestCgroupForeignShared(t *testing.T) {
 // (Runs cannot start in such a namespace here: no setgroups.)
 func TestCgroupMarkInUserNamespace(t *testing.T) {
 	t.Parallel()
+	// Group rootgate, which TestSocketGroup and the packaging tests make
+	// for a while, has no gid in the namespace: the socket's chown to it
+	// would fail.
+	testutil.LockGroup(t)
 	parent := cgroupParent(t)
 	d := startDaemon(t, opts{Prefix: []string{"unshare", "--user", "--map-root-user"}, Args: []string{"--cgroup", parent}})
 	if want := "cgroup: " + parent + ": runs contained"; !strings.Contains(d.Stderr.String(), want) {

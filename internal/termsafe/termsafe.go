@@ -25,9 +25,29 @@ import (
 // terminal shows for it; [String] refuses the invalid UTF-8 it stands for.
 // Variation selectors and the other default-ignorable marks (U+034F, the
 // Hangul fillers, U+180B…) are graphic to unicode.IsPrint but show as
-// nothing, so they are not safe.
+// nothing, so they are not safe; nor are the graphic runes drawn as a
+// blank (blank).
 func Rune(r rune) bool {
-	return unicode.IsPrint(r) && !unicode.In(r, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
+	return unicode.IsPrint(r) && !unicode.In(r, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) && !isBlank(r)
+}
+
+// blank are the graphic runes that fonts draw as an empty cell, though
+// no Unicode property says so: shown among a shell command's words, one
+// passes for a space ("cat f\u2800# ; id" reads as a command and a
+// comment, and runs id).
+var blank = []rune{
+	0x2800,  // BRAILLE PATTERN BLANK
+	0x1D159, // MUSICAL SYMBOL NULL NOTEHEAD
+	0x16FE4, // KHITAN SMALL SCRIPT FILLER
+}
+
+func isBlank(r rune) bool {
+	for _, b := range blank {
+		if r == b {
+			return true
+		}
+	}
+	return false
 }
 
 // String reports whether s is valid UTF-8 made of safe runes; with
@@ -45,20 +65,24 @@ func String(s string, multiline bool) bool {
 }
 
 // Quote returns s quoted for display the way a POSIX shell (bash) would read
-// it back as one word:
+// it back as one word, in ASCII alone:
 //
 //   - bare when s is non-empty and made only of ASCII letters, digits and
 //     @%+=:,./-_ (apt, /usr/bin/apt, --yes);
 //   - in single quotes when it holds spaces, shell metacharacters or other
-//     printable characters ('a b', '*.log', 'café', 'say "hi"');
+//     printable ASCII characters ('a b', '*.log', 'say "hi"');
 //   - in ANSI-C quotes $'…' when it holds a single quote, a TAB, a line break,
-//     any other control or non-printable rune, or invalid UTF-8 ($'a\nb',
-//     $'it\'s', $'\x1b[31m', $'\u200b', $'\xff'). Inside them a backslash is
-//     \\, \n \t \r keep their names, other C0 controls and DEL are \xNN,
-//     other non-printable runes \uXXXX or \UXXXXXXXX, invalid bytes \xNN.
+//     any other control, any rune beyond ASCII, or invalid UTF-8 ($'a\nb',
+//     $'it\'s', $'\x1b[31m', $'caf\u00e9', $'\xff'). Inside them a backslash
+//     is \\, \n \t \r keep their names, other C0 controls and DEL are \xNN,
+//     other runes \uXXXX or \UXXXXXXXX, invalid bytes \xNN.
 //
-// The result never contains a control character or an invisible rune, so it
-// is always one visible line.
+// A quoted word is a command's argument, which runs as it is written: every
+// rune beyond ASCII is escaped, since one may look like another (a Cyrillic
+// а for a Latin a, ";" U+037E for a semicolon, a combining mark), draw as a
+// blank, or reorder its neighbours (right-to-left letters), and the person
+// approving must see which bytes run. The result never contains a control
+// character or an invisible rune, so it is always one visible line.
 func Quote(s string) string {
 	if s == "" {
 		return "''"
@@ -66,7 +90,7 @@ func Quote(s string) string {
 	bare := true
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\'' || !Rune(r) {
+		if r >= utf8.RuneSelf || r == '\'' || !Rune(r) {
 			return ansiC(s)
 		}
 		if !safeBare(r) {
@@ -146,9 +170,9 @@ func writeEscaped(b *strings.Builder, s string, quote bool) {
 			b.WriteString(`\r`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(b, `\x%02x`, r)
-		case !Rune(r) && r <= 0xffff:
+		case (!Rune(r) || quote && r >= utf8.RuneSelf) && r <= 0xffff:
 			fmt.Fprintf(b, `\u%04x`, r)
-		case !Rune(r):
+		case !Rune(r) || quote && r >= utf8.RuneSelf:
 			fmt.Fprintf(b, `\U%08x`, r)
 		default:
 			b.WriteRune(r)

@@ -17,7 +17,12 @@ func TestQuote(t *testing.T) {
 		{"tilde", "~root", "'~root'"},
 		{"double quotes", `say "hi"`, `'say "hi"'`},
 		{"backslash", `a\b`, `'a\b'`},
-		{"non-ascii", "café", "'café'"},
+		{"non-ascii", "café", `$'caf\u00e9'`},
+		{"combining mark", "cafe\u0301", `$'cafe\u0301'`},
+		{"cyrillic a", "/home/\u0430lice", `$'/home/\u0430lice'`},
+		{"greek question mark", "a\u037e b", `$'a\u037e b'`},
+		{"braille blank", "f\u2800# ; id", `$'f\u2800# ; id'`},
+		{"hebrew", "\u05d0 10 20 \u05d1", `$'\u05d0 10 20 \u05d1'`},
 		{"single quote", "it's", `$'it\'s'`},
 		{"newline", "a\nb", `$'a\nb'`},
 		{"tab", "a\tb", `$'a\tb'`},
@@ -37,8 +42,8 @@ func TestQuote(t *testing.T) {
 		{"tag character", "a\U000e0041", `$'a\U000e0041'`},
 		{"invalid utf-8", "a\xffb", `$'a\xffb'`},
 		{"truncated utf-8", "caf\xc3", `$'caf\xc3'`},
-		{"replacement char is printable", "a\ufffdb", "'a\ufffdb'"},
-		{"emoji", "🚀", "'🚀'"},
+		{"replacement char", "a\ufffdb", `$'a\ufffdb'`},
+		{"emoji", "🚀", `$'\U0001f680'`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,6 +122,9 @@ func TestHostile(t *testing.T) {
 		{"variation selector supplement", "a\U000e0101b"},
 		{"combining grapheme joiner", "a\u034fb"},
 		{"Hangul filler", "a\u3164b"},
+		{"braille pattern blank", "cat f\u2800# ; id"},
+		{"musical null notehead", "a\U0001d159b"},
+		{"Khitan filler", "a\U00016fe4b"},
 		{"Mongolian variation selector", "a\u180bb"},
 	}
 	for _, h := range hostile {

@@ -40,7 +40,9 @@ func (s *SyncBuffer) String() string {
 
 // LockGroup holds, until t ends, the lock that serialises the tests that
 // create or delete group rootgate (daemon's TestSocketGroup, and
-// packaging's, which installs the .deb): test packages run in parallel.
+// packaging's, which installs the .deb), and those that need it absent
+// (a daemon in a user namespace, where its gid is not mapped): test
+// packages run in parallel.
 func LockGroup(t testing.TB) {
 	t.Helper()
 	f, err := os.OpenFile("/run/lock/rootgate-group-test.lock", os.O_CREATE|os.O_RDWR, 0o600)
