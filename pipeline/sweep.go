@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,8 +78,10 @@ func sweep(tag string) {
 	entry := []byte(RunEnvKey + "=" + tag)
 	own := ownGroup()
 	killed := map[int]bool{}
+	pause := time.Millisecond
 	for range sweepRounds {
 		var tagged, exiting []int
+		unsure := false
 		reaper.starting.Lock()
 		for _, pid := range children() {
 			if registered(pid) {
@@ -88,9 +91,12 @@ func sweep(tag string) {
 			// thread has exited shows as a zombie while its other
 			// threads run on.
 			state, grp, flags, ok := procStatFlags(pid)
+			if !ok {
+				continue
+			}
+			has, env := hasEnv(pid, entry)
 			switch {
-			case !ok:
-			case hasEnv(pid, entry):
+			case has:
 				tagged = append(tagged, pid)
 			case state == 'Z' && grp != own: // an orphan that ended by itself
 				reap(pid)
@@ -98,6 +104,13 @@ func sweep(tag string) {
 				// Killed with its group, or ending by itself, and its
 				// environment already gone: a zombie in a moment.
 				exiting = append(exiting, pid)
+			case !env && grp != own:
+				// No environment to read: in the middle of an exec
+				// (a setsid exec'ing its command shows none from the
+				// switch to the new image until that image's
+				// environment is set up), or one that emptied its
+				// own. Looked at again shortly.
+				unsure = true
 			}
 		}
 		reaper.starting.Unlock()
@@ -112,10 +125,21 @@ func sweep(tag string) {
 			}
 		}
 		if found == 0 {
-			return
+			if !unsure || pause > maxUnsurePause {
+				return
+			}
+			time.Sleep(pause)
+			pause *= 2
 		}
 	}
 }
+
+// maxUnsurePause bounds the pauses sweep makes for a child with no
+// environment to read, 1 ms doubling up to it (31 ms in all): an exec
+// sets the new image's up well within that, and a process that emptied
+// its own environment, which the sweep cannot tell from others', costs
+// each later run's end no more.
+const maxUnsurePause = 16 * time.Millisecond
 
 // killAndReap kills pid if it still holds entry, checked again through a
 // pidfd so a reused pid is never hit, waits for it to die and reaps it.
@@ -128,7 +152,7 @@ func killAndReap(pid int, entry []byte) bool {
 		return false
 	}
 	defer unix.Close(pidfd)
-	if !hasEnv(pid, entry) {
+	if has, _ := hasEnv(pid, entry); !has {
 		if state, _, flags, ok := procStatFlags(pid); !ok || state != 'Z' && flags&pfExiting == 0 {
 			return false
 		}
@@ -328,11 +352,13 @@ func procStatFlags(pid int) (state byte, g group, flags uint64, ok bool) {
 	return f[0][0], group{sid, pgid}, flags, err1 == nil && err2 == nil && err3 == nil
 }
 
-// hasEnv reports whether process pid's environment holds entry exactly.
+// hasEnv reports whether process pid's environment holds entry exactly,
+// and whether it had an environment to read at all (none: it could not
+// be read, or was empty).
 // /proc/PID/environ of a process whose first thread has exited (the exit
 // system call, not exit_group) cannot be read while its other threads run
 // on with that environment: then it is read through those.
-func hasEnv(pid int, entry []byte) bool {
+func hasEnv(pid int, entry []byte) (has, env bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(dir + "/environ")
 	if err != nil {
@@ -344,13 +370,13 @@ func hasEnv(pid int, entry []byte) bool {
 			}
 		}
 		if err != nil {
-			return false
+			return false, false
 		}
 	}
 	for e := range bytes.SplitSeq(b, []byte{0}) {
 		if bytes.Equal(e, entry) {
-			return true
+			return true, true
 		}
 	}
-	return false
+	return false, len(b) > 0
 }
