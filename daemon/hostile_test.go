@@ -192,7 +192,8 @@ func hostileCases() []hostileCase {
 	// Other controls, bidi and other invisible or format characters, and
 	// separators that look like a space (internal/termsafe).
 	for i, c := range []string{`\u001b[2J`, `\u0007`, `\r`, `\u007f`, `\u0085`, `\u009b`, `\u200b`, `\u200f`, `\u202e`, `\u2066`, `\u2069`, `\ufeff`, `\u2060`,
-		`\u200d`, `\u00ad`, `\u061c`, `\u2028`, `\u00a0`, `\u3000`, `\ue000`, `\udb40\udc41`} {
+		`\u200d`, `\u00ad`, `\u061c`, `\u2028`, `\u00a0`, `\u3000`, `\ue000`, `\udb40\udc41`,
+		`\u2800`, `\ud834\udd59`, `\ud81b\udfe4`} { // and those drawn as a blank
 		add(fmt.Sprintf("control in host %d", i), with("host", `"a`+c+`"`), "host contains a control or bidi character")
 		add(fmt.Sprintf("control in argv %d", i), with("pipeline", `[["echo","`+c+`"]]`), "pipeline[0][1] contains a control or bidi character")
 	}

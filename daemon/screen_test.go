@@ -406,8 +406,8 @@ func TestStatusClipsHugeRequests(t *testing.T) {
 		t.Fatalf("status queue %+v", m.Queue)
 	}
 	p := m.Queue[0].Pipeline
-	want := [][]string{{"echo", strings.Repeat("x", 120) + "…(+4880)"}}
-	if len(p) != 5 || len(p[0]) != 25 || p[0][1] != want[0][1] || p[0][24] != "…(+78 words)" || p[4][0] != "…(+4 stages)" {
+	want := [][]string{{"echo", strings.Repeat("x", 120) + "...(+4880)"}}
+	if len(p) != 5 || len(p[0]) != 25 || p[0][1] != want[0][1] || p[0][24] != "...(+78 words)" || p[4][0] != "...(+4 stages)" {
 		t.Errorf("status pipeline not clipped as documented: %d stages, the first of %d words, its argument of %d bytes", len(p), len(p[0]), len(p[0][1]))
 	}
 	// n denies without paging to the end.

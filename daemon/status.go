@@ -89,7 +89,7 @@ func clipText(w string) string {
 	if i == len(w) {
 		return w
 	}
-	return w[:i] + fmt.Sprintf("…(+%d)", utf8.RuneCountInString(w[i:]))
+	return w[:i] + fmt.Sprintf("...(+%d)", utf8.RuneCountInString(w[i:]))
 }
 
 // clipPipeline is p cut for a status message, each cut saying so.
@@ -103,12 +103,12 @@ func clipPipeline(p [][]string) [][]string {
 			st = append(st, clipText(w))
 		}
 		if len(argv) > n {
-			st = append(st, fmt.Sprintf("…(+%d words)", len(argv)-n))
+			st = append(st, fmt.Sprintf("...(+%d words)", len(argv)-n))
 		}
 		out[i] = st
 	}
 	if len(p) > n {
-		out = append(out, []string{fmt.Sprintf("…(+%d stages)", len(p)-n)})
+		out = append(out, []string{fmt.Sprintf("...(+%d stages)", len(p)-n)})
 	}
 	return out
 }
