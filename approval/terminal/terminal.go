@@ -475,15 +475,20 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 	return ok && ctx.Err() == nil, err
 }
 
-// runAsWord is who a run would be, for the question.
+// runAsWord is who a run would be, for the question: the account, ROOT
+// in capitals, and the group the request names, if any (a group alone
+// runs as the requester, with that group).
 func runAsWord(p *approval.Prompt) string {
-	if p.Named != nil && p.Named.UID != 0 {
-		return fmt.Sprintf("%s (uid %d)", termsafe.Sanitize(p.RunAs), p.Named.UID)
+	var who string
+	switch {
+	case p.Named != nil && p.Named.UID != 0:
+		who = fmt.Sprintf("%s (uid %d)", approval.RunAsName(p), p.Named.UID)
+	case approval.RunsAsRoot(p):
+		who = "ROOT"
+	default:
+		who = approval.RunAsName(p)
 	}
-	if p.Privileged {
-		return "ROOT"
-	}
-	return termsafe.Sanitize(p.RunAs)
+	return who + approval.WithGroup(p)
 }
 
 // readKeys returns what is typed on f, read by one goroutine of ours, and
@@ -643,13 +648,7 @@ func (t *Terminal) denyMessage(name string) string {
 // needs the terminal's background, and the focused button is marked by
 // text as well as by reverse video, so it shows without colour too.
 func newConfirmForm(p *approval.Prompt, ok *bool) *huh.Form {
-	title := "Run this command as " + approval.RunAsName(p) + "?"
-	switch {
-	case p.Named != nil && p.Named.UID != 0:
-		title = "Run this command as " + runAsWord(p) + "?"
-	case approval.RunsAsRoot(p):
-		title = "Run this command as ROOT?"
-	}
+	title := "Run this command as " + runAsWord(p) + "?"
 	keys := huh.NewDefaultKeyMap()
 	keys.Quit = key.NewBinding(key.WithKeys("ctrl+c", "esc"))
 
