@@ -36,10 +36,14 @@ func TestPromptNamesGroupOfGroupAloneRequest(t *testing.T) {
 	openToAll(t, d)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
+	acc := startApproverArgs(t, d.asock(), 0, "--accessible")
+	acc.See("attached to rootgated")
 
 	ch := askAs(d, ag, []uint32{ag.gid}, request(map[string]any{"id": "aui-group", "run_as_group": "shadow",
 		"pipeline": [][]string{{"id", "-gn"}}}))
-	a.See(fmt.Sprintf("Run this command as auiag (uid %d) WITH GROUP shadow (gid %d)?", ag.uid, gid))
+	question := fmt.Sprintf("Run this command as auiag (uid %d) WITH GROUP shadow (gid %d)?", ag.uid, gid)
+	a.See(question)
+	acc.See("That is the whole request. " + question)
 	a.See(fmt.Sprintf("the requester's own account WITH GROUP shadow (gid %d), a group it may not have", gid))
 	a.grantIt(ch)
 	if r := wantOK(t, <-ch); string(r.Stdout) != "shadow\n" {
