@@ -151,21 +151,22 @@ type Message struct {
 
 // GrantInfo is a standing grant as a grants answer lists it.
 type GrantInfo struct {
-	ID       string     `json:"id"`
-	UID      int        `json:"uid"`  // the requester's
-	User     string     `json:"user"` // its user name, or the number
-	Pipeline [][]string `json:"pipeline"`
-	Paths    []string   `json:"paths"` // each stage's resolved executable
-	RunAs    string     `json:"run_as"`
+	ID        string     `json:"id"`
+	UID       int        `json:"uid"`  // the requester's
+	User      string     `json:"user"` // its user name, or the number
+	Pipeline  [][]string `json:"pipeline"`
+	Paths     []string   `json:"paths"` // each stage's resolved executable
+	RunAs     string     `json:"run_as"`
+	Cwd       string     `json:"cwd"`
+	Env       []string   `json:"env,omitempty"` // KEY=VALUE, sorted
+	StdinSize int        `json:"stdin_bytes,omitempty"`
+	Ends      time.Time  `json:"ends"`
+	By        string     `json:"by"` // who gave it
+	Uses      int        `json:"uses"`
+
 	// RunAsGroup is the group the request named (run_as_group), which
 	// the run gets as its primary group; "" when it named none.
-	RunAsGroup string    `json:"run_as_group,omitempty"`
-	Cwd        string    `json:"cwd"`
-	Env        []string  `json:"env,omitempty"` // KEY=VALUE, sorted
-	StdinSize  int       `json:"stdin_bytes,omitempty"`
-	Ends       time.Time `json:"ends"`
-	By         string    `json:"by"` // who gave it
-	Uses       int       `json:"uses"`
+	RunAsGroup string `json:"run_as_group,omitempty"`
 }
 
 // QueueItem is a request (or a group of identical ones) waiting for a
