@@ -251,9 +251,20 @@ func RunAsLine(p *Prompt) string {
 func namedIdentity(p *Prompt) string {
 	n := p.Named
 	if n.Group != "" {
-		return fmt.Sprintf("%s (uid %d) WITH GROUP %s (gid %d)", RunAsName(p), n.UID, termsafe.Sanitize(n.Group), n.GID)
+		return fmt.Sprintf("%s (uid %d)%s", RunAsName(p), n.UID, WithGroup(p))
 	}
 	return fmt.Sprintf("%s (uid %d, gid %d)", RunAsName(p), n.UID, n.GID)
+}
+
+// WithGroup is " WITH GROUP staff (gid 50)" for a prompt whose request
+// names a group (run_as_group), "" for any other: what every question
+// about the run appends to whom it runs as, so that no group the run
+// gets goes unsaid.
+func WithGroup(p *Prompt) string {
+	if p.Named == nil || p.Named.Group == "" {
+		return ""
+	}
+	return fmt.Sprintf(" WITH GROUP %s (gid %d)", termsafe.Sanitize(p.Named.Group), p.Named.GID)
 }
 
 // RunAsName is the run-as user for display, escaped.
@@ -270,8 +281,13 @@ func RunAsName(p *Prompt) string {
 func describeRunAs(p *Prompt) string {
 	if p.Named != nil {
 		who := "the account the request names, neither root nor the requester"
-		if p.Named.UID == 0 {
+		switch {
+		case p.Named.UID == 0:
 			who = "PRIVILEGED: the command runs as ROOT"
+		case int(p.Named.UID) == p.Requester.UID && p.Named.Group != "":
+			who = "the requester's own account" + WithGroup(p) + ", a group it may not have"
+		case int(p.Named.UID) == p.Requester.UID:
+			who = "the requester's own account, named by the request"
 		}
 		return namedIdentity(p) + ": " + who
 	}

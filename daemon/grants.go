@@ -34,6 +34,7 @@ type grant struct {
 	pipeline    [][]string
 	stages      []approval.Stage
 	runAs       string
+	runAsGroup  string // the group the request named, "" when none
 	cwd         string
 	env         map[string]string
 	stdinSize   int
@@ -130,6 +131,15 @@ func (p *runPlan) grantShape() string {
 	return p.shape
 }
 
+// namedGroup is the name of the group the request named (run_as_group),
+// as the group database gives it, or "" when it named none.
+func (p *runPlan) namedGroup() string {
+	if p.named == nil {
+		return ""
+	}
+	return p.named.Group
+}
+
 // groupShape is what requests must share to be decided by one prompt
 // ([approval.Prompt].Shape): the grant shape, and the requester's
 // executable, which the prompt shows as the kernel's word on who asks (a
@@ -203,7 +213,7 @@ func (s *Server) addGrant(p *runPlan, prompt *approval.Prompt, d *approval.Decis
 	}
 	g := &grant{
 		uid: p.peer.UID, user: prompt.Requester.User, shape: p.grantShape(),
-		pipeline: p.req.Pipeline, stages: p.stages, runAs: p.account.Name, cwd: p.cwd,
+		pipeline: p.req.Pipeline, stages: p.stages, runAs: p.account.Name, runAsGroup: p.namedGroup(), cwd: p.cwd,
 		env: p.req.Env, stdinSize: len(p.req.Stdin), timeout: p.cmd.Timeout, ends: now.Add(d.Grant),
 		approverUID: d.Member.UID, approver: d.Member.Name, via: d.Member.Via,
 	}
@@ -295,7 +305,7 @@ func (k grantKeeper) ListGrants(peer remote.Peer) ([]remote.GrantInfo, int) {
 			hidden++
 			continue
 		}
-		gi := remote.GrantInfo{ID: g.id, UID: g.uid, User: g.user, Pipeline: g.pipeline, RunAs: g.runAs, Cwd: g.cwd,
+		gi := remote.GrantInfo{ID: g.id, UID: g.uid, User: g.user, Pipeline: g.pipeline, RunAs: g.runAs, RunAsGroup: g.runAsGroup, Cwd: g.cwd,
 			StdinSize: g.stdinSize, Ends: g.ends.UTC(), By: approverText(g.approver, g.approverUID), Uses: g.uses}
 		for _, st := range g.stages {
 			gi.Paths = append(gi.Paths, st.Path)

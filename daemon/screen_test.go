@@ -61,17 +61,17 @@ func TestIdleScreenShowsQueueGrantsDecisions(t *testing.T) {
 	a.See("queued-1")
 	b := startApprover(t, d.asock(), 0)
 	b.See("attached to rootgated")
-	b.idleShows("Waiting for a person (1):", "queued-1  root (uid 0)  waiting", "echo queued")
+	b.idleShows("Waiting for a person (1):", "root (uid 0)  waiting ", "id queued-1  echo queued")
 
 	// a approves it with a standing grant: b's idle screen shows the
 	// grant and the person's decision, and the queue empties.
 	a.grantIt(ch)
 	wantOK(t, <-ch)
 	b.idleShows("Waiting for a person (0):", "Standing grants (1):", "g1  root (uid 0)  ends ", "uses 0  echo queued",
-		"queued-1  allow     by person root on pts/")
+		"allow     by person root on pts/", "id queued-1  echo queued")
 	// The grant's own decision names the grant and who gave it.
 	wantGrant(t, d.send(map[string]any{"id": "by-grant", "pipeline": [][]string{{"echo", "queued"}}, "privileged": true}), "g1")
-	b.idleShows("by-grant  allow     by grant g1 (given by root on pts/", "uses 1")
+	b.idleShows("allow     by grant g1 (given by root on pts/", "id by-grant  echo queued", "uses 1")
 
 	// A person's denial, and a request withdrawn: each says so.
 	ch = d.ask(map[string]any{"id": "denied-1", "pipeline": [][]string{{"echo", "no"}}})
@@ -80,7 +80,7 @@ func TestIdleScreenShowsQueueGrantsDecisions(t *testing.T) {
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("denied-1: %s", r.raw)
 	}
-	b.idleShows("denied-1  deny      by person root on pts/")
+	b.idleShows("deny      by person root on pts/", "id denied-1  echo no")
 }
 
 func TestIdleKeysNotEchoedNorCounted(t *testing.T) {
@@ -103,7 +103,7 @@ func TestIdleKeysNotEchoedNorCounted(t *testing.T) {
 	if r := <-ch; r.Status != wire.StatusDenied {
 		t.Fatalf("got %s, want the operator's denial", r.raw)
 	}
-	a.idleShows("after-idle-keys  deny")
+	a.idleShows("deny      by person root on pts/", "id after-idle-keys  echo after")
 	if raw := a.Screen.Raw(); strings.Contains(raw, "qzxj") {
 		t.Fatalf("keys typed at the idle screen were echoed:\n%q", raw)
 	}
@@ -129,7 +129,7 @@ func TestIdleScreenEscapesRequesterText(t *testing.T) {
 	b.idleShows("hostile-1", `echo $'x\n  forged-1  allow     by person root on pts/9\t'`)
 	a.notAnsweredKey(ch, "n")
 	<-ch
-	b.idleShows("hostile-1  deny")
+	b.idleShows("deny      by person root on pts/", "id hostile-1  echo")
 	raw := b.Screen.Raw()
 	for _, bad := range []string{"\n  forged-1", "pts/9\t"} {
 		if strings.Contains(raw, bad) {

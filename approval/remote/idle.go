@@ -70,8 +70,8 @@ func idleBody(st *Message, now time.Time) []string {
 			if q.Count > 1 {
 				count = fmt.Sprintf("  ×%d identical", q.Count)
 			}
-			add("  %s  %s  waiting %s%s  %s", termsafe.Sanitize(q.ID), who(q.User, q.UID),
-				age(now.Sub(q.Since)), count, pipelineText(q.Pipeline))
+			add("  %s  waiting %s%s  %s  %s", who(q.User, q.UID),
+				age(now.Sub(q.Since)), count, idText(q.ID), pipelineText(q.Pipeline))
 		}
 		if len(st.Queue) == 0 {
 			add("  none")
@@ -82,8 +82,12 @@ func idleBody(st *Message, now time.Time) []string {
 			if !now.Before(g.Ends) {
 				ends = "ENDED " + g.Ends.Local().Format("15:04:05")
 			}
+			as := termsafe.Sanitize(g.RunAs)
+			if g.RunAsGroup != "" {
+				as += " WITH GROUP " + termsafe.Sanitize(g.RunAsGroup)
+			}
 			add("  %s  %s  %s  uses %d  %s  (as %s in %s)", termsafe.Sanitize(g.ID), who(g.User, g.UID), ends, g.Uses,
-				pipelineText(g.Pipeline), termsafe.Sanitize(g.RunAs), termsafe.Quote(g.Cwd))
+				pipelineText(g.Pipeline), as, termsafe.Quote(g.Cwd))
 		}
 		if len(st.Grants) == 0 {
 			add("  none")
@@ -94,8 +98,8 @@ func idleBody(st *Message, now time.Time) []string {
 			if d.Count > 1 {
 				count = fmt.Sprintf(" (one answer for %d identical)", d.Count)
 			}
-			add("  %s  %s  %-9s by %s%s  %s  %s", d.Time.Local().Format("15:04:05"), termsafe.Sanitize(d.ID),
-				termsafe.Sanitize(d.Verdict), termsafe.Sanitize(d.By), count, who(d.User, d.UID), pipelineText(d.Pipeline))
+			add("  %s  %-9s by %s%s  %s  %s  %s", d.Time.Local().Format("15:04:05"),
+				termsafe.Sanitize(d.Verdict), termsafe.Sanitize(d.By), count, who(d.User, d.UID), idText(d.ID), pipelineText(d.Pipeline))
 		}
 		if len(st.Decisions) == 0 {
 			add("  none yet")
@@ -108,6 +112,27 @@ func idleBody(st *Message, now time.Time) []string {
 		}
 	}
 	return out
+}
+
+// idCells is the most cells a request's id takes on the idle screen:
+// enough for a short name, or for a UUID's first three groups, which
+// tell one request from the others on the screen.
+const idCells = 24
+
+// idText is a request's id for the idle screen: "id " and the id quoted
+// as one shell word, cut to idCells and ended with "…" when longer. The
+// id is the requester's own, up to 128 characters, spaces allowed: shown
+// bare and first on a row, one padded with spaces said "denied by
+// person …" there and pushed the daemon's columns off the window's edge.
+// It comes after the daemon's columns, labelled, quoted and short, so
+// it can neither pass for them nor push them off.
+func idText(id string) string {
+	q := termsafe.Quote(id)
+	if termsafe.Cells(q) > idCells {
+		q, _ = termsafe.Cut(q, idCells-2)
+		q += "…"
+	}
+	return "id " + q
 }
 
 // who is a requester for the idle screen.

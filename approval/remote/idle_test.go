@@ -47,3 +47,29 @@ func TestIdleLinesEscapeEverything(t *testing.T) {
 		t.Errorf("at 6 rows:\n%s", strings.Join(short, "\n"))
 	}
 }
+
+// A requester's id, spaces and all, comes after the daemon's columns,
+// quoted and cut short, in the queue and in the decisions alike.
+func TestIdleLinesIDAfterDaemonColumns(t *testing.T) {
+	id := "7f3a  denied    by person root (uid 0) on pts/1  cloudsdk (uid 1000)  id" + strings.Repeat(" ", 40)
+	now := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
+	st := &Message{
+		Queue:     []QueueItem{{ID: id, UID: 1000, User: "agent", Pipeline: [][]string{{"true"}}, Since: now}},
+		Decisions: []DecisionInfo{{ID: id, UID: 1000, User: "agent", Pipeline: [][]string{{"true"}}, Time: now, Verdict: "allow", By: "rule /p:1"}},
+	}
+	rows := 0
+	for _, l := range idleLines(st, now, 300, 100) {
+		i := strings.Index(l, "7f3a")
+		if i < 0 {
+			continue
+		}
+		rows++
+		if !strings.Contains(l, "agent (uid 1000)") || strings.Index(l, "agent (uid 1000)") > i ||
+			!strings.Contains(l, "id '7f3a  denied    by pe…  true") {
+			t.Errorf("the id is not quoted, cut and after the daemon's columns: %q", l)
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d rows show the id, want 2", rows)
+	}
+}

@@ -163,6 +163,10 @@ type GrantInfo struct {
 	Ends      time.Time  `json:"ends"`
 	By        string     `json:"by"` // who gave it
 	Uses      int        `json:"uses"`
+
+	// RunAsGroup is the group the request named (run_as_group), which
+	// the run gets as its primary group; "" when it named none.
+	RunAsGroup string `json:"run_as_group,omitempty"`
 }
 
 // QueueItem is a request (or a group of identical ones) waiting for a

@@ -475,15 +475,20 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 	return ok && ctx.Err() == nil, err
 }
 
-// runAsWord is who a run would be, for the question.
+// runAsWord is who a run would be, for the question: the account, ROOT
+// in capitals, and the group the request names, if any (a group alone
+// runs as the requester, with that group).
 func runAsWord(p *approval.Prompt) string {
-	if p.Named != nil && p.Named.UID != 0 {
-		return fmt.Sprintf("%s (uid %d)", termsafe.Sanitize(p.RunAs), p.Named.UID)
+	var who string
+	switch {
+	case p.Named != nil && p.Named.UID != 0:
+		who = fmt.Sprintf("%s (uid %d)", approval.RunAsName(p), p.Named.UID)
+	case approval.RunsAsRoot(p):
+		who = "ROOT"
+	default:
+		who = approval.RunAsName(p)
 	}
-	if p.Privileged {
-		return "ROOT"
-	}
-	return termsafe.Sanitize(p.RunAs)
+	return who + approval.WithGroup(p)
 }
 
 // readKeys returns what is typed on f, read by one goroutine of ours, and
@@ -643,13 +648,7 @@ func (t *Terminal) denyMessage(name string) string {
 // needs the terminal's background, and the focused button is marked by
 // text as well as by reverse video, so it shows without colour too.
 func newConfirmForm(p *approval.Prompt, ok *bool) *huh.Form {
-	title := "Run this command as " + approval.RunAsName(p) + "?"
-	switch {
-	case p.Named != nil && p.Named.UID != 0:
-		title = "Run this command as " + runAsWord(p) + "?"
-	case approval.RunsAsRoot(p):
-		title = "Run this command as ROOT?"
-	}
+	title := "Run this command as " + runAsWord(p) + "?"
 	keys := huh.NewDefaultKeyMap()
 	keys.Quit = key.NewBinding(key.WithKeys("ctrl+c", "esc"))
 
@@ -706,6 +705,9 @@ func promptTheme(bool) *huh.Styles {
 //   - paging: when the request is taller than its pager, y (and moving to
 //     Approve) is refused until the operator has paged to its end, with
 //     ↓ j, space, PgDn (there is no key to jump to the end);
+//   - room: in a window too short for the form and a pager, or narrower
+//     than the layout needs (tooSmall), no key approves until it is
+//     enlarged, and the key line says how large it must be;
 //   - the countdown, the end of the request's context (endPromptMsg) and a
 //     usable size on terminals that report 0x0.
 type promptModel struct {
@@ -719,13 +721,15 @@ type promptModel struct {
 	ended    bool   // the prompt's context ended before an answer
 
 	width, height int
+	minWidth      int      // the narrowest window the layout fits (layoutWidth)
+	formWidth     int      // the form's widest row, at the last footer
 	lines         []string // text wrapped to width
 	stages        []string // who asks and each stage, cut to width
 	top           int      // the first line of lines in the pager
 	armed         bool     // Dwell has passed: keys count
 	wantNote      bool     // denied with m: ask for a note for the requester
 	seenEnd       bool     // the pager has shown the last line
-	refused       bool     // y was refused for want of paging
+	refused       bool     // y was refused for want of paging or of room
 	footerLines   int      // the footer's height at the last View
 
 	// A standing grant (g): grantStep is 0 on the request, 1 while the
@@ -875,10 +879,43 @@ func (m *promptModel) layout(w, h int) {
 	}
 	m.top = 0
 	m.scroll(0)
-	m.stages = []string{fit("Asked by "+approval.DescribeRequester(&m.p.Requester)+", per the kernel", w)}
+	fitted := []string{"Asked by " + approval.DescribeRequester(&m.p.Requester) + ", per the kernel"}
 	for i, st := range m.p.Stages {
-		m.stages = append(m.stages, fit(fmt.Sprintf("  [%d] %s", i+1, approval.QuoteArgv(st.Argv)), w))
+		fitted = append(fitted, fmt.Sprintf("  [%d] %s", i+1, approval.QuoteArgv(st.Argv)))
 	}
+	m.stages = m.stages[:0]
+	for _, l := range fitted {
+		m.stages = append(m.stages, fit(l, w))
+	}
+	m.minWidth = layoutWidth(m.text, fitted)
+}
+
+// ownLineRunes bounds the length of the footer's own lines that fit cuts
+// (the key line, the pager's status line, the banners): each is under
+// 1000 characters, so fit's marker for them has at most 3 digits.
+const ownLineRunes = 999
+
+// layoutWidth is the narrowest window in which every row of a prompt for
+// text (the pager's lines) and fitted (the footer's lines of the
+// requester's words, which fit cuts) is drawn whole or cut saying so:
+// wrapLine's continuation rows are their prefix and at least 8 cells
+// more, and fit keeps at least 8 cells and its marker. Below it a row
+// would be wider than the window and lose its end without a word
+// (draw cuts it at the edge), so the prompt is too small.
+func layoutWidth(text string, fitted []string) int {
+	need := fitWidth(strings.Repeat("x", ownLineRunes))
+	for line := range strings.SplitSeq(text, "\n") {
+		need = max(need, min(termsafe.Cells(line), termsafe.Cells(contPrefix(line))+8))
+	}
+	for _, l := range fitted {
+		need = max(need, fitWidth(l))
+	}
+	return need
+}
+
+// fitWidth is the narrowest width at which fit(s) is no wider than it.
+func fitWidth(s string) int {
+	return min(termsafe.Cells(s), 8+termsafe.Cells(fitMarker(utf8.RuneCountInString(s))))
 }
 
 // footer is what goes below the pager: who asks, every stage on its own
@@ -906,7 +943,14 @@ func (m *promptModel) footer() []string {
 	if m.ruleStep == 1 {
 		f = append(f, editorRows(m.edit.View(), m.width)...)
 	} else {
-		f = append(f, strings.Split(strings.TrimRight(m.form.View(), "\n"), "\n")...)
+		form := strings.Split(strings.TrimRight(m.form.View(), "\n"), "\n")
+		// The form wraps its title to the window, but not its
+		// buttons' row: the window must hold the widest row.
+		m.formWidth = 0
+		for _, row := range form {
+			m.formWidth = max(m.formWidth, ansi.StringWidth(row))
+		}
+		f = append(f, form...)
 	}
 	left := max(time.Until(m.deadline).Round(time.Second), 0)
 	var keys string
@@ -914,7 +958,14 @@ func (m *promptModel) footer() []string {
 	case !m.armed:
 		keys = " keys are not accepted yet: read the request"
 	case m.tooSmall():
-		keys = " window too small to show the request: enlarge it · n or Esc deny · m deny with a note"
+		// Wrapped, not cut: in a window this narrow, fit would leave
+		// only its first words.
+		for rest := m.tooSmallKeys(); rest != ""; {
+			var row string
+			row, rest = termsafe.Cut(rest, max(m.width, 1))
+			f = append(f, row)
+		}
+		return append(f, " times out in "+approval.DisplaySeconds(left))
 	case m.grantStep == 1 && !m.seenEnd:
 		keys = " GRANT: page to the end of the grant before y counts · n or Esc back to the request"
 	case m.grantStep == 1:
@@ -957,9 +1008,13 @@ func fit(s string, width int) string {
 	if termsafe.Cells(s) <= width {
 		return s
 	}
-	kept, _ := termsafe.Cut(s, max(width-16, 8))
-	return kept + fmt.Sprintf(" …(+%d more)", utf8.RuneCountInString(s)-utf8.RuneCountInString(kept))
+	n := utf8.RuneCountInString(s)
+	kept, _ := termsafe.Cut(s, max(width-termsafe.Cells(fitMarker(n)), 8))
+	return kept + fitMarker(n-utf8.RuneCountInString(kept))
 }
+
+// fitMarker is what fit ends a line with when it left out n characters.
+func fitMarker(n int) string { return fmt.Sprintf(" …(+%d more)", n) }
 
 // machineLine names the machine of the daemon that asks, or "" when
 // Machine is unset.
@@ -978,10 +1033,32 @@ func (m *promptModel) pagerHeight() int {
 }
 
 // tooSmall reports whether the window cannot hold the footer and a pager
-// of 3 lines: then nothing can be approved (the top of the view would be
-// cut off).
+// of 3 lines (the top of the view would be cut off), or is narrower than
+// the layout needs (minWidth: rows would be cut at its edge unsaid):
+// then nothing can be approved until it is enlarged.
 func (m *promptModel) tooSmall() bool {
-	return m.footerLines+3+1 > m.height
+	return m.footerLines+3+1 > m.height || m.width < m.needWidth()
+}
+
+// needWidth is the narrowest window the prompt fits: its layout's and
+// its form's.
+func (m *promptModel) needWidth() int { return max(m.minWidth, m.formWidth) }
+
+// tooSmallKeys is the key line of a window too small, saying what it
+// lacks.
+func (m *promptModel) tooSmallKeys() string {
+	var need []string
+	if m.width < m.needWidth() {
+		need = append(need, fmt.Sprintf("%d columns (it has %d)", m.needWidth(), m.width))
+	}
+	if m.footerLines+3+1 > m.height {
+		need = append(need, fmt.Sprintf("%d rows (it has %d)", m.footerLines+3+1, m.height))
+	}
+	keys := " window too small to show the request: enlarge it to " + strings.Join(need, " and ") + " · n or Esc deny · m deny with a note"
+	if m.refused {
+		keys = " y refused:" + keys
+	}
+	return keys
 }
 
 // scroll moves the pager by d lines, within the request.
@@ -1016,6 +1093,7 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 			msg.Height = 24
 		}
 		m.layout(msg.Width, msg.Height)
+		m.refused = false // a y refused at the old size is not this one's
 		if m.ruleStep == 1 {
 			m.edit.SetWidth(max(msg.Width-1, 10))
 			sizeEditor(&m.edit)
@@ -1048,8 +1126,9 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 		case "pgup", "b", "ctrl+b":
 			m.scroll(-(ph - 1))
 			return m, nil
-		case "y", "Y", "left", "right", "h", "l", "tab", "shift+tab":
-			if !m.seenEnd {
+		case "y", "Y", "left", "right", "h", "l", "tab", "shift+tab", "enter":
+			// Enter takes the highlighted answer, which may be Approve.
+			if !m.seenEnd && msg.String() != "enter" || m.tooSmall() {
 				m.refused = true
 				return m, nil
 			}
@@ -1062,14 +1141,14 @@ func (m *promptModel) Update(msg tea.Msg) (*promptModel, tea.Cmd) {
 		}
 		switch msg.String() {
 		case "r", "R":
-			if !m.seenEnd {
+			if !m.seenEnd || m.tooSmall() {
 				m.refused = true
 				return m, nil
 			}
 			return m, m.startRule()
 		case "g", "G":
 			switch {
-			case !m.seenEnd:
+			case !m.seenEnd || m.tooSmall():
 				m.refused = true
 				return m, nil
 			case approval.Grantable(m.p) != "":
