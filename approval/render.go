@@ -267,6 +267,23 @@ func WithGroup(p *Prompt) string {
 	return fmt.Sprintf(" WITH GROUP %s (gid %d)", termsafe.Sanitize(p.Named.Group), p.Named.GID)
 }
 
+// RunAsWord is who a run would be, for the question every prompt asks
+// ("run this command as …?"): the account with its uid, ROOT in
+// capitals, and the group the request names, if any (a group alone runs
+// as the requester, with that group).
+func RunAsWord(p *Prompt) string {
+	var who string
+	switch {
+	case p.Named != nil && p.Named.UID != 0:
+		who = fmt.Sprintf("%s (uid %d)", RunAsName(p), p.Named.UID)
+	case RunsAsRoot(p):
+		who = "ROOT"
+	default:
+		who = RunAsName(p)
+	}
+	return who + WithGroup(p)
+}
+
 // RunAsName is the run-as user for display, escaped.
 func RunAsName(p *Prompt) string {
 	switch {

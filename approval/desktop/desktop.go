@@ -184,10 +184,7 @@ func (d *Desktop) notify(ctx, pctx context.Context, p *approval.Prompt, deny app
 	if slices.Contains(caps, "body-markup") {
 		body = markupEscaper.Replace(body)
 	}
-	summary := "rootgate: run this command as " + approval.RunAsName(p) + "?"
-	if approval.RunsAsRoot(p) {
-		summary = "rootgate: run this command as ROOT?"
-	}
+	summary := "rootgate: run this command as " + approval.RunAsWord(p) + "?"
 	hints := map[string]dbus.Variant{
 		"urgency": dbus.MakeVariant(byte(2)), // critical: stays until answered
 	}

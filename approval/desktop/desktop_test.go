@@ -355,3 +355,21 @@ func TestDesktopRefusesHiddenStdin(t *testing.T) {
 		t.Fatalf("short stdin: %+v, want the operator's deny", dec)
 	}
 }
+
+// TestDesktopSummaryNamesGroup: the question of a request that adds a
+// group names it, as the terminal's does: a run as the requester with
+// group shadow reads /etc/shadow.
+func TestDesktopSummaryNamesGroup(t *testing.T) {
+	addr := startBus(t)
+	s := newNotifyService(t, addr, "actions", "body")
+	d := &Desktop{BusAddress: addr, Operator: "alice", Timeout: time.Minute}
+	p := desktopPrompt()
+	p.RunAs, p.Named = "agent", &approval.NamedRun{UID: 1000, GID: 42, Group: "shadow"}
+	ch := desktopAsync(t.Context(), d, p)
+	n := s.wait(t)
+	s.emit(t, "ActionInvoked", n.id, "deny")
+	decided(t, ch)
+	if want := "rootgate: run this command as agent (uid 1000) WITH GROUP shadow (gid 42)?"; n.summary != want {
+		t.Errorf("summary %q, want %q", n.summary, want)
+	}
+}

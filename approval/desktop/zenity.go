@@ -49,10 +49,7 @@ func (d *Desktop) zenity(ctx, pctx context.Context, p *approval.Prompt, timeout 
 		return approval.Decision{}, err
 	}
 	secs := int((timeout + time.Second - 1) / time.Second)
-	title := "rootgate: run this command as " + approval.RunAsName(p) + "?"
-	if approval.RunsAsRoot(p) {
-		title = "rootgate: run this command as ROOT?"
-	}
+	title := "rootgate: run this command as " + approval.RunAsWord(p) + "?"
 	cmd := exec.CommandContext(pctx, d.Zenity, "--text-info", "--filename", "/dev/stdin",
 		"--title", title, "--font", "Monospace 10", "--checkbox", zenityCheckbox,
 		"--ok-label", "Approve", "--cancel-label", "Deny",

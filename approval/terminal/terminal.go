@@ -467,28 +467,12 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 	stop := context.AfterFunc(ctx, func() { in.Cancel() })
 	defer stop()
 	ok := false
-	title := fmt.Sprintf("That is the whole request. Run this command as %s? Type y and Enter to approve; Enter alone denies.", runAsWord(p))
+	title := fmt.Sprintf("That is the whole request. Run this command as %s? Type y and Enter to approve; Enter alone denies.", approval.RunAsWord(p))
 	confirm := huh.NewConfirm().Title(title).Value(&ok)
 	confirm.WithTheme(huh.ThemeFunc(promptTheme))
 	out := &colorprofile.Writer{Forward: t.Out, Profile: colorprofile.Env(os.Environ())}
 	err = confirm.RunAccessible(out, in)
 	return ok && ctx.Err() == nil, err
-}
-
-// runAsWord is who a run would be, for the question: the account, ROOT
-// in capitals, and the group the request names, if any (a group alone
-// runs as the requester, with that group).
-func runAsWord(p *approval.Prompt) string {
-	var who string
-	switch {
-	case p.Named != nil && p.Named.UID != 0:
-		who = fmt.Sprintf("%s (uid %d)", approval.RunAsName(p), p.Named.UID)
-	case approval.RunsAsRoot(p):
-		who = "ROOT"
-	default:
-		who = approval.RunAsName(p)
-	}
-	return who + approval.WithGroup(p)
 }
 
 // readKeys returns what is typed on f, read by one goroutine of ours, and
@@ -648,7 +632,7 @@ func (t *Terminal) denyMessage(name string) string {
 // needs the terminal's background, and the focused button is marked by
 // text as well as by reverse video, so it shows without colour too.
 func newConfirmForm(p *approval.Prompt, ok *bool) *huh.Form {
-	title := "Run this command as " + runAsWord(p) + "?"
+	title := "Run this command as " + approval.RunAsWord(p) + "?"
 	keys := huh.NewDefaultKeyMap()
 	keys.Quit = key.NewBinding(key.WithKeys("ctrl+c", "esc"))
 

@@ -70,7 +70,11 @@ func cmdGrants(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		for i, p := range g.Paths {
 			fmt.Fprintf(e.stdout, "    [%d]    %s\n", i+1, termsafe.Quote(p))
 		}
-		fmt.Fprintf(e.stdout, "    as %s in %s", termsafe.Sanitize(g.RunAs), termsafe.Quote(g.Cwd))
+		as := termsafe.Sanitize(g.RunAs)
+		if g.RunAsGroup != "" {
+			as += " WITH GROUP " + termsafe.Sanitize(g.RunAsGroup)
+		}
+		fmt.Fprintf(e.stdout, "    as %s in %s", as, termsafe.Quote(g.Cwd))
 		if g.StdinSize > 0 {
 			fmt.Fprintf(e.stdout, ", with %d bytes of stdin", g.StdinSize)
 		}
