@@ -41,42 +41,29 @@ func TestMadeUpIDTaken(t *testing.T) {
 // one, and a request sent under it is refused as a replay.
 func TestMadeUpIDRemembered(t *testing.T) {
 	t.Parallel()
-	dir := shortDir(t)
-	d := startDaemon(t, opts{Dir: dir})
-	id := wantOK(t, d.send(map[string]any{"id": nil})).ID
-	if id == "" {
-		t.Fatal("the answer to an id-less request names no id")
-	}
-	waitTrail(t, dir, id, "received decided started finished")
-	wantError(t, d.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
-	if k := kinds(trail(t, dir, id)); k != "received decided started finished rejected" {
-		t.Fatalf("records of %s: %s, want the first run's and one rejected", id, k)
-	}
-}
-
-// TestMadeUpIDRememberedAfterCrash: the made-up id is remembered in the
-// replay window's file, not only in memory. A requester read the id the
-// daemon made for its id-less request in the answer; the daemon was
-// killed (a crash, or a restart by its service manager) before the window
-// passed; sent to the next daemon as the id of a new request, the id must
-// still be refused, or two runs' records would share it. Keeping only a
-// line's SHA-256 in the file lets the second run through.
-func TestMadeUpIDRememberedAfterCrash(t *testing.T) {
-	t.Parallel()
-	dir := shortDir(t)
-	a := startDaemon(t, opts{Dir: dir})
-	id := wantOK(t, a.send(map[string]any{"id": nil})).ID
-	if id == "" {
-		t.Fatal("the answer to an id-less request names no id")
-	}
-	waitTrail(t, dir, id, "received decided started finished")
-	a.Cmd.Process.Kill()
-	<-a.Done()
-
-	b := startDaemon(t, opts{Dir: dir})
-	wantError(t, b.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
-	if k := kinds(trail(t, dir, id)); k != "received decided started finished rejected" {
-		t.Fatalf("records of %s: %s, want the first run's and one rejected", id, k)
+	// After a crash too: the made-up id is remembered in the replay
+	// window's file, not only in memory. Keeping only a line's SHA-256
+	// in the file let the second run through the next daemon.
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "same daemon", true: "after a crash"}[crash], func(t *testing.T) {
+			t.Parallel()
+			dir := shortDir(t)
+			d := startDaemon(t, opts{Dir: dir})
+			id := wantOK(t, d.send(map[string]any{"id": nil})).ID
+			if id == "" {
+				t.Fatal("the answer to an id-less request names no id")
+			}
+			waitTrail(t, dir, id, "received decided started finished")
+			if crash {
+				d.Cmd.Process.Kill()
+				<-d.Done()
+				d = startDaemon(t, opts{Dir: dir})
+			}
+			wantError(t, d.send(map[string]any{"id": id}), `duplicate request id "`+id+`"`)
+			if k := kinds(trail(t, dir, id)); k != "received decided started finished rejected" {
+				t.Fatalf("records of %s: %s, want the first run's and one rejected", id, k)
+			}
+		})
 	}
 }
 
