@@ -165,6 +165,10 @@ type Prompt struct {
 	// differs (one or two lines). It holds words of the requester's, so
 	// it is escaped again before it is shown.
 	Hint string `json:"hint,omitempty"`
+	// NoGrant, set by the daemon, says why no standing grant may be made
+	// for the request ([Grantable]): an interpreter of a privileged run
+	// that someone other than root may change.
+	NoGrant string `json:"no_grant,omitempty"`
 	// Shape identifies everything a standing grant must match about the
 	// request (the daemon's grant shape, uid and time limit included) and
 	// the requester's executable; "" for none. A [Broker] with

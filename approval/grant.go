@@ -166,10 +166,14 @@ func stageNames(st Stage) []string {
 
 // Grantable reports why no standing grant can be made for p, or "".
 // A request that forwards an SSH agent is always put to a person, whose
-// agent it borrows.
+// agent it borrows; one whose interpreter someone other than root may
+// change (NoGrant, the daemon's words) would run whatever they put there.
 func Grantable(p *Prompt) string {
-	if p.ForwardAgent {
+	switch {
+	case p.ForwardAgent:
 		return "a request that forwards an SSH agent is always put to a person"
+	case p.NoGrant != "":
+		return p.NoGrant + ": a grant would run whatever is put there"
 	}
 	return ""
 }

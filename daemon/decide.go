@@ -101,6 +101,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Shape:        p.groupShape(),
 		Hint:         s.hintFor(p, s.cfg.Now()),
 	}
+	if err := p.interpretersMayChange(); err != nil {
+		prompt.NoGrant = termsafe.Sanitize(err.Error())
+	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
 	if _, err := remote.PromptLine(prompt, time.Now()); err != nil {
@@ -168,11 +171,26 @@ func (p *runPlan) othersMayChange() error {
 	for i, pin := range p.pinned {
 		// Every link and directory on the way from the path as written
 		// to the file that runs (held open since check 9), and that
-		// file; the interpreter of a #! script, and that one's if it is
-		// a script too, is found by its path when the run starts.
+		// file.
 		if err := pin.RootsAlone(p.stages[i].Path); err != nil {
 			return err
 		}
+	}
+	return p.interpretersMayChange()
+}
+
+// interpretersMayChange says why someone other than root may change an
+// interpreter of p's privileged run: the interpreter of a #! script, and
+// that one's if it is a script too, and the loader of the ELF binary at
+// the end, which the kernel finds by their paths when the run starts,
+// not through the pinned file. Then neither a rule nor a standing grant
+// may run it unasked: the person approved the file, not whatever the
+// requester puts at those paths later.
+func (p *runPlan) interpretersMayChange() error {
+	if p.peer.UID == 0 || !p.req.Privileged {
+		return nil
+	}
+	for _, pin := range p.pinned {
 		if err := pin.Interpreters(func(ip string) error {
 			if err := rootpath.File(ip); err != nil {
 				return fmt.Errorf("the interpreter of %s: %w", pin.Real, err)

@@ -171,6 +171,11 @@ func (s *Server) grantFor(p *runPlan, now time.Time, use bool) *grant {
 	gs.mu.Lock()
 	have := len(gs.byID) > 0
 	gs.mu.Unlock()
+	if have && p.interpretersMayChange() != nil {
+		// None is made for such a run (Prompt.NoGrant); one made when
+		// only root could change them runs nothing since.
+		have = false
+	}
 	shape := ""
 	if have {
 		shape = p.grantShape()

@@ -480,3 +480,76 @@ func TestCheckSeesGrant(t *testing.T) {
 		t.Fatalf("after one run by the grant, rootgate grants:\n%s", list)
 	}
 }
+
+// TestGrantRefusedForRequestersInterpreter: a privileged run of a script
+// whose interpreter the requester may change (its own file, found by its
+// path when the run starts, not through the pinned script) gets no
+// standing grant. Granted once, the requester put another program at the
+// interpreter's path and the same request ran it as root, unasked. The
+// daemon refuses the grant, saying why, and a later request is put to a
+// person again.
+func TestGrantRefusedForRequestersInterpreter(t *testing.T) {
+	t.Parallel()
+	ag := addAccount(t, "rggiag")
+	dir := shortDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentDir := filepath.Join(dir, "agent")
+	if err := os.Mkdir(agentDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	interp, script := filepath.Join(agentDir, "interp"), filepath.Join(agentDir, "job")
+	for p, text := range map[string]string{interp: "#!/bin/sh\necho benign\n", script: "#!" + interp + "\n"} {
+		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{agentDir, interp, script} {
+		if err := os.Chown(p, int(ag.uid), int(ag.gid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := promptDaemon(t)
+	openToAll(t, d)
+	a := attachRaw(t, d)
+	ask := func(id string) chan response {
+		ch := make(chan response, 1)
+		go func() {
+			r, err := trySendAs(d.Sock, ag.uid, ag.gid, []uint32{ag.gid}, request(map[string]any{"id": id, "pipeline": [][]string{{script}}}))
+			if err != nil {
+				r.raw = err.Error()
+			}
+			ch <- r
+		}()
+		return ch
+	}
+	ch := ask("rggi-1")
+	p := a.prompt()
+	if !strings.Contains(p.Request.NoGrant, "the interpreter of "+script) {
+		t.Errorf("the prompt does not say why no grant: %q", p.Request.NoGrant)
+	}
+	yes := true
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600, GrantRunsAnything: true})
+	if m := a.next(); m.Type != remote.MsgError || !strings.HasPrefix(m.Message, "decision refused: no standing grant for this request: the interpreter of "+script) {
+		t.Fatalf("got %+v, want the grant refused", m)
+	}
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes})
+	if r := wantOK(t, <-ch); string(r.Stdout) != "benign\n" {
+		t.Fatalf("stdout %q", r.Stdout)
+	}
+	// The interpreter swapped: the same request is a person's to decide.
+	if err := os.WriteFile(interp, []byte("#!/bin/sh\necho PWNED as $(id -u)\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ch = ask("rggi-2")
+	p = promptAfterResults(a)
+	if p.ID != "rggi-2" {
+		t.Fatalf("prompt %q, want rggi-2", p.ID)
+	}
+	no := false
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &no})
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("got %s, want denied by the person", r.raw)
+	}
+}

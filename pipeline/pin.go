@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -176,19 +177,25 @@ const maxInterpreters = 5
 
 // Interpreters calls check with each interpreter the kernel would run
 // for the pinned file, in turn: the one its #! line names, then the one
-// that file's #! line names, and so on, as the kernel follows them. Each
-// #! line is read with the caller's identity, for the kernel reads it
-// whoever runs the file (an execute-only script too), and an
-// interpreter's own only once check accepted its path. An error from
-// check, or one reading a file, ends the walk; so does a chain longer
-// than the kernel follows.
+// that file's #! line names, and so on, as the kernel follows them, and
+// last the loader the ELF image at the end of the chain names (its
+// PT_INTERP, ld.so for a dynamic binary): the kernel opens each by its
+// path when the run starts. Each file is read with the caller's
+// identity, for the kernel reads it whoever runs the file (an
+// execute-only script too), and an interpreter's own only once check
+// accepted its path. An error from check, or one reading a file, ends the
+// walk; so does a chain longer than the kernel follows.
 func (p *Pinned) Interpreters(check func(path string) error) error {
-	head, err := readHead(p.fdPath())
+	path := p.fdPath()
+	head, err := readHead(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.Real, err)
 	}
-	ip, _ := shebang(head)
-	for n := 0; ip != ""; n++ {
+	for n := 0; ; n++ {
+		ip, _ := shebang(head)
+		if ip == "" {
+			break
+		}
 		if n == maxInterpreters {
 			return fmt.Errorf("%s: more than %d interpreters: %w", p.Real, maxInterpreters, unix.ELOOP)
 		}
@@ -198,9 +205,49 @@ func (p *Pinned) Interpreters(check func(path string) error) error {
 		if head, err = readHead(ip); err != nil {
 			return fmt.Errorf("%s: the interpreter %s: %w", p.Real, ip, err)
 		}
-		ip, _ = shebang(head)
+		path = ip
 	}
-	return nil
+	if string(head[:4]) != "\x7fELF" {
+		return nil
+	}
+	loader, err := elfInterp(path)
+	if err != nil {
+		return fmt.Errorf("%s: its ELF loader: %w", p.Real, err)
+	}
+	if loader == "" {
+		return nil // static
+	}
+	return check(loader)
+}
+
+// elfInterp is the loader the ELF file at path names (PT_INTERP), "" for
+// none.
+func elfInterp(path string) (string, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	e, err := elf.NewFile(f)
+	if err != nil {
+		return "", err
+	}
+	for _, prog := range e.Progs {
+		if prog.Type != elf.PT_INTERP {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(prog.Open(), unix.PathMax))
+		if err != nil {
+			return "", err
+		}
+		name, _, _ := bytes.Cut(b, []byte{0})
+		if len(name) == 0 {
+			return "", errors.New("an empty PT_INTERP")
+		}
+		return string(name), nil
+	}
+	return "", nil
 }
 
 // readHead reads the first binprmBufSize bytes of the regular file at

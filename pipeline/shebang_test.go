@@ -258,8 +258,13 @@ func TestInterpreters(t *testing.T) {
 		err = p.Interpreters(func(ip string) error { got = append(got, ip); return nil })
 		return got, err
 	}
-	// i0 is a binary; each script names the one before.
-	i0 := write("i0", "\x7fELF")
+	// i0 is a dynamic binary, whose loader is the last the kernel opens
+	// by path; each script names the one before.
+	i0 := "/usr/bin/true"
+	loader, err := elfInterp(i0)
+	if err != nil || loader == "" {
+		t.Fatalf("the loader of %s: %q, %v", i0, loader, err)
+	}
 	prev := i0
 	var scripts []string
 	for i := 1; i <= maxInterpreters+1; i++ {
@@ -267,8 +272,11 @@ func TestInterpreters(t *testing.T) {
 		scripts = append(scripts, prev)
 	}
 	got, err := chain(scripts[maxInterpreters-1])
-	if want := []string{scripts[maxInterpreters-2]}; err != nil || len(got) != maxInterpreters || got[0] != want[0] || got[len(got)-1] != i0 {
-		t.Errorf("a chain of %d: %q, %v", maxInterpreters, got, err)
+	if err != nil || len(got) != maxInterpreters+1 || got[0] != scripts[maxInterpreters-2] || got[maxInterpreters-1] != i0 || got[maxInterpreters] != loader {
+		t.Errorf("a chain of %d and a loader: %q, %v", maxInterpreters, got, err)
+	}
+	if got, err := chain(i0); err != nil || len(got) != 1 || got[0] != loader {
+		t.Errorf("a binary: %q, %v, want its loader %s", got, err, loader)
 	}
 	if got, err := chain(scripts[maxInterpreters]); !errors.Is(err, unix.ELOOP) || len(got) != maxInterpreters {
 		t.Errorf("a chain longer than the kernel follows: %q, %v, want ELOOP after %d", got, err, maxInterpreters)

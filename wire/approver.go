@@ -100,6 +100,12 @@ func ApproverGrantDuration(got, max int64) string {
 	return fmt.Sprintf("decision refused: grant of %d seconds is not between 1 and %d", got, max)
 }
 
+// ApproverGrantRefused refuses a grant for a request no grant may be
+// made for, saying why (approval.Grantable).
+func ApproverGrantRefused(why string) string {
+	return "decision refused: no standing grant for this request: " + why
+}
+
 // ApproverNoGrant refuses to revoke a grant that is not held.
 func ApproverNoGrant(id string) string {
 	return fmt.Sprintf("revoke refused: no standing grant %q", id)

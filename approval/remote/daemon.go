@@ -457,8 +457,10 @@ func checkGrant(m *Message, p *approval.Prompt) string {
 		return wire.ApproverGrantOnDeny
 	case m.Grant < 1 || m.Grant > maxSec:
 		return wire.ApproverGrantDuration(m.Grant, maxSec)
-	case approval.Grantable(p) != "":
+	case p.ForwardAgent:
 		return wire.ApproverGrantAgent
+	case approval.Grantable(p) != "":
+		return wire.ApproverGrantRefused(approval.Grantable(p))
 	case len(approval.RunsAnything(p)) > 0 && !m.GrantRunsAnything:
 		return wire.ApproverGrantRunsAnything
 	}
