@@ -24,7 +24,9 @@ import (
 // changes the change time). Otherwise the run is refused. The file is then
 // executed through the held descriptor (/proc/self/fd/N), never by its
 // path, so nothing done to the path after the check can change what runs.
-// An ELF binary cannot be written while it runs (ETXTBSY). A script (#!)
+// An ELF binary cannot be written while it runs (ETXTBSY), but it can
+// until the exec, after the check: one that someone other than root and
+// the run's user may write runs from a sealed copy too. A script (#!)
 // can, and its interpreter reads it as it goes, so an interpreted file
 // runs from a sealed in-memory copy of the checked contents: the kernel
 // hands the interpreter the name /proc/self/fd/3, which it opens to read
@@ -286,27 +288,41 @@ func (p *Pinned) fdPath() string { return "/proc/self/fd/" + strconv.Itoa(int(p.
 // maxScript bounds the interpreted file a run copies (sealedCopy).
 const maxScript = 16 << 20
 
-// sealedCopy returns a sealed memfd holding the pinned file's contents,
-// read through the held descriptor, for an interpreted file's stage to run
-// instead of the file itself. The kernel reads a script's #! line, and its
-// interpreter the script, while it runs: from the file, anyone who may
-// write it could change what runs after the check (append a line a shell
-// has not read yet). The copy is checked to be of the file as pinned (it
+// maxImage bounds the ELF file a run copies (sealedCopy) because someone
+// other than root and the run's own user may write it.
+const maxImage = 256 << 20
+
+// othersMayWrite reports whether someone other than root and uid, the
+// run's user, may write the pinned file: its owner, or its group or
+// others by its mode. An ELF image is read by the kernel at exec, which
+// comes after the last check: such a writer could put another program in
+// the file in between (writes fail with ETXTBSY only once it runs).
+func (p *Pinned) othersMayWrite(uid uint32) bool {
+	return p.st.Uid != 0 && p.st.Uid != uid || p.st.Mode&0o022 != 0
+}
+
+// sealedCopy returns a sealed memfd named name holding the pinned file's
+// contents (at most limit bytes), read through the held descriptor, for a
+// stage to run instead of the file itself. The kernel reads a script's #!
+// line, and its interpreter the script, while it runs: from the file,
+// anyone who may write it could change what runs after the check (append
+// a line a shell has not read yet). An ELF image is read at exec, after
+// the last check (othersMayWrite). The copy is checked to be of the file as pinned (it
 // is unchanged after the read), and then no one can change it.
-func (p *Pinned) sealedCopy() (*os.File, error) {
+func (p *Pinned) sealedCopy(name string, limit int64) (*os.File, error) {
 	src, err := os.Open(p.fdPath())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Path, err)
 	}
 	defer src.Close()
-	fd, err := unix.MemfdCreate("rootgate-script", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("%s: copy: %w", p.Path, err)
 	}
 	dst := os.NewFile(uintptr(fd), p.Path)
-	n, err := io.Copy(dst, io.LimitReader(src, maxScript+1))
-	if err == nil && n > maxScript {
-		err = fmt.Errorf("over %d MiB", maxScript>>20)
+	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
+	if err == nil && n > limit {
+		err = fmt.Errorf("over %d MiB", limit>>20)
 	}
 	var after unix.Stat_t
 	if err == nil {

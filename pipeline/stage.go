@@ -90,6 +90,10 @@ func (s *stage) run(started, exited chan<- struct{}) {
 // interpreter opens it again by the name the kernel gives it,
 // /proc/self/fd/3.
 //
+// An ELF file someone other than root and the run's user may write runs
+// from a sealed copy too (Pinned.othersMayWrite): the kernel reads it at
+// exec, after the last check.
+//
 // An ELF file's descriptor, and the directory's, stay close-on-exec: they
 // are duplicated onto numbers above what the child's side of exec may
 // overwrite. Before it moves the stage's files into place, the child dup3s
@@ -111,7 +115,7 @@ func (s *stage) start() error {
 		s.cmd.Stdin = null
 	}
 	if s.pin != nil && s.pin.interpreted {
-		script, err := s.pin.sealedCopy()
+		script, err := s.pin.sealedCopy("rootgate-script", maxScript)
 		if err != nil {
 			return err
 		}
@@ -139,7 +143,16 @@ func (s *stage) start() error {
 		return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
 	}
 	if s.pin != nil && !s.pin.interpreted {
-		path, done, err := above(s.pin.f, s.shown)
+		image := s.pin.f
+		if s.pin.othersMayWrite(s.runUID()) {
+			copied, err := s.pin.sealedCopy("rootgate-image", maxImage)
+			if err != nil {
+				return err
+			}
+			defer copied.Close()
+			image = copied
+		}
+		path, done, err := above(image, s.shown)
 		if err != nil {
 			return err
 		}
@@ -158,6 +171,15 @@ func (s *stage) start() error {
 	runtime.KeepAlive(s.pin)
 	runtime.KeepAlive(s.dir)
 	return err
+}
+
+// runUID is the user the stage runs as: its credential's, or this
+// process's.
+func (s *stage) runUID() uint32 {
+	if a := s.cmd.SysProcAttr; a != nil && a.Credential != nil {
+		return a.Credential.Uid
+	}
+	return uint32(os.Geteuid())
 }
 
 // signal sends sig to the stage's process group, unless the stage did not
