@@ -114,6 +114,17 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	if err != nil {
 		return fail(err)
 	}
+	// The same rule once: each request of a group one answer decided
+	// (and a person saving a rule already there) would append it again,
+	// and taking out the one line the person is told of would leave the
+	// others in force.
+	for i, l := range strings.Split(string(old), "\n") {
+		if strings.TrimSpace(l) == r.Text {
+			log.Info("rule already saved", "file", file, "line", i+1, "rule", r.Text)
+			tell(fmt.Sprintf("approved; the rule is already in %s line %d: %s", termsafe.Quote(file), i+1, termsafe.Sanitize(r.Text)))
+			return &savedRule{File: file, Line: i + 1, Text: r.Text}
+		}
+	}
 	var b strings.Builder
 	b.Write(old)
 	if len(old) > 0 && !strings.HasSuffix(string(old), "\n") {

@@ -725,3 +725,44 @@ func TestRuleNotSavedWhereNoRuleDecides(t *testing.T) {
 		t.Fatalf("the drop-in keeps the rule:\n%s", b)
 	}
 }
+
+// TestRuleFromGroupedPromptSavedOnce: one answer with a rule decides a
+// group of identical requests; the rule is written once. Each request of
+// the group saved it again (three copies, three comments): the person,
+// told of one line, took that out and the others still let the command
+// through.
+func TestRuleFromGroupedPromptSavedOnce(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Policy: "# asks about everything\ndeny any rm -rf /\n",
+		Args: []string{"--prompt-timeout", "60s", "--max-pending", "8", "--group-within", "3s"}})
+	a := dialApprover(t, d)
+	a.send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "raw", Capabilities: []string{remote.CapGroup}})
+	if m := a.next(); m.Type != remote.MsgWelcome {
+		t.Fatalf("got %+v, want welcome", m)
+	}
+	same := [][]string{{"echo", "grouped-rule"}}
+	var chs []chan response
+	for _, id := range []string{"gr-1", "gr-2", "gr-3"} {
+		chs = append(chs, d.ask(map[string]any{"id": id, "pipeline": same}))
+	}
+	for _, id := range []string{"gr-1", "gr-2", "gr-3"} {
+		d.waitLog("asking for approval", id)
+	}
+	p := a.prompt()
+	if p.Request == nil || p.Request.Group != 3 {
+		t.Fatalf("prompt %+v, want one for the group of 3", p.Request)
+	}
+	yes := true
+	rule := "allow privileged,user=root echo grouped-rule"
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
+	for _, ch := range chs {
+		wantOK(t, <-ch)
+	}
+	b, err := os.ReadFile(dropIn(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"+rule+"\n"); n != 1 {
+		t.Fatalf("%s holds the rule %d times:\n%s", dropIn(d), n, b)
+	}
+}
