@@ -177,6 +177,11 @@ func render(p *Prompt, wholeStdin bool) string {
 		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
 		fmt.Fprintf(&b, "      executable: %s\n", describePath(s))
 	}
+	if p.NoGrant != "" {
+		// The kernel finds an interpreter by its path when the run
+		// starts: what the person approves is not all that runs.
+		field("WARNING:", termsafe.Sanitize(p.NoGrant)+": the kernel runs whatever is at that path when the run starts, which this prompt cannot show")
+	}
 	if p.Hint != "" {
 		label := "Hint:"
 		for line := range strings.SplitSeq(p.Hint, "\n") {

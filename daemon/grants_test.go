@@ -529,6 +529,10 @@ func TestGrantRefusedForRequestersInterpreter(t *testing.T) {
 	if !strings.Contains(p.Request.NoGrant, "the interpreter of "+script) {
 		t.Errorf("the prompt does not say why no grant: %q", p.Request.NoGrant)
 	}
+	// The person approving once is warned too: what runs is not all shown.
+	if txt := approval.Render(p.Request); !strings.Contains(txt, "WARNING:     the interpreter of "+script) {
+		t.Errorf("the prompt does not warn of the interpreter:\n%s", txt)
+	}
 	yes := true
 	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600, GrantRunsAnything: true})
 	if m := a.next(); m.Type != remote.MsgError || !strings.HasPrefix(m.Message, "decision refused: no standing grant for this request: the interpreter of "+script) {
