@@ -59,10 +59,14 @@ func (s *Server) grantHint(p *runPlan, now time.Time) string {
 			state = "ENDED at " + g.ends.Local().Format("15:04:05")
 		}
 		if diff == "" {
-			if !now.Before(g.ends) {
+			// "Exactly" only when the whole shape is the grant's: the
+			// requester chooses both requests, and what the diff does
+			// not name (stdin's bytes, the files' identities) may be
+			// what it changed.
+			if g.shape == p.grantShape() && !now.Before(g.ends) {
 				return fmt.Sprintf("grant %s (%s, given by %s) covered exactly this request", g.id, state, g.approver)
 			}
-			return fmt.Sprintf("grant %s (%s) has this command, but the file that runs or the directory is not the one granted", g.id, state)
+			return fmt.Sprintf("grant %s (%s) has this command, but not all of this request: the file that runs, the directory or stdin is not the one granted", g.id, state)
 		}
 		return fmt.Sprintf("grant %s (%s, given by %s) would have covered it but for %s", g.id, state, g.approver, diff)
 	}
@@ -97,6 +101,9 @@ func grantDiff(g *grant, p *runPlan) (diff string, ok bool) {
 	}
 	if !maps.Equal(g.env, p.req.Env) {
 		diffs = append(diffs, "the env")
+	}
+	if g.runAsGroup != p.namedGroup() {
+		diffs = append(diffs, fmt.Sprintf("the group: granted %s, here %s", termsafe.Quote(g.runAsGroup), termsafe.Quote(p.namedGroup())))
 	}
 	if g.timeout != p.cmd.Timeout {
 		diffs = append(diffs, fmt.Sprintf("the time limit: granted %s, here %s", approval.DisplaySeconds(g.timeout), approval.DisplaySeconds(p.cmd.Timeout)))

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"os"
@@ -307,7 +308,8 @@ func TestPromptHintNamesNearGrantAndRule(t *testing.T) {
 	<-ch
 
 	// A grant that ended is still named, for exactly its request.
-	ch = d.ask(map[string]any{"id": "hint-short", "pipeline": [][]string{{"echo", "short"}}, "privileged": true})
+	safe, evil := base64.StdEncoding.EncodeToString([]byte("safe\n")), base64.StdEncoding.EncodeToString([]byte("evil\n"))
+	ch = d.ask(map[string]any{"id": "hint-short", "pipeline": [][]string{{"echo", "short"}}, "privileged": true, "stdin": safe})
 	a.See("hint-short")
 	a.notAnsweredKey(ch, "g")
 	a.See("STANDING GRANT for 15 min")
@@ -319,10 +321,16 @@ func TestPromptHintNamesNearGrantAndRule(t *testing.T) {
 	waitFor(t, "the short grant to end", 30*time.Second, func() bool {
 		return !strings.Contains(grants(t, d.asock()), "echo short")
 	})
-	ch = d.ask(map[string]any{"id": "hint-ended", "pipeline": [][]string{{"echo", "short"}}, "privileged": true})
+	ch = d.ask(map[string]any{"id": "hint-ended", "pipeline": [][]string{{"echo", "short"}}, "privileged": true, "stdin": safe})
 	a.See("hint-ended")
 	a.SeeRe(regexp.MustCompile(`Hint: +grant g2 \(ENDED at [0-9:]+, given by root on pts/\d+\) covered exactly this request`))
 	a.wantAsked(ch, "hint-ended")
+	// Other stdin of the same size: not "exactly", which would vouch for
+	// bytes the person never saw.
+	ch = d.ask(map[string]any{"id": "hint-other-stdin", "pipeline": [][]string{{"echo", "short"}}, "privileged": true, "stdin": evil})
+	a.See("hint-other-stdin")
+	a.SeeRe(regexp.MustCompile(`Hint: +grant g2 \(ENDED at [0-9:]+\) has this command, but not all of this request`))
+	a.wantAsked(ch, "hint-other-stdin")
 }
 
 func TestIdleScreenRedrawsOnResize(t *testing.T) {
