@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/rootgate/rootgate/internal/rootpath"
 )
 
 // BenchmarkRunTrue and BenchmarkExecTrue set a one-stage run of /bin/true,
@@ -77,6 +79,26 @@ func BenchmarkSafeSearchPath(b *testing.B) {
 	for b.Loop() {
 		if path, _ := safeSearchPath(); path == "" {
 			b.Fatal("no directory of the search path kept")
+		}
+	}
+}
+
+// BenchmarkInterpreters is the rest of an allow rule's check for a
+// privileged request of a user other than root (the daemon's
+// othersMayChange, after the path walk): the pinned file's head read,
+// and for a dynamic binary its loader (PT_INTERP) read and walked, here
+// /bin/true's:
+//
+//	go test -run '^$' -bench Interpreters -benchmem ./pipeline/
+func BenchmarkInterpreters(b *testing.B) {
+	p, err := Pin("/bin/true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	for b.Loop() {
+		if err := p.Interpreters(rootpath.File); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
