@@ -72,7 +72,7 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 	// regular file opens without side effects. A file too short to hold
 	// the magic number is not ELF; any other failure is an error, not a
 	// quiet guess.
-	head, err := readHead(p.fdPath())
+	f, err := openRegular(p.fdPath())
 	if errors.Is(err, fs.ErrPermission) {
 		return p, nil // execute-only: a binary, or nothing that can run
 	}
@@ -80,9 +80,18 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 		p.f.Close()
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
-	p.interpreted = string(head[:4]) != "\x7fELF"
+	defer f.Close()
+	head, err := readHead(f)
+	if err != nil {
+		p.f.Close()
+		return nil, fmt.Errorf("pin %s: %w", path, err)
+	}
+	p.interpreted = !isELF(head)
 	return p, nil
 }
+
+// isELF reports whether a file's head is an ELF image's.
+func isELF(head [binprmBufSize]byte) bool { return string(head[:4]) == "\x7fELF" }
 
 // binprmBufSize is how many of a file's first bytes the kernel reads to
 // find its format, and so the whole of the #! line it reads
@@ -188,15 +197,31 @@ const maxInterpreters = 5
 // accepted its path. An error from check, or one reading a file, ends the
 // walk; so does a chain longer than the kernel follows.
 func (p *Pinned) Interpreters(check func(path string) error) error {
-	path := p.fdPath()
-	head, err := readHead(path)
+	f, err := openRegular(p.fdPath())
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.Real, err)
 	}
+	// f is the file the chain has reached: each is opened once, its
+	// head read, and, at the end of the chain, its loader.
+	defer func() { f.Close() }()
 	for n := 0; ; n++ {
+		head, err := readHead(f)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", p.Real, f.Name(), err)
+		}
 		ip, _ := shebang(head)
 		if ip == "" {
-			break
+			if !isELF(head) {
+				return nil
+			}
+			loader, err := elfInterp(f)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%s: the ELF loader of %s: %w", p.Real, f.Name(), err)
+			case loader == "":
+				return nil // static
+			}
+			return check(loader)
 		}
 		if n == maxInterpreters {
 			return fmt.Errorf("%s: more than %d interpreters: %w", p.Real, maxInterpreters, unix.ELOOP)
@@ -204,33 +229,17 @@ func (p *Pinned) Interpreters(check func(path string) error) error {
 		if err := check(ip); err != nil {
 			return err
 		}
-		if head, err = readHead(ip); err != nil {
+		next, err := openRegular(ip)
+		if err != nil {
 			return fmt.Errorf("%s: the interpreter %s: %w", p.Real, ip, err)
 		}
-		path = ip
+		f.Close()
+		f = next
 	}
-	if string(head[:4]) != "\x7fELF" {
-		return nil
-	}
-	loader, err := elfInterp(path)
-	if err != nil {
-		return fmt.Errorf("%s: its ELF loader: %w", p.Real, err)
-	}
-	if loader == "" {
-		return nil // static
-	}
-	return check(loader)
 }
 
-// elfInterp is the loader the ELF file at path names (PT_INTERP), "" for
-// none.
-func elfInterp(path string) (string, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
+// elfInterp is the loader the ELF file f names (PT_INTERP), "" for none.
+func elfInterp(f *os.File) (string, error) {
 	e, err := elf.NewFile(f)
 	if err != nil {
 		return "", err
@@ -252,24 +261,31 @@ func elfInterp(path string) (string, error) {
 	return "", nil
 }
 
-// readHead reads the first binprmBufSize bytes of the regular file at
-// path, NUL past its end, as the kernel's buffer holds them. A FIFO or a
-// device is never opened for reading.
-func readHead(path string) (head [binprmBufSize]byte, err error) {
+// openRegular opens the regular file at path for reading; a FIFO or a
+// device is refused, never opened to wait for a writer or with side
+// effects.
+func openRegular(path string) (*os.File, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return head, err
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return head, err
+		f.Close()
+		return nil, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return head, errors.New("not a regular file")
+		f.Close()
+		return nil, errors.New("not a regular file")
 	}
-	if _, err := io.ReadFull(f, head[:]); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+	return f, nil
+}
+
+// readHead reads the first binprmBufSize bytes of f, NUL past its end,
+// as the kernel's buffer holds them.
+func readHead(f *os.File) (head [binprmBufSize]byte, err error) {
+	if _, err := f.ReadAt(head[:], 0); err != nil && err != io.EOF {
 		return head, err
 	}
 	return head, nil

@@ -261,7 +261,12 @@ func TestInterpreters(t *testing.T) {
 	// i0 is a dynamic binary, whose loader is the last the kernel opens
 	// by path; each script names the one before.
 	i0 := "/usr/bin/true"
-	loader, err := elfInterp(i0)
+	f, err := os.Open(i0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loader, err := elfInterp(f)
+	f.Close()
 	if err != nil || loader == "" {
 		t.Fatalf("the loader of %s: %q, %v", i0, loader, err)
 	}
