@@ -122,17 +122,22 @@ func hasRunnerOption(name string, args, opts []string) bool {
 	return false
 }
 
-// runsAnythingWhy says why the program base runs anything, if it is in
-// runsAnything; "" if not.
-func runsAnythingWhy(base string) string {
-	for _, g := range runsAnything {
-		for _, n := range g.names {
-			if pre, ok := strings.CutSuffix(n, "*"); ok && strings.HasPrefix(base, pre) || base == n {
-				return g.why
+// runsAnythingName returns the first of a stage's names that is in
+// runsAnything, and why it runs anything; "" when none is.
+func runsAnythingName(st Stage) (name, why string) {
+	for _, base := range stageNames(st) {
+		if base == "." || base == "" {
+			continue
+		}
+		for _, g := range runsAnything {
+			for _, n := range g.names {
+				if pre, ok := strings.CutSuffix(n, "*"); ok && strings.HasPrefix(base, pre) || base == n {
+					return base, g.why
+				}
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // RunsAnything lists, one line per stage, why a grant for p would allow
@@ -142,9 +147,8 @@ func runsAnythingWhy(base string) string {
 func RunsAnything(p *Prompt) []string {
 	var why []string
 	for i, st := range p.Stages {
-		if n := slices.IndexFunc(stageNames(st), func(n string) bool { return n != "." && n != "" && runsAnythingWhy(n) != "" }); n >= 0 {
-			name := stageNames(st)[n]
-			why = append(why, fmt.Sprintf("stage [%d] runs %s, which %s", i+1, termsafe.Quote(name), runsAnythingWhy(name)))
+		if name, runs := runsAnythingName(st); name != "" {
+			why = append(why, fmt.Sprintf("stage [%d] runs %s, which %s", i+1, termsafe.Quote(name), runs))
 			continue
 		}
 		if name, opts := runnerOptions(st); name != "" && len(st.Argv) > 1 && hasRunnerOption(name, st.Argv[1:], opts) {

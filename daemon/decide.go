@@ -186,7 +186,15 @@ func (p *runPlan) othersMayChange() error {
 // not through the pinned file. Then neither a rule nor a standing grant
 // may run it unasked: the person approved the file, not whatever the
 // requester puts at those paths later.
+//
+// It is found once per request (the rule, the grants and the prompt all
+// ask): paths found root's alone stay so unless root changes them, and a
+// refusal kept errs on the safe side.
 func (p *runPlan) interpretersMayChange() error {
+	if p.interpChecked {
+		return p.interpErr
+	}
+	p.interpChecked = true
 	if p.peer.UID == 0 || !p.req.Privileged {
 		return nil
 	}
@@ -197,6 +205,7 @@ func (p *runPlan) interpretersMayChange() error {
 			}
 			return nil
 		}); err != nil {
+			p.interpErr = err
 			return err
 		}
 	}

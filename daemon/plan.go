@@ -56,6 +56,10 @@ type runPlan struct {
 	// leftOut is why each directory of the fixed search path not in
 	// search was left out (pipeline.SafeSearchPath's reasons).
 	leftOut []pipeline.LeftOut
+	// interpChecked is set once interpretersMayChange has found
+	// interpErr, its answer for this request.
+	interpChecked bool
+	interpErr     error
 }
 
 // close releases the pinned executables and the cwd.

@@ -78,9 +78,6 @@ func LoadFiles(path string, opts LoadOptions) (*Policy, error) {
 	if err := checkTrusted(dir, fi, opts); err != nil {
 		return nil, err
 	}
-	if err := checkPath(dir, fi, opts); err != nil {
-		return nil, err
-	}
 	names, err := d.Readdirnames(-1)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
@@ -125,9 +122,6 @@ func loadPolicyFile(path string, opts LoadOptions, missingOK bool) (*Policy, err
 	if err := checkTrusted(path, fi, opts); err != nil {
 		return nil, err
 	}
-	if err := checkPath(path, fi, opts); err != nil {
-		return nil, err
-	}
 	p, err := Parse(path, f)
 	if err != nil {
 		return nil, err
@@ -136,7 +130,9 @@ func loadPolicyFile(path string, opts LoadOptions, missingOK bool) (*Policy, err
 	return p, nil
 }
 
-// checkTrusted applies opts.Trusted to the file or directory name.
+// checkTrusted applies opts.Trusted to the file or directory name, open
+// with status fi: it is root's and writable by root alone, and so is the
+// path that leads to it, a walk that must end at that very file.
 func checkTrusted(name string, fi fs.FileInfo, opts LoadOptions) error {
 	if !opts.Trusted {
 		return nil
@@ -151,21 +147,10 @@ func checkTrusted(name string, fi fs.FileInfo, opts LoadOptions) error {
 	if fi.Mode().Perm()&0o022 != 0 {
 		return &FileError{Name: name, Why: fmt.Sprintf("writable by group or others (mode %04o)", fi.Mode().Perm())}
 	}
-	return nil
-}
-
-// checkPath applies opts.Trusted to the path that leads to the file or
-// directory name, open with status fi, once it passed checkTrusted: the
-// walk must end at that very file.
-func checkPath(name string, fi fs.FileInfo, opts LoadOptions) error {
-	if !opts.Trusted {
-		return nil
-	}
 	abs, err := rootpath.Abs(name)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
-	st := fi.Sys().(*syscall.Stat_t) // checkTrusted made sure
 	if err := rootpath.Same(abs, uint64(st.Dev), uint64(st.Ino)); err != nil {
 		return &FileError{Name: name, Why: strings.TrimPrefix(err.Error(), abs+": ")}
 	}
