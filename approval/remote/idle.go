@@ -82,12 +82,8 @@ func idleBody(st *Message, now time.Time) []string {
 			if !now.Before(g.Ends) {
 				ends = "ENDED " + g.Ends.Local().Format("15:04:05")
 			}
-			as := termsafe.Sanitize(g.RunAs)
-			if g.RunAsGroup != "" {
-				as += " WITH GROUP " + termsafe.Sanitize(g.RunAsGroup)
-			}
 			add("  %s  %s  %s  uses %d  %s  (as %s in %s)", termsafe.Sanitize(g.ID), who(g.User, g.UID), ends, g.Uses,
-				pipelineText(g.Pipeline), as, termsafe.Quote(g.Cwd))
+				pipelineText(g.Pipeline), g.RunsAs(), termsafe.Quote(g.Cwd))
 		}
 		if len(st.Grants) == 0 {
 			add("  none")

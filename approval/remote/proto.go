@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -167,6 +168,16 @@ type GrantInfo struct {
 	// RunAsGroup is the group the request named (run_as_group), which
 	// the run gets as its primary group; "" when it named none.
 	RunAsGroup string `json:"run_as_group,omitempty"`
+}
+
+// RunsAs is whom g's runs run as, for display, escaped: the account and
+// the group the request named ("alice WITH GROUP shadow").
+func (g *GrantInfo) RunsAs() string {
+	as := termsafe.Sanitize(g.RunAs)
+	if g.RunAsGroup != "" {
+		as += " WITH GROUP " + termsafe.Sanitize(g.RunAsGroup)
+	}
+	return as
 }
 
 // QueueItem is a request (or a group of identical ones) waiting for a

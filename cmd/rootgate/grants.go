@@ -70,11 +70,7 @@ func cmdGrants(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		for i, p := range g.Paths {
 			fmt.Fprintf(e.stdout, "    [%d]    %s\n", i+1, termsafe.Quote(p))
 		}
-		as := termsafe.Sanitize(g.RunAs)
-		if g.RunAsGroup != "" {
-			as += " WITH GROUP " + termsafe.Sanitize(g.RunAsGroup)
-		}
-		fmt.Fprintf(e.stdout, "    as %s in %s", as, termsafe.Quote(g.Cwd))
+		fmt.Fprintf(e.stdout, "    as %s in %s", g.RunsAs(), termsafe.Quote(g.Cwd))
 		if g.StdinSize > 0 {
 			fmt.Fprintf(e.stdout, ", with %d bytes of stdin", g.StdinSize)
 		}
