@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -59,7 +60,9 @@ type auditEvent struct {
 }
 
 // An AuditLog stores audit records: Append returns once the record (and
-// every one before it) is on disk, AppendLater once it is written, and
+// every one before it) is on disk, AppendLater once it is written,
+// AppendAsync once it is written with a function that waits for it to be
+// on disk (the sync runs meanwhile), and
 // CommitWithin makes every record written so far durable within a time,
 // without waiting (its error goes to the function given); Free says how
 // many bytes its file system has left; Unfinished lists the runs that a
@@ -68,6 +71,7 @@ type auditEvent struct {
 // safe for concurrent use. *audit.Log implements it.
 type AuditLog interface {
 	Append(*audit.Record) error
+	AppendAsync(*audit.Record) (wait func() error, err error)
 	AppendLater(*audit.Record) error
 	CommitWithin(d time.Duration, failed func(error))
 	Free() (int64, error)
@@ -107,17 +111,41 @@ func (s *Server) checkFree() error {
 // decision and the outcome as fields. It returns the audit log's error;
 // see handle for what each kind does with it.
 func (s *Server) event(e auditEvent) error {
+	_, err := s.eventAsync(e, false)
+	return err
+}
+
+// eventAsync is event, with the sync of a durable record in the
+// background when async is set: it returns once the record is written
+// (and logged), with the audit log's error if it could not be, and a
+// function that waits for the record's sync and returns the audit log's
+// error (logging a failed sync). With async false, it returns once the
+// record is stored as event does, and wait returns the same error.
+func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err error) {
 	if e.Kind == eventRejected && !s.reject.allow(e.Peer.UID, s.cfg.Now()) {
-		return nil // counted in the uid's next dropped record
+		return func() error { return nil }, nil // counted in the uid's next dropped record
 	}
 	r := record(e)
-	var err error
+	wait = func() error { return err }
 	if s.cfg.Audit != nil {
-		store := s.cfg.Audit.Append
-		if !durable(e) {
-			store = s.cfg.Audit.AppendLater
+		switch {
+		case !durable(e):
+			err = s.cfg.Audit.AppendLater(r)
+		case async:
+			var synced func() error
+			if synced, err = s.cfg.Audit.AppendAsync(r); err == nil {
+				wait = sync.OnceValue(func() error {
+					err := synced()
+					if err != nil {
+						s.cfg.Log.Error("cannot sync audit record", "event", string(e.Kind), "request_id", e.ID, "err", err)
+					}
+					return err
+				})
+			}
+		default:
+			err = s.cfg.Audit.Append(r)
 		}
-		if err = store(r); err != nil {
+		if err != nil {
 			s.cfg.Log.Error("cannot write audit record", "event", string(e.Kind), "request_id", e.ID, "err", err)
 		}
 	}
@@ -152,7 +180,7 @@ func (s *Server) event(e auditEvent) error {
 		level = slog.LevelError
 	}
 	s.cfg.Log.Log(context.Background(), level, "audit: "+string(e.Kind), attrs...)
-	return err
+	return wait, err
 }
 
 // dropped writes a dropped record (see rejectLimit) and logs it.
@@ -210,9 +238,10 @@ func (s *Server) commitAudit() {
 // orphaned records, one per such run: killed holds the names (without
 // "~N") of the runs' cgroups recoverOrphans killed, which only says so in
 // the record's error. A cgroup whose run's end is in the trail (the
-// daemon stopped before removing it), or whose run never started (it
-// stopped between making the cgroup and writing the started record), is
-// no orphaned run.
+// daemon stopped before removing it), or whose run never started (a
+// cgroup is made after its run's started record is written, and a run
+// that failed to start has a failed record after it), is no orphaned
+// run.
 func (s *Server) recoverUnfinished(killed map[string]bool) {
 	if s.cfg.Audit == nil {
 		return

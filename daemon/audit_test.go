@@ -414,6 +414,46 @@ func TestAuditDiskFull(t *testing.T) {
 	}
 }
 
+// TestStartedSyncFailedRunsNothing: the started record is synced while
+// the run gets ready, and no process of the run is created before that
+// sync returns: when it fails (a real fsync(2) error, from a disk that
+// cannot write the record back), the command never runs and the request
+// is answered with code audit.
+func TestStartedSyncFailedRunsNothing(t *testing.T) {
+	t.Parallel()
+	mnt, fill, free := testutil.FailingDisk(t)
+	logDir := filepath.Join(mnt, "log")
+	if err := os.Mkdir(logDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, opts{Args: []string{"--audit", auditPath(logDir), "--audit-min-free", "0"}})
+	wantOK(t, d.send(nil))
+
+	fill()
+	marker := filepath.Join(shortDir(t), "ran")
+	// 256 KiB of arguments (each under the kernel's 128 KiB for one):
+	// the records need blocks of the file system's image that the full
+	// tmpfs under it cannot take, so the writes succeed (page cache) and
+	// their sync fails.
+	argv := []string{"sh", "-c", `touch "$0"`, marker}
+	for range 4 {
+		argv = append(argv, strings.Repeat("x", 64<<10))
+	}
+	r := d.send(map[string]any{"pipeline": [][]string{argv}})
+	wantError(t, r, "cannot write the audit record; not running")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran although its started record was not on disk")
+	}
+	d.waitLog("cannot sync audit record")
+
+	// Room again: the next request runs.
+	free()
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"touch", marker}}}))
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the command did not run once the disk took its records")
+	}
+}
+
 // TestAuditJournal: with a journal, every lifecycle event of a request is
 // an entry carrying REQUEST_ID, the requester, the decision and the
 // outcome as fields. The daemon runs in its own mount namespace where the

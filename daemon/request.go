@@ -254,6 +254,24 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		log.Error("run refused", "err", err)
 		return fail(wire.StartError(err))
 	}
+	// The run starts only once its started record is on disk. The record
+	// is written now and synced while the run gets ready (its cgroup, its
+	// pipes, its stages' threads); the run's first process is created
+	// only once the sync is done (Cmd.Gate). A record written but not
+	// synced stays in the file: the failed record after it says the run
+	// never started (else the next daemon would take it for a run of
+	// unknown outcome).
+	synced, err := s.eventAsync(auditEvent{Kind: eventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}, true)
+	if err != nil {
+		return fail(errAudit)
+	}
+	plan.cmd.Gate = func() error {
+		if err := synced(); err != nil {
+			return err
+		}
+		plan.progress(wire.ProgressRunning)
+		return nil
+	}
 	if c := s.cfg.Cgroups; c != nil {
 		// Its own cgroup, or no run: a run that cannot be contained so
 		// is not run the weaker way behind the operator's back.
@@ -269,17 +287,12 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 			}
 		}()
 	}
-	// The run starts only once its started record is on disk. A record
-	// written but not synced stays in the file: the failed record after
-	// it says the run never started (else the next daemon would take it
-	// for a run of unknown outcome).
-	if err := s.event(auditEvent{Kind: eventStarted, ID: req.ID, Peer: peer, Decision: &d, Plan: plan}); err != nil {
-		return fail(errAudit)
-	}
-	plan.progress(wire.ProgressRunning)
 	began := time.Now()
 	res, err := plan.cmd.Run(ctx)
 	if err != nil {
+		if synced() != nil {
+			return fail(errAudit)
+		}
 		log.Error("run failed to start", "err", err)
 		return fail(wire.StartError(err))
 	}

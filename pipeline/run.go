@@ -82,6 +82,13 @@ type Cmd struct {
 	// package documentation). Run does not remove it; the caller does,
 	// after reading what it needs ([Result].Usage holds its counters).
 	Cgroup *Cgroup
+	// Gate, when set, is called once, after the pipes are made and the
+	// stages are on their way to start, before any stage's process is
+	// created; Run starts nothing when it returns an error, and returns
+	// that error as a stage's start error. It lets the caller finish what
+	// must come before the run (such as making a record durable) while
+	// the run gets ready.
+	Gate func() error
 
 	ran bool
 }
@@ -236,15 +243,19 @@ type runner struct {
 	exited  chan struct{} // a value per started stage once reaped
 
 	out     Capture
-	outLeft budget  // what the stdout capture may still allocate
-	errLeft budget  // what the stderr captures, together, may still allocate
-	tag     string  // the run's RunEnvKey value, without a cgroup
-	cg      *Cgroup // the run's cgroup, if it has one
+	outLeft budget       // what the stdout capture may still allocate
+	errLeft budget       // what the stderr captures, together, may still allocate
+	tag     string       // the run's RunEnvKey value, without a cgroup
+	cg      *Cgroup      // the run's cgroup, if it has one
+	gate    func() error // Cmd.Gate, called once, by the first stage to start
 }
 
 // prepare makes the pipes and the exec.Cmd of every stage.
 func (c *Cmd) prepare() (r *runner, err error) {
-	r = &runner{stdin: c.Stdin, cg: c.Cgroup}
+	r = &runner{stdin: c.Stdin, cg: c.Cgroup, gate: func() error { return nil }}
+	if c.Gate != nil {
+		r.gate = sync.OnceValue(c.Gate)
+	}
 	limit := int64(cmp.Or(c.Cap, DefaultCap))
 	r.outLeft.left.Store(limit)
 	r.errLeft.left.Store(limit)
@@ -400,7 +411,7 @@ func (r *runner) start() error {
 	r.started = make(chan struct{}, len(r.stages))
 	r.exited = make(chan struct{}, len(r.stages))
 	for _, s := range r.stages {
-		go s.run(r.started, r.exited)
+		go s.run(r.gate, r.started, r.exited)
 	}
 	for range r.stages {
 		<-r.started
@@ -410,7 +421,7 @@ func (r *runner) start() error {
 	for i, s := range r.stages {
 		if s.startErr != nil {
 			// Name the file as resolved, not the descriptor it ran through.
-			if pe, ok := errors.AsType[*os.PathError](s.startErr); ok && s.shown != "" {
+			if pe, ok := errors.AsType[*os.PathError](s.startErr); ok && s.shown != "" && !s.gated {
 				pe.Path = s.shown
 			}
 			err = fmt.Errorf("stage %d: %w", i+1, s.startErr)

@@ -21,6 +21,7 @@ type stage struct {
 	pin      *Pinned  // the file executed through its descriptor, if any
 	dir      *os.File // the working directory entered through its descriptor, if any
 	startErr error
+	gated    bool // startErr is the gate's
 	pid      int
 	begin    time.Time
 	end      time.Time
@@ -30,15 +31,21 @@ type stage struct {
 	reaped bool       // the leader is reaped (or about to be): its pid may be reused
 }
 
-// run starts the stage and reports on started; if the start succeeded, it
+// run waits for gate, starts the stage and reports on started (a gate's
+// error is its start error); if the start succeeded, it
 // waits for the stage to exit, kills its group, reaps it and reports on
 // exited.
-func (s *stage) run(started, exited chan<- struct{}) {
+func (s *stage) run(gate func() error, started, exited chan<- struct{}) {
 	// With Pdeathsig, the child is killed when the thread that started it
 	// exits; keep that thread (and so the child) alive until the reap.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
+	if s.startErr = gate(); s.startErr != nil {
+		s.gated = true
+		started <- struct{}{}
+		return
+	}
 	s.begin = time.Now()
 	reaper.starting.RLock()
 	s.startErr = s.start()

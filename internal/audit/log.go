@@ -159,6 +159,24 @@ func (l *Log) Append(r *Record) error {
 	return l.commitTo(n)
 }
 
+// AppendAsync is Append with its sync in the background: r is written to
+// the file before AppendAsync returns (a write error is returned at
+// once, as Append's), and the sync starts at once, in a goroutine of
+// its own, so the caller can do other work while the disk works. The
+// returned wait blocks until r (with every record before it) is on
+// disk, or returns what Append would have returned for it; it may be
+// called any number of times. The caller must not act on r before wait
+// returned nil.
+func (l *Log) AppendAsync(r *Record) (wait func() error, err error) {
+	n, err := l.append(r)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.commitTo(n) }()
+	return sync.OnceValue(func() error { return <-done }), nil
+}
+
 // AppendLater is Append without waiting for the disk: r is written to the
 // file, and is on disk once a later Append or Commit returns (or the Log
 // is closed). For a record that is always followed by one that must be
