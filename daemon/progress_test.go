@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,10 +60,33 @@ func (l *lineReader) wantProgress(id, phase string, within time.Duration) {
 	}
 }
 
+// maybeProgress reads a line and, when it is the progress line of id for
+// phase (one that comes only when its phase lasted, see progressHold),
+// checks it as wantProgress does and reads the next; it returns the line
+// it did not take.
+func (l *lineReader) maybeProgress(id, phase string, within time.Duration) string {
+	l.t.Helper()
+	line := l.next()
+	if got, _, ok := wire.ParseProgress([]byte(line)); !ok || got != phase {
+		return line
+	}
+	want := fmt.Sprintf(`{"id":"%s","progress":"%s","within":%d}`+"\n", id, phase, int(within.Seconds()))
+	if line != want {
+		l.t.Fatalf("got %q, want %q", line, want)
+	}
+	return l.next()
+}
+
 // wantAnswer reads the answer line, then requires the end of the stream.
 func (l *lineReader) wantAnswer() wire.Response {
 	l.t.Helper()
-	line := l.next()
+	return l.wantAnswerLine(l.next())
+}
+
+// wantAnswerLine requires line to be the answer line, then the end of
+// the stream.
+func (l *lineReader) wantAnswerLine(line string) wire.Response {
+	l.t.Helper()
 	var r wire.Response
 	if err := json.Unmarshal([]byte(line), &r); err != nil || r.Status == "" {
 		l.t.Fatalf("got %q, want an answer line", line)
@@ -72,19 +98,32 @@ func (l *lineReader) wantAnswer() wire.Response {
 }
 
 // TestProgressLines: a request that says "progress": true hears that it
-// is received, when it is put to a person and when its run starts, before
-// the answer, each line saying how long the rest may take (the prompt
-// timeout, the run's time limit and the kill grace); one that does not
-// gets exactly one line, as in the base protocol.
+// is put to a person, and that its run started once it has lasted a
+// moment (progressHold), before the answer, each line saying how long the
+// rest may take (the prompt timeout, the run's time limit and the kill
+// grace); that it was received, only if deciding it lasted that moment
+// too. One that does not ask gets exactly one line, as in the base
+// protocol.
 func TestProgressLines(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "allow any echo ...\nask any\n", Args: []string{"--prompt-timeout", "30s", "--exec-timeout", "100s", "--kill-grace", "3s"}})
+	d := startDaemon(t, opts{Policy: "allow any echo ...\nallow any cat ...\nask any\n", Args: []string{"--prompt-timeout", "30s", "--exec-timeout", "100s", "--kill-grace", "3s"}})
 	const asking, running = 133 * time.Second, 103 * time.Second
 
-	t.Run("policy allows: running only", func(t *testing.T) {
-		l := d.open(request(map[string]any{"id": "pg-allow", "progress": true, "pipeline": [][]string{{"echo", "hi"}}}))
-		l.wantProgress("pg-allow", wire.ProgressReceived, asking)
-		l.wantProgress("pg-allow", wire.ProgressRunning, running)
+	t.Run("policy allows a run that lasts: running", func(t *testing.T) {
+		// cat waits on the FIFO until the test, having seen the running
+		// line, opens it and writes.
+		fifo := filepath.Join(shortDir(t), "fifo")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l := d.open(request(map[string]any{"id": "pg-allow", "progress": true, "pipeline": [][]string{{"cat", fifo}}}))
+		line := l.maybeProgress("pg-allow", wire.ProgressReceived, asking)
+		if got, w, ok := wire.ParseProgress([]byte(line)); !ok || got != wire.ProgressRunning || w != running {
+			t.Fatalf("got %q, want the running line", line)
+		}
+		if err := os.WriteFile(fifo, []byte("hi\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if r := l.wantAnswer(); r.Status != wire.StatusOK || string(r.Stdout) != "hi\n" {
 			t.Fatalf("answer %+v", r)
 		}
@@ -101,18 +140,19 @@ func TestProgressLines(t *testing.T) {
 			t.Fatalf("answer %+v", r)
 		}
 	})
-	t.Run("a person decides: approval, then running", func(t *testing.T) {
+	t.Run("a person decides: approval", func(t *testing.T) {
 		a := startApprover(t, d.asock(), 0)
 		a.See("attached to rootgated")
 		l := d.open(request(map[string]any{"id": "pg-ask", "progress": true, "pipeline": [][]string{{"true"}}, "reason": "progress test"}))
 		// The approval line comes while the prompt waits for a key.
-		l.wantProgress("pg-ask", wire.ProgressReceived, asking)
-		l.wantProgress("pg-ask", wire.ProgressApproval, asking)
+		line := l.maybeProgress("pg-ask", wire.ProgressReceived, asking)
+		if line != fmt.Sprintf(`{"id":"pg-ask","progress":"approval","within":%d}`+"\n", int(asking.Seconds())) {
+			t.Fatalf("got %q, want the approval line", line)
+		}
 		a.See("pg-ask")
 		a.See("n or Esc deny")
 		a.Key("y")
-		l.wantProgress("pg-ask", wire.ProgressRunning, running)
-		if r := l.wantAnswer(); r.Status != wire.StatusOK {
+		if r := l.wantAnswerLine(l.maybeProgress("pg-ask", wire.ProgressRunning, running)); r.Status != wire.StatusOK {
 			t.Fatalf("answer %+v", r)
 		}
 	})

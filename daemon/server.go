@@ -422,14 +422,10 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}
 
-	progress := func(id, phase string, within time.Duration) {
-		// Progress lines are advisory: a client that cannot take one
-		// now is told the outcome by the answer line.
-		if err := wire.WriteProgress(stallGuard{c, s.cfg.StallTimeout}, id, phase, within); err != nil {
-			log.Info("cannot send progress", "id", id, "err", err)
-		}
-	}
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, progress, log)
+	lines := &progressLines{w: stallGuard{c, s.cfg.StallTimeout}, hold: progressHold, log: log}
+	defer lines.end()
+	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, log)
+	lines.end()
 	output = outputLen(resp)
 	if resp == nil {
 		return
@@ -439,6 +435,76 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		return
 	}
 	s.respond(c, resp)
+}
+
+// progressHold is how long a progress line other than approval waits to
+// be written: a request whose next line (a later phase's, or the answer)
+// comes sooner gets none for that phase, so a run a policy rule allows
+// that ends within it is answered with one line, and its client is woken
+// once. An approval line is written at once: a person is asked.
+const progressHold = 5 * time.Millisecond
+
+// progressLines writes a connection's progress lines (docs/protocol.md),
+// each but an approval line held for hold (progressHold) and dropped when
+// a later line comes first. Progress lines are advisory: a client that
+// cannot take one now is told the outcome by the answer line.
+type progressLines struct {
+	w    io.Writer
+	hold time.Duration
+	log  *slog.Logger
+
+	mu    sync.Mutex // guards what follows; held while a line is written
+	held  *time.Timer
+	gen   int  // counts lines sent for; a held line writes only if still the last
+	ended bool // the answer comes next: no more progress lines
+}
+
+// send writes the progress line of id for phase, saying the answer comes
+// within, or holds it (see progressHold).
+func (p *progressLines) send(id, phase string, within time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return
+	}
+	p.drop()
+	if phase == wire.ProgressApproval {
+		p.write(id, phase, within)
+		return
+	}
+	p.gen++
+	gen := p.gen
+	p.held = time.AfterFunc(p.hold, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.ended && p.gen == gen {
+			p.held = nil
+			p.write(id, phase, within)
+		}
+	})
+}
+
+// end drops a line still held and writes none after: the answer, if
+// any, comes next.
+func (p *progressLines) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = true
+	p.drop()
+}
+
+func (p *progressLines) drop() {
+	if p.held != nil {
+		p.held.Stop()
+		p.held = nil
+	}
+	p.gen++
+}
+
+func (p *progressLines) write(id, phase string, within time.Duration) {
+	if err := wire.WriteProgress(p.w, id, phase, within); err != nil {
+		p.log.Info("cannot send progress", "id", id, "err", err)
+	}
 }
 
 // readLine reads the request line within Config.ReadTimeout of connecting,
