@@ -54,6 +54,14 @@ import (
 )
 
 func main() {
+	if v, ok := os.LookupEnv(floorEnv); ok {
+		sock, logPath, _ := strings.Cut(v, ":")
+		if err := floorServer(sock, logPath); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: floor server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -71,6 +79,7 @@ type config struct {
 	conc     int   // concurrent clients
 	figures  string
 	against  string // another rootgated binary figure 1 compares with, or ""
+	bin      string // the rootgated binary to measure; "" builds this checkout's
 }
 
 // flags defines the bench's flags on cfg (docs/performance.md lists them).
@@ -83,6 +92,7 @@ func flags(cfg *config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.startups, "startups", 30, "socket activations to time")
 	fs.IntVar(&cfg.conc, "clients", 16, "concurrent clients")
 	fs.StringVar(&cfg.figures, "figures", "1,2,3,4,5", "which figures to measure, comma-separated")
+	fs.StringVar(&cfg.bin, "rootgated", "", "the rootgated `binary` to measure, instead of building this checkout's")
 	fs.StringVar(&cfg.against, "against", "", "another rootgated `binary` (an older build) whose [\"true\"] round trip and CPU time figure 1 measures in the same rounds")
 	return fs
 }
@@ -169,6 +179,10 @@ func (b *bench) cleanup() {
 
 // build compiles rootgated as it ships (no race detector).
 func (b *bench) build() error {
+	if b.cfg.bin != "" {
+		b.bin = b.cfg.bin
+		return nil
+	}
 	d, err := b.tempDir()
 	if err != nil {
 		return err
@@ -415,7 +429,12 @@ func (b *bench) overhead(ctx context.Context) error {
 		return err
 	}
 	b.progress("figure 1: %d rounds of daemon / direct spawn / sudo / ping", b.cfg.n)
-	cs := []contender{{"daemon round trip", viaDaemon}, {"direct spawn", direct}, {"ping", ping}}
+	floor, err := b.startFloor()
+	if err != nil {
+		return err
+	}
+	viaFloor := func() error { _, err := request(ctx, floor.sock, tru); return err }
+	cs := []contender{{"daemon round trip", viaDaemon}, {"direct spawn", direct}, {"ping", ping}, {"floor server", viaFloor}}
 	if sudoErr == nil {
 		cs = append(cs, contender{"sudo", viaSudo})
 	}
@@ -453,6 +472,22 @@ func (b *bench) overhead(ctx context.Context) error {
 		return err
 	}
 	cpu, queued := (run1-run0)/time.Duration(b.cfg.n), (wait1-wait0)/time.Duration(b.cfg.n)
+	// The same for the floor server.
+	frun0, _, err := schedstat(floor.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	for range b.cfg.n {
+		if err := viaFloor(); err != nil {
+			return fmt.Errorf("floor server: %w", err)
+		}
+	}
+	frun1, _, err := schedstat(floor.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	floorCPU := (frun1 - frun0) / time.Duration(b.cfg.n)
+	sf := got[3]
 
 	n := strconv.Itoa(b.cfg.n)
 	over := pairedRatio(sd, sg)
@@ -461,9 +496,11 @@ func (b *bench) overhead(ctx context.Context) error {
 		row{"1. ping through rootgated (no run)", ms(sp.median()), sp.spread(), n, "the protocol's share", "", ""},
 		row{"1. [\"true\"] through rootgated", ms(sd.median()), sd.spread(), n,
 			fmt.Sprintf("%.2f× direct spawn", over), "≤ 1.5× direct", yes(over <= 1.5)},
-		row{"1. rootgated's CPU time per [\"true\"] (mean)", ms(cpu), "", n, fmt.Sprintf("+ %s waiting for a CPU", ms(queued)), "≤ 0.4 ms", yes(cpu <= 400*time.Microsecond)})
+		row{"1. rootgated's CPU time per [\"true\"] (mean)", ms(cpu), "", n, fmt.Sprintf("+ %s waiting for a CPU", ms(queued)), "≤ 0.4 ms", yes(cpu <= 400*time.Microsecond)},
+		row{"1. [\"true\"] through a bare Go server (floor)", ms(sf.median()), sf.spread(), n,
+			fmt.Sprintf("%.2f× direct spawn; its CPU %s per request", pairedRatio(sf, sg), ms(floorCPU)), "", ""})
 	if sudoErr == nil {
-		ss := got[3]
+		ss := got[4]
 		faster := pairedRatio(ss, sd)
 		b.rows = append(b.rows,
 			row{"1. sudo -n true", ms(ss.median()), ss.spread(), n,
@@ -601,13 +638,17 @@ func (b *bench) concurrent(ctx context.Context) error {
 		}
 		return s, w, err
 	}
-	sides := []func() (sample, time.Duration, error){through(d), direct}
+	floor, err := b.startFloor()
+	if err != nil {
+		return err
+	}
+	sides := []func() (sample, time.Duration, error){through(d), direct, through(floor)}
 	if other != nil {
 		sides = append(sides, through(other))
 	}
 	var sd, sg sample
 	var wd, wg time.Duration
-	var ratios, theirs []float64 // per round: the daemon's throughput / the direct spawns', / the -against daemon's
+	var ratios, floors, theirs []float64 // per round: the daemon's throughput / the direct spawns', the floor server's / the direct spawns', the daemon's / the -against daemon's
 	for round := range concurrentRounds {
 		got := make([]sample, len(sides))
 		took := make([]time.Duration, len(sides))
@@ -622,12 +663,14 @@ func (b *bench) concurrent(ctx context.Context) error {
 		sd, sg = append(sd, got[0]...), append(sg, got[1]...)
 		wd, wg = wd+took[0], wg+took[1]
 		ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
+		floors = append(floors, took[1].Seconds()/took[2].Seconds())
 		if other != nil {
-			theirs = append(theirs, took[2].Seconds()/took[0].Seconds())
+			theirs = append(theirs, took[3].Seconds()/took[0].Seconds())
 		}
 	}
 	slices.Sort(ratios)
 	th := ratios[len(ratios)/2]
+	slices.Sort(floors)
 	if other != nil {
 		slices.Sort(theirs)
 		defer func() {
@@ -641,7 +684,9 @@ func (b *bench) concurrent(ctx context.Context) error {
 			fmt.Sprintf("%.0f/s", float64(len(sg))/wg.Seconds()), "", ""},
 		row{fmt.Sprintf("1. [\"true\"] via rootgated, %d clients", b.cfg.conc), ms(sd.median()), "p99 " + ms(sd.q(0.99)), n,
 			fmt.Sprintf("%.0f/s = %.2f× direct's rate; p50 %.2f× direct", float64(len(sd))/wd.Seconds(), th, ratio(sd.median(), sg.median())),
-			"≥ 0.7× direct's rate", yes(th >= 0.7)})
+			"≥ 0.7× direct's rate", yes(th >= 0.7)},
+		row{fmt.Sprintf("1. [\"true\"] via the bare Go server, %d clients", b.cfg.conc), "", "", n,
+			fmt.Sprintf("%.2f× direct's rate (the floor)", floors[len(floors)/2]), "", ""})
 	return nil
 }
 
