@@ -137,8 +137,8 @@ func TestCgroupOrphanLongID(t *testing.T) {
 // trail has a started record and no end is recorded orphaned, once. Not
 // one whose end is recorded (the daemon died before removing its cgroup:
 // here a cgroup left with a process in it for a run that finished), nor
-// one that never started (it died between making the cgroup and writing
-// the started record: here an empty cgroup for an id with no records).
+// one that never started (here an empty cgroup for an id with no
+// records).
 func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 	t.Parallel()
 	parent := cgroupParent(t)
@@ -151,6 +151,8 @@ func TestCgroupLeftoversOfEndedRuns(t *testing.T) {
 	wantOK(t, a.send(map[string]any{"id": ended, "pipeline": [][]string{{"true"}}}))
 	waitTrail(t, dir, ended, "received decided started finished")
 	left := filepath.Join(parent, ended) // the id is its cgroup's name as it is
+	// The daemon removes the run's cgroup once it has answered.
+	waitFor(t, "the ended run's cgroup removed", 10*time.Second, func() bool { _, err := os.Stat(left); return os.IsNotExist(err) })
 	if err := os.Mkdir(left, 0o755); err != nil {
 		t.Fatal(err)
 	}

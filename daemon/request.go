@@ -24,8 +24,9 @@ func errorResponse(id string, err error) *wire.Response {
 // to a person, or starts to run, with the longest it may still take. It
 // returns nil when a request ended before its run with no one left to
 // answer; a run's answer is returned even then (the caller sends it
-// only to a client still there, and frees its output afterwards).
-func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string, within time.Duration), log *slog.Logger) *wire.Response {
+// only to a client still there, and frees its output afterwards). What
+// it passes to later is done by the caller after the answer.
+func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string, within time.Duration), later func(func()), log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	// The request is decided against the policy in force now, whatever
 	// a reload does while it is checked or waits for a person.
@@ -281,11 +282,13 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 			return fail(wire.StartError(err))
 		}
 		plan.cmd.Cgroup = cg
-		defer func() {
+		// Removed after the answer: everything in it was killed when the
+		// run ended (pipeline.Cmd.Run), and its counters were read.
+		later(func() {
 			if err := cg.Remove(); err != nil {
 				log.Error("run's cgroup left behind", "cgroup", cg.Path, "err", err)
 			}
-		}()
+		})
 	}
 	began := time.Now()
 	res, err := plan.cmd.Run(ctx)

@@ -372,6 +372,15 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	// The record of a run's end is synced after the answer (see
 	// durable); deferred early, so it runs late.
 	defer s.commitAudit()
+	// What a request leaves to do after its answer (the run's cgroup to
+	// remove) is done once the connection is closed: the client has its
+	// answer first.
+	var later []func()
+	defer func() {
+		for _, f := range later {
+			f()
+		}
+	}()
 	defer c.Close()
 	// A bug met by one request must not take the daemon, and every other
 	// request and run with it, down: answer this one with an error.
@@ -424,7 +433,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 
 	lines := &progressLines{w: stallGuard{c, s.cfg.StallTimeout}, hold: progressHold, log: log}
 	defer lines.end()
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, log)
+	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, log)
 	lines.end()
 	output = outputLen(resp)
 	if resp == nil {

@@ -227,9 +227,11 @@ func stepCgroups(t *testing.T, b *Box, ap *approver) {
 	}
 	res, _ := fin["result"].(map[string]any)
 	checkUsage(t, "the audit log's finished record", res)
-	if out, _ := b.exec("", "find", "/sys/fs/cgroup/system.slice/rootgate.service/runs", "-mindepth", "1", "-type", "d"); strings.TrimSpace(out) != "" {
-		t.Errorf("run cgroups left after the run ended: %s", out)
-	}
+	// The daemon removes a run's cgroup once it has answered.
+	waitFor(t, "the run's cgroup removed", 10*time.Second, func() bool {
+		left, _ := b.exec("", "find", "/sys/fs/cgroup/system.slice/rootgate.service/runs", "-mindepth", "1", "-type", "d")
+		return strings.TrimSpace(left) == ""
+	})
 }
 
 // startAs starts argv as user in the box with stdin, not waiting for its
