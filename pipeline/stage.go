@@ -36,16 +36,19 @@ type stage struct {
 // waits for the stage to exit, kills its group, reaps it and reports on
 // exited.
 func (s *stage) run(gate func() error, started, exited chan<- struct{}) {
-	// With Pdeathsig, the child is killed when the thread that started it
-	// exits; keep that thread (and so the child) alive until the reap.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
+	// Waited for before the thread is locked: a locked goroutine that
+	// blocks hands its processor over, and is handed one back, through
+	// another thread each time.
 	if s.startErr = gate(); s.startErr != nil {
 		s.gated = true
 		started <- struct{}{}
 		return
 	}
+	// With Pdeathsig, the child is killed when the thread that started it
+	// exits; keep that thread (and so the child) alive until the reap.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
 	s.begin = time.Now()
 	reaper.starting.RLock()
 	s.startErr = s.start()
