@@ -21,6 +21,20 @@ func BenchmarkAppend(b *testing.B) { benchAppend(b, (*Log).Append) }
 // disk (received, decided, and a run's end).
 func BenchmarkAppendLater(b *testing.B) { benchAppend(b, (*Log).AppendLater) }
 
+// BenchmarkAppendAsync is BenchmarkAppend through AppendAsync, waited
+// for at once: what the sync in a goroutine of its own adds to a durable
+// append (the daemon does other work before it waits, see
+// docs/performance.md).
+func BenchmarkAppendAsync(b *testing.B) {
+	benchAppend(b, func(l *Log, r *Record) error {
+		wait, err := l.AppendAsync(r)
+		if err != nil {
+			return err
+		}
+		return wait()
+	})
+}
+
 // benchAppend appends a record with add to a fresh log, b.N times.
 func benchAppend(b *testing.B, add func(*Log, *Record) error) {
 	l, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"), Options{})
