@@ -126,7 +126,9 @@ func TestRejectedFloodKeepsAuditSmall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("audit show: %v\n%s", err, out)
 	}
-	for _, want := range []string{`dropped: +` + strconv.Itoa(flood-rate) + ` rejected record\(s\) since `, `line: +100\d{4} bytes, sha256 [0-9a-f]{64}\n`} {
+	// One dropped record a minute: a flood slowed down by a busy machine
+	// spans two (checkBudget counted them all above).
+	for _, want := range []string{`dropped: +\d+ rejected record\(s\) since `, `line: +100\d{4} bytes, sha256 [0-9a-f]{64}\n`} {
 		if !regexp.MustCompile(want).Match(out) {
 			t.Errorf("audit show lacks %s:\n%.3000s", want, out)
 		}
