@@ -137,6 +137,17 @@ func WriteResponse(w io.Writer, r *Response) error {
 	e := &lineEncoder{w: bw}
 	e.raw(`{"id":`)
 	e.str(r.ID)
+	e.fields(r, true)
+	if e.err != nil {
+		return e.err
+	}
+	return bw.Flush()
+}
+
+// fields writes r's fields after its id, each after its comma, and the
+// line's end. With stdout false, it leaves out stdout and
+// stdout_truncated (a [StdoutStream] wrote them).
+func (e *lineEncoder) fields(r *Response, stdout bool) {
 	e.raw(`,"status":`)
 	e.str(r.Status)
 	if r.Code != "" {
@@ -162,10 +173,13 @@ func WriteResponse(w io.Writer, r *Response) error {
 			}
 			e.raw("}")
 		}
-		e.raw(`],"stdout":`)
-		e.b64(r.Stdout, r.StdoutChunks)
-		if r.StdoutTruncated {
-			e.raw(`,"stdout_truncated":true`)
+		e.raw(`]`)
+		if stdout {
+			e.raw(`,"stdout":`)
+			e.b64(r.Stdout, r.StdoutChunks)
+			if r.StdoutTruncated {
+				e.raw(`,"stdout_truncated":true`)
+			}
 		}
 		if r.Usage != nil {
 			e.raw(`,"usage":`)
@@ -195,10 +209,6 @@ func WriteResponse(w io.Writer, r *Response) error {
 	e.raw(`,"version":`)
 	e.str(r.Version)
 	e.raw("}\n")
-	if e.err != nil {
-		return e.err
-	}
-	return bw.Flush()
 }
 
 // bufferSize is WriteResponse's buffer for r: the whole line when it is
