@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"crypto/sha256"
 	"errors"
+	"hash"
 	"io"
 	"os"
 	"sync/atomic"
@@ -42,9 +44,17 @@ func (b *budget) take(n int) int {
 // (the first byte of each chunk alone is read first on its own, see
 // drain). Read them with [Capture.WriteTo] or
 // [Capture.Chunks]; [Capture.Bytes] joins them into a new slice.
+//
+// A stdout written to [Cmd].StdoutTo as it is read holds no bytes: its
+// Len, Total and Truncated say what was kept as for any capture, and its
+// SHA256 is that of the kept bytes, which went to the writer.
 type Capture struct {
 	Truncated bool  // not every byte written was kept
 	Total     int64 // bytes written in all
+	// SHA256, for a stdout written to [Cmd].StdoutTo, is the SHA-256 of
+	// its kept bytes, hashed as they were read; nil for a capture that
+	// holds them (hash its Chunks).
+	SHA256 []byte
 
 	chunks [][]byte // the kept bytes in order; all but the last are full
 	n      int      // kept bytes, the chunks' lengths summed
@@ -226,6 +236,12 @@ const (
 // drainBuffered reads what f's pipe holds without waiting for more: Read
 // returns nothing once the deadline has passed, even when data is there.
 func drainBuffered(f *os.File, c *Capture, b *budget, buf []byte) {
+	readBuffered(f, buf, func(p []byte) { c.write(p, b) })
+}
+
+// readBuffered reads at most one pipe's worth of what f's pipe holds, into
+// buf, without waiting for more, and hands each read to got.
+func readBuffered(f *os.File, buf []byte, got func([]byte)) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
@@ -244,7 +260,7 @@ func drainBuffered(f *os.File, c *Capture, b *budget, buf []byte) {
 			if n <= 0 {
 				return
 			}
-			c.write(buf[:n], b)
+			got(buf[:n])
 			left -= n
 		}
 	})
@@ -317,4 +333,113 @@ func (c *Capture) kept(n int) {
 	last := &c.chunks[len(c.chunks)-1]
 	*last = (*last)[:len(*last)+n]
 	c.n += n
+}
+
+// streamBuf is the most a stream written to [Cmd].StdoutTo reads at once:
+// a pipe's default capacity. Its buffer starts at captureStart bytes and
+// grows captureGrow times each time a read fills it, so a short output
+// costs a small buffer and a long one a few reads per pipe's worth.
+const streamBuf = 64 << 10
+
+// stream reads f to its end as drain does, but writes each kept byte to
+// w as it is read, in order, instead of keeping it in c: c counts what is
+// kept and hashes it into c.SHA256. What passes b is dropped as drain
+// drops it. A write to w that fails is its last: the kept bytes after it
+// are still read, counted and hashed, so a writer that failed never holds
+// the run back. w's Write is called from this goroutine alone, and blocks
+// the stream (and so, once the pipe is full, its writer) while it runs.
+func stream(f *os.File, c *Capture, b *budget, w io.Writer) {
+	s := streamer{c: c, b: b, w: w, h: sha256.New()}
+	defer func() { c.SHA256 = s.h.Sum(nil) }()
+	var buf []byte // made once there is a byte for it: a quiet stream allocates nothing
+	for {
+		left := b.left.Load()
+		if left <= 0 {
+			break
+		}
+		var n int
+		var err error
+		if buf == nil {
+			var first [1]byte
+			n, err = f.Read(first[:])
+			s.keep(first[:n])
+			if n > 0 {
+				buf = make([]byte, captureStart)
+			}
+		} else {
+			n, err = f.Read(buf[:min(int64(len(buf)), left)])
+			s.keep(buf[:n])
+			if n == len(buf) && len(buf) < streamBuf {
+				buf = make([]byte, min(captureGrow*len(buf), streamBuf))
+			}
+		}
+		if err != nil {
+			s.end(f, err, buf)
+			return
+		}
+	}
+	// Past the cap. A byte more is waited for alone first: a stream that
+	// ends at the cap opens nothing to throw nothing away.
+	var one [1]byte
+	n, err := f.Read(one[:])
+	c.count(n)
+	if err != nil {
+		s.end(f, err, buf)
+		return
+	}
+	switch err := c.discard(f); {
+	case err == nil:
+		return
+	case !errors.Is(err, errNoSplice):
+		s.end(f, err, buf)
+		return
+	}
+	if len(buf) < discardBuf {
+		buf = make([]byte, discardBuf)
+	}
+	for {
+		n, err := f.Read(buf)
+		c.count(n)
+		if err != nil {
+			s.end(f, err, buf)
+			return
+		}
+	}
+}
+
+// streamer is what [stream] keeps of a stream: its capture, budget,
+// writer and hash.
+type streamer struct {
+	c *Capture
+	b *budget
+	w io.Writer // nil once a write to it failed
+	h hash.Hash
+}
+
+// keep records p as read from the stream: what b lets it keep is hashed
+// and written to s.w; all of it is counted.
+func (s *streamer) keep(p []byte) {
+	kept := p[:s.b.take(len(p))]
+	if len(kept) > 0 {
+		s.h.Write(kept)
+		s.c.n += len(kept)
+		if s.w != nil {
+			if _, err := s.w.Write(kept); err != nil {
+				s.w = nil
+			}
+		}
+	}
+	s.c.count(len(p))
+}
+
+// end finishes a stream whose read returned err: at f's deadline, what is
+// left in the pipe is taken (through buf, or a buffer made for it).
+func (s *streamer) end(f *os.File, err error, buf []byte) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return
+	}
+	if len(buf) < discardBuf {
+		buf = make([]byte, discardBuf)
+	}
+	readBuffered(f, buf, s.keep)
 }

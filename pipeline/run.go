@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +77,17 @@ type Cmd struct {
 	// taken a chunk at a time (see [Capture]), so a stream that ends with
 	// its last chunk part full leaves that room unused by the others.
 	Cap int
+	// StdoutTo, when set, receives the kept bytes of the last stage's
+	// stdout (the first Cap of them) as they are read, in order, while the
+	// run goes on, instead of [Result].Stdout holding them: it holds only
+	// their count and SHA-256 (see [Capture]). Its Write is called from
+	// one goroutine, one call at a time, and the stream waits for it, so a
+	// slow writer slows the last stage's output once the pipe is full. A
+	// Write that returns an error is the last one: the rest of the kept
+	// bytes are still read, counted and hashed, and what passes the Cap is
+	// thrown away, so the run is never held by a writer that failed. Every
+	// call has returned by the time Run does.
+	StdoutTo io.Writer
 	// Cgroup, when set, is the run's own cgroup (see [Cgroup]): every
 	// stage is created in it, and when the run ends everything in it is
 	// killed, in place of the environment tag and the sweep (see the
@@ -243,6 +255,7 @@ type runner struct {
 	exited  chan struct{} // a value per started stage once reaped
 
 	out     Capture
+	outTo   io.Writer    // Cmd.StdoutTo: where stdout goes as it is read, if not kept in out
 	outLeft budget       // what the stdout capture may still allocate
 	errLeft budget       // what the stderr captures, together, may still allocate
 	tag     string       // the run's RunEnvKey value, without a cgroup
@@ -252,7 +265,7 @@ type runner struct {
 
 // prepare makes the pipes and the exec.Cmd of every stage.
 func (c *Cmd) prepare() (r *runner, err error) {
-	r = &runner{stdin: c.Stdin, cg: c.Cgroup, gate: func() error { return nil }}
+	r = &runner{stdin: c.Stdin, outTo: c.StdoutTo, cg: c.Cgroup, gate: func() error { return nil }}
 	if c.Gate != nil {
 		r.gate = sync.OnceValue(c.Gate)
 	}
@@ -481,7 +494,11 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 			_ = r.stdinW.Close()
 		})
 	}
-	streams.Go(func() { drain(r.stdout, &r.out, &r.outLeft) })
+	if r.outTo != nil {
+		streams.Go(func() { stream(r.stdout, &r.out, &r.outLeft, r.outTo) })
+	} else {
+		streams.Go(func() { drain(r.stdout, &r.out, &r.outLeft) })
+	}
 	for i, s := range r.stages {
 		streams.Go(func() { drain(r.stderr[i], &s.stderr, &r.errLeft) })
 	}

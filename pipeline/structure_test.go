@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -59,4 +60,33 @@ func TestCaptureMemory(t *testing.T) {
 	if budget := uint64(2*limit + captureOverhead); allocated > budget {
 		t.Errorf("capturing 2 streams at a %d-byte cap allocated %d bytes; want at most %d", limit, allocated, budget)
 	}
+}
+
+// TestStreamMemory: a run whose 64 MiB of stdout go to StdoutTo
+// allocates the stderr's cap and a few buffers, not a cap for stdout.
+func TestStreamMemory(t *testing.T) {
+	const size, limit = 64 << 20, 16 << 20
+	var w countingWriter
+	c := helperCmd([]string{"write", "1", fmt.Sprint(size)}, []string{"pass-stderr", fmt.Sprint(size)})
+	c.Cap, c.StdoutTo = limit, &w
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res := run(t, c)
+	runtime.ReadMemStats(&after)
+	checkCapture(t, "stderr", res.Stages[1].Stderr, size, limit)
+	if w != limit || res.Stdout.Len() != limit || res.Stdout.Total != size {
+		t.Fatalf("stdout: %d bytes streamed, %d kept of %d; want %d of %d", w, res.Stdout.Len(), res.Stdout.Total, limit, size)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("streamed %d bytes of stdout and captured %d of stderr with %d bytes allocated", limit, limit, allocated)
+	if budget := uint64(limit + captureOverhead); allocated > budget {
+		t.Errorf("streaming stdout and capturing stderr at a %d-byte cap allocated %d bytes; want at most %d", limit, allocated, budget)
+	}
+}
+
+type countingWriter int
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	*w += countingWriter(len(p))
+	return len(p), nil
 }
