@@ -404,10 +404,14 @@ func result(res *pipeline.Result, d time.Duration) *audit.Result {
 	return r
 }
 
-// captureSHA256 is the hex SHA-256 of a captured stream's kept bytes,
-// hashed chunk by chunk as the capture holds them (a short stream, in one
-// chunk, without allocating a hash).
+// captureSHA256 is the hex SHA-256 of a captured stream's kept bytes:
+// for a stdout that went into the answer as it came, as the pipeline
+// hashed them then; else hashed chunk by chunk as the capture holds them
+// (a short stream, in one chunk, without allocating a hash).
 func captureSHA256(c *pipeline.Capture) string {
+	if c.SHA256 != nil {
+		return hex.EncodeToString(c.SHA256)
+	}
 	if chunks := c.Chunks(); len(chunks) <= 1 {
 		var b []byte
 		if len(chunks) == 1 {

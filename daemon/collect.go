@@ -7,15 +7,17 @@ import (
 )
 
 // collectAfter is how many bytes of captured output a run's answer
-// carries at least for the daemon to collect garbage once the request is
-// over, whether the answer was sent or its requester had left. A run's
-// captures are the daemon's memory (up to 16 MiB per stream); once
-// answered they are garbage, but the collector's pacing would free them
-// only when the heap has grown by as much again, so the next big run would
-// first take new memory beside them, and the daemon's peak would be two
-// runs' output instead of one (docs/performance.md, "Daemon peak RSS").
-// Collecting then frees them for the next run to reuse. The buffers hold
-// no pointers, so a collection costs little next to capturing this much.
+// held at least for the daemon to collect garbage once the request is
+// over, whether the answer was sent or its requester had left. What a run
+// holds is its stages' stderr (up to 16 MiB, one cap they share): its
+// stdout went into the answer as it came (answerLine) and leaves only a
+// stream's buffers, not worth a collection. Once answered the stderr is
+// garbage, but the collector's pacing would free it only when the heap has
+// grown by as much again, so the next big run would first take new memory
+// beside it, and the daemon's peak would be two runs' stderr instead of
+// one (docs/performance.md, "Daemon peak RSS"). Collecting then frees it
+// for the next run to reuse. The buffers hold no pointers, so a
+// collection costs little next to capturing this much.
 const collectAfter = 4 << 20
 
 // collectAfterRun collects garbage when a run's answer carried out bytes
@@ -28,8 +30,10 @@ func collectAfterRun(out int) {
 	}
 }
 
-// outputLen is how many bytes of output resp carries: a run's answer
-// holds its captures as chunks (runResponse).
+// outputLen is how many bytes of output resp held in the daemon's
+// memory: a run's answer holds its stderr captures as chunks
+// (runResponse), and its stdout as chunks only when it was not streamed
+// (none, since every run's stdout is).
 func outputLen(resp *wire.Response) int {
 	if resp == nil {
 		return 0

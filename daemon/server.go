@@ -382,12 +382,17 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}()
 	defer c.Close()
+	// Every line written once the request is read goes through ans.
+	ans := &answerLine{w: stallGuard{c, s.cfg.StallTimeout}}
 	// A bug met by one request must not take the daemon, and every other
-	// request and run with it, down: answer this one with an error.
+	// request and run with it, down: answer this one with an error,
+	// unless its answer has begun.
 	defer func() {
 		if v := recover(); v != nil {
 			s.cfg.Log.Error("internal error; request abandoned", "panic", v, "stack", string(debug.Stack()))
-			s.respond(c, wire.ErrorResponse("", wire.ErrInternal))
+			r := wire.ErrorResponse("", wire.ErrInternal)
+			r.Version = s.cfg.Version
+			_ = ans.abandon(r)
 		}
 	}()
 	log := s.cfg.Log.With("uid", peer.UID, "pid", peer.PID)
@@ -431,9 +436,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}
 
-	lines := &progressLines{w: stallGuard{c, s.cfg.StallTimeout}, hold: progressHold, log: log}
+	lines := &progressLines{w: ans.progressLines(), hold: progressHold, log: log}
 	defer lines.end()
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, log)
+	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans.stdout, log)
 	lines.end()
 	output = outputLen(resp)
 	if resp == nil {
@@ -443,7 +448,12 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		log.Info("client went away; no answer sent", "id", resp.ID)
 		return
 	}
-	s.respond(c, resp)
+	resp.Version = s.cfg.Version
+	if err := ans.finish(resp); err != nil {
+		// A run's stdout that could not be written (a client that left,
+		// or stopped reading) leaves the line unfinished: it is closed so.
+		s.cfg.Log.Info("cannot send response", "id", resp.ID, "err", err)
+	}
 }
 
 // progressHold is how long a progress line other than approval waits to
@@ -456,7 +466,9 @@ const progressHold = 5 * time.Millisecond
 // progressLines writes a connection's progress lines (docs/protocol.md),
 // each but an approval line held for hold (progressHold) and dropped when
 // a later line comes first. Progress lines are advisory: a client that
-// cannot take one now is told the outcome by the answer line.
+// cannot take one now is told the outcome by the answer line. None is
+// written once the answer has begun (answerLine: a run's stdout begins
+// it while the run goes on).
 type progressLines struct {
 	w    io.Writer
 	hold time.Duration
@@ -511,7 +523,7 @@ func (p *progressLines) drop() {
 }
 
 func (p *progressLines) write(id, phase string, within time.Duration) {
-	if err := wire.WriteProgress(p.w, id, phase, within); err != nil {
+	if err := wire.WriteProgress(p.w, id, phase, within); err != nil && !errors.Is(err, errAnswerBegun) {
 		p.log.Info("cannot send progress", "id", id, "err", err)
 	}
 }
@@ -546,7 +558,9 @@ func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 // stallGuard writes to a connection with a deadline (Config.StallTimeout)
 // renewed before every write, so a slow reader is served and a stalled one
 // is dropped: a client that never reads must not hold a connection slot,
-// a goroutine and up to 48 MiB of captured output for ever.
+// a goroutine and up to 16 MiB of captured stderr for ever, nor its run's
+// stdout, which waits for the client's reading as it streams into the
+// answer (answerLine).
 type stallGuard struct {
 	c      *net.UnixConn
 	within time.Duration

@@ -8,6 +8,7 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
@@ -213,10 +215,14 @@ func ask(t testing.TB, sock string, req *wire.Outgoing) *wire.Response {
 // TestNoGoroutineLeftPerRequest serves every kind of request many times,
 // one after another and 16 at once, from this process, and requires the
 // goroutine count to come back to what it was: nothing a request starts
-// outlives it.
+// outlives it, a client that leaves during its run and one that never
+// reads its answer (dropped at the stall timeout) included.
 func TestNoGoroutineLeftPerRequest(t *testing.T) {
 	t.Parallel()
-	sock := inProcess(t, "allow any\n")
+	// An audit log to see the stalled client's run end in, and a stall
+	// timeout short enough not to wait 10 s for each.
+	log, logDir := openAudit(t)
+	sock := startServer(t, "allow any\n", daemon.Config{Audit: log, StallTimeout: time.Second}).sock
 	kinds := []func(){
 		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"true"}}}) },
 		func() { ask(t, sock, &wire.Outgoing{Pipeline: [][]string{{"echo", "hi"}, {"cat"}, {"wc", "-c"}}}) },
@@ -249,6 +255,14 @@ func TestNoGoroutineLeftPerRequest(t *testing.T) {
 	}
 	wg.Wait()
 	cancelled(t, sock)
+	for range 2 {
+		stalled(t, sock, logDir)
+	}
+	wg.Go(func() { stalled(t, sock, logDir) })
+	for range 5 {
+		kinds[1]()
+	}
+	wg.Wait()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > base {
@@ -276,6 +290,53 @@ func cancelled(t *testing.T, sock string) {
 	waitFor(t, "the run to start", 10*time.Second, func() bool { return len(procsWith(marker)) > 0 })
 	c.Close()
 	noSurvivors(t, marker)
+}
+
+// openAudit opens an audit log for an in-process server, in a directory
+// of its own, and returns it with that directory, where records(t, dir)
+// reads it.
+func openAudit(t *testing.T) (*audit.Log, string) {
+	t.Helper()
+	dir := t.TempDir()
+	log, err := audit.Open(auditPath(dir), audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	return log, dir
+}
+
+// stalled sends a run whose answer, 8 MB of stdout, is never read: the
+// daemon must drop the client at its stall timeout, and the run go on to
+// its end, recorded with its stdout's count and hash, and its connection
+// be closed with the answer's line unfinished.
+func stalled(t *testing.T, sock, logDir string) {
+	t.Helper()
+	id := uuid.NewString()
+	const n = 8000000
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"head", "-c", strconv.Itoa(n), "/dev/zero"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	res := waitTrail(t, logDir, id, "received decided started finished")[3].Result
+	if res.StdoutBytes != n || res.StdoutTruncated || res.StdoutSHA256 != hexSum(make([]byte, n)) {
+		t.Errorf("finished record: stdout %d bytes, truncated %v, sha256 %s; want %d, false, that of %d zero bytes", res.StdoutBytes, res.StdoutTruncated, res.StdoutSHA256, n, n)
+	}
+	// Reading now gets the part of the answer the socket held, then the
+	// end: not a hang, and not a whole line.
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading what the stalled client was sent: %v", err)
+	}
+	head := `{"id":"` + id + `","stdout":"AAAA`
+	if !strings.HasPrefix(string(got), head) || strings.Contains(string(got), "\n") || len(got) >= n*4/3 {
+		t.Errorf("the stalled client got %d bytes, %.80q…; want the beginning of its answer and not all of it", len(got), got)
+	}
 }
 
 // requestAllocBudget bounds the allocations of one ["true"] request served
@@ -333,14 +394,15 @@ func rssSlack() int64 {
 	return 4 << 20
 }
 
-// TestBigOutputFreedForNextRun: a run capturing 2 × 16 MiB raises the
-// real daemon's peak memory by those 32 MiB and little more (captures
-// that grew by copying held a quarter more), and once its output is
-// answered the daemon frees it for the next run, so runs one after another
-// keep the peak at one run's output (docs/performance.md, "Daemon peak
-// RSS"). Left to the collector's pacing, the next runs take new memory
-// beside the last one's garbage and the peak climbs by 8 MiB more.
-// Under the race detector only the second is checked (see below).
+// TestBigOutputFreedForNextRun: a run capturing 16 MiB of stderr and
+// writing 16 MiB of stdout into its answer raises the real daemon's peak
+// memory by the stderr it keeps and little more (its stdout is never held:
+// see TestStdoutNotHeld), and once its output is answered the daemon frees
+// it for the next run, so runs one after another keep the peak at one
+// run's output (docs/performance.md, "Daemon peak RSS"). Left to the
+// collector's pacing, the next runs take new memory beside the last one's
+// garbage and the peak climbs by 4 MiB more. Under the race detector only
+// the second is checked (see below).
 func TestBigOutputFreedForNextRun(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, opts{})
@@ -359,14 +421,35 @@ func TestBigOutputFreedForNextRun(t *testing.T) {
 		run()
 	}
 	last := vmHWM(t, pid)
-	t.Logf("daemon peak RSS: %d KiB idle, %d KiB after one run of 2 × 16 MiB kept, %d KiB after three", idle>>10, first>>10, last>>10)
+	t.Logf("daemon peak RSS: %d KiB idle, %d KiB after one run of 16 MiB of stderr kept and 16 MiB of stdout streamed, %d KiB after three", idle>>10, first>>10, last>>10)
 	// The race detector's shadow memory, in the daemon built with it,
 	// triples what a run adds to its RSS.
-	if first-idle > 2*wire.MaxCapture+4<<20 && !rgtest.Race() {
-		t.Errorf("one run of 2 × 16 MiB kept raised the daemon's peak RSS by %d KiB; want at most 36 MiB", (first-idle)>>10)
+	if first-idle > wire.MaxCapture+4<<20 && !rgtest.Race() {
+		t.Errorf("one run keeping 16 MiB of stderr raised the daemon's peak RSS by %d KiB; want at most 20 MiB", (first-idle)>>10)
 	}
 	if last-first > rssSlack() {
 		t.Errorf("the daemon's peak RSS grew by %d KiB over two more runs like the first; want at most %d MiB: their output was not freed for the next", (last-first)>>10, rssSlack()>>20)
+	}
+}
+
+// TestStdoutNotHeld: a run printing 64 MiB to stdout raises the real
+// daemon's peak memory by a few buffers, not by the 16 MiB of it the
+// answer carries: the stdout goes into the answer line as it is read, and
+// only what the pipe and the socket hold is in flight at once.
+func TestStdoutNotHeld(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	pid := d.Cmd.Process.Pid
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"echo", "warm"}}}))
+	idle := vmHWM(t, pid)
+	r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"head", "-c", "67108864", "/dev/urandom"}}}))
+	if len(r.Stdout) != wire.MaxCapture || !r.StdoutTruncated {
+		t.Fatalf("stdout: %d bytes, truncated %v; want %d, truncated", len(r.Stdout), r.StdoutTruncated, wire.MaxCapture)
+	}
+	peak := vmHWM(t, pid)
+	t.Logf("daemon peak RSS: %d KiB idle, %d KiB after a run printing 64 MiB to stdout", idle>>10, peak>>10)
+	if peak-idle > rssSlack() {
+		t.Errorf("a run printing 64 MiB to stdout raised the daemon's peak RSS by %d KiB; want at most %d MiB: its stdout is held, not streamed", (peak-idle)>>10, rssSlack()>>20)
 	}
 }
 
@@ -380,12 +463,13 @@ func TestBigOutputFreedWhenRequesterLeaves(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, opts{Env: append(os.Environ(), "GOMEMLIMIT=off")})
 	pid := d.Cmd.Process.Pid
-	const write = "head -c 16777217 /dev/zero >&2 & head -c 16777217 /dev/zero; wait"
+	const write = "head -c 16777217 /dev/zero >&2; head -c 16777217 /dev/zero"
 	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", write}}}))
 	first := vmHWM(t, pid)
 
-	// Runs that keep 2 × 16 MiB, then sleep with their output open: their
-	// requester leaves once the daemon has read the output.
+	// Runs that keep 16 MiB of stderr, then write to stdout and sleep
+	// with it open: their requester leaves once the daemon has read the
+	// stderr, which comes first, and reads none of its answer.
 	for range 3 {
 		id := uuid.NewString()
 		read := procIO(t, pid, "rchar")
@@ -396,8 +480,8 @@ func TestBigOutputFreedWhenRequesterLeaves(t *testing.T) {
 		if _, err := c.Write([]byte(request(map[string]any{"id": id, "pipeline": [][]string{{"sh", "-c", write + "; exec sleep 60"}}}))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the daemon to read 32 MiB of output", 30*time.Second, func() bool {
-			return procIO(t, pid, "rchar")-read >= 2*wire.MaxCapture
+		waitFor(t, "the daemon to read 16 MiB of stderr", 30*time.Second, func() bool {
+			return procIO(t, pid, "rchar")-read >= wire.MaxCapture
 		})
 		c.Close()
 		waitTrail(t, d.Dir, id, "received decided started cancelled")
@@ -405,7 +489,7 @@ func TestBigOutputFreedWhenRequesterLeaves(t *testing.T) {
 
 	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", write}}}))
 	last := vmHWM(t, pid)
-	t.Logf("daemon peak RSS: %d KiB after one run of 2 × 16 MiB kept, %d KiB after three whose requester left and one more", first>>10, last>>10)
+	t.Logf("daemon peak RSS: %d KiB after one run of 16 MiB of stderr kept, %d KiB after three whose requester left and one more", first>>10, last>>10)
 	if last-first > rssSlack() {
 		t.Errorf("the daemon's peak RSS grew by %d KiB over three runs whose requester left and one more; want at most %d MiB: the left runs' output was not freed for the next", (last-first)>>10, rssSlack()>>20)
 	}

@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// answerLine is the one way a connection's lines are written once its
+// request is read: its progress lines, then its answer. The answer of a
+// run begins as the run's stdout comes (wire.StdoutStream, written by the
+// goroutine that reads the stdout), so that the daemon never holds that
+// stdout (docs/performance.md, "Daemon peak RSS"), and completes once the
+// run is over; progress lines come from other goroutines. answerLine
+// lets one write at a time, and none of a progress line once the answer
+// has begun, so no line is ever written into another.
+type answerLine struct {
+	w io.Writer // the connection, through its stallGuard
+
+	mu     sync.Mutex
+	stream *wire.StdoutStream // the run's stdout, once there is a run
+	done   bool               // the answer was written, or given up
+}
+
+// errAnswerBegun: a progress line that came after the answer's first byte,
+// and was not written.
+var errAnswerBegun = errors.New("the answer has begun")
+
+// progressLines returns the writer of the connection's progress lines:
+// each Write is one line, written whole, or not at all once the answer
+// has begun (errAnswerBegun).
+func (a *answerLine) progressLines() io.Writer { return progressWriter{a} }
+
+type progressWriter struct{ a *answerLine }
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	a := p.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done || a.stream != nil && a.stream.Begun() {
+		return 0, errAnswerBegun
+	}
+	return a.w.Write(b)
+}
+
+// stdout returns where the stdout of request id's run goes: into its
+// answer line, as it comes (pipeline.Cmd.StdoutTo). A client that reads
+// slowly slows the run's stdout; one that stops reading fails the stream
+// at the stall guard's deadline, after which the run goes on without it
+// and the line is never completed.
+func (a *answerLine) stdout(id string) io.Writer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stream = wire.NewStdoutStream(a.w, id)
+	return stdoutWriter{a}
+}
+
+type stdoutWriter struct{ a *answerLine }
+
+func (s stdoutWriter) Write(b []byte) (int, error) {
+	a := s.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		return 0, errAnswerBegun
+	}
+	return a.stream.Write(b)
+}
+
+// finish writes r, the answer: the rest of the line that the run's
+// stdout began, or the whole line. When writing the stdout failed, it
+// writes nothing and returns that error: the connection is then closed
+// with its line unfinished. Nothing is written after it.
+func (a *answerLine) finish(r *wire.Response) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.done = true
+	if a.stream != nil {
+		return a.stream.Finish(r)
+	}
+	return wire.WriteResponse(a.w, r)
+}
+
+// abandon writes r, the answer of a request abandoned half-way, unless
+// the answer has begun: nothing that follows could complete that line.
+// Nothing is written after it.
+func (a *answerLine) abandon(r *wire.Response) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		return errAnswerBegun
+	}
+	a.done = true
+	if a.stream != nil && a.stream.Begun() {
+		return errAnswerBegun
+	}
+	return wire.WriteResponse(a.w, r)
+}

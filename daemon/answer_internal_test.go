@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rootgate/rootgate/wire"
+)
+
+// TestAnswerLineOneWriter: progress lines written from other goroutines
+// while a run's stdout streams into the answer are each written whole,
+// all before the answer's first byte, and none after: the connection
+// carries whole progress lines, then the one answer line, whose stdout is
+// the run's bytes and nothing else.
+func TestAnswerLineOneWriter(t *testing.T) {
+	var conn bytes.Buffer
+	a := &answerLine{w: &conn}
+	out := a.stdout("x")
+	var want []byte
+	var wg sync.WaitGroup
+	late := 0
+	var mu sync.Mutex
+	first := make(chan struct{}) // a progress line was written: stdout may begin
+	var once sync.Once
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				err := wire.WriteProgress(a.progressLines(), "x", wire.ProgressRunning, time.Second)
+				if err == nil {
+					once.Do(func() { close(first) })
+				}
+				if errors.Is(err, errAnswerBegun) {
+					mu.Lock()
+					late++
+					mu.Unlock()
+				} else if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	<-first
+	for i := range 300 {
+		p := bytes.Repeat([]byte{byte(i)}, i%7)
+		want = append(want, p...)
+		if _, err := out.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if err := a.finish(&wire.Response{ID: "x", Status: wire.StatusOK, Stages: []wire.StageResult{{}}, Version: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Write([]byte("after")); err == nil {
+		t.Error("stdout written after the answer was finished")
+	}
+	if err := wire.WriteProgress(a.progressLines(), "x", wire.ProgressRunning, 0); !errors.Is(err, errAnswerBegun) {
+		t.Errorf("a progress line after the answer: %v", err)
+	}
+
+	lines := strings.SplitAfter(conn.String(), "\n")
+	if lines[len(lines)-1] != "" {
+		t.Fatalf("the connection's bytes do not end with a whole line: %q", lines[len(lines)-1])
+	}
+	lines = lines[:len(lines)-1]
+	answer := lines[len(lines)-1]
+	for _, l := range lines[:len(lines)-1] {
+		if _, _, ok := wire.ParseProgress([]byte(l)); !ok {
+			t.Fatalf("before the answer: %q, not a progress line", l)
+		}
+	}
+	var r wire.Response
+	if err := json.Unmarshal([]byte(answer), &r); err != nil {
+		t.Fatalf("answer %q: %v", answer, err)
+	}
+	if !bytes.Equal(r.Stdout, want) || r.Status != wire.StatusOK {
+		t.Fatalf("answer's stdout %d bytes, want the %d written", len(r.Stdout), len(want))
+	}
+	t.Logf("%d progress lines before the answer, %d refused once it had begun", len(lines)-1, late)
+}
+
+// TestAnswerLineAbandon: a request abandoned once its answer has begun
+// (a panic past the run's start) writes no other line into it.
+func TestAnswerLineAbandon(t *testing.T) {
+	for _, stdout := range []string{"", "a", "abc"} {
+		var conn bytes.Buffer
+		a := &answerLine{w: &conn}
+		_, _ = a.stdout("x").Write([]byte(stdout))
+		before := conn.Len()
+		err := a.abandon(wire.ErrorResponse("", wire.ErrInternal))
+		switch {
+		case len(stdout) >= 3 && (!errors.Is(err, errAnswerBegun) || conn.Len() != before):
+			t.Errorf("stdout %q: abandon wrote %q (%v) after the answer began", stdout, conn.Bytes()[before:], err)
+		case len(stdout) < 3 && (err != nil || !strings.Contains(conn.String(), `"code":"internal"`)):
+			t.Errorf("stdout %q, nothing of the answer written: abandon wrote %q (%v), want the error answer", stdout, conn.String(), err)
+		}
+	}
+}
