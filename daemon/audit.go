@@ -199,7 +199,8 @@ func (s *Server) dropped(r *audit.Record) {
 // durable one (started, or the record that ends the request), whose sync
 // takes them along; so a run starts only once every record of its request
 // is on disk. The record of a run's end is written before the answer is
-// sent and on disk within auditCommitDelay of it (commitAudit): the next
+// sent (before its rest, when the run's stdout began it: answerLine) and
+// on disk within auditCommitDelay of it (commitAudit): the next
 // run's started record, whose sync takes it along, or one sync shared by
 // the requests that ended meanwhile (a group commit). A daemon that stops
 // before that sync leaves a trail that ends at started, which the next
