@@ -18,6 +18,12 @@ import (
 // has begun, so no line is ever written into another.
 type answerLine struct {
 	w io.Writer // the connection, through its stallGuard
+	// beforeStdout, when set, is called once, before the run's stdout is
+	// first written: it writes a progress line still held (progressLines),
+	// so that the client has it, and its within, before the answer's line
+	// begins, which may then take the whole run to complete.
+	beforeStdout func()
+	first        sync.Once // of beforeStdout
 
 	mu     sync.Mutex
 	stream *wire.StdoutStream // the run's stdout, once there is a run
@@ -28,10 +34,10 @@ type answerLine struct {
 // and was not written.
 var errAnswerBegun = errors.New("the answer has begun")
 
-// progressLines returns the writer of the connection's progress lines:
-// each Write is one line, written whole, or not at all once the answer
-// has begun (errAnswerBegun).
-func (a *answerLine) progressLines() io.Writer { return progressWriter{a} }
+// progress returns the writer of the connection's progress lines: each
+// Write is one line, written whole, or not at all once the answer has
+// begun (errAnswerBegun).
+func (a *answerLine) progress() io.Writer { return progressWriter{a} }
 
 type progressWriter struct{ a *answerLine }
 
@@ -61,6 +67,9 @@ type stdoutWriter struct{ a *answerLine }
 
 func (s stdoutWriter) Write(b []byte) (int, error) {
 	a := s.a
+	if a.beforeStdout != nil {
+		a.first.Do(a.beforeStdout) // not under mu: it writes through progress
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.done {

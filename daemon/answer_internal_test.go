@@ -30,7 +30,7 @@ func TestAnswerLineOneWriter(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 200 {
-				err := wire.WriteProgress(a.progressLines(), "x", wire.ProgressRunning, time.Second)
+				err := wire.WriteProgress(a.progress(), "x", wire.ProgressRunning, time.Second)
 				if err == nil {
 					once.Do(func() { close(first) })
 				}
@@ -59,7 +59,7 @@ func TestAnswerLineOneWriter(t *testing.T) {
 	if _, err := out.Write([]byte("after")); err == nil {
 		t.Error("stdout written after the answer was finished")
 	}
-	if err := wire.WriteProgress(a.progressLines(), "x", wire.ProgressRunning, 0); !errors.Is(err, errAnswerBegun) {
+	if err := wire.WriteProgress(a.progress(), "x", wire.ProgressRunning, 0); !errors.Is(err, errAnswerBegun) {
 		t.Errorf("a progress line after the answer: %v", err)
 	}
 
@@ -99,5 +99,28 @@ func TestAnswerLineAbandon(t *testing.T) {
 		case len(stdout) < 3 && (err != nil || !strings.Contains(conn.String(), `"code":"internal"`)):
 			t.Errorf("stdout %q, nothing of the answer written: abandon wrote %q (%v), want the error answer", stdout, conn.String(), err)
 		}
+	}
+}
+
+// TestHeldProgressBeforeStdout: a progress line held back (progressLines)
+// when a run's stdout comes is written then, before the answer begins,
+// not dropped: the client needs its within, since the answer's line may
+// take the whole run to complete. None is written after.
+func TestHeldProgressBeforeStdout(t *testing.T) {
+	var conn bytes.Buffer
+	a := &answerLine{w: &conn}
+	lines := &progressLines{w: a.progress(), hold: time.Hour}
+	a.beforeStdout = lines.flush
+	lines.send("x", wire.ProgressReceived, time.Minute)
+	lines.send("x", wire.ProgressRunning, time.Second)
+	out := a.stdout("x")
+	if _, err := out.Write([]byte("hi\n")); err != nil {
+		t.Fatal(err)
+	}
+	lines.send("x", wire.ProgressRunning, time.Second)
+	lines.end()
+	want := `{"id":"x","progress":"running","within":1}` + "\n" + `{"id":"x","stdout":"aGkK`
+	if conn.String() != want {
+		t.Fatalf("the connection got %q, want %q", conn.String(), want)
 	}
 }

@@ -436,8 +436,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		}
 	}
 
-	lines := &progressLines{w: ans.progressLines(), hold: progressHold, log: log}
+	lines := &progressLines{w: ans.progress(), hold: progressHold, log: log}
 	defer lines.end()
+	ans.beforeStdout = lines.flush
 	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans.stdout, log)
 	lines.end()
 	output = outputLen(resp)
@@ -466,18 +467,19 @@ const progressHold = 5 * time.Millisecond
 // progressLines writes a connection's progress lines (docs/protocol.md),
 // each but an approval line held for hold (progressHold) and dropped when
 // a later line comes first. Progress lines are advisory: a client that
-// cannot take one now is told the outcome by the answer line. None is
-// written once the answer has begun (answerLine: a run's stdout begins
-// it while the run goes on).
+// cannot take one now is told the outcome by the answer line. A line held
+// when a run's stdout comes is written then, before the answer begins
+// (answerLine), and none after.
 type progressLines struct {
 	w    io.Writer
 	hold time.Duration
 	log  *slog.Logger
 
-	mu    sync.Mutex // guards what follows; held while a line is written
-	held  *time.Timer
-	gen   int  // counts lines sent for; a held line writes only if still the last
-	ended bool // the answer comes next: no more progress lines
+	mu      sync.Mutex // guards what follows; held while a line is written
+	held    *time.Timer
+	pending func() // writes the line held, while one is
+	gen     int    // counts lines sent for; a held line writes only if still the last
+	ended   bool   // the answer comes next: no more progress lines
 }
 
 // send writes the progress line of id for phase, saying the answer comes
@@ -495,11 +497,12 @@ func (p *progressLines) send(id, phase string, within time.Duration) {
 	}
 	p.gen++
 	gen := p.gen
+	p.pending = func() { p.write(id, phase, within) }
 	p.held = time.AfterFunc(p.hold, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if !p.ended && p.gen == gen {
-			p.held = nil
+			p.held, p.pending = nil, nil
 			p.write(id, phase, within)
 		}
 	})
@@ -514,11 +517,29 @@ func (p *progressLines) end() {
 	p.drop()
 }
 
+// flush writes a line still held at once, and none after: a run's
+// stdout begins the answer next (answerLine), whose line may then take
+// the whole run to complete, as the held line's within tells the client.
+func (p *progressLines) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return
+	}
+	pending := p.pending
+	p.ended = true
+	p.drop()
+	if pending != nil {
+		pending()
+	}
+}
+
 func (p *progressLines) drop() {
 	if p.held != nil {
 		p.held.Stop()
 		p.held = nil
 	}
+	p.pending = nil
 	p.gen++
 }
 

@@ -18,11 +18,12 @@ import (
 )
 
 // TestStdoutBeforeRunEnds: a run's stdout reaches its client while the
-// run goes on. The answer line begins, after the progress lines, with the
-// request's id and the stdout written so far, while the command still
-// runs (here it waits on a FIFO the test opens only then); the line
-// completes once the run is over, and decodes to the answer a client
-// always got.
+// run goes on. The answer line begins, after the progress lines (the
+// running one included, though the run wrote within the 5 ms it is held
+// for), with the request's id and the stdout written so far, while the
+// command still runs (here it waits on a FIFO the test opens only then);
+// the line completes once the run is over, and decodes to the answer a
+// client always got.
 func TestStdoutBeforeRunEnds(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, opts{})
@@ -60,14 +61,24 @@ func TestStdoutBeforeRunEnds(t *testing.T) {
 	if len(procsWith(marker)) == 0 {
 		t.Fatal("the command is no longer running: its stdout came with the end of its run")
 	}
+	// Before it, progress lines only, the running one among them: it
+	// tells the client how long the line may take to complete, which is
+	// now the whole run (a line held back is written before the answer
+	// begins, not dropped).
 	i := bytes.Index(got, []byte(head))
+	running := false
 	for _, l := range strings.SplitAfter(string(got[:i]), "\n") {
 		if l == "" {
 			continue
 		}
-		if _, _, ok := wire.ParseProgress([]byte(l)); !ok || !strings.HasSuffix(l, "\n") {
+		phase, _, ok := wire.ParseProgress([]byte(l))
+		if !ok || !strings.HasSuffix(l, "\n") {
 			t.Fatalf("before the answer: %q, not a progress line", l)
 		}
+		running = running || phase == wire.ProgressRunning
+	}
+	if !running {
+		t.Fatalf("no running line before the answer's beginning: %q", got[:i])
 	}
 
 	// Let the run end: the line completes.
