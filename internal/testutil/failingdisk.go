@@ -83,4 +83,3 @@ func FailingDisk(t *testing.T) (mnt string, fill, free func()) {
 	}
 	return mnt, fill, free
 }
-
