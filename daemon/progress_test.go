@@ -48,21 +48,9 @@ func (l *lineReader) next() string {
 	return s
 }
 
-// wantProgress reads a line and requires it to be the progress line of
-// id for phase, saying the answer comes within.
-func (l *lineReader) wantProgress(id, phase string, within time.Duration) {
-	l.t.Helper()
-	line := l.next()
-	got, w, ok := wire.ParseProgress([]byte(line))
-	want := fmt.Sprintf(`{"id":"%s","progress":"%s","within":%d}`+"\n", id, phase, int(within.Seconds()))
-	if !ok || got != phase || w != within || line != want {
-		l.t.Fatalf("got %q, want %q", line, want)
-	}
-}
-
 // maybeProgress reads a line and, when it is the progress line of id for
 // phase (one that comes only when its phase lasted, see progressHold),
-// checks it as wantProgress does and reads the next; it returns the line
+// checks it whole (id, phase and within) and reads the next; it returns the line
 // it did not take.
 func (l *lineReader) maybeProgress(id, phase string, within time.Duration) string {
 	l.t.Helper()
