@@ -21,9 +21,10 @@ import (
 const collectAfter = 4 << 20
 
 // collectAfterRun collects garbage when a run's answer carried out bytes
-// of output, at least collectAfter. The caller has nothing of the request
-// left referenced: its answer is written (or its requester gone) and its
-// connection closed.
+// of output, at least collectAfter. The caller has nothing of the run's
+// output left referenced: its answer is written (or its requester gone).
+// It is called at once then, before the connection's other tail work:
+// the client may already be sending its next request.
 func collectAfterRun(out int) {
 	if out >= collectAfter {
 		runtime.GC()

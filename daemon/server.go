@@ -446,14 +446,27 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		return
 	}
 	if context.Cause(reqCtx) == errClientGone {
-		log.Info("client went away; no answer sent", "id", resp.ID)
+		// Nothing of the answer is sent: its output is garbage now, and
+		// collected before the line that says so (which tests wait for).
+		id := resp.ID
+		resp = nil
+		collectAfterRun(output)
+		output = 0
+		log.Info("client went away; no answer sent", "id", id)
 		return
 	}
 	resp.Version = s.cfg.Version
-	if err := ans.finish(resp); err != nil {
+	err = ans.finish(resp)
+	id := resp.ID
+	// The answer is written: its output is garbage now, collected at once
+	// (its client may already be sending the next request).
+	resp = nil
+	collectAfterRun(output)
+	output = 0
+	if err != nil {
 		// A run's stdout that could not be written (a client that left,
 		// or stopped reading) leaves the line unfinished: it is closed so.
-		s.cfg.Log.Info("cannot send response", "id", resp.ID, "err", err)
+		s.cfg.Log.Info("cannot send response", "id", id, "err", err)
 	}
 }
 

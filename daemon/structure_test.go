@@ -485,6 +485,8 @@ func TestBigOutputFreedWhenRequesterLeaves(t *testing.T) {
 		})
 		c.Close()
 		waitTrail(t, d.Dir, id, "received decided started cancelled")
+		// Logged once the run's output was collected.
+		d.waitLog("client went away; no answer sent", "id="+id)
 	}
 
 	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"sh", "-c", write}}}))

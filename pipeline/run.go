@@ -561,9 +561,13 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 	// a process that left its group. Stop waiting for it after drainWait.
 	// The streams are waited for here, not in another goroutine: one
 	// wake-up less on every run's path to its result.
+	// The timer holds the pipe ends alone, not the runner: a stopped
+	// timer may stay in the runtime's heap until its time, and must not
+	// keep the run's captured output from being collected meanwhile.
+	ends := r.parentEnds()
 	late := time.AfterFunc(drainWait, func() {
 		now := time.Now()
-		for _, f := range r.parentEnds() {
+		for _, f := range ends {
 			_ = f.SetDeadline(now) // a file closed meanwhile just says so
 		}
 	})
