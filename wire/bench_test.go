@@ -40,3 +40,24 @@ func BenchmarkWriteResponse(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStdoutStream is a run's 16 MiB of stdout streamed into its
+// answer line in reads of a pipe's worth (64 KiB), as the daemon writes
+// it (StdoutStream), then the rest of the line.
+func BenchmarkStdoutStream(b *testing.B) {
+	chunk := make([]byte, 64<<10)
+	r := &Response{ID: "550e8400-e29b-41d4-a716-446655440000", Status: StatusOK, Stages: []StageResult{{}}, Version: "v"}
+	b.SetBytes(256 * int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewStdoutStream(io.Discard, r.ID)
+		for range 256 {
+			if _, err := s.Write(chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := s.Finish(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

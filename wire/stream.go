@@ -3,7 +3,6 @@ package wire
 import (
 	"bufio"
 	"encoding/base64"
-	"encoding/json"
 	"io"
 )
 
@@ -24,16 +23,20 @@ import (
 type StdoutStream struct {
 	w     io.Writer
 	id    string
-	begun bool    // a write of the line was made
-	carry [3]byte // the stdout bytes not yet encoded: fewer than 3
-	nc    int     // how many carry holds
-	buf   []byte  // the encoded bytes of one write to w
-	err   error   // the first write error
+	early [2]byte // stdout's first bytes, while there are fewer than 3
+	ne    int     // how many early holds
+	// Once begun: the line goes through bw, stdout through enc into it
+	// (base64 encodes three bytes at a time; enc keeps the last one or
+	// two until more come, or until it is closed).
+	begun bool
+	bw    *bufio.Writer
+	enc   io.WriteCloser
+	err   error // the first write error
 }
 
-// streamWrite bounds the bytes one write of a StdoutStream hands to its
-// writer, the line's head included: room for a pipe's default capacity
-// (64 KiB) of stdout once encoded, so that a read of stdout is one write.
+// streamWrite is the buffer of a begun StdoutStream: room for a pipe's
+// default capacity (64 KiB) of stdout once encoded, with the line's
+// head, so that a read of stdout is one write to the writer.
 const streamWrite = 96 << 10
 
 // NewStdoutStream returns a stream of request id's answer line to w.
@@ -46,9 +49,6 @@ func NewStdoutStream(w io.Writer, id string) *StdoutStream {
 // its writer.
 func (s *StdoutStream) Begun() bool { return s.begun }
 
-// Err is the error of the write to w that failed, nil while none did.
-func (s *StdoutStream) Err() error { return s.err }
-
 // Write encodes p as the next bytes of stdout and writes the encoding,
 // with the line's head before the first of it. The last one or two bytes
 // of stdout so far wait for the next Write or for Finish (base64 encodes
@@ -57,42 +57,34 @@ func (s *StdoutStream) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
-	n := len(p)
-	if s.nc+len(p) < 3 {
-		s.nc += copy(s.carry[s.nc:], p)
-		return n, nil
-	}
-	var head []byte
 	if !s.begun {
-		head = s.head()
-	}
-	out := s.buffer(len(head)+base64.StdEncoding.EncodedLen(s.nc+len(p)), len(head)+4)
-	out = append(out, head...)
-	s.begun = true
-	if s.nc > 0 {
-		k := copy(s.carry[s.nc:], p)
-		p = p[k:]
-		out = base64.StdEncoding.AppendEncode(out, s.carry[:])
-		s.nc = 0
-	}
-	for len(p) >= 3 {
-		room := (cap(out) - len(out)) / 4 * 3
-		if room < 3 {
-			if out = s.flush(out); s.err != nil {
-				return 0, s.err
-			}
-			continue
+		if s.ne+len(p) < 3 {
+			s.ne += copy(s.early[s.ne:], p)
+			return len(p), nil
 		}
-		m := min(len(p)/3*3, room)
-		out = base64.StdEncoding.AppendEncode(out, p[:m])
-		p = p[m:]
+		s.begin()
 	}
-	s.nc = copy(s.carry[:], p)
-	s.flush(out)
-	if s.err != nil {
+	if _, err := s.enc.Write(p); err != nil {
+		s.err = err
+		return 0, err
+	}
+	if s.err = s.bw.Flush(); s.err != nil {
 		return 0, s.err
 	}
-	return n, nil
+	return len(p), nil
+}
+
+// begin starts the line: its head, then stdout's first bytes, encoded.
+func (s *StdoutStream) begin() {
+	s.begun = true
+	s.bw = bufio.NewWriterSize(s.w, streamWrite)
+	e := &lineEncoder{w: s.bw}
+	e.raw(`{"id":`)
+	e.str(s.id)
+	e.raw(`,"stdout":"`)
+	s.err = e.err
+	s.enc = base64.NewEncoder(base64.StdEncoding, s.bw)
+	_, _ = s.enc.Write(s.early[:s.ne]) // fewer than 3 bytes: kept, not written
 }
 
 // Finish writes the rest of the line: r's own Stdout and StdoutChunks,
@@ -112,51 +104,20 @@ func (s *StdoutStream) Finish(r *Response) error {
 	rest := *r
 	rest.Stdout, rest.StdoutChunks = nil, nil
 	if !s.begun {
-		rest.Stdout = s.carry[:s.nc]
+		rest.Stdout = s.early[:s.ne]
 		s.begun = true
 		s.err = WriteResponse(s.w, &rest)
 		return s.err
 	}
-	bw := bufio.NewWriterSize(s.w, bufferSize(&rest))
-	e := &lineEncoder{w: bw}
-	var last [4]byte
-	base64.StdEncoding.Encode(last[:], s.carry[:s.nc])
-	e.raw(string(last[:base64.StdEncoding.EncodedLen(s.nc)]))
+	e := &lineEncoder{w: s.bw, err: s.enc.Close()}
 	e.raw(`"`)
 	if r.StdoutTruncated {
 		e.raw(`,"stdout_truncated":true`)
 	}
 	e.fields(&rest, false)
 	if e.err == nil {
-		e.err = bw.Flush()
+		e.err = s.bw.Flush()
 	}
 	s.err = e.err
 	return s.err
-}
-
-// head is the line's beginning, up to stdout's first byte.
-func (s *StdoutStream) head() []byte {
-	id, _ := json.Marshal(s.id) // a string always encodes
-	h := make([]byte, 0, len(`{"id":,"stdout":"`)+len(id))
-	h = append(h, `{"id":`...)
-	h = append(h, id...)
-	return append(h, `,"stdout":"`...)
-}
-
-// buffer returns s.buf emptied, with room for n bytes, or streamWrite
-// when n is more, but never less than least.
-func (s *StdoutStream) buffer(n, least int) []byte {
-	n = max(min(n, streamWrite), least)
-	if cap(s.buf) < n {
-		s.buf = make([]byte, 0, max(n, min(2*cap(s.buf), streamWrite)))
-	}
-	return s.buf[:0]
-}
-
-// flush writes out to w, keeping the error, and returns out emptied.
-func (s *StdoutStream) flush(out []byte) []byte {
-	if len(out) > 0 && s.err == nil {
-		_, s.err = s.w.Write(out)
-	}
-	return out[:0]
 }
