@@ -103,51 +103,51 @@ func (c *Capture) WriteTo(w io.Writer) (int64, error) {
 // into a scratch buffer). When f's deadline passes it takes what is left
 // in the pipe and returns.
 func drain(f *os.File, c *Capture, b *budget) {
-	var scratch []byte // allocated only if splice cannot be used
-	spliceOK := true
-	keep := true // false once b was spent for c
 	for {
-		buf := c.free()
 		var err error
-		switch {
-		case len(buf) > 0:
-		case keep:
-			if keep, err = c.probe(f, b); err == nil {
-				continue
-			}
-		case spliceOK:
-			err = c.discard(f)
-			if errors.Is(err, errNoSplice) {
-				spliceOK = false
-				continue
-			}
-			if err == nil {
-				return
-			}
-		default:
-			if scratch == nil {
-				scratch = make([]byte, discardBuf)
-			}
-			buf = scratch
-		}
-		if err == nil {
+		if buf := c.free(); len(buf) > 0 {
 			var n int
 			n, err = f.Read(buf)
-			if keep {
-				c.kept(n)
-			}
+			c.kept(n)
 			c.count(n)
-			if err == nil {
-				continue
+		} else {
+			var keep bool
+			if keep, err = c.probe(f, b); err == nil && !keep {
+				c.dropRest(f, nil)
+				return
 			}
 		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			if scratch == nil {
-				scratch = make([]byte, discardBuf)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				drainBuffered(f, c, b, make([]byte, discardBuf))
 			}
-			drainBuffered(f, c, b, scratch)
+			return
 		}
-		return
+	}
+}
+
+// dropRest counts what is left of f, once c keeps nothing more, and
+// throws it away without copying it where it can: splice(2) moves it to
+// /dev/null (see discard), else it is read into buf (or a buffer made
+// for it). When f's deadline passes it takes what is left in the pipe
+// and returns.
+func (c *Capture) dropRest(f *os.File, buf []byte) {
+	scratch := func() []byte {
+		if len(buf) < discardBuf {
+			buf = make([]byte, discardBuf)
+		}
+		return buf
+	}
+	err := c.discard(f)
+	if errors.Is(err, errNoSplice) {
+		for err = nil; err == nil; {
+			var n int
+			n, err = f.Read(scratch())
+			c.count(n)
+		}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		readBuffered(f, scratch(), func(p []byte) { c.count(len(p)) })
 	}
 }
 
@@ -387,24 +387,7 @@ func stream(f *os.File, c *Capture, b *budget, w io.Writer) {
 		s.end(f, err, buf)
 		return
 	}
-	switch err := c.discard(f); {
-	case err == nil:
-		return
-	case !errors.Is(err, errNoSplice):
-		s.end(f, err, buf)
-		return
-	}
-	if len(buf) < discardBuf {
-		buf = make([]byte, discardBuf)
-	}
-	for {
-		n, err := f.Read(buf)
-		c.count(n)
-		if err != nil {
-			s.end(f, err, buf)
-			return
-		}
-	}
+	c.dropRest(f, buf)
 }
 
 // streamer is what [stream] keeps of a stream: its capture, budget,
