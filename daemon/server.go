@@ -366,9 +366,6 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 
 // serveConn handles one connection: one request, one answer.
 func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) {
-	// Once all is done, a run's big output is collected (collect.go).
-	var output int
-	defer func() { collectAfterRun(output) }()
 	// The record of a run's end is synced after the answer (see
 	// durable); deferred early, so it runs late.
 	defer s.commitAudit()
@@ -441,29 +438,24 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	ans.beforeStdout = lines.flush
 	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans.stdout, log)
 	lines.end()
-	output = outputLen(resp)
 	if resp == nil {
 		return
 	}
-	if context.Cause(reqCtx) == errClientGone {
-		// Nothing of the answer is sent: its output is garbage now, and
-		// collected before the line that says so (which tests wait for).
-		id := resp.ID
-		resp = nil
-		collectAfterRun(output)
-		output = 0
-		log.Info("client went away; no answer sent", "id", id)
-		return
+	id, output := resp.ID, outputLen(resp)
+	left := context.Cause(reqCtx) == errClientGone
+	if !left {
+		resp.Version = s.cfg.Version
+		err = ans.finish(resp)
 	}
-	resp.Version = s.cfg.Version
-	err = ans.finish(resp)
-	id := resp.ID
-	// The answer is written: its output is garbage now, collected at once
-	// (its client may already be sending the next request).
+	// The answer is written, or no one is there for it: a run's big
+	// output is garbage now, collected at once (collect.go), before the
+	// connection's other tail work and the line that says how it ended.
 	resp = nil
 	collectAfterRun(output)
-	output = 0
-	if err != nil {
+	switch {
+	case left:
+		log.Info("client went away; no answer sent", "id", id)
+	case err != nil:
 		// A run's stdout that could not be written (a client that left,
 		// or stopped reading) leaves the line unfinished: it is closed so.
 		s.cfg.Log.Info("cannot send response", "id", id, "err", err)
@@ -488,11 +480,16 @@ type progressLines struct {
 	hold time.Duration
 	log  *slog.Logger
 
-	mu      sync.Mutex // guards what follows; held while a line is written
-	held    *time.Timer
-	pending func() // writes the line held, while one is
-	gen     int    // counts lines sent for; a held line writes only if still the last
-	ended   bool   // the answer comes next: no more progress lines
+	mu    sync.Mutex // guards what follows; held while a line is written
+	held  *heldLine  // the line held, while one is
+	ended bool       // the answer comes next: no more progress lines
+}
+
+// heldLine is a progress line waiting for its hold to pass.
+type heldLine struct {
+	id, phase string
+	within    time.Duration
+	timer     *time.Timer
 }
 
 // send writes the progress line of id for phase, saying the answer comes
@@ -504,19 +501,19 @@ func (p *progressLines) send(id, phase string, within time.Duration) {
 		return
 	}
 	p.drop()
+	l := &heldLine{id: id, phase: phase, within: within}
 	if phase == wire.ProgressApproval {
-		p.write(id, phase, within)
+		p.write(l)
 		return
 	}
-	p.gen++
-	gen := p.gen
-	p.pending = func() { p.write(id, phase, within) }
-	p.held = time.AfterFunc(p.hold, func() {
+	p.held = l
+	// Set under p.mu, which the timer's function takes first.
+	l.timer = time.AfterFunc(p.hold, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if !p.ended && p.gen == gen {
-			p.held, p.pending = nil, nil
-			p.write(id, phase, within)
+		if p.held == l { // not dropped, nor ended, meanwhile
+			p.held = nil
+			p.write(l)
 		}
 	})
 }
@@ -539,26 +536,25 @@ func (p *progressLines) flush() {
 	if p.ended {
 		return
 	}
-	pending := p.pending
+	l := p.held
 	p.ended = true
 	p.drop()
-	if pending != nil {
-		pending()
+	if l != nil {
+		p.write(l)
 	}
 }
 
+// drop forgets the line held, if any.
 func (p *progressLines) drop() {
 	if p.held != nil {
-		p.held.Stop()
+		p.held.timer.Stop()
 		p.held = nil
 	}
-	p.pending = nil
-	p.gen++
 }
 
-func (p *progressLines) write(id, phase string, within time.Duration) {
-	if err := wire.WriteProgress(p.w, id, phase, within); err != nil && !errors.Is(err, errAnswerBegun) {
-		p.log.Info("cannot send progress", "id", id, "err", err)
+func (p *progressLines) write(l *heldLine) {
+	if err := wire.WriteProgress(p.w, l.id, l.phase, l.within); err != nil && !errors.Is(err, errAnswerBegun) {
+		p.log.Info("cannot send progress", "id", l.id, "err", err)
 	}
 }
 
