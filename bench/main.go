@@ -457,36 +457,15 @@ func (b *bench) overhead(ctx context.Context) error {
 	}
 	// The daemon's own CPU time and run-queue wait per request, from the
 	// scheduler's per-thread accounting: what the request costs it, apart
-	// from waiting for a CPU on a busy machine.
-	run0, wait0, err := schedstat(d.cmd.Process.Pid)
+	// from waiting for a CPU on a busy machine; and the floor server's.
+	cpu, queued, err := cpuPer(d, b.cfg.n, viaDaemon)
 	if err != nil {
-		return err
+		return fmt.Errorf("daemon round trip: %w", err)
 	}
-	for range b.cfg.n {
-		if err := viaDaemon(); err != nil {
-			return fmt.Errorf("daemon round trip: %w", err)
-		}
-	}
-	run1, wait1, err := schedstat(d.cmd.Process.Pid)
+	floorCPU, _, err := cpuPer(floor, b.cfg.n, viaFloor)
 	if err != nil {
-		return err
+		return fmt.Errorf("floor server: %w", err)
 	}
-	cpu, queued := (run1-run0)/time.Duration(b.cfg.n), (wait1-wait0)/time.Duration(b.cfg.n)
-	// The same for the floor server.
-	frun0, _, err := schedstat(floor.cmd.Process.Pid)
-	if err != nil {
-		return err
-	}
-	for range b.cfg.n {
-		if err := viaFloor(); err != nil {
-			return fmt.Errorf("floor server: %w", err)
-		}
-	}
-	frun1, _, err := schedstat(floor.cmd.Process.Pid)
-	if err != nil {
-		return err
-	}
-	floorCPU := (frun1 - frun0) / time.Duration(b.cfg.n)
 	sf := got[3]
 
 	n := strconv.Itoa(b.cfg.n)
@@ -549,6 +528,25 @@ func (b *bench) against(ctx context.Context, d, other *daemon, sd, so, sg sample
 		row{"1. CPU time per [\"true\"], this / -against", ms(mine) + " / " + ms(theirs), "", n,
 			fmt.Sprintf("%.2f×", float64(mine)/float64(theirs)), "", ""})
 	return nil
+}
+
+// cpuPer runs f n times and returns the CPU time d's threads spent, and
+// their wait for a CPU, per run (schedstat).
+func cpuPer(d *daemon, n int, f func() error) (cpu, queued time.Duration, err error) {
+	run0, wait0, err := schedstat(d.cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	for range n {
+		if err := f(); err != nil {
+			return 0, 0, err
+		}
+	}
+	run1, wait1, err := schedstat(d.cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	return (run1 - run0) / time.Duration(n), (wait1 - wait0) / time.Duration(n), nil
 }
 
 // schedstat sums the CPU time and the run-queue wait of pid's threads
