@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -329,18 +328,7 @@ func TestAuditRotation(t *testing.T) {
 func TestAuditDiskFull(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)
-	full := filepath.Join(dir, "full")
-	if err := os.Mkdir(full, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", full, "tmpfs", 0, "size=64k,mode=0700"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(full, 0); err != nil {
-			t.Errorf("unmount %s: %v", full, err)
-		}
-	})
+	full := testutil.Tmpfs(t, filepath.Join(dir, "full"), "64k")
 	// The free-space guard off: this is the last line of defence behind it.
 	d := startDaemon(t, opts{Args: []string{"--audit", auditPath(full), "--audit-min-free", "0"}})
 

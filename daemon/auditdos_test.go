@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
+
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -175,18 +177,7 @@ func TestAuditRetention(t *testing.T) {
 func TestAuditFreeSpaceGuard(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)
-	small := filepath.Join(dir, "small")
-	if err := os.Mkdir(small, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(small, 0); err != nil {
-			t.Errorf("unmount %s: %v", small, err)
-		}
-	})
+	small := testutil.Tmpfs(t, filepath.Join(dir, "small"), "4m")
 	d := startDaemon(t, opts{Args: []string{"--audit", auditPath(small), "--audit-min-free", "2M"}})
 	marker := filepath.Join(dir, "ran")
 	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}}))

@@ -21,20 +21,10 @@ func FailingDisk(t *testing.T) (mnt string, fill, free func()) {
 		t.Fatal("needs root to mount a loop device")
 	}
 	dir := t.TempDir()
-	back, mnt := filepath.Join(dir, "back"), filepath.Join(dir, "mnt")
-	for _, d := range []string{back, mnt} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := syscall.Mount("tmpfs", back, "tmpfs", 0, "size=8m,mode=0700"); err != nil {
+	back, mnt := Tmpfs(t, filepath.Join(dir, "back"), "8m"), filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(back, 0); err != nil {
-			t.Errorf("unmount %s: %v", back, err)
-		}
-	})
 	img := filepath.Join(back, "img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -82,4 +72,22 @@ func FailingDisk(t *testing.T) (mnt string, fill, free func()) {
 		}
 	}
 	return mnt, fill, free
+}
+
+// Tmpfs makes the directory dir and mounts a tmpfs of size (a size= of
+// tmpfs, "64k") on it, mode 0700, unmounted when t ends; it returns dir.
+func Tmpfs(t *testing.T, dir, size string) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
 }
