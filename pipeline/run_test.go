@@ -276,7 +276,7 @@ func TestCaptureSizes(t *testing.T) {
 
 // TestCaptureOddWrites: a stream written in writes of odd sizes, which
 // the pipe hands over in reads that straddle the chunks' ends, is kept as
-// written, at the cap and under it.
+// written, at the cap and under it; and reaches StdoutTo as written.
 func TestCaptureOddWrites(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ total, step int }{
@@ -284,8 +284,15 @@ func TestCaptureOddWrites(t *testing.T) {
 		{3<<20 + 7, 65539},
 		{30011, 1},
 	} {
-		res := run(t, helperCmd([]string{"write", "1", fmt.Sprint(tc.total), fmt.Sprint(tc.step)}))
-		checkCapture(t, fmt.Sprintf("%d bytes in writes of %d", tc.total, tc.step), res.Stdout, tc.total, DefaultCap)
+		what := fmt.Sprintf("%d bytes in writes of %d", tc.total, tc.step)
+		write := []string{"write", "1", fmt.Sprint(tc.total), fmt.Sprint(tc.step)}
+		res := run(t, helperCmd(write))
+		checkCapture(t, what, res.Stdout, tc.total, DefaultCap)
+		w := &collector{}
+		c := helperCmd(write)
+		c.StdoutTo = w
+		res = run(t, c)
+		checkStreamed(t, what+", streamed", res.Stdout, w, tc.total, DefaultCap)
 	}
 }
 

@@ -93,23 +93,6 @@ func TestStreamSizes(t *testing.T) {
 	}
 }
 
-// TestStreamOddWrites: a stdout written in writes of odd sizes reaches
-// StdoutTo as written.
-func TestStreamOddWrites(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ total, step int }{
-		{DefaultCap + 12345, 4099},
-		{3<<20 + 7, 65539},
-		{30011, 1},
-	} {
-		w := &collector{}
-		c := helperCmd([]string{"write", "1", fmt.Sprint(tc.total), fmt.Sprint(tc.step)})
-		c.StdoutTo = w
-		res := run(t, c)
-		checkStreamed(t, fmt.Sprintf("%d bytes in writes of %d", tc.total, tc.step), res.Stdout, w, tc.total, DefaultCap)
-	}
-}
-
 // TestStreamWriterFails: a StdoutTo whose write fails is not written to
 // again, and the run goes on to its end as if it had not: the kept bytes
 // are still counted and hashed, the rest thrown away.
