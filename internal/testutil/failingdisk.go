@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // FailingDisk mounts an ext2 file system on a loop device whose 64 MiB
@@ -85,8 +86,17 @@ func Tmpfs(t *testing.T, dir, size string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
+		// A loop device on a file here (FailingDisk) lets go of it only
+		// some time after its own unmount: busy until then.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			err := syscall.Unmount(dir, 0)
+			if err == nil {
+				return
+			}
+			if err != syscall.EBUSY || time.Now().After(deadline) {
+				t.Errorf("unmount %s: %v", dir, err)
+				return
+			}
 		}
 	})
 	return dir
