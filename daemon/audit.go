@@ -117,25 +117,26 @@ func (s *Server) event(e auditEvent) error {
 
 // eventAsync is event, with the sync of a durable record in the
 // background when async is set: it returns once the record is written
-// (and logged), with the audit log's error if it could not be, and a
-// function that waits for the record's sync and returns the audit log's
-// error (logging a failed sync). With async false, it returns once the
-// record is stored as event does, and wait returns the same error.
+// (and logged), with the audit log's error if it could not be, and,
+// when it could, a function that waits for the record's sync and
+// returns the audit log's error (logging a failed sync). With async
+// false, it returns once the record is stored as event does, and wait
+// returns nil.
 func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err error) {
+	wait = synced
 	if e.Kind == eventRejected && !s.reject.allow(e.Peer.UID, s.cfg.Now()) {
-		return func() error { return nil }, nil // counted in the uid's next dropped record
+		return wait, nil // counted in the uid's next dropped record
 	}
 	r := record(e)
-	wait = func() error { return err }
 	if s.cfg.Audit != nil {
 		switch {
 		case !durable(e):
 			err = s.cfg.Audit.AppendLater(r)
 		case async:
-			var synced func() error
-			if synced, err = s.cfg.Audit.AppendAsync(r); err == nil {
+			var commit func() error
+			if commit, err = s.cfg.Audit.AppendAsync(r); err == nil {
 				wait = sync.OnceValue(func() error {
-					err := synced()
+					err := commit()
 					if err != nil {
 						s.cfg.Log.Error("cannot sync audit record", "event", string(e.Kind), "request_id", e.ID, "err", err)
 					}
@@ -182,6 +183,9 @@ func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err er
 	s.cfg.Log.Log(context.Background(), level, "audit: "+string(e.Kind), attrs...)
 	return wait, err
 }
+
+// synced is the wait of a record with nothing left to wait for.
+func synced() error { return nil }
 
 // dropped writes a dropped record (see rejectLimit) and logs it.
 func (s *Server) dropped(r *audit.Record) {
