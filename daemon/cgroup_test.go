@@ -389,16 +389,35 @@ func TestCgroupForeignShared(t *testing.T) {
 // rather than stopping the daemon: the mark is a user.* attribute, which
 // the cgroup's owner may set, not a trusted.* one, which it may not.
 // (Runs cannot start in such a namespace here: no setgroups.)
+//
+// Group rootgate exists for the test (as it does on any machine where the
+// .deb was once installed: purge keeps it) and has no gid in the
+// namespace: the daemon must still start, with its socket root's alone
+// and a warning saying why, instead of failing its chown.
 func TestCgroupMarkInUserNamespace(t *testing.T) {
 	t.Parallel()
-	// Group rootgate, which TestSocketGroup and the packaging tests make
-	// for a while, has no gid in the namespace: the socket's chown to it
-	// would fail.
 	testutil.LockGroup(t)
+	if _, err := lookupGroup("rootgate"); err != nil {
+		if out, err := exec.Command("groupadd", "--system", "rootgate").CombinedOutput(); err != nil {
+			t.Fatalf("groupadd: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("groupdel", "rootgate").Run() })
+	}
 	parent := cgroupParent(t)
 	d := startDaemon(t, opts{Prefix: []string{"unshare", "--user", "--map-root-user"}, Args: []string{"--cgroup", parent}})
 	if want := "cgroup: " + parent + ": runs contained"; !strings.Contains(d.Stderr.String(), want) {
 		t.Errorf("no %q:\n%s", want, d.Stderr)
+	}
+	if want := "group rootgate (gid "; !strings.Contains(d.Stderr.String(), want) || !strings.Contains(d.Stderr.String(), "the socket is root's alone") {
+		t.Errorf("no warning that the socket is root's alone:\n%s", d.Stderr)
+	}
+	// Seen from outside the namespace, its root is uid 0.
+	fi, err := os.Stat(d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want 0600", fi.Mode().Perm())
 	}
 }
 

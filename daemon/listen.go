@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,16 +23,58 @@ const SocketGroup = "rootgate"
 // when missing and must not be writable by anyone but its owner unless it is
 // sticky. A socket a live daemon answers on is never replaced: that is an
 // "address already in use" error; a stale one is removed first. The socket
-// ends up 0660 root:rootgate when group rootgate exists, 0600 otherwise, and
+// ends up as [SocketAccess] says (0660 root:rootgate when group rootgate
+// exists and has a gid in the daemon's user namespace, 0600 otherwise), and
 // is removed when the listener is closed.
 func Listen(path string) (*net.UnixListener, error) {
 	return listen(path, func() (os.FileMode, int) {
-		if g, err := user.LookupGroup(SocketGroup); err == nil {
-			gid, _ := strconv.Atoi(g.Gid)
-			return 0o660, gid
-		}
-		return 0o600, 0
+		mode, gid, _ := SocketAccess()
+		return mode, gid
 	})
+}
+
+// SocketAccess is the request socket's mode and group: 0660 and group
+// rootgate's gid when that group exists and its gid is mapped in this user
+// namespace, else 0600 and root's group. Where the group exists but its
+// gid has no mapping here (a daemon in a user namespace, on a machine that
+// has the group), the socket cannot be given to it: the socket is root's
+// alone, and why says so, for the daemon to log.
+func SocketAccess() (mode os.FileMode, gid int, why string) {
+	g, err := user.LookupGroup(SocketGroup)
+	if err != nil {
+		return 0o600, 0, ""
+	}
+	id, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return 0o600, 0, fmt.Sprintf("group %s has gid %q, not a number: the socket is root's alone", SocketGroup, g.Gid)
+	}
+	if !idMapped("/proc/self/gid_map", uint32(id)) {
+		return 0o600, 0, fmt.Sprintf("group %s (gid %d) has no gid in this user namespace: the socket is root's alone", SocketGroup, id)
+	}
+	return 0o660, id, ""
+}
+
+// idMapped reports whether id falls in one of the ranges of the id map
+// file (uid_map or gid_map: "inside outside count" lines) as an id inside
+// this namespace. A map that cannot be read is taken for the initial
+// namespace's, which maps every id.
+func idMapped(mapFile string, id uint32) bool {
+	b, err := os.ReadFile(mapFile)
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		in, err1 := strconv.ParseUint(f[0], 10, 32)
+		n, err2 := strconv.ParseUint(f[2], 10, 32)
+		if err1 == nil && err2 == nil && uint64(id) >= in && uint64(id) < in+n {
+			return true
+		}
+	}
+	return false
 }
 
 // ListenApprovers binds the approver socket at path like Listen, with mode

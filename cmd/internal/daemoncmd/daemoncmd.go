@@ -535,6 +535,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		if ln, err = daemon.Listen(o.socket); err != nil {
 			return err
 		}
+		if _, _, why := daemon.SocketAccess(); why != "" {
+			log.Warn(why)
+		}
 		if o.approverSock != "" {
 			if aln, err = daemon.ListenApprovers(o.approverSock, admit.Open()); err != nil {
 				ln.Close()
