@@ -122,7 +122,28 @@ type Stage struct {
 	Argv   []string `json:"argv"`   // as requested; Argv[0] as written
 	Path   string   `json:"path"`   // resolved absolute path that will be executed
 	Target string   `json:"target"` // the real path of the file that runs, when it differs from Path, else ""
+	// Content is set when someone other than root may change the file
+	// (or which file Path leads to): the daemon captured its bytes when
+	// the request was received, and the run executes exactly those.
+	Content *Content `json:"content,omitempty"`
 }
+
+// Content is a stage's captured file, as the daemon read it.
+type Content struct {
+	SHA256 string `json:"sha256"` // of all of it, lowercase hex
+	Size   int64  `json:"size"`
+	// Text is its first ContentShownBytes bytes when it is a script
+	// (not an ELF image), to show; Whole says that is all of it.
+	Text  []byte `json:"text,omitempty"`
+	Whole bool   `json:"whole,omitempty"`
+	// Beside names the script's directory when someone other than root
+	// may change what is in it: files the script reads or runs from
+	// there are theirs to change, after the approval too.
+	Beside string `json:"beside,omitempty"`
+}
+
+// ContentShownBytes is how much of a captured script a prompt shows.
+const ContentShownBytes = 64 << 10
 
 // Prompt is everything an approver is shown about a request. Every string
 // in it except Path/Target comes from the requester and must be displayed

@@ -176,6 +176,9 @@ func render(p *Prompt, wholeStdin bool) string {
 	for i, s := range p.Stages {
 		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
 		fmt.Fprintf(&b, "      executable: %s\n", describePath(s))
+		if c := s.Content; c != nil {
+			renderContent(&b, c, wholeStdin)
+		}
 	}
 	if p.NoGrant != "" {
 		// The kernel finds an interpreter by its path when the run
@@ -191,6 +194,43 @@ func render(p *Prompt, wholeStdin bool) string {
 	}
 	return b.String()
 }
+
+// renderContent writes what a prompt says of a stage's captured file: its
+// size and SHA-256, that exactly this runs, and, for a script, its text
+// (the first lines as a preview, or all that is kept in a pager) on lines
+// marked as the requester's, since the requester may have written it.
+func renderContent(b *strings.Builder, c *Content, whole bool) {
+	fmt.Fprintf(b, "      content:    %d bytes, SHA-256 %s, read when the request came:\n", c.Size, c.SHA256)
+	b.WriteString("                  exactly this runs, whatever is done to the file from now on\n")
+	if c.Beside != "" {
+		fmt.Fprintf(b, "      WARNING:    others than root may change the files beside it in %s:\n", termsafe.Quote(c.Beside))
+		b.WriteString("                  what it reads or runs from there is theirs, after you approve too\n")
+	}
+	if len(c.Text) == 0 {
+		return
+	}
+	lines := strings.Split(string(c.Text), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	shown := len(lines)
+	if !whole {
+		shown = min(shown, contentPreviewLines)
+	}
+	for i, line := range lines[:shown] {
+		fmt.Fprintf(b, "%s%-8s %s\n", RequesterMark, fmt.Sprintf("file %d:", i+1), termsafe.Quote(line))
+	}
+	switch {
+	case shown < len(lines) || !c.Whole && !whole:
+		fmt.Fprintf(b, "      (the rest of the file, %d bytes in all, is in the pager)\n", c.Size)
+	case !c.Whole:
+		fmt.Fprintf(b, "      (%d bytes of it shown; the rest, to %d bytes, is not: read the file's SHA-256)\n", len(c.Text), c.Size)
+	}
+}
+
+// contentPreviewLines is how many lines of a captured script the short
+// form of a prompt shows.
+const contentPreviewLines = 5
 
 // describePath is a stage's resolved executable for display.
 func describePath(s Stage) string {

@@ -383,6 +383,9 @@ func run(p *runPlan) *audit.Run {
 	}
 	for i, st := range p.stages {
 		r.Stages[i] = audit.Stage{Path: st.Path, Target: st.Target}
+		if st.Content != nil {
+			r.Stages[i].SHA256 = st.Content.SHA256
+		}
 	}
 	return r
 }

@@ -27,6 +27,9 @@ import (
 var rootgated, rootgateBin string
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(mmapEnv); path != "" {
+		os.Exit(mmapWriter(path))
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "daemon tests run real daemons and need root")
 		os.Exit(1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
@@ -184,6 +185,7 @@ func (p *runPlan) open() error {
 		return wire.CwdMissingError(req.Cwd)
 	}
 	p.cwd = cwd
+	budget := int64(pipeline.MaxCapture)
 	for i, argv := range req.Pipeline {
 		// The file found is the file pinned: one open.
 		exe, pin, err := pipeline.ResolvePinnedIn(argv[0], cwd, p.search)
@@ -198,8 +200,34 @@ func (p *runPlan) open() error {
 		}
 		p.pinned = append(p.pinned, pin)
 		p.stages[i] = approval.Stage{Argv: argv, Path: exe.Path, Target: exe.Target}
+		// A run with more than the requester's own rights executes
+		// exactly the bytes read now, before anyone is asked, of a file
+		// someone other than root may change.
+		own := !req.Privileged || p.peer.UID == 0
+		used, err := pin.Capture(own, budget)
+		if err != nil {
+			return wire.ResolveError(i+1, err)
+		}
+		budget -= used
+		if c := pin.Content(); c != nil {
+			p.stages[i].Content = shownContent(pin, c)
+		}
 	}
 	return nil
+}
+
+// shownContent is what a prompt shows of a stage's captured file c: its
+// hash and size, a script's text, and whether the files beside it are
+// root's alone.
+func shownContent(pin *pipeline.Pinned, c *pipeline.Content) *approval.Content {
+	shown := &approval.Content{SHA256: c.SHA256(), Size: c.Size()}
+	if pin.Interpreted() {
+		shown.Text, shown.Whole = c.Head(approval.ContentShownBytes)
+		if dir := filepath.Dir(pin.Real); rootpath.Entry(pin.Real) != nil {
+			shown.Beside = dir
+		}
+	}
+	return shown
 }
 
 // leftOutHolding names the first directory of the fixed search path that

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -303,6 +304,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 			return fail(errAudit)
 		}
 		log.Error("run failed to start", "err", err)
+		if d.After != nil {
+			// The person who approved learns that nothing ran, and
+			// why: a file swapped after the approval is news to them.
+			d.After.Outcome(req.ID, "not run: "+termsafe.Sanitize(err.Error()))
+		}
 		return fail(wire.StartError(err))
 	}
 	if res.KillErr != nil {

@@ -43,6 +43,13 @@ type Pinned struct {
 	// interpreted: the file is not ELF, so the kernel hands it to an
 	// interpreter (#!, binfmt_misc) that opens it by the name it is given.
 	interpreted bool
+	// mode is how the run executes the file: set at Pin, and by Capture.
+	mode execMode
+	// content is the file's bytes captured by Capture; nil if none were.
+	content *Content
+	// interp and interpArg are the #! line's interpreter and argument,
+	// for a file run fromMount.
+	interp, interpArg string
 }
 
 // Pin opens the executable at path (following symlinks, as exec does, but
@@ -87,6 +94,11 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 		return nil, fmt.Errorf("pin %s: %w", path, err)
 	}
 	p.interpreted = !isELF(head)
+	if p.interpreted {
+		// Until Capture decides otherwise: a sealed copy made at the
+		// start, run as /proc/self/fd/3.
+		p.mode = fromDescriptor3
+	}
 	return p, nil
 }
 
@@ -291,8 +303,13 @@ func readHead(f *os.File) (head [binprmBufSize]byte, err error) {
 	return head, nil
 }
 
-// Close releases the held descriptor.
-func (p *Pinned) Close() error { return p.f.Close() }
+// Close releases the held descriptor and the captured content.
+func (p *Pinned) Close() error {
+	if p.content != nil {
+		p.content.Close()
+	}
+	return p.f.Close()
+}
 
 // Interpreted reports whether the pinned file is not an ELF binary but a
 // file the kernel hands to an interpreter (a #! script, a binfmt_misc
@@ -365,8 +382,12 @@ func (p *Pinned) sealedCopy(name string, limit int64) (*os.File, error) {
 var ErrChanged = errors.New("changed since it was resolved")
 
 // check reports an error wrapping ErrChanged unless Path still names the
-// pinned file and the file is unchanged.
+// pinned file and the file is unchanged. A file whose content was captured
+// needs neither: its content runs, whatever became of the file.
 func (p *Pinned) check() error {
+	if p.content != nil {
+		return nil
+	}
 	var now, there unix.Stat_t
 	if err := unix.Fstat(int(p.f.Fd()), &now); err != nil {
 		return fmt.Errorf("%s: %w", p.Path, err)
@@ -385,11 +406,17 @@ func unchanged(a, b *unix.Stat_t) bool {
 }
 
 // Identity names the pinned file as it was when pinned: its device and
-// inode, owner, mode, size and change times. Two pins with the same
-// Identity held the same unmodified file; a file replaced behind its path,
-// or written to, has another.
+// inode, owner, mode, size and change times, and, when its content was
+// captured ([Pinned.Capture]), that content's SHA-256. Two pins with the
+// same Identity held the same unmodified file; a file replaced behind its
+// path, or written to, has another, and so does a captured file written
+// to in a way that changes none of its times (through a shared mapping).
 func (p *Pinned) Identity() string {
 	s := &p.st
-	return fmt.Sprintf("dev=%d ino=%d uid=%d gid=%d mode=%o size=%d mtime=%d.%09d ctime=%d.%09d",
+	id := fmt.Sprintf("dev=%d ino=%d uid=%d gid=%d mode=%o size=%d mtime=%d.%09d ctime=%d.%09d",
 		s.Dev, s.Ino, s.Uid, s.Gid, s.Mode, s.Size, s.Mtim.Sec, s.Mtim.Nsec, s.Ctim.Sec, s.Ctim.Nsec)
+	if p.content != nil {
+		id += " sha256=" + p.content.SHA256()
+	}
+	return id
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,6 +28,10 @@ type stage struct {
 	begin    time.Time
 	end      time.Time
 	stderr   Capture
+
+	// unshared: the stage's thread left the process's mount namespace
+	// (fromMount), so it must end with the goroutine, never serve another.
+	unshared bool
 
 	mu     sync.Mutex // guards reaped; held while signalling the group
 	reaped bool       // the leader is reaped (or about to be): its pid may be reused
@@ -47,7 +53,11 @@ func (s *stage) run(gate func() error, started, exited chan<- struct{}) {
 	// With Pdeathsig, the child is killed when the thread that started it
 	// exits; keep that thread (and so the child) alive until the reap.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	defer func() {
+		if !s.unshared {
+			runtime.UnlockOSThread()
+		}
+	}()
 
 	s.begin = time.Now()
 	reaper.starting.RLock()
@@ -92,17 +102,24 @@ func (s *stage) run(gate func() error, started, exited chan<- struct{}) {
 }
 
 // start starts the stage's process. A pinned file is executed, and a held
-// working directory entered, through a descriptor (/proc/self/fd/N).
+// working directory entered, through a descriptor (/proc/self/fd/N), or by
+// its path, as its Pinned's mode says:
 //
-// An interpreted file runs from a sealed copy of it (Pinned.sealedCopy),
-// which goes to the child as its descriptor 3 (ExtraFiles): exec's child
-// side puts it in place with the stage's stdin, stdout and stderr, and the
-// interpreter opens it again by the name the kernel gives it,
-// /proc/self/fd/3.
-//
-// An ELF file someone other than root and the run's user may write runs
-// from a sealed copy too (Pinned.othersMayWrite): the kernel reads it at
-// exec, after the last check.
+//   - byDescriptor: an ELF image runs through its held descriptor, or
+//     through its captured Content; one not captured that someone other
+//     than root and the run's user may write runs from a sealed copy made
+//     here (Pinned.othersMayWrite): the kernel reads it at exec, after the
+//     last check.
+//   - byPath: a script runs by the name it was asked by (startByPath).
+//   - fromMount: a captured script runs by that name too, in a mount
+//     namespace of the stage's own where the name leads to its Content;
+//     the interpreter is executed directly and traced until it opened it
+//     (startFromMount).
+//   - fromDescriptor3: the Content (or, uncaptured, a sealed copy made
+//     here) goes to the child as its descriptor 3 (ExtraFiles): exec's
+//     child side puts it in place with the stage's stdin, stdout and
+//     stderr, and the interpreter opens it again by the name the kernel
+//     gives it, /proc/self/fd/3.
 //
 // An ELF file's descriptor, and the directory's, stay close-on-exec: they
 // are duplicated onto numbers above what the child's side of exec may
@@ -124,12 +141,28 @@ func (s *stage) start() error {
 		defer null.Close()
 		s.cmd.Stdin = null
 	}
-	if s.pin != nil && s.pin.interpreted {
-		script, err := s.pin.sealedCopy("rootgate-script", maxScript)
+	var mounted *unix.Stat_t // the content mounted over the script's name (fromMount)
+	name := s.execName()
+	switch {
+	case s.pin == nil:
+	case s.pin.mode == byPath:
+		s.cmd.Path = name
+	case s.pin.mode == fromMount:
+		st, err := s.mountContent(name)
 		if err != nil {
 			return err
 		}
-		defer script.Close()
+		mounted = st
+	case s.pin.mode == fromDescriptor3:
+		script := s.pin.content.file()
+		if script == nil {
+			copied, err := s.pin.sealedCopy("rootgate-script", maxScript)
+			if err != nil {
+				return err
+			}
+			defer copied.Close()
+			script = copied
+		}
 		s.cmd.ExtraFiles = []*os.File{script}
 		s.cmd.Path = "/proc/self/fd/3"
 	}
@@ -152,9 +185,12 @@ func (s *stage) start() error {
 		}
 		return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
 	}
-	if s.pin != nil && !s.pin.interpreted {
+	if s.pin != nil && s.pin.mode == byDescriptor {
 		image := s.pin.f
-		if s.pin.othersMayWrite(s.runUID()) {
+		switch {
+		case s.pin.content != nil:
+			image = s.pin.content.f
+		case s.pin.othersMayWrite(s.runUID()):
 			copied, err := s.pin.sealedCopy("rootgate-image", maxImage)
 			if err != nil {
 				return err
@@ -180,7 +216,70 @@ func (s *stage) start() error {
 	err := s.cmd.Start()
 	runtime.KeepAlive(s.pin)
 	runtime.KeepAlive(s.dir)
-	return err
+	if err != nil || mounted == nil {
+		return err
+	}
+	if err := traceScriptOpen(s.cmd.Process.Pid, name, mounted.Dev, mounted.Ino); err != nil {
+		_ = s.cmd.Wait()
+		return fmt.Errorf("%s: %w", s.shown, err)
+	}
+	return nil
+}
+
+// execName is the name a script is run by: the one the request gave when
+// it holds a '/' (a relative one is looked up in the working directory,
+// as sudo runs it), else the path it was found at. The kernel hands it to
+// the interpreter, which is how a script knows its own name ($0) and
+// finds the files beside it.
+func (s *stage) execName() string {
+	if strings.Contains(s.cmd.Args[0], "/") {
+		return s.cmd.Args[0]
+	}
+	return s.shown
+}
+
+// mountContent makes the stage's thread a mount namespace of its own,
+// which no mount made in it leaves, mounts the pinned script's Content
+// there read-only over the file its name leads to (from the working
+// directory), and sets the stage to run its interpreter directly, traced
+// from its start (see traceScriptOpen), with the argv the kernel would
+// have built from the #! line. It returns the mounted file's status.
+func (s *stage) mountContent(name string) (*unix.Stat_t, error) {
+	fail := func(err error) (*unix.Stat_t, error) {
+		return nil, fmt.Errorf("%s: mount its captured content: %w", s.shown, err)
+	}
+	// From here on, this thread is no longer like the others.
+	s.unshared = true
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fail(err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fail(err)
+	}
+	tree, err := s.pin.content.detachedMount()
+	if err != nil {
+		return fail(err)
+	}
+	defer unix.Close(tree)
+	at := unix.AT_FDCWD
+	if s.dir != nil && !filepath.IsAbs(name) {
+		at = int(s.dir.Fd())
+	}
+	if err := unix.MoveMount(tree, "", at, name, unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_SYMLINKS); err != nil {
+		return fail(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(tree, &st); err != nil {
+		return fail(err)
+	}
+	argv := []string{s.pin.interp}
+	if s.pin.interpArg != "" {
+		argv = append(argv, s.pin.interpArg)
+	}
+	s.cmd.Args = append(append(argv, name), s.cmd.Args[1:]...)
+	s.cmd.Path = s.pin.interp
+	s.cmd.SysProcAttr.Ptrace = true
+	return &st, nil
 }
 
 // runUID is the user the stage runs as: its credential's, or this

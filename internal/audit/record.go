@@ -234,6 +234,10 @@ type Run struct {
 type Stage struct {
 	Path   string `json:"path"`
 	Target string `json:"target,omitempty"`
+	// SHA256 is the SHA-256 of the file's content the daemon captured
+	// when the request came, and ran, when someone other than root may
+	// change the file; absent for a file only root can change.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Result is how a run ended. Output is never recorded, only its size and
