@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
@@ -231,5 +232,37 @@ func TestApprovalBindsContent(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no record of %s holds the content's SHA-256 %s", p.ID, p.Request.Stages[0].Content.SHA256)
+	}
+}
+
+// TestCapturedScriptFindsItsSiblings: a requester's installer, asked as
+// ./install.sh from its own directory, runs captured and under the name
+// it was asked by, as sudo runs it: $0 is ./install.sh, and the library
+// it sources from "$(dirname "$0")" is found. The prompt says that the
+// files beside it are the requester's to change.
+func TestCapturedScriptFindsItsSiblings(t *testing.T) {
+	t.Parallel()
+	d := approverDaemon(t)
+	a := attachRaw(t, d)
+	openToAll(t, d)
+	agent := addTestUser(t, "rgsibl")
+	dir := shortDir(t)
+	if err := os.Chown(dir, int(agent.uid), int(agent.gid)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "install.sh"), "#!/bin/sh\n. \"$(dirname \"$0\")/lib.sh\"\necho \"$0 $LIB $(id -u)\"\n", &agent)
+	writeFile(t, filepath.Join(dir, "lib.sh"), "LIB=sourced\n", &agent)
+	ch := askAs(d, agent, []uint32{}, request(map[string]any{"pipeline": [][]string{{"./install.sh"}}, "cwd": dir}))
+	p := a.prompt()
+	c := p.Request.Stages[0].Content
+	if c == nil || c.Beside != dir {
+		t.Fatalf("the prompt shows %+v, want the capture, and its directory as the requester's", c)
+	}
+	if text := approval.RenderWhole(p.Request); !strings.Contains(text, "others than root may change the files beside it in "+dir) || !strings.Contains(text, `file 2:`) {
+		t.Errorf("the prompt does not show the script and warn of its directory:\n%s", text)
+	}
+	a.decide(p, true)
+	if r := <-ch; r.Status != wire.StatusOK || string(r.Stdout) != "./install.sh sourced 0\n" {
+		t.Fatalf("got %s (stdout %q), want the installer run under its name, its library found", r.raw, r.Stdout)
 	}
 }

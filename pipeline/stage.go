@@ -32,6 +32,9 @@ type stage struct {
 	// unshared: the stage's thread left the process's mount namespace
 	// (fromMount), so it must end with the goroutine, never serve another.
 	unshared bool
+	// ownDir: dir was opened for this stage alone (in its own mount
+	// namespace), to close once it started.
+	ownDir bool
 
 	mu     sync.Mutex // guards reaped; held while signalling the group
 	reaped bool       // the leader is reaped (or about to be): its pid may be reused
@@ -216,6 +219,9 @@ func (s *stage) start() error {
 	err := s.cmd.Start()
 	runtime.KeepAlive(s.pin)
 	runtime.KeepAlive(s.dir)
+	if s.ownDir {
+		s.dir.Close()
+	}
 	if err != nil || mounted == nil {
 		return err
 	}
@@ -262,8 +268,19 @@ func (s *stage) mountContent(name string) (*unix.Stat_t, error) {
 	}
 	defer unix.Close(tree)
 	at := unix.AT_FDCWD
-	if s.dir != nil && !filepath.IsAbs(name) {
-		at = int(s.dir.Fd())
+	if s.dir != nil {
+		// The held directory is reached through the daemon's own mount
+		// namespace, where lookups from it would not see the mount: it
+		// is opened again here, by its path, and must be the same.
+		dir, err := sameDirHere(s.dir, s.cmd.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.dir = dir
+		s.ownDir = true
+		if !filepath.IsAbs(name) {
+			at = int(dir.Fd())
+		}
 	}
 	if err := unix.MoveMount(tree, "", at, name, unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_SYMLINKS); err != nil {
 		return fail(err)
@@ -280,6 +297,26 @@ func (s *stage) mountContent(name string) (*unix.Stat_t, error) {
 	s.cmd.Path = s.pin.interp
 	s.cmd.SysProcAttr.Ptrace = true
 	return &st, nil
+}
+
+// sameDirHere opens the directory at path in the calling thread's mount
+// namespace, and checks that it is the directory held: the same device
+// and inode. A directory renamed since it was opened fails the check.
+func sameDirHere(held *os.File, path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s %w: %w", strconv.Quote(path), ErrChanged, err)
+	}
+	var here, there unix.Stat_t
+	if err := unix.Fstat(fd, &here); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Fstat(int(held.Fd()), &there); err != nil || !sameFile(&here, &there) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s %w", strconv.Quote(path), ErrChanged)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // runUID is the user the stage runs as: its credential's, or this
