@@ -149,17 +149,20 @@ const ContentShownBytes = 64 << 10
 // in it except Path/Target comes from the requester and must be displayed
 // literally and escaped. Its JSON form travels to attached approvers.
 type Prompt struct {
-	ID           string            `json:"id"`
-	Host         string            `json:"host"`
-	Session      string            `json:"session"`
-	Version      string            `json:"version"` // client's version
-	Time         time.Time         `json:"time"`
-	Reason       string            `json:"reason"`
-	Requester    Requester         `json:"requester"`
-	Stages       []Stage           `json:"stages"`
-	Privileged   bool              `json:"privileged"`
-	RunAs        string            `json:"run_as"` // user name the run will have
-	Cwd          string            `json:"cwd"`
+	ID         string    `json:"id"`
+	Host       string    `json:"host"`
+	Session    string    `json:"session"`
+	Version    string    `json:"version"` // client's version
+	Time       time.Time `json:"time"`
+	Reason     string    `json:"reason"`
+	Requester  Requester `json:"requester"`
+	Stages     []Stage   `json:"stages"`
+	Privileged bool      `json:"privileged"`
+	RunAs      string    `json:"run_as"` // user name the run will have
+	Cwd        string    `json:"cwd"`
+	// CwdOthers: someone other than root may change what is in Cwd, so
+	// what a privileged run reads from there is theirs to change.
+	CwdOthers    bool              `json:"cwd_others,omitempty"`
 	Env          map[string]string `json:"env"`
 	Stdin        []byte            `json:"stdin"`
 	ForwardAgent bool              `json:"forward_agent"`

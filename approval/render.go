@@ -106,6 +106,9 @@ func render(p *Prompt, wholeStdin bool) string {
 		cwd = termsafe.Quote(p.Cwd)
 	}
 	field("Directory:", cwd)
+	if p.CwdOthers {
+		more("WARNING: others than root may change the files in it: what the run reads from there is theirs")
+	}
 	if len(p.Env) == 0 {
 		field("Environment:", "only PATH, HOME, USER, LOGNAME, SHELL of the run-as user")
 	} else {

@@ -258,7 +258,8 @@ func TestCapturedScriptFindsItsSiblings(t *testing.T) {
 	if c == nil || c.Beside != dir {
 		t.Fatalf("the prompt shows %+v, want the capture, and its directory as the requester's", c)
 	}
-	if text := approval.RenderWhole(p.Request); !strings.Contains(text, "others than root may change the files beside it in "+dir) || !strings.Contains(text, `file 2:`) {
+	if text := approval.RenderWhole(p.Request); !p.Request.CwdOthers || !strings.Contains(text, "WARNING: others than root may change the files in it") ||
+		!strings.Contains(text, "others than root may change the files beside it in "+dir) || !strings.Contains(text, `file 2:`) {
 		t.Errorf("the prompt does not show the script and warn of its directory:\n%s", text)
 	}
 	a.decide(p, true)

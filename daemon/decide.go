@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -93,6 +94,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		RunAs:        p.account.Name,
 		Named:        p.named,
 		Cwd:          p.cwd,
+		CwdOthers:    req.Privileged && p.peer.UID != 0 && rootpath.Entry(filepath.Join(p.cwd, "entry")) != nil,
 		Env:          req.Env,
 		Stdin:        req.Stdin,
 		ForwardAgent: req.ForwardAgent,
