@@ -102,3 +102,53 @@ func BenchmarkInterpreters(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScript runs a one-line #! script three ways, so that what a
+// captured script costs is seen beside what it saves no one: by its path
+// (a script only root can change), captured and run from its capture
+// mounted over its name in a mount namespace of its own, its interpreter
+// traced to its open of the script (a script the requester may write,
+// run as root), and the capture alone (docs/performance.md):
+//
+//	go test -run '^$' -bench Script -count 5 ./pipeline/
+func BenchmarkScript(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil { // others may change it
+		b.Fatal(err)
+	}
+	script := dir + "/job"
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, capture bool) {
+		for b.Loop() {
+			exe, pin, err := ResolvePinned(script, "/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := pin.Capture(!capture, MaxCapture); err != nil {
+				b.Fatal(err)
+			}
+			c := &Cmd{Argv: [][]string{{script}}, Paths: []string{exe.Path}, Pinned: []*Pinned{pin}}
+			res, err := c.Run(context.Background())
+			pin.Close()
+			if err != nil || res.Stages[0].ExitCode != 0 {
+				b.Fatalf("run: %v %+v", err, res)
+			}
+		}
+	}
+	b.Run("by-path", func(b *testing.B) { run(b, false) })
+	b.Run("captured", func(b *testing.B) { run(b, true) })
+	b.Run("capture-only", func(b *testing.B) {
+		for b.Loop() {
+			_, pin, err := ResolvePinned(script, "/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := pin.Capture(false, MaxCapture); err != nil || pin.Content() == nil {
+				b.Fatal(err)
+			}
+			pin.Close()
+		}
+	})
+}
