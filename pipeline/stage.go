@@ -150,13 +150,15 @@ func (s *stage) start() error {
 	case s.pin == nil:
 	case s.pin.mode == byPath:
 		s.cmd.Path = name
-	case s.pin.mode == fromMount:
+	case s.pin.mode == fromMount && s.unshare() == nil:
 		st, err := s.mountContent(name)
 		if err != nil {
 			return err
 		}
 		mounted = st
-	case s.pin.mode == fromDescriptor3:
+	case s.pin.mode == fromMount, s.pin.mode == fromDescriptor3:
+		// fromMount where no mount namespace may be made (a container
+		// without CAP_SYS_ADMIN): the capture runs as /proc/self/fd/3.
 		script := s.pin.content.file()
 		if script == nil {
 			copied, err := s.pin.sealedCopy("rootgate-script", maxScript)
@@ -244,8 +246,18 @@ func (s *stage) execName() string {
 	return s.shown
 }
 
-// mountContent makes the stage's thread a mount namespace of its own,
-// which no mount made in it leaves, mounts the pinned script's Content
+// unshare gives the stage's thread a mount namespace of its own; the
+// thread then ends with the stage's goroutine.
+func (s *stage) unshare() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return err
+	}
+	s.unshared = true
+	return nil
+}
+
+// mountContent, in the stage's own mount namespace (unshare), makes no
+// mount made in it leave it, mounts the pinned script's Content
 // there read-only over the file its name leads to (from the working
 // directory), and sets the stage to run its interpreter directly, traced
 // from its start (see traceScriptOpen), with the argv the kernel would
@@ -253,11 +265,6 @@ func (s *stage) execName() string {
 func (s *stage) mountContent(name string) (*unix.Stat_t, error) {
 	fail := func(err error) (*unix.Stat_t, error) {
 		return nil, fmt.Errorf("%s: mount its captured content: %w", s.shown, err)
-	}
-	// From here on, this thread is no longer like the others.
-	s.unshared = true
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return fail(err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fail(err)
