@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -62,24 +64,52 @@ func traceScriptOpen(pid int, name string, dev, ino uint64) error {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return err
 	}
+	// An interpreter that blocks before it opens the script (one the #!
+	// line chose to wait for its input) would hold the stage here, where
+	// no time limit of the run applies yet: it is killed. Its pid stays
+	// its own until reaped, which only this stage does.
+	// Whichever comes first, the watchdog or the tracer letting the
+	// tracee go, decides: 1 let go, 2 killed.
+	var state atomic.Int32
+	watchdog := time.AfterFunc(maxTraceTime, func() {
+		if state.CompareAndSwap(0, 2) {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	})
+	defer watchdog.Stop()
+	letGo := func() bool { return state.CompareAndSwap(0, 1) }
+	_, err := traceScript(pid, name, dev, ino, kill, letGo)
+	if state.Load() == 2 {
+		return kill(fmt.Errorf("%w within %v", errNoOpen, maxTraceTime))
+	}
+	return err
+}
+
+// maxTraceTime bounds the time from an interpreter's exec to its open of
+// the script.
+const maxTraceTime = 10 * time.Second
+
+// traceScript is traceScriptOpen's loop; exited says the tracee exited
+// (or was killed) while traced.
+func traceScript(pid int, name string, dev, ino uint64, kill func(error) error, letGo func() bool) (exited bool, _ error) {
 	exited, _, err := traceStop(pid)
 	if err != nil || exited {
-		return err
+		return exited, err
 	}
 	if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_TRACESYSGOOD|unix.PTRACE_O_EXITKILL); err != nil {
-		return kill(fmt.Errorf("trace: %w", err))
+		return false, kill(fmt.Errorf("trace: %w", err))
 	}
 	sig := 0
 	var nr uint64
 	var pathArg uint64
 	for range maxTracedSyscalls {
 		if err := unix.PtraceSyscall(pid, sig); err != nil {
-			return kill(fmt.Errorf("trace: %w", err))
+			return false, kill(fmt.Errorf("trace: %w", err))
 		}
 		sig = 0
 		exited, status, err := traceStop(pid)
 		if err != nil || exited {
-			return err
+			return exited, err
 		}
 		switch status {
 		case int(unix.SIGTRAP) | 0x80: // a system call's entry or exit
@@ -91,19 +121,19 @@ func traceScriptOpen(pid int, name string, dev, ino uint64) error {
 		}
 		var info syscallInfo
 		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, ptraceGetSyscallInfo, uintptr(pid), unsafe.Sizeof(info), uintptr(unsafe.Pointer(&info)), 0, 0); e != 0 {
-			return kill(fmt.Errorf("trace: %w", e))
+			return false, kill(fmt.Errorf("trace: %w", e))
 		}
 		switch info.op {
 		case syscallInfoEntry:
 			if info.arch != nativeAuditArch {
-				return kill(fmt.Errorf("%w: a system call of another architecture", errNoOpen))
+				return false, kill(fmt.Errorf("%w: a system call of another architecture", errNoOpen))
 			}
 			nr = info.data[0]
 			args := info.data[1:7]
 			if at, ok := openCalls[nr]; ok {
 				pathArg = args[at]
 			} else if startsProcess(pid, nr, args) {
-				return kill(fmt.Errorf("%w: it started another process first", errNoOpen))
+				return false, kill(fmt.Errorf("%w: it started another process first", errNoOpen))
 			}
 		case syscallInfoExit:
 			if _, ok := openCalls[nr]; !ok || int64(info.data[0]) < 0 {
@@ -112,23 +142,26 @@ func traceScriptOpen(pid int, name string, dev, ino uint64) error {
 			fd := int64(info.data[0])
 			var st unix.Stat_t
 			if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.FormatInt(fd, 10), &st); err != nil {
-				return kill(fmt.Errorf("trace: %w", err))
+				return false, kill(fmt.Errorf("trace: %w", err))
 			}
 			if st.Dev == dev && st.Ino == ino {
 				// The content: let it read on, untraced.
-				if err := unix.PtraceDetach(pid); err != nil {
-					return kill(fmt.Errorf("trace: %w", err))
+				if !letGo() {
+					return false, nil // killed meanwhile
 				}
-				return nil
+				if err := unix.PtraceDetach(pid); err != nil {
+					return false, kill(fmt.Errorf("trace: %w", err))
+				}
+				return false, nil
 			}
 			if path, err := tracedString(pid, pathArg); err != nil {
-				return kill(fmt.Errorf("trace: %w", err))
+				return false, kill(fmt.Errorf("trace: %w", err))
 			} else if path == name {
-				return kill(fmt.Errorf("%s %w: its name led to another file when its interpreter opened it", strconv.Quote(name), ErrChanged))
+				return false, kill(fmt.Errorf("%s %w: its name led to another file when its interpreter opened it", strconv.Quote(name), ErrChanged))
 			}
 		}
 	}
-	return kill(fmt.Errorf("%w: more than %d system calls before it did", errNoOpen, maxTracedSyscalls))
+	return false, kill(fmt.Errorf("%w: more than %d system calls before it did", errNoOpen, maxTracedSyscalls))
 }
 
 // traceStop waits for the tracee's next stop and consumes it, returning
