@@ -234,6 +234,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", cause)})
 		return s.gone(ctx, req.ID)
 	}
+	setSudoEnv(plan)
 	if req.ForwardAgent {
 		if d.Agent == nil { // allowed by policy, or by an approver without one
 			return fail(wire.ErrNoAgent)

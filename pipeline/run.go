@@ -49,6 +49,10 @@ type Cmd struct {
 	// Env is every stage's whole environment (see [Env]). Nil means an
 	// empty environment, never the daemon's.
 	Env []string
+	// StageEnv, when set, holds entries added to Env for one stage alone
+	// (such as the stage's own SUDO_COMMAND); nil or shorter than Argv
+	// adds none to the stages past its end.
+	StageEnv [][]string
 	// Dir is the working directory, an absolute path; "" means "/". The
 	// run-as user must be able to enter it.
 	Dir string
@@ -316,7 +320,13 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		if a := c.Account; a != nil {
 			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
 		}
-		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
+		stageEnv := env
+		if i < len(c.StageEnv) && len(c.StageEnv[i]) > 0 {
+			// Before the tag, which stays last.
+			n := len(env) - tagEntries(r.tag)
+			stageEnv = slices.Concat(env[:n], c.StageEnv[i], env[n:])
+		}
+		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: stageEnv, Dir: dir, SysProcAttr: attr}
 		s := &stage{cmd: cmd, dir: c.DirFile}
 		if c.Pinned != nil {
 			s.pin, s.shown = c.Pinned[i], c.Paths[i]

@@ -380,3 +380,12 @@ func hasEnv(pid int, entry []byte) (has, env bool) {
 	}
 	return false, len(b) > 0
 }
+
+// tagEntries is how many entries the run's tag adds at the end of its
+// environment: one, unless the run has none (it runs in a cgroup).
+func tagEntries(tag string) int {
+	if tag == "" {
+		return 0
+	}
+	return 1
+}
