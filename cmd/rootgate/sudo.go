@@ -403,9 +403,14 @@ func withoutPassword(data []byte) []byte {
 
 // sudoReport is report for a sudo command line argv, but for a command
 // that is not found: that is said in sudo's words, with sudo's exit code 1.
+// A command killed by a signal ends rootgate sudo by the same signal, as
+// with sudo (see exitSignal).
 // The daemon's own message follows when it says more (a directory left
 // out of the search path of privileged runs).
 func sudoReport(resp *wire.Response, stdout, stderr io.Writer, argv []string) int {
+	if resp.Status == wire.StatusOK && len(resp.Stages) > 0 {
+		noteSignalDeath(resp.Stages[len(resp.Stages)-1].Signal)
+	}
 	if resp.Status != wire.StatusError || resp.Code != wire.CodeNotFound || len(argv) == 0 {
 		return report(resp, stdout, stderr)
 	}
