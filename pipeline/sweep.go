@@ -58,8 +58,8 @@ func registered(pid int) bool {
 	return reaper.stages[pid]
 }
 
-// newRunTag makes a run's tag.
-func newRunTag() string {
+// NewRunTag makes a run's tag (see [Cmd].Tag).
+func NewRunTag() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails on Linux
 	return hex.EncodeToString(b[:])
