@@ -269,12 +269,14 @@ type runner struct {
 	exited  chan struct{} // a value per started stage once reaped
 
 	out     Capture
-	outTo   io.Writer      // Cmd.StdoutTo: where stdout goes as it is read, if not kept in out
-	outLeft budget         // what the stdout capture may still allocate
-	errLeft budget         // what the stderr captures, together, may still allocate
-	tag     string         // the run's RunEnvKey value, without a cgroup
-	cg      *Cgroup        // the run's cgroup, if it has one
-	gate    func() error   // Cmd.Gate, called once, by the first stage to start
+	outTo   io.Writer    // Cmd.StdoutTo: where stdout goes as it is read, if not kept in out
+	outLeft budget       // what the stdout capture may still allocate
+	errLeft budget       // what the stderr captures, together, may still allocate
+	tag     string       // the run's RunEnvKey value, without a cgroup
+	cg      *Cgroup      // the run's cgroup, if it has one
+	gate    func() error // Cmd.Gate, called once, by the first stage to start
+
+	// What a caller recording the run for a later process needs.
 	onStart func([]Leader) // Cmd.Started
 	session bool           // every stage leads a session of its own
 }
