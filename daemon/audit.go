@@ -241,13 +241,14 @@ func (s *Server) commitAudit() {
 // started and never recorded the end of, in the audit log's trail: it
 // stopped before that record was written or synced. It alone writes
 // orphaned records, one per such run: killed holds the names (without
-// "~N") of the runs' cgroups recoverOrphans killed, which only says so in
-// the record's error. A cgroup whose run's end is in the trail (the
+// "~N") of the runs' cgroups recoverOrphans killed, and swept the
+// cgroupName of the ids of the runs whose processes recoverLeftovers
+// looked for, which only says so in the record's error. A cgroup whose run's end is in the trail (the
 // daemon stopped before removing it), or whose run never started (a
 // cgroup is made after its run's started record is written, and a run
 // that failed to start has a failed record after it), is no orphaned
 // run.
-func (s *Server) recoverUnfinished(killed map[string]bool) {
+func (s *Server) recoverUnfinished(killed, swept map[string]bool) {
 	if s.cfg.Audit == nil {
 		return
 	}
@@ -258,8 +259,11 @@ func (s *Server) recoverUnfinished(killed map[string]bool) {
 	}
 	for _, id := range ids {
 		why := errUnfinished
-		if killed[cgroupName(id)] {
+		switch {
+		case killed[cgroupName(id)]:
 			why = errOrphaned
+		case swept[cgroupName(id)]:
+			why = errSwept
 		}
 		s.event(auditEvent{Kind: eventOrphaned, ID: id, Err: why})
 	}
@@ -272,6 +276,10 @@ var errUnfinished = errors.New("run started by a daemon that stopped before the 
 // errOrphaned is the error of an orphaned record whose run's cgroup
 // recoverOrphans killed.
 var errOrphaned = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; everything left of it was killed when this daemon started; how it ended is unknown")
+
+// errSwept is the error of an orphaned record whose run, without a
+// cgroup, recoverLeftovers looked for.
+var errSwept = errors.New("run started by a daemon that stopped before the run's end was recorded on disk; its processes that could be found (by its environment tag, its stages' process groups and sessions) were killed when this daemon started; how it ended is unknown")
 
 // endKind is the event that ends a run with res, given the request's
 // context (a cancelled run was cancelled by its requester going away, or

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -235,6 +236,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", cause)})
 		return s.gone(ctx, req.ID)
 	}
+	setSudoEnv(plan)
 	if req.ForwardAgent {
 		if d.Agent == nil { // allowed by policy, or by an approver without one
 			return fail(wire.ErrNoAgent)
@@ -294,11 +296,25 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 			}
 		})
 	}
+	untrack := func() {}
+	if s.cfg.Cgroups == nil {
+		// Recorded, so that the next daemon finds what is left of the
+		// run should this one die mid-run; the record goes once the run
+		// has ended and been swept.
+		end, err := s.trackRun(req.ID, plan.cmd)
+		if err != nil {
+			log.Error("run refused", "err", err)
+			return fail(wire.StartError(err))
+		}
+		untrack = sync.OnceFunc(end)
+		defer untrack()
+	}
 	// The run's stdout goes into the answer as it comes, not into the
 	// daemon's memory (docs/performance.md, "Daemon peak RSS").
 	plan.cmd.StdoutTo = stdout(req.ID)
 	began := time.Now()
 	res, err := plan.cmd.Run(ctx)
+	untrack()
 	if err != nil {
 		if synced() != nil {
 			return fail(errAudit)

@@ -270,11 +270,13 @@ func TestIdentity(t *testing.T) {
 			t.Fatalf("id -G = %q, want %q", got, w)
 		}
 	})
-	t.Run("privileged from nobody runs as root with a clean env", func(t *testing.T) {
+	t.Run("privileged from nobody runs as root with a clean env and SUDO_*", func(t *testing.T) {
 		r := wantOK(t, sendAs(t, d.Sock, nobody, nobody, []uint32{}, request(map[string]any{"pipeline": show, "env": map[string]string{"LANG": "C.UTF-8"}})))
 		rhome, rshell := passwd(t, "root")
 		w := want("0", "0\n0", rhome, "root", rshell)
 		w = strings.Replace(w, "LOGNAME=", "LANG=C.UTF-8\nLOGNAME=", 1)
+		// And what sudo sets, of the requester, from the daemon.
+		w = strings.Replace(w, "USER=root\n", "SUDO_COMMAND=/usr/bin/sh -c id -u; id -g; id -G; env | sort\nSUDO_GID=65534\nSUDO_HOME="+home+"\nSUDO_UID=65534\nSUDO_USER=nobody\nUSER=root\n", 1)
 		if got := string(r.Stdout); got != w {
 			t.Fatalf("got\n%s\nwant\n%s", got, w)
 		}

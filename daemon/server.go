@@ -258,11 +258,13 @@ func New(cfg Config) (*Server, error) {
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
 	s.policy.Store(cfg.Policy)
 	s.warnLimits(cfg.Policy)
-	var killed map[string]bool
+	var killed, swept map[string]bool
 	if cfg.Cgroups != nil {
 		killed = s.recoverOrphans()
+	} else {
+		swept = s.recoverLeftovers()
 	}
-	s.recoverUnfinished(killed)
+	s.recoverUnfinished(killed, swept)
 	if cfg.Broker != nil {
 		s.host = &remote.Host{Broker: cfg.Broker, Version: cfg.Version, Log: cfg.Log, Grants: grantKeeper{s}, Status: statusSource{s},
 			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, SilentFor: cfg.ApproverSilent}

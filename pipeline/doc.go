@@ -60,7 +60,9 @@
 // have been reaped, so a recycled pid is never hit. Run returns within
 // Timeout + KillGrace plus a fraction of a second, whatever the children do.
 // Should the calling process die, each stage's leader gets SIGKILL from the
-// kernel (PR_SET_PDEATHSIG); the rest of its group does not.
+// kernel (PR_SET_PDEATHSIG); the rest of its group does not. Without a
+// cgroup, a caller that records each run's tag ([Cmd].Tag) and stages
+// ([Cmd].Started) lets the next process find those with [KillLeftovers].
 //
 // A process that leaves its stage's session or process group (setsid,
 // setpgid, a daemon that double-forks that way) escapes the group kill.

@@ -49,6 +49,10 @@ type Cmd struct {
 	// Env is every stage's whole environment (see [Env]). Nil means an
 	// empty environment, never the daemon's.
 	Env []string
+	// StageEnv, when set, holds entries added to Env for one stage alone
+	// (such as the stage's own SUDO_COMMAND); nil or shorter than Argv
+	// adds none to the stages past its end.
+	StageEnv [][]string
 	// Dir is the working directory, an absolute path; "" means "/". The
 	// run-as user must be able to enter it.
 	Dir string
@@ -101,6 +105,16 @@ type Cmd struct {
 	// must come before the run (such as making a record durable) while
 	// the run gets ready.
 	Gate func() error
+	// Tag, when the run has no Cgroup, is its environment tag (see
+	// [RunEnvKey]); "" makes a random one. A caller that records the tag
+	// before the run, such as where a later process can find it should
+	// this one die mid-run, makes it with [NewRunTag].
+	Tag string
+	// Started, when set, is called once every stage has started, with
+	// their processes: what a later process needs to find the run's
+	// process groups and sessions should this one die mid-run (see
+	// [KillLeftovers]). It is not called for a run that failed to start.
+	Started func(stages []Leader)
 
 	ran bool
 }
@@ -261,11 +275,15 @@ type runner struct {
 	tag     string       // the run's RunEnvKey value, without a cgroup
 	cg      *Cgroup      // the run's cgroup, if it has one
 	gate    func() error // Cmd.Gate, called once, by the first stage to start
+
+	// What a caller recording the run for a later process needs.
+	onStart func([]Leader) // Cmd.Started
+	session bool           // every stage leads a session of its own
 }
 
 // prepare makes the pipes and the exec.Cmd of every stage.
 func (c *Cmd) prepare() (r *runner, err error) {
-	r = &runner{stdin: c.Stdin, outTo: c.StdoutTo, cg: c.Cgroup, gate: func() error { return nil }}
+	r = &runner{stdin: c.Stdin, outTo: c.StdoutTo, cg: c.Cgroup, gate: func() error { return nil }, onStart: c.Started}
 	if c.Gate != nil {
 		r.gate = sync.OnceValue(c.Gate)
 	}
@@ -286,7 +304,7 @@ func (c *Cmd) prepare() (r *runner, err error) {
 	if r.cg == nil {
 		// Without a cgroup the tag is what the sweep looks for; it comes
 		// last so that it wins over any entry of the same name.
-		r.tag = newRunTag()
+		r.tag = cmp.Or(c.Tag, NewRunTag())
 		env = append(env, RunEnvKey+"="+r.tag)
 	}
 	dir := cmp.Or(c.Dir, "/")
@@ -299,6 +317,7 @@ func (c *Cmd) prepare() (r *runner, err error) {
 	// as its own, and the scheduler's autogroups (one per session) do
 	// not split a pipeline's stages apart as they would one each.
 	session := c.Account != nil && c.Account.UID != 0 || hasTerminal()
+	r.session = session
 	var prevOut *os.File // read end of the previous stage's stdout
 	for i, argv := range c.Argv {
 		attr := &syscall.SysProcAttr{
@@ -316,7 +335,13 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		if a := c.Account; a != nil {
 			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
 		}
-		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: env, Dir: dir, SysProcAttr: attr}
+		stageEnv := env
+		if i < len(c.StageEnv) && len(c.StageEnv[i]) > 0 {
+			// Before the tag, which stays last.
+			n := len(env) - tagEntries(r.tag)
+			stageEnv = slices.Concat(env[:n], c.StageEnv[i], env[n:])
+		}
+		cmd := &exec.Cmd{Path: c.Paths[i], Args: argv, Env: stageEnv, Dir: dir, SysProcAttr: attr}
 		s := &stage{cmd: cmd, dir: c.DirFile}
 		if c.Pinned != nil {
 			s.pin, s.shown = c.Pinned[i], c.Paths[i]
@@ -442,6 +467,14 @@ func (r *runner) start() error {
 		}
 	}
 	if err == nil {
+		if r.onStart != nil {
+			leaders := make([]Leader, len(r.stages))
+			for i, s := range r.stages {
+				pid := s.cmd.Process.Pid
+				leaders[i] = Leader{Pid: pid, Start: startTime(pid), Session: r.session}
+			}
+			r.onStart(leaders)
+		}
 		return nil
 	}
 	for _, s := range r.stages {

@@ -58,8 +58,8 @@ func registered(pid int) bool {
 	return reaper.stages[pid]
 }
 
-// newRunTag makes a run's tag.
-func newRunTag() string {
+// NewRunTag makes a run's tag (see [Cmd].Tag).
+func NewRunTag() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails on Linux
 	return hex.EncodeToString(b[:])
@@ -379,4 +379,13 @@ func hasEnv(pid int, entry []byte) (has, env bool) {
 		}
 	}
 	return false, len(b) > 0
+}
+
+// tagEntries is how many entries the run's tag adds at the end of its
+// environment: one, unless the run has none (it runs in a cgroup).
+func tagEntries(tag string) int {
+	if tag == "" {
+		return 0
+	}
+	return 1
 }

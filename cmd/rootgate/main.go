@@ -9,6 +9,8 @@
 package main
 
 import (
+	"golang.org/x/sys/unix"
+
 	"cmp"
 	"context"
 	"errors"
@@ -179,6 +181,9 @@ func main() {
 	}
 	code := run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	if sig := exitSignal.Load(); sig != 0 {
+		dieBy(unix.Signal(sig))
+	}
 	os.Exit(code)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -30,7 +31,7 @@ import (
 const sudoName = "sudo"
 
 // sudoArgsSyn is what follows "rootgate sudo" in its synopsis.
-const sudoArgsSyn = "[-n] [-u USER] [-g GROUP] [-E|--preserve-env=LIST] [--reason TEXT] [--] CMD ARGS..."
+const sudoArgsSyn = "[-n] [-S] [-u USER] [-g GROUP] [-E|--preserve-env=LIST] [--reason TEXT] [--] CMD ARGS..."
 
 // reasonEnv is where rootgate sudo takes the reason from when --reason is
 // not given.
@@ -52,6 +53,10 @@ Options, in sudo's spelling; short ones combine, as in -nE or -upostgres:
                           standing grant of yours, allows the command without
                           asking, it is denied at once (a deny rule's denial
                           is told before standard input is read)
+  -S, --stdin             accepted for a password piped in: the first line of
+                          standard input is read and thrown away here (no
+                          password is asked for); it never reaches rootgated,
+                          the approver or the audit log
   -u, --user USER         run as USER instead of root
   -g, --group GROUP       run with GROUP as primary group; without -u, as
                           yourself (as sudo does), not as root
@@ -85,6 +90,7 @@ directory first in an agent's PATH (docs/agents.md).`
 // sudoOptions is what a sudo command line asks for.
 type sudoOptions struct {
 	nonInteractive bool
+	password       bool // -S: the first line of stdin is a password
 	user, group    string
 	preserveAll    bool     // -E
 	preserve       []string // --preserve-env=LIST
@@ -109,7 +115,7 @@ func refuse(format string, a ...any) error { return &sudoRefusal{fmt.Sprintf(for
 
 // sudoKnows lists the options rootgate sudo accepts, for the refusal of
 // the others.
-const sudoKnows = `-n -u -g -E --preserve-env=LIST -H -v -k -K -l -h -V --reason --policy`
+const sudoKnows = `-n -S -u -g -E --preserve-env=LIST -H -v -k -K -l -h -V --reason --policy`
 
 // parseSudo reads a sudo command line: options, then the command.
 func parseSudo(args []string) (sudoOptions, error) {
@@ -155,6 +161,8 @@ func parseSudo(args []string) (sudoOptions, error) {
 			switch name {
 			case "non-interactive":
 				o.nonInteractive, err = true, noValue()
+			case "stdin":
+				o.password, err = true, noValue()
 			case "user":
 				o.user, err = value(opt, val, hasVal, "a user name", false)
 			case "group":
@@ -207,6 +215,8 @@ func parseSudo(args []string) (sudoOptions, error) {
 			switch c := a[j]; c {
 			case 'n':
 				o.nonInteractive = true
+			case 'S':
+				o.password = true
 			case 'E':
 				o.preserveAll = true
 			case 'H':
@@ -353,6 +363,9 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 		if err != nil {
 			return fail(stderr, err)
 		}
+		if o.password {
+			data = withoutPassword(data)
+		}
 		req.Stdin = data
 		if encodedLen(req) > wire.MaxLine {
 			size := fmt.Sprintf("%d bytes", len(data))
@@ -374,7 +387,38 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	return report(resp, e.stdout, stderr)
+	return sudoReport(resp, e.stdout, stderr, o.argv)
+}
+
+// withoutPassword is stdin without the password sudo -S would read from
+// it: up to and with its first newline, or all of it when it has none.
+// No password is needed here; it is dropped so that no one else sees it.
+func withoutPassword(data []byte) []byte {
+	i := bytes.IndexByte(data, '\n')
+	if i < 0 {
+		return nil
+	}
+	return data[i+1:]
+}
+
+// sudoReport is report for a sudo command line argv, but for a command
+// that is not found: that is said in sudo's words, with sudo's exit code 1.
+// A command killed by a signal ends rootgate sudo by the same signal, as
+// with sudo (see exitSignal).
+// The daemon's own message follows when it says more (a directory left
+// out of the search path of privileged runs).
+func sudoReport(resp *wire.Response, stdout, stderr io.Writer, argv []string) int {
+	if resp.Status == wire.StatusOK && len(resp.Stages) > 0 {
+		noteSignalDeath(resp.Stages[len(resp.Stages)-1].Signal)
+	}
+	if resp.Status != wire.StatusError || resp.Code != wire.CodeNotFound || len(argv) == 0 {
+		return report(resp, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "sudo: %s: command not found\n", termsafe.Sanitize(argv[0]))
+	if strings.Contains(resp.Message, " left out of ") {
+		hintf(stderr, "%s", resp.Message)
+	}
+	return 1
 }
 
 // sudoRequest builds the request of a sudo command line; on failure it
@@ -576,7 +620,7 @@ func sudoPolicyAllows(ctx context.Context, e *env, socket string, req *wire.Outg
 		return fail(stderr, err), false
 	}
 	if resp.Status != wire.StatusOK {
-		return report(resp, e.stdout, stderr), false
+		return sudoReport(resp, e.stdout, stderr, req.Pipeline[0]), false
 	}
 	switch resp.Check {
 	case wire.CheckAllow:
@@ -627,7 +671,7 @@ func sudoRunUnasked(ctx context.Context, e *env, socket string, req *wire.Outgoi
 	if err != nil {
 		return fail(stderr, err)
 	}
-	return report(resp, e.stdout, stderr)
+	return sudoReport(resp, e.stdout, stderr, req.Pipeline[0])
 }
 
 // sudoValidate is sudo -v: no credentials are cached, so it only checks

@@ -46,6 +46,9 @@ func TestParseSudo(t *testing.T) {
 		// empty), unlike an empty account or group name.
 		{"--reason ''", []string{"--reason", "", "id"}, sudoOptions{reasonGiven: true, argv: []string{"id"}}},
 		{"--reason=", []string{"--reason=", "id"}, sudoOptions{reasonGiven: true, argv: []string{"id"}}},
+		{"-S", []string{"-S", "id"}, sudoOptions{password: true, argv: []string{"id"}}},
+		{"-nS", []string{"-nSu", "nobody", "id"}, sudoOptions{nonInteractive: true, password: true, user: "nobody", argv: []string{"id"}}},
+		{"--stdin", []string{"--stdin", "id"}, sudoOptions{password: true, argv: []string{"id"}}},
 		{"-H", []string{"-H", "pip", "install", "x"}, sudoOptions{argv: []string{"pip", "install", "x"}}},
 		{"-v", []string{"-v"}, sudoOptions{validate: true, argv: []string{}}},
 		{"-k CMD", []string{"-k", "id"}, sudoOptions{forget: true, argv: []string{"id"}}},
@@ -87,7 +90,8 @@ func TestParseSudo(t *testing.T) {
 		{[]string{"bash"}, "sudo bash: "},
 		{[]string{"bash", "-l"}, "sudo bash: "},
 		{[]string{"--", "zsh", "--login", "-i"}, "sudo zsh: "},
-		{[]string{"-S", "id"}, "sudo: unknown option -S; "},
+		{[]string{"-A", "id"}, "sudo: unknown option -A; "},
+		{[]string{"--stdin=x", "id"}, "sudo --stdin takes no value"},
 		{[]string{"-nX", "id"}, "sudo: unknown option -X; "},
 		{[]string{"-p", "", "id"}, "sudo: unknown option -p; "},
 		{[]string{"--askpass", "id"}, "sudo: unknown option --askpass; "},
@@ -114,7 +118,7 @@ func TestParseSudo(t *testing.T) {
 }
 
 func sameOptions(a, b sudoOptions) bool {
-	return a.nonInteractive == b.nonInteractive && a.user == b.user && a.group == b.group &&
+	return a.nonInteractive == b.nonInteractive && a.password == b.password && a.user == b.user && a.group == b.group &&
 		a.preserveAll == b.preserveAll && slices.Equal(a.preserve, b.preserve) &&
 		a.reason == b.reason && a.reasonGiven == b.reasonGiven && a.validate == b.validate &&
 		a.forget == b.forget && a.list == b.list && a.help == b.help && a.version == b.version &&

@@ -423,7 +423,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	if cgroups != nil {
 		log.Info(cgroups.Summary())
 	} else {
-		log.Warn("cgroup: none (" + noCgroup.Error() + "): runs contained by sessions, process groups and an environment tag only; a process that leaves its session and replaces its environment outlives its run; no limits")
+		log.Warn("cgroup: none (" + noCgroup.Error() + "): runs contained by sessions, process groups and an environment tag only; a process that leaves what its stage leads (its process group, and its session where it leads one) and replaces its environment outlives its run and a daemon crash; no limits")
 	}
 	if o.approverQuiet >= o.promptTimeout {
 		log.Info("--approver-silence is not shorter than --prompt-timeout: a request put to an approver cut off without a close waits out its prompt", "approver_silence", o.approverQuiet.String(), "prompt_timeout", o.promptTimeout.String())
