@@ -69,6 +69,9 @@ func render(p *Prompt, wholeStdin bool) string {
 	if p.Named != nil {
 		b.WriteString(RunAsLine(p) + "\n")
 	}
+	if p.ApproverPower != "" {
+		b.WriteString(ApproverPowerLine(p) + "\n")
+	}
 	b.WriteString("rootgate approval request\n")
 	if p.SelfApproval {
 		b.WriteString(SelfApprovalBanner)
@@ -153,6 +156,10 @@ func render(p *Prompt, wholeStdin bool) string {
 	}
 	if p.ForwardAgent {
 		field("SSH agent:", "FORWARDED: the run may use the operator's SSH agent (your keys) while it runs")
+		// Keys that log in to an account that may approve (the
+		// operator's own, root) let the run approve what follows.
+		more("!!! where your keys log in to an account that may approve rootgate requests (yours, root):")
+		more("!!! approving this approves root")
 	} else {
 		field("SSH agent:", "not forwarded")
 	}
@@ -249,6 +256,18 @@ func RunAsLine(p *Prompt) string {
 		line += "   *** PRIVILEGED: ROOT ***"
 	}
 	return line
+}
+
+// ApproverPowerLine is the loud line of a prompt whose run may approve
+// rootgate requests ([Prompt.ApproverPower]), saying what approving it
+// means: "!!! runs as alice, who may approve rootgate requests (…):
+// approving this approves root". "" for any other prompt.
+func ApproverPowerLine(p *Prompt) string {
+	if p.ApproverPower == "" {
+		return ""
+	}
+	return fmt.Sprintf("!!! runs as %s%s, who may approve rootgate requests (%s): approving this approves root",
+		RunAsName(p), WithGroup(p), termsafe.Sanitize(p.ApproverPower))
 }
 
 // namedIdentity is the identity of p's named run: "postgres (uid 108,

@@ -48,6 +48,8 @@ What would run:
   Stdin:       6 bytes, SHA-256 5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03
                all of it: $'hello\n'
   SSH agent:   FORWARDED: the run may use the operator's SSH agent (your keys) while it runs
+               !!! where your keys log in to an account that may approve rootgate requests (yours, root):
+               !!! approving this approves root
   Time limit:  90s
   Limits:      memory 512M, tasks 100 (the run's own cgroup)
 Pipeline (2 stages; each stage's output is the next one's input):

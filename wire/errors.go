@@ -232,6 +232,19 @@ func NoEligibleApproverError(uid int, user string) error {
 		`, who sent this request; run the agent under its own account (README: "Secure setup")`)
 }
 
+// NoEligibleApproverRunAsError: the account a request would run as, uid
+// with user name user, may approve rootgate requests and controls every
+// attached approver (and the requester controls none). user is shown as
+// given: the caller escapes it for a terminal.
+func NoEligibleApproverRunAsError(uid int, user string) error {
+	who := "uid " + strconv.Itoa(uid)
+	if user != "" && user != strconv.Itoa(uid) {
+		who += " (" + user + ")"
+	}
+	return coded(CodeNoEligibleApprover, "no eligible approver: the attached approvers can be controlled by "+who+
+		", whom this request would run as: a run as it could answer their prompts, so it is put only to an approver it cannot control")
+}
+
 // ApproversLeftError: every approver asked went away, or could not ask,
 // before deciding; why, unless "", is the last one's reason.
 func ApproversLeftError(why string) error {
