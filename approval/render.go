@@ -104,6 +104,9 @@ func render(p *Prompt, wholeStdin bool) string {
 
 	b.WriteString("What would run:\n")
 	field("Run as:", describeRunAs(p))
+	if p.ApproverPower != "" {
+		more("which may approve rootgate requests: " + termsafe.Sanitize(p.ApproverPower))
+	}
 	cwd := "/"
 	if p.Cwd != "" {
 		cwd = termsafe.Quote(p.Cwd)
@@ -260,14 +263,15 @@ func RunAsLine(p *Prompt) string {
 
 // ApproverPowerLine is the loud line of a prompt whose run may approve
 // rootgate requests ([Prompt.ApproverPower]), saying what approving it
-// means: "!!! runs as alice, who may approve rootgate requests (…):
-// approving this approves root". "" for any other prompt.
+// means: "!!! runs as alice, who may approve rootgate requests:
+// approving this approves root". "" for any other prompt. The "Run as"
+// field says why the account may approve.
 func ApproverPowerLine(p *Prompt) string {
 	if p.ApproverPower == "" {
 		return ""
 	}
-	return fmt.Sprintf("!!! runs as %s%s, who may approve rootgate requests (%s): approving this approves root",
-		RunAsName(p), WithGroup(p), termsafe.Sanitize(p.ApproverPower))
+	return fmt.Sprintf("!!! runs as %s%s, who may approve rootgate requests: approving this approves root",
+		RunAsName(p), WithGroup(p))
 }
 
 // namedIdentity is the identity of p's named run: "postgres (uid 108,
@@ -323,6 +327,8 @@ func describeRunAs(p *Prompt) string {
 	if p.Named != nil {
 		who := "the account the request names, neither root nor the requester"
 		switch {
+		case p.ApproverPower != "" && p.Named.UID != 0:
+			who = "the account the request names, ROOT'S EQUAL: it may approve rootgate requests"
 		case p.Named.UID == 0:
 			who = "PRIVILEGED: the command runs as ROOT"
 		case int(p.Named.UID) == p.Requester.UID && p.Named.Group != "":
