@@ -97,11 +97,29 @@ done`, s.sock)
 // that attaches as an approver and answers y. The run as alice is put to
 // root's approver saying that approving it approves root; approved
 // anyway, the approver it starts is refused, for it is part of a run.
+//
+// It is tried with runs in cgroups of their own (the run's cgroup tells)
+// and without (--cgroup none: the daemon, their orphans' subreaper, is
+// an ancestor of every process of a run); the run's approver starts with
+// an empty environment, so the environment tag does not tell.
 func TestRunAsAdmittedApproverAttaches(t *testing.T) {
 	t.Parallel()
-	alice := addAccount(t, "rgpw1al", "--create-home")
-	agent := addAccount(t, "rgpw1ag", "--create-home")
-	d := approverDaemon(t, "--approver", alice.name)
+	for i, mode := range []string{"cgroup", "no-cgroup"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			var args []string
+			if mode == "no-cgroup" {
+				args = []string{"--cgroup", "none"}
+			}
+			runAsAdmittedApprover(t, fmt.Sprintf("rgpw%dal", i+1), fmt.Sprintf("rgpw%dag", i+1), args...)
+		})
+	}
+}
+
+func runAsAdmittedApprover(t *testing.T, aliceName, agentName string, args ...string) {
+	alice := addAccount(t, aliceName, "--create-home")
+	agent := addAccount(t, agentName, "--create-home")
+	d := approverDaemon(t, append([]string{"--approver", alice.name}, args...)...)
 	openToAll(t, d)
 	a := startApprover(t, d.asock(), 0) // root's, on a terminal only root controls
 	a.See("attached to rootgated")
@@ -112,7 +130,7 @@ func TestRunAsAdmittedApproverAttaches(t *testing.T) {
 	runAs := sendAsync(d.Sock, agent, request(map[string]any{"id": "pw1-runas", "run_as": alice.name, "timeout": 60,
 		"reason": "check alice's mail", "pipeline": [][]string{
 			{"sh", "-c", "i=0; while [ $i -lt 400 ]; do echo y || exit 0; sleep 0.1; i=$((i+1)); done"},
-			{"script", "-qfec", inner, "/dev/null"},
+			{"env", "-i", "PATH=/usr/bin:/bin", "TERM=dumb", "script", "-qfec", inner, "/dev/null"},
 		}}))
 	a.See(fmt.Sprintf("!!! runs as %s, who may approve rootgate requests: approving this approves root", alice.name))
 	a.See("pw1-runas")
@@ -157,9 +175,9 @@ func TestRunAsAdmittedApproverAttaches(t *testing.T) {
 // put to the operator when no rule allows it.
 func TestRunAsApproverAskedAsRoot(t *testing.T) {
 	t.Parallel()
-	op := addAccount(t, "rgpw2op", "--create-home")
-	svc := addAccount(t, "rgpw2svc", "--system")
-	agent := addAccount(t, "rgpw2ag", "--create-home")
+	op := addAccount(t, "rgpw3op", "--create-home")
+	svc := addAccount(t, "rgpw3svc", "--system")
+	agent := addAccount(t, "rgpw3ag", "--create-home")
 	allowSudo(t, op.name, rootgateBin)
 	d := startDaemon(t, opts{Policy: fmt.Sprintf("allow privileged,runas=%s id -u\nallow privileged,runas=%s id -u\n", op.name, svc.name),
 		Args: []string{"--prompt-timeout", "20s"}})
@@ -174,12 +192,12 @@ func TestRunAsApproverAskedAsRoot(t *testing.T) {
 	if c.Check != wire.CheckAsk || !strings.Contains(c.Message, "may approve rootgate requests") {
 		t.Errorf("check of a run as the operator: %s", c.raw)
 	}
-	runAs := sendAsync(d.Sock, agent, request(map[string]any{"id": "pw2-runas", "run_as": op.name, "pipeline": [][]string{{"id", "-u"}}}))
+	runAs := sendAsync(d.Sock, agent, request(map[string]any{"id": "pw3-runas", "run_as": op.name, "pipeline": [][]string{{"id", "-u"}}}))
 	a.See(fmt.Sprintf("!!! runs as %s, who may approve rootgate requests: approving this approves root", op.name))
-	a.See("pw2-runas")
+	a.See("pw3-runas")
 	a.See("which may approve rootgate requests: it can control the terminal or session of an approver attached since rootgated started")
 	a.See("n or Esc deny")
-	if promptShown(s.screen(), "pw2-runas") {
+	if promptShown(s.screen(), "pw3-runas") {
 		t.Errorf("the operator's pane shows the run as the operator:\n%s", s.screen())
 	}
 	a.Key("n")
@@ -193,8 +211,8 @@ func TestRunAsApproverAskedAsRoot(t *testing.T) {
 		t.Fatalf("the run as %s allowed by its rule: %s", svc.name, r.raw)
 	}
 	// And without a rule it is put to the operator, who approves it.
-	ch := sendAsync(d.Sock, agent, request(map[string]any{"id": "pw2-svc", "run_as": svc.name, "pipeline": [][]string{{"id", "-un"}}}))
-	s.see("pw2-svc")
+	ch := sendAsync(d.Sock, agent, request(map[string]any{"id": "pw3-svc", "run_as": svc.name, "pipeline": [][]string{{"id", "-un"}}}))
+	s.see("pw3-svc")
 	s.see("n or Esc deny")
 	if strings.Contains(s.screen(), "who may approve rootgate requests") {
 		t.Errorf("the run as %s is said to approve:\n%s", svc.name, s.screen())

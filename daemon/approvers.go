@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
@@ -146,7 +147,8 @@ func (s *Server) runSigns() *runSigns {
 		r.cgroups = s.cfg.Cgroups.Parent
 	}
 	if pid := os.Getpid(); pid != 1 {
-		if v, err := unix.PrctlRetInt(unix.PR_GET_CHILD_SUBREAPER, 0, 0, 0, 0); err == nil && v != 0 {
+		var v int32
+		if unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0) == nil && v != 0 {
 			r.daemon = pid
 		}
 	}
