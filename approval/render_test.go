@@ -300,3 +300,40 @@ func TestRenderNamedAccount(t *testing.T) {
 		t.Fatalf("a plain run as root:\n%s", out)
 	}
 }
+
+// TestRenderApproverPower: a run as an account that may approve says
+// first that approving it approves root, calls the account root's equal
+// and says why; neither a grant nor a rule is made from its prompt.
+func TestRenderApproverPower(t *testing.T) {
+	p := &Prompt{
+		Requester:     Requester{UID: 1001, GID: 1001, PID: 7, User: "agent"},
+		Stages:        []Stage{{Argv: []string{"id"}, Path: "/usr/bin/id"}},
+		Privileged:    true,
+		RunAs:         "alice",
+		Named:         &NamedRun{UID: 1000, GID: 1000},
+		ApproverPower: "it is admitted as an approver: --approver alice\x1b[2J",
+	}
+	out := Render(p)
+	lines := strings.Split(out, "\n")
+	if want := "!!! runs as alice, who may approve rootgate requests: approving this approves root"; lines[0] != "RUN AS alice (uid 1000, gid 1000)" || lines[1] != want {
+		t.Fatalf("first lines %q, want the RUN AS line, then %q:\n%s", lines[:2], want, out)
+	}
+	for _, want := range []string{
+		"  Run as:      alice (uid 1000, gid 1000): the account the request names, ROOT'S EQUAL: it may approve rootgate requests\n",
+		"               which may approve rootgate requests: it is admitted as an approver: --approver alice\\x1b[2J\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q:\n%s", want, out)
+		}
+	}
+	if Grantable(p) == "" || Ruleable(p) == "" {
+		t.Errorf("a grant (%q) or a rule (%q) may be made for a run that may approve", Grantable(p), Ruleable(p))
+	}
+	if _, err := SuggestRule(p); err == nil {
+		t.Error("a rule is suggested for a run that may approve")
+	}
+	p.ApproverPower = ""
+	if out := Render(p); strings.Contains(out, "may approve") || Grantable(p) != "" || Ruleable(p) != "" {
+		t.Errorf("a run as an account that may not approve:\n%s", out)
+	}
+}
