@@ -298,7 +298,8 @@ func WithGroup(p *Prompt) string {
 // RunAsWord is who a run would be, for the question every prompt asks
 // ("run this command as …?"): the account with its uid, ROOT in
 // capitals, and the group the request names, if any (a group alone runs
-// as the requester, with that group).
+// as the requester, with that group); for a run that may approve
+// ([Prompt.ApproverPower]), that it is root's equal.
 func RunAsWord(p *Prompt) string {
 	var who string
 	switch {
@@ -308,6 +309,10 @@ func RunAsWord(p *Prompt) string {
 		who = "ROOT"
 	default:
 		who = RunAsName(p)
+	}
+	if p.ApproverPower != "" && !RunsAsRoot(p) {
+		// What approving it means, in the question itself.
+		return who + WithGroup(p) + ", who may approve rootgate requests (ROOT'S EQUAL)"
 	}
 	return who + WithGroup(p)
 }

@@ -326,6 +326,9 @@ func TestRenderApproverPower(t *testing.T) {
 			t.Errorf("no line %q:\n%s", want, out)
 		}
 	}
+	if want := "alice (uid 1000), who may approve rootgate requests (ROOT'S EQUAL)"; RunAsWord(p) != want {
+		t.Errorf("RunAsWord = %q, want %q", RunAsWord(p), want)
+	}
 	if Grantable(p) == "" || Ruleable(p) == "" {
 		t.Errorf("a grant (%q) or a rule (%q) may be made for a run that may approve", Grantable(p), Ruleable(p))
 	}
