@@ -222,3 +222,34 @@ func TestRunAsApproverAskedAsRoot(t *testing.T) {
 		t.Fatalf("the run as %s approved by the operator: %s", svc.name, r.raw)
 	}
 }
+
+// TestRunAsApproverGroupAskedAsRoot: with `--approver @GROUP`, a request
+// naming that group (run_as_group: the requester's own account with it)
+// gets a run that could attach an approver: its prompt says approving it
+// approves root, and an allow rule for it asks instead.
+func TestRunAsApproverGroupAskedAsRoot(t *testing.T) {
+	t.Parallel()
+	gid := addGroup(t, "rgpw5grp")
+	agent := addAccount(t, "rgpw5ag", "--create-home")
+	d := startDaemon(t, opts{Policy: fmt.Sprintf("allow privileged,runas=%s,rungroup=rgpw5grp id -g\n", agent.name),
+		Args: []string{"--prompt-timeout", "20s", "--approver", "@rgpw5grp"}})
+	openToAll(t, d)
+	a := startApprover(t, d.asock(), 0)
+	a.See("attached to rootgated")
+
+	over := map[string]any{"run_as_group": "rgpw5grp", "pipeline": [][]string{{"id", "-g"}}, "check": true}
+	if c := sendAs(t, d.Sock, agent.uid, agent.gid, []uint32{}, request(over)); c.Check != wire.CheckAsk || !strings.Contains(c.Message, "may approve rootgate requests") {
+		t.Errorf("check of a run with the approvers' group: %s", c.raw)
+	}
+	delete(over, "check")
+	over["id"] = "pw5-grp"
+	ch := sendAsync(d.Sock, agent, request(over))
+	a.See(fmt.Sprintf("!!! runs as %s WITH GROUP rgpw5grp (gid %d), who may approve rootgate requests: approving this approves root", agent.name, gid))
+	a.See("pw5-grp")
+	a.See("which may approve rootgate requests: its group rgpw5grp is admitted as an approver: --approver @rgpw5grp")
+	a.See("n or Esc deny")
+	a.Key("n")
+	if r := <-ch; r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByOperator {
+		t.Fatalf("the run with the approvers' group, denied by root: %s", r.raw)
+	}
+}
