@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -251,5 +252,55 @@ func TestRunAsApproverGroupAskedAsRoot(t *testing.T) {
 	a.Key("n")
 	if r := <-ch; r.Status != wire.StatusDenied || r.Code != wire.CodeDeniedByOperator {
 		t.Fatalf("the run with the approvers' group, denied by root: %s", r.raw)
+	}
+}
+
+// TestRunAsApproverNoGrantNoRule: from the prompt of a run as an account
+// that may approve, the daemon makes neither a standing grant nor a
+// policy rule, whatever an approver client sends: each such run is put
+// to a person.
+func TestRunAsApproverNoGrantNoRule(t *testing.T) {
+	t.Parallel()
+	alice := addAccount(t, "rgpw6al", "--create-home")
+	agent := addAccount(t, "rgpw6ag", "--create-home")
+	d := startDaemon(t, opts{Policy: "deny any rgpw6-nothing\n", Args: []string{"--prompt-timeout", "30s", "--approver", alice.name}})
+	openToAll(t, d)
+	a := attachRaw(t, d)
+	ch := sendAsync(d.Sock, agent, request(map[string]any{"id": "pw6-runas", "run_as": alice.name, "pipeline": [][]string{{"id", "-u"}}}))
+	p := a.prompt()
+	if p.Request == nil || !strings.Contains(p.Request.ApproverPower, "--approver "+alice.name) {
+		t.Fatalf("the prompt of a run as alice: %+v", p.Request)
+	}
+	yes := true
+	why := "decision refused: no standing grant for this request: the run as " + alice.name + " may approve rootgate requests, so each one is put to a person, as a request for root"
+	for _, c := range []struct {
+		m    remote.Message
+		want string
+	}{
+		{remote.Message{Approve: &yes, Grant: 60, GrantRunsAnything: true}, why},
+		{remote.Message{Approve: &yes, Rule: "allow privileged,runas=" + alice.name + " id -u", RuleRunsAnything: true},
+			wire.ApproverRuleRefused("the run as " + alice.name + " may approve rootgate requests, so each one is put to a person, as a request for root")},
+	} {
+		m := c.m
+		m.Type, m.ID, m.Hash = remote.MsgDecision, p.ID, p.Hash
+		a.send(&m)
+		if e := a.next(); e.Type != remote.MsgError || e.ID != p.ID || e.Message != c.want {
+			t.Fatalf("got %+v, want the error %q", e, c.want)
+		}
+		pending(t, ch, c.want)
+	}
+	a.decide(p, true)
+	if r := <-ch; r.Status != wire.StatusOK || string(r.Stdout) != strconv.Itoa(int(alice.uid))+"\n" {
+		t.Fatalf("the run as alice, approved: %s", r.raw)
+	}
+	// The next one is asked again.
+	ch = sendAsync(d.Sock, agent, request(map[string]any{"id": "pw6-again", "run_as": alice.name, "pipeline": [][]string{{"id", "-u"}}}))
+	p = promptAfterResults(a)
+	if p.ID != "pw6-again" {
+		t.Fatalf("got prompt %q, want pw6-again", p.ID)
+	}
+	a.decide(p, false)
+	if r := <-ch; r.Status != wire.StatusDenied {
+		t.Fatalf("the second run as alice, denied: %s", r.raw)
 	}
 }
