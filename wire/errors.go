@@ -242,8 +242,14 @@ func NoEligibleApproverRunAsError(uid int, user string) error {
 		who += " (" + user + ")"
 	}
 	return coded(CodeNoEligibleApprover, "no eligible approver: the attached approvers can be controlled by "+who+
-		", whom this request would run as: a run as it could answer their prompts, so it is put only to an approver it cannot control")
+		RunAsControlsApprovers+": a run as it could answer their prompts, so it is put only to an approver it cannot control")
 }
+
+// RunAsControlsApprovers is the words that tell a
+// [NoEligibleApproverRunAsError] from a [NoEligibleApproverError] (both
+// have the code CodeNoEligibleApprover): the account the request runs
+// as, not its requester, controls the approvers.
+const RunAsControlsApprovers = ", whom this request would run as"
 
 // ApproversLeftError: every approver asked went away, or could not ask,
 // before deciding; why, unless "", is the last one's reason.
