@@ -41,8 +41,10 @@ const DefaultGroupWithin = 300 * time.Millisecond
 // Broker asks every eligible member about a request at once; the first
 // answer wins and the others are withdrawn with who decided. A member is
 // eligible unless the requester's uid is among its Controllers (an agent
-// could type the answer into a terminal its uid controls); a request from
-// root may be put to anyone. The zero value has no members and the
+// could type the answer into a terminal its uid controls), or the uid of
+// the account a request names to run as (other than root) is (the run
+// could type the answer to the next request); a request from root may be
+// put to anyone. The zero value has no members and the
 // timeout [DefaultPromptTimeout].
 type Broker struct {
 	// Timeout bounds how long a request waits for an answer; 0 means
