@@ -193,6 +193,14 @@ type Prompt struct {
 	// for the request ([Grantable]): an interpreter of a privileged run
 	// that someone other than root may change.
 	NoGrant string `json:"no_grant,omitempty"`
+	// ApproverPower, set by the daemon, says in words why the run is
+	// root's equal although it is not root: the account (or group) it runs
+	// as may approve rootgate requests, by controlling an attached
+	// approver's terminal or session or by being admitted to attach one
+	// (see [ApproverPowerLine]). Such a prompt is put only to approvers
+	// the run's account cannot control, and no standing grant or rule may
+	// be made from it. "" for any other run.
+	ApproverPower string `json:"approver_power,omitempty"`
 	// Shape identifies everything a standing grant must match about the
 	// request (the daemon's grant shape, uid and time limit included) and
 	// the requester's executable; "" for none. A [Broker] with

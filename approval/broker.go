@@ -41,8 +41,10 @@ const DefaultGroupWithin = 300 * time.Millisecond
 // Broker asks every eligible member about a request at once; the first
 // answer wins and the others are withdrawn with who decided. A member is
 // eligible unless the requester's uid is among its Controllers (an agent
-// could type the answer into a terminal its uid controls); a request from
-// root may be put to anyone. The zero value has no members and the
+// could type the answer into a terminal its uid controls), or the uid of
+// the account a request names to run as (other than root) is (the run
+// could type the answer to the next request); a request from root may be
+// put to anyone. The zero value has no members and the
 // timeout [DefaultPromptTimeout].
 type Broker struct {
 	// Timeout bounds how long a request waits for an answer; 0 means
@@ -68,8 +70,13 @@ type Broker struct {
 
 	mu      sync.Mutex // guards the fields that follow
 	members map[*Member]struct{}
-	open    map[string]*group   // groups still gathering, by shape
-	waiting map[*group]struct{} // groups waiting for a person
+	// controlled holds every uid that could control a member attached
+	// since the broker began (its Controllers and its UID): an account
+	// that could control an approver once is taken to be able to again
+	// (the operator detaches and reattaches in the same tmux).
+	controlled map[int]bool
+	open       map[string]*group   // groups still gathering, by shape
+	waiting    map[*group]struct{} // groups waiting for a person
 }
 
 // A group is one prompt and the requests it decides: one, or several of
@@ -126,11 +133,27 @@ func (b *Broker) Attach(m *Member) (detach func()) {
 		b.members = map[*Member]struct{}{}
 	}
 	b.members[m] = struct{}{}
+	if b.controlled == nil {
+		b.controlled = map[int]bool{}
+	}
+	b.controlled[m.UID] = true
+	for _, u := range m.Controllers {
+		b.controlled[u] = true
+	}
 	return func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		delete(b.members, m)
 	}
+}
+
+// Controls reports whether uid could control the terminal or session of
+// a member attached now or since the broker began (its own uid counts),
+// and so could answer that member's prompts.
+func (b *Broker) Controls(uid int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.controlled[uid]
 }
 
 // Len reports how many members are attached.
@@ -150,6 +173,24 @@ func eligible(m *Member, requester int) bool {
 	return requester == 0 || (m.UID != requester && !slices.Contains(m.Controllers, requester))
 }
 
+// controls reports whether uid could drive or write m's terminal or
+// session: m's own uid, or one of its controllers.
+func controls(m *Member, uid int) bool {
+	return m.UID == uid || slices.Contains(m.Controllers, uid)
+}
+
+// runUID is the uid of p's run when it names an account other than root
+// and the requester is not root, else -1: such a run must not be put to
+// an approver its account controls, or the run could type the answer to
+// the next request into it ([Prompt.ApproverPower]). A run as root is
+// root's own: every approver is root's to control anyway.
+func runUID(p *Prompt) int {
+	if p.Requester.UID == 0 || p.Named == nil || p.Named.UID == 0 {
+		return -1
+	}
+	return int(p.Named.UID)
+}
+
 // asked is a member chosen for a request; unsafe when only
 // UnsafeSelfApproval made it eligible.
 type asked struct {
@@ -157,19 +198,35 @@ type asked struct {
 	unsafe bool
 }
 
-// eligible lists the members that may decide about p: those the requester
-// cannot control (see eligible), and for a forward_agent request only
-// those offering an agent, since the approver's agent is what the run
-// gets. controlled reports whether some member was left out only because
-// the requester controls it.
-func (b *Broker) eligible(p *Prompt) (ms []asked, controlled bool) {
+// Why a member was left out of a request's eligible ones.
+const (
+	leftNone      = iota
+	leftRequester // the requester controls it
+	leftRun       // the account the request runs as controls it
+)
+
+// eligible lists the members that may decide about p: those neither the
+// requester nor the account a named run runs as can control (see
+// eligible and runUID), and for a forward_agent request only those
+// offering an agent, since the approver's agent is what the run gets.
+// left says why a member was left out when one was only because such a
+// uid controls it: leftRequester before leftRun.
+func (b *Broker) eligible(p *Prompt) (ms []asked, left int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	run := runUID(p)
 	for m := range b.members {
 		if p.ForwardAgent && m.Agent == "" {
 			continue
 		}
-		if eligible(m, p.Requester.UID) {
+		why := leftNone
+		switch {
+		case !eligible(m, p.Requester.UID):
+			why = leftRequester
+		case run >= 0 && controls(m, run):
+			why = leftRun
+		}
+		if why == leftNone {
 			ms = append(ms, asked{m: m})
 			continue
 		}
@@ -177,9 +234,20 @@ func (b *Broker) eligible(p *Prompt) (ms []asked, controlled bool) {
 			ms = append(ms, asked{m: m, unsafe: true})
 			continue
 		}
-		controlled = true
+		if left == leftNone || why < left {
+			left = why
+		}
 	}
-	return ms, controlled
+	return ms, left
+}
+
+// noEligible is the refusal of p when every member was left out, left
+// saying why (see eligible).
+func noEligible(p *Prompt, left int) Decision {
+	if left == leftRun {
+		return refusal(Deny, wire.NoEligibleApproverRunAsError(int(p.Named.UID), termsafe.Sanitize(p.RunAs)), "no eligible approver")
+	}
+	return refusal(Deny, wire.NoEligibleApproverError(p.Requester.UID, termsafe.Sanitize(p.Requester.User)), "no eligible approver")
 }
 
 // CanAsk reports whether a member eligible for requester's requests is
@@ -291,12 +359,12 @@ func (b *Broker) Approve(ctx context.Context, p *Prompt) Decision {
 // request, which then reaches no person; [Broker.Approve] asks again
 // itself, as members come and go, and decides.
 func (b *Broker) NoneToAsk(p *Prompt) (Decision, bool) {
-	ms, controlled := b.eligible(p)
+	ms, left := b.eligible(p)
 	switch {
 	case len(ms) > 0:
 		return Decision{}, false
-	case controlled:
-		return refusal(Deny, wire.NoEligibleApproverError(p.Requester.UID, termsafe.Sanitize(p.Requester.User)), "no eligible approver"), true
+	case left != leftNone:
+		return noEligible(p, left), true
 	}
 	return Nobody{}.Approve(context.Background(), p), true
 }
@@ -370,10 +438,10 @@ func (b *Broker) decideGroup(g *group) {
 // ask puts p to every eligible member at once and returns the first
 // answer (see Approve).
 func (b *Broker) ask(ctx context.Context, p *Prompt) Decision {
-	ms, controlled := b.eligible(p)
+	ms, left := b.eligible(p)
 	if len(ms) == 0 {
-		if controlled {
-			return refusal(Deny, wire.NoEligibleApproverError(p.Requester.UID, termsafe.Sanitize(p.Requester.User)), "no eligible approver")
+		if left != leftNone {
+			return noEligible(p, left)
 		}
 		return Nobody{}.Approve(ctx, p)
 	}

@@ -214,3 +214,49 @@ func TestBrokerNeverAsksOwnUID(t *testing.T) {
 		t.Fatalf("another uid's request: %+v", d)
 	}
 }
+
+// TestBrokerRunAsEligibility: a request to run as an account that
+// controls an approver is not put to it (the run could type the answer
+// to the next request into it), nor counted against the requester; one
+// run as root, or from root, is put to anyone; an account that
+// controlled a member once is remembered after it detached.
+func TestBrokerRunAsEligibility(t *testing.T) {
+	var b Broker
+	op := newScripted(Allow)
+	close(op.release)
+	// sudo rootgate approve in the operator's (uid 1000) tmux.
+	detach := b.Attach(&Member{UID: 0, Name: "root via op", Approver: op, Controllers: []int{0, 1000}})
+	runAs := func(requester int, uid uint32) *Prompt {
+		p := prompt(requester)
+		p.Named, p.RunAs = &NamedRun{UID: uid, GID: uid}, "op"
+		return p
+	}
+	d := b.Approve(context.Background(), runAs(1001, 1000))
+	if want := wire.NoEligibleApproverRunAsError(1000, "op").Error(); d.Verdict != Deny || d.Message != want || d.Code != wire.CodeNoEligibleApprover || op.asked {
+		t.Fatalf("a run as the operator: got %+v, want %q; asked %v", d, want, op.asked)
+	}
+	// The requester's own control is told first.
+	if d := b.Approve(context.Background(), runAs(1000, 1000)); d.Message != wire.NoEligibleApproverError(1000, "").Error() {
+		t.Fatalf("the operator's own run as itself: %+v", d)
+	}
+	for _, p := range []*Prompt{runAs(1001, 1002), runAs(0, 1000), prompt(1001)} {
+		op.asked = false
+		if d := b.Approve(context.Background(), p); d.Verdict != Allow || !op.asked {
+			t.Fatalf("requester %d, run as %+v: %+v", p.Requester.UID, p.Named, d)
+		}
+	}
+	if !b.Controls(1000) || !b.Controls(0) || b.Controls(1001) {
+		t.Error("Controls does not follow the member's controllers")
+	}
+	detach()
+	if !b.Controls(1000) {
+		t.Error("a detached member's controller is forgotten")
+	}
+	// A root approver the operator cannot control is asked.
+	root := newScripted(Deny)
+	close(root.release)
+	b.Attach(&Member{UID: 0, Name: "root", Approver: root, Controllers: []int{0}})
+	if d := b.Approve(context.Background(), runAs(1001, 1000)); d.Verdict != Deny || d.Message != "deny" || !root.asked {
+		t.Fatalf("a run as the operator, root's approver attached: %+v", d)
+	}
+}

@@ -178,8 +178,16 @@ func Grantable(p *Prompt) string {
 		return "a request that forwards an SSH agent is always put to a person"
 	case p.NoGrant != "":
 		return p.NoGrant + ": a grant would run whatever is put there"
+	case p.ApproverPower != "":
+		return ApproverPowerWhy(p)
 	}
 	return ""
+}
+
+// ApproverPowerWhy is why neither a grant nor a rule is made for a run
+// that may approve rootgate requests ([Prompt.ApproverPower]).
+func ApproverPowerWhy(p *Prompt) string {
+	return "the run as " + RunAsName(p) + " may approve rootgate requests, so each one is put to a person, as a request for root"
 }
 
 // RenderGrant describes, in full, the standing grant a person is about to

@@ -69,6 +69,9 @@ func render(p *Prompt, wholeStdin bool) string {
 	if p.Named != nil {
 		b.WriteString(RunAsLine(p) + "\n")
 	}
+	if p.ApproverPower != "" {
+		b.WriteString(ApproverPowerLine(p) + "\n")
+	}
 	b.WriteString("rootgate approval request\n")
 	if p.SelfApproval {
 		b.WriteString(SelfApprovalBanner)
@@ -101,6 +104,9 @@ func render(p *Prompt, wholeStdin bool) string {
 
 	b.WriteString("What would run:\n")
 	field("Run as:", describeRunAs(p))
+	if p.ApproverPower != "" {
+		more("which may approve rootgate requests: " + termsafe.Sanitize(p.ApproverPower))
+	}
 	cwd := "/"
 	if p.Cwd != "" {
 		cwd = termsafe.Quote(p.Cwd)
@@ -156,6 +162,10 @@ func render(p *Prompt, wholeStdin bool) string {
 	}
 	if p.ForwardAgent {
 		field("SSH agent:", "FORWARDED: the run may use the operator's SSH agent (your keys) while it runs")
+		// Keys that log in to an account that may approve (the
+		// operator's own, root) let the run approve what follows.
+		more("!!! where your keys log in to an account that may approve rootgate requests (yours, root):")
+		more("!!! approving this approves root")
 	} else {
 		field("SSH agent:", "not forwarded")
 	}
@@ -294,6 +304,19 @@ func RunAsLine(p *Prompt) string {
 	return line
 }
 
+// ApproverPowerLine is the loud line of a prompt whose run may approve
+// rootgate requests ([Prompt.ApproverPower]), saying what approving it
+// means: "!!! runs as alice, who may approve rootgate requests:
+// approving this approves root". "" for any other prompt. The "Run as"
+// field says why the account may approve.
+func ApproverPowerLine(p *Prompt) string {
+	if p.ApproverPower == "" {
+		return ""
+	}
+	return fmt.Sprintf("!!! runs as %s%s, who may approve rootgate requests: approving this approves root",
+		RunAsName(p), WithGroup(p))
+}
+
 // namedIdentity is the identity of p's named run: "postgres (uid 108,
 // gid 115)", or "postgres (uid 108) WITH GROUP staff (gid 50)".
 func namedIdentity(p *Prompt) string {
@@ -318,7 +341,8 @@ func WithGroup(p *Prompt) string {
 // RunAsWord is who a run would be, for the question every prompt asks
 // ("run this command as …?"): the account with its uid, ROOT in
 // capitals, and the group the request names, if any (a group alone runs
-// as the requester, with that group).
+// as the requester, with that group); for a run that may approve
+// ([Prompt.ApproverPower]), that it is root's equal.
 func RunAsWord(p *Prompt) string {
 	var who string
 	switch {
@@ -328,6 +352,10 @@ func RunAsWord(p *Prompt) string {
 		who = "ROOT"
 	default:
 		who = RunAsName(p)
+	}
+	if p.ApproverPower != "" && !RunsAsRoot(p) {
+		// What approving it means, in the question itself.
+		return who + WithGroup(p) + ", who may approve rootgate requests (ROOT'S EQUAL)"
 	}
 	return who + WithGroup(p)
 }
@@ -347,6 +375,8 @@ func describeRunAs(p *Prompt) string {
 	if p.Named != nil {
 		who := "the account the request names, neither root nor the requester"
 		switch {
+		case p.ApproverPower != "" && p.Named.UID != 0:
+			who = "the account the request names, ROOT'S EQUAL: it may approve rootgate requests"
 		case p.Named.UID == 0:
 			who = "PRIVILEGED: the command runs as ROOT"
 		case int(p.Named.UID) == p.Requester.UID && p.Named.Group != "":

@@ -48,6 +48,8 @@ What would run:
   Stdin:       6 bytes, SHA-256 5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03
                all of it: $'hello\n'
   SSH agent:   FORWARDED: the run may use the operator's SSH agent (your keys) while it runs
+               !!! where your keys log in to an account that may approve rootgate requests (yours, root):
+               !!! approving this approves root
   Time limit:  90s
   Limits:      memory 512M, tasks 100 (the run's own cgroup)
 Pipeline (2 stages; each stage's output is the next one's input):
@@ -296,5 +298,45 @@ func TestRenderNamedAccount(t *testing.T) {
 	p.Named, p.RunAs = nil, "root"
 	if out := Render(p); !strings.HasPrefix(out, "rootgate approval request\n") || RunAsLine(p) != "" {
 		t.Fatalf("a plain run as root:\n%s", out)
+	}
+}
+
+// TestRenderApproverPower: a run as an account that may approve says
+// first that approving it approves root, calls the account root's equal
+// and says why; neither a grant nor a rule is made from its prompt.
+func TestRenderApproverPower(t *testing.T) {
+	p := &Prompt{
+		Requester:     Requester{UID: 1001, GID: 1001, PID: 7, User: "agent"},
+		Stages:        []Stage{{Argv: []string{"id"}, Path: "/usr/bin/id"}},
+		Privileged:    true,
+		RunAs:         "alice",
+		Named:         &NamedRun{UID: 1000, GID: 1000},
+		ApproverPower: "it is admitted as an approver: --approver alice\x1b[2J",
+	}
+	out := Render(p)
+	lines := strings.Split(out, "\n")
+	if want := "!!! runs as alice, who may approve rootgate requests: approving this approves root"; lines[0] != "RUN AS alice (uid 1000, gid 1000)" || lines[1] != want {
+		t.Fatalf("first lines %q, want the RUN AS line, then %q:\n%s", lines[:2], want, out)
+	}
+	for _, want := range []string{
+		"  Run as:      alice (uid 1000, gid 1000): the account the request names, ROOT'S EQUAL: it may approve rootgate requests\n",
+		"               which may approve rootgate requests: it is admitted as an approver: --approver alice\\x1b[2J\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q:\n%s", want, out)
+		}
+	}
+	if want := "alice (uid 1000), who may approve rootgate requests (ROOT'S EQUAL)"; RunAsWord(p) != want {
+		t.Errorf("RunAsWord = %q, want %q", RunAsWord(p), want)
+	}
+	if Grantable(p) == "" || Ruleable(p) == "" {
+		t.Errorf("a grant (%q) or a rule (%q) may be made for a run that may approve", Grantable(p), Ruleable(p))
+	}
+	if _, err := SuggestRule(p); err == nil {
+		t.Error("a rule is suggested for a run that may approve")
+	}
+	p.ApproverPower = ""
+	if out := Render(p); strings.Contains(out, "may approve") || Grantable(p) != "" || Ruleable(p) != "" {
+		t.Errorf("a run as an account that may not approve:\n%s", out)
 	}
 }

@@ -40,6 +40,8 @@ func Ruleable(p *Prompt) string {
 	switch {
 	case p.ForwardAgent:
 		return "a request that forwards an SSH agent is always put to a person"
+	case p.ApproverPower != "":
+		return ApproverPowerWhy(p)
 	case len(p.Stages) != 1:
 		return "a rule is about one command, and this request is a pipeline"
 	}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/user"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
@@ -117,14 +119,76 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	defer release()
-	controllers, err := peerControllers(c, peer.PID)
+	run := s.runSigns()
+	controllers, err := peerControllers(c, peer.PID, run)
 	if err != nil {
 		log.Warn("approver refused: controller set unknown", "err", err)
 		remote.Refuse(c, wire.ApproverControllers(err))
 		return
 	}
+	if run.why != "" {
+		// A run (one as an admitted account, or as the operator, who
+		// approved it) must not approve the requests that follow it.
+		log.Warn("approver refused: part of a rootgate run", "why", run.why)
+		remote.Refuse(c, wire.ApproverInRun(run.why))
+		return
+	}
 	s.host.Serve(ctx, c,
 		remote.Peer{UID: peer.UID, GID: peer.GID, PID: peer.PID, Groups: peer.Groups, User: user, Controllers: controllers})
+}
+
+// runSigns is what tells a process of one of this daemon's runs from
+// others: the runs' cgroups when they have them, else the daemon's own
+// process when it is their orphans' subreaper; and the environment tag
+// every run's stages get (pipeline.RunEnvKey) in either case.
+func (s *Server) runSigns() *runSigns {
+	r := &runSigns{}
+	if s.cfg.Cgroups != nil {
+		r.cgroups = s.cfg.Cgroups.Parent
+	}
+	if pid := os.Getpid(); pid != 1 {
+		var v int32
+		if unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0) == nil && v != 0 {
+			r.daemon = pid
+		}
+	}
+	return r
+}
+
+// approverPower says why the account p's run has (or the group it names)
+// may approve rootgate requests, or "" when it may not or the run is
+// root's or the requester is root: it is admitted to attach an approver
+// (--approver, by name or by one of its groups), or it could control the
+// terminal or session of an approver attached now or since the daemon
+// began. Such a run is root's equal: it could attach an approver or type
+// into one and answer the next request for root. Its prompt says so and
+// goes only to approvers the account cannot control, and neither a
+// policy rule nor a standing grant decides it.
+func (s *Server) approverPower(p *runPlan) string {
+	if p.named == nil || p.account.UID == 0 || p.peer.UID == 0 {
+		return ""
+	}
+	uid := int(p.account.UID)
+	if slices.Contains(s.cfg.Admission.UIDs, uid) {
+		return "it is admitted as an approver: --approver " + userNameOf(uid)
+	}
+	for _, g := range append([]uint32{p.account.GID}, p.account.Groups...) {
+		if slices.Contains(s.cfg.Admission.GIDs, int(g)) {
+			return "its group " + groupNameOf(int(g)) + " is admitted as an approver: --approver @" + groupNameOf(int(g))
+		}
+	}
+	if b := s.cfg.Broker; b != nil && b.Controls(uid) {
+		return "it can control the terminal or session of an approver attached since rootgated started"
+	}
+	return ""
+}
+
+// groupNameOf is the name of group gid, or its number.
+func groupNameOf(gid int) string {
+	if g, err := user.LookupGroupId(strconv.Itoa(gid)); err == nil {
+		return g.Name
+	}
+	return strconv.Itoa(gid)
 }
 
 // nodename is this machine's host name as uname(2) gives it in the

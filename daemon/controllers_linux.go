@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rootgate/rootgate/pipeline"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,12 +44,14 @@ func Controllers(pid int) ([]int, error) {
 		return nil, fmt.Errorf("controllers of pid %d: pidfd_open: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
-	return controllersPinned(pidfd, pid)
+	return controllersPinned(pidfd, pid, nil)
 }
 
 // peerControllers is [Controllers] of the process at the other end of c,
-// which SO_PEERCRED said is pid.
-func peerControllers(c *net.UnixConn, pid int) ([]int, error) {
+// which SO_PEERCRED said is pid. When run is set, the walk also looks for
+// a sign that the process is part of a rootgate run and says which in
+// run.why.
+func peerControllers(c *net.UnixConn, pid int, run *runSigns) ([]int, error) {
 	if pid <= 0 {
 		return nil, errors.New("the peer's pid is not visible here")
 	}
@@ -61,11 +64,55 @@ func peerControllers(c *net.UnixConn, pid int) ([]int, error) {
 		return nil, fmt.Errorf("pidfd of pid %d: %w", pid, err)
 	}
 	defer unix.Close(pidfd)
-	return controllersPinned(pidfd, pid)
+	return controllersPinned(pidfd, pid, run)
 }
 
-// controllersPinned is [Controllers] for a process already held by pidfd.
-func controllersPinned(pidfd, pid int) ([]int, error) {
+// runSigns is what tells a process of a rootgate run, or one descended
+// from a run, from any other: the daemon looks for them along an
+// approver's ancestry (see [Server.runSigns]).
+type runSigns struct {
+	// cgroups is the directory the runs' cgroups are made in, or "": a
+	// process in it or below is in a run. No process of a run can leave
+	// it, as a process without root cannot move itself out of a cgroup
+	// tree whose common ancestor it may not write.
+	cgroups string
+	// daemon is the daemon's pid when it is the subreaper of its runs'
+	// orphans (runs without cgroups), or 0: a run's stages are its
+	// children, and their orphans become its children, so a process that
+	// has it among its ancestors is part of a run.
+	daemon int
+	// why names the first sign found, or "" when none was.
+	why string
+}
+
+// look records in r.why whether the process pid (the approver itself
+// when first) shows a sign of a run, env being its environment.
+func (r *runSigns) look(pid int, first bool, env []byte) {
+	if r == nil || r.why != "" {
+		return
+	}
+	who := "its ancestor pid " + strconv.Itoa(pid)
+	if first {
+		who = "it"
+	}
+	if r.daemon > 0 && pid == r.daemon && !first {
+		r.why = "it descends from rootgated's own process, which runs only rootgate runs"
+		return
+	}
+	if bytes.HasPrefix(env, []byte(pipeline.RunEnvKey+"=")) || bytes.Contains(env, []byte("\x00"+pipeline.RunEnvKey+"=")) {
+		r.why = who + " has " + pipeline.RunEnvKey + " in its environment"
+		return
+	}
+	if r.cgroups != "" {
+		if dir, err := pipeline.CgroupOf(pid); err == nil && (dir == r.cgroups || strings.HasPrefix(dir, r.cgroups+"/")) {
+			r.why = who + " is in a run's cgroup, " + dir
+		}
+	}
+}
+
+// controllersPinned is [Controllers] for a process already held by pidfd;
+// run, when set, is told each process of the walk (see [runSigns]).
+func controllersPinned(pidfd, pid int, run *runSigns) ([]int, error) {
 	if pidOfPidfd(pidfd) != pid {
 		return nil, fmt.Errorf("controllers of pid %d: the process is gone", pid)
 	}
@@ -74,7 +121,7 @@ func controllersPinned(pidfd, pid int) ([]int, error) {
 	cur, curfd := pid, pidfd
 	top := false // reached pid 1 (or the top of our pid namespace)
 	for range maxAncestry {
-		ppid, err := readProcess(cur, cur == pid, set, ttys)
+		ppid, err := readProcess(cur, cur == pid, set, ttys, run)
 		if err != nil {
 			return nil, fmt.Errorf("controllers of pid %d: %w", pid, err)
 		}
@@ -119,7 +166,7 @@ func controllersPinned(pidfd, pid int) ([]int, error) {
 // readProcess adds the controllers of the single process pid to set and
 // returns its parent's pid (0 for pid 1). first is set for the process
 // whose controllers are asked for, as opposed to an ancestor.
-func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners) (ppid int, err error) {
+func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners, run *runSigns) (ppid int, err error) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	ppid, ttyNr, err := readStat(dir)
 	if err != nil {
@@ -158,6 +205,7 @@ func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners) (ppid i
 	if err != nil && first {
 		return 0, err
 	}
+	run.look(pid, first, env)
 	for kv := range bytes.SplitSeq(env, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte("SUDO_UID=")); ok {
 			if u, err := strconv.ParseUint(string(v), 10, 32); err == nil {

@@ -57,7 +57,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	// A request no one may be asked about now reaches no person, like a
 	// policy denial: refused at once.
 	if n, ok := s.cfg.Approver.(noneToAsker); ok {
-		if d, none := n.NoneToAsk(&approval.Prompt{ForwardAgent: req.ForwardAgent, Requester: approval.Requester{UID: p.peer.UID, User: userName}}); none {
+		if d, none := n.NoneToAsk(&approval.Prompt{ForwardAgent: req.ForwardAgent, Requester: approval.Requester{UID: p.peer.UID, User: userName}, Named: p.named, RunAs: p.account.Name}); none {
 			if err := s.refusedUnasked(p, receive); err != nil {
 				return approval.Decision{}, err
 			}
@@ -102,6 +102,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Limits:       s.limitsText(p),
 		Shape:        p.groupShape(),
 		Hint:         s.hintFor(p, s.cfg.Now()),
+		// The broker puts it only to approvers the run's account
+		// cannot control (Named), and it makes no grant or rule.
+		ApproverPower: s.approverPower(p),
 	}
 	if err := p.interpretersMayChange(); err != nil {
 		prompt.NoGrant = termsafe.Sanitize(err.Error())
@@ -150,6 +153,13 @@ func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
 			// log once a person is asked (decide), not here: a check is
 			// answered without a record, and must not log either.
 			p.notApplied, p.notAppliedWhy = m.Rule, err
+			return policy.Match{Action: policy.ActionAsk}
+		}
+		if why := s.approverPower(p); why != "" {
+			// A run that may approve is root's equal: a person is
+			// asked, told what approving it means (docs/security.md,
+			// "Who can approve").
+			p.notApplied, p.notAppliedWhy = m.Rule, fmt.Errorf("the run as %s may approve rootgate requests (%s), so it is put to a person as a request for root", p.account.Name, why)
 			return policy.Match{Action: policy.ActionAsk}
 		}
 	}

@@ -151,12 +151,19 @@ func (p *runPlan) groupShape() string {
 
 // grantDecides returns the standing grant that decides p's request at
 // now, given the policy's verdict m on it, or nil: none when the policy
-// decides it (a deny rule, or an allow rule without forward_agent) or the
-// request forwards an SSH agent (always put to a person). The real
+// decides it (a deny rule, or an allow rule without forward_agent), the
+// request forwards an SSH agent (always put to a person) or its run may
+// approve rootgate requests (approverPower). The real
 // decision (decide) and a check request (check) both ask it; use counts
 // a use of the grant, which only a real decision does.
 func (s *Server) grantDecides(p *runPlan, m policy.Match, now time.Time, use bool) *grant {
 	if p.req.ForwardAgent || m.Action == policy.ActionDeny || m.Action == policy.ActionAllow {
+		return nil
+	}
+	if s.approverPower(p) != "" {
+		// A run that may approve is put to a person each time, as a
+		// request for root; a grant made before its account could
+		// approve (an approver attached later) runs nothing since.
 		return nil
 	}
 	return s.grantFor(p, now, use)

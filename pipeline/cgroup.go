@@ -445,7 +445,20 @@ var ErrNoCgroup2 = errors.New("no cgroup2 file system mounted")
 // /sys/fs/cgroup/unified), and whether that cgroup is the root of the
 // tree. The error wraps [ErrNoCgroup2] when there is none.
 func OwnCgroup() (dir string, root bool, err error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	return cgroupOf("/proc/self")
+}
+
+// CgroupOf returns the directory of process pid's cgroup v2 in the
+// cgroup2 file system mounted in the caller's mount namespace, as
+// [OwnCgroup] does for the calling process.
+func CgroupOf(pid int) (string, error) {
+	dir, _, err := cgroupOf("/proc/" + strconv.Itoa(pid))
+	return dir, err
+}
+
+// cgroupOf is [OwnCgroup] for the process whose /proc directory is proc.
+func cgroupOf(proc string) (dir string, root bool, err error) {
+	b, err := os.ReadFile(proc + "/cgroup")
 	if err != nil {
 		return "", false, err
 	}
@@ -457,7 +470,7 @@ func OwnCgroup() (dir string, root bool, err error) {
 		}
 	}
 	if !found {
-		return "", false, fmt.Errorf("%w: /proc/self/cgroup has no 0:: line", ErrNoCgroup2)
+		return "", false, fmt.Errorf("%w: %s/cgroup has no 0:: line", ErrNoCgroup2, proc)
 	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

@@ -36,6 +36,13 @@ func ApproverControllers(err error) string {
 	return "cannot tell who controls this approver's terminal and session (" + err.Error() + "), so it cannot be shown any request"
 }
 
+// ApproverInRun refuses an approver that is part of a rootgate run: a
+// process of a run, or descended from one (its cgroup, its ancestry or
+// its environment says so), whose approval would be the run's own.
+func ApproverInRun(why string) string {
+	return "an approver cannot attach from inside a rootgate run (" + why + "): a run could approve requests for root"
+}
+
 // ApproverNoHello: the first line could not be read as a message.
 func ApproverNoHello(err error) string { return "expected a hello message: " + err.Error() }
 

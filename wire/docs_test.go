@@ -37,7 +37,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 		NoUserError(1000), RunAsError("user", "postgres"), RunAsError("user", "#108"), RunAsError("group", "backup"), RunAsError("group", "#34"),
 		CwdMissingError("/nope"), CwdDeniedError("/home/other/dir"),
 		PromptTooLargeError(5000000, 4194304),
-		ErrNoApprover, NoEligibleApproverError(1000, "alice"), ApproversLeftError(""),
+		ErrNoApprover, NoEligibleApproverError(1000, "alice"), NoEligibleApproverRunAsError(1001, "alice"), ApproversLeftError(""),
 		PromptTimeoutError(60 * time.Second), DeniedByOperatorError("root", "pts/3"), DeniedByOperatorError("", "TTY"),
 	} {
 		if !quotes(doc, e.Error()) {
@@ -167,6 +167,7 @@ func TestDocsQuoteApproverErrors(t *testing.T) {
 		ApproverPeerCredentials, ApproverHelloName, ApproverHelloAgent, ApproverNoVerdict,
 		ApproverNotAdmitted(65534, "nobody"),
 		ApproverControllers(errors.New("…")),
+		ApproverInRun("…"),
 		ApproverNoHello(errors.New("…")),
 		ApproverNotHello("decision"),
 		ApproverVersion(2, 1),

@@ -232,6 +232,25 @@ func NoEligibleApproverError(uid int, user string) error {
 		`, who sent this request; run the agent under its own account (README: "Secure setup")`)
 }
 
+// NoEligibleApproverRunAsError: the account a request would run as, uid
+// with user name user, may approve rootgate requests and controls every
+// attached approver (and the requester controls none). user is shown as
+// given: the caller escapes it for a terminal.
+func NoEligibleApproverRunAsError(uid int, user string) error {
+	who := "uid " + strconv.Itoa(uid)
+	if user != "" && user != strconv.Itoa(uid) {
+		who += " (" + user + ")"
+	}
+	return coded(CodeNoEligibleApprover, "no eligible approver: the attached approvers can be controlled by "+who+
+		RunAsControlsApprovers+": a run as it could answer their prompts, so it is put only to an approver it cannot control")
+}
+
+// RunAsControlsApprovers is the words that tell a
+// [NoEligibleApproverRunAsError] from a [NoEligibleApproverError] (both
+// have the code CodeNoEligibleApprover): the account the request runs
+// as, not its requester, controls the approvers.
+const RunAsControlsApprovers = ", whom this request would run as"
+
 // ApproversLeftError: every approver asked went away, or could not ask,
 // before deciding; why, unless "", is the last one's reason.
 func ApproversLeftError(why string) error {
