@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/rootgate/rootgate/pipeline"
 )
@@ -33,13 +34,16 @@ type runFile struct {
 }
 
 // bootID is the kernel's boot id, "" when it cannot be read.
-func bootID() string {
+func bootID() string { return thisBoot() }
+
+// thisBoot reads the boot id once: it is the same for the daemon's life.
+var thisBoot = sync.OnceValue(func() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
-}
+})
 
 // trackRun records cmd, the run of request id, in runsDir before it
 // starts, and its stages' processes once they have started; the run's
