@@ -27,6 +27,7 @@ type answerLine struct {
 
 	mu     sync.Mutex
 	stream *wire.StdoutStream // the run's stdout, once there is a run
+	frames *wire.FrameWriter  // or, for a request that said "stream", its output's frames
 	done   bool               // the answer was written, or given up
 }
 
@@ -45,10 +46,45 @@ func (p progressWriter) Write(b []byte) (int, error) {
 	a := p.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.done || a.stream != nil && a.stream.Begun() {
+	if a.done || a.begun() {
 		return 0, errAnswerBegun
 	}
 	return a.w.Write(b)
+}
+
+// begun reports whether the run's output began the answer: the line its
+// stdout began, or its first frame. The caller holds a.mu.
+func (a *answerLine) begun() bool {
+	return a.stream != nil && a.stream.Begun() || a.frames != nil && a.frames.Begun()
+}
+
+// output returns where the stdout and each stage's stderr of a run go
+// that asked for them as frames ("stream": 1, docs/protocol.md, "Streamed
+// output"): every byte, each write one frame line, as it is read; the
+// answer line follows them once the run is over (finish). A client that
+// reads slowly slows the run's output; one that stops reading fails the
+// frames at the stall guard's deadline, after which the run goes on
+// without it and no answer is written.
+func (a *answerLine) output() (stdout io.Writer, stderr func(int) io.Writer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lock := func() func() {
+		a.mu.Lock()
+		return a.mu.Unlock
+	}
+	a.frames = wire.NewFrameWriter(frameGate{a}, a.beforeStdout, lock)
+	return a.frames.Stdout(), a.frames.Stderr
+}
+
+// frameGate is the connection as the frames see it: nothing is written
+// once the answer was written or given up. Its Write is called under a.mu.
+type frameGate struct{ a *answerLine }
+
+func (g frameGate) Write(b []byte) (int, error) {
+	if g.a.done {
+		return 0, errAnswerBegun
+	}
+	return g.a.w.Write(b)
 }
 
 // stdout returns where the stdout of request id's run goes: into its
@@ -89,6 +125,11 @@ func (a *answerLine) finish(r *wire.Response) error {
 	if a.stream != nil {
 		return a.stream.Finish(r)
 	}
+	if a.frames != nil {
+		if err := a.frames.Err(); err != nil {
+			return err // a frame is unfinished, or missing: no answer
+		}
+	}
 	return wire.WriteResponse(a.w, r)
 }
 
@@ -102,7 +143,7 @@ func (a *answerLine) abandon(r *wire.Response) error {
 		return errAnswerBegun
 	}
 	a.done = true
-	if a.stream != nil && a.stream.Begun() {
+	if a.begun() {
 		return errAnswerBegun
 	}
 	return wire.WriteResponse(a.w, r)

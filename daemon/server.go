@@ -436,7 +436,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	lines := &progressLines{w: ans.progress(), hold: progressHold, log: log}
 	defer lines.end()
 	ans.beforeStdout = lines.flush
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans.stdout, log)
+	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans, log)
 	lines.end()
 	if resp == nil {
 		return
