@@ -108,3 +108,92 @@ func TestStdoutBeforeRunEnds(t *testing.T) {
 	}
 	waitTrail(t, d.Dir, id, "received decided started finished")
 }
+
+// TestStreamFrames: a request that says "stream": 1 gets, after its
+// progress lines, every byte of its last stage's stdout (here 17,000,000,
+// past the 16 MiB an answer line keeps) and of each stage's stderr as
+// frames, {"stdout":B64} and {"stderr":B64,"stage":N}, then the usual
+// answer line, whose stdout and stderr are empty and flagged as cut
+// nowhere; nothing follows it. The audit record counts every byte. The
+// same request without the field gets the one answer line, cut at 16 MiB
+// and flagged, as ever; a framing version the daemon does not speak is
+// refused before anything runs.
+func TestStreamFrames(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	const size = 17_000_000
+	pipeline := [][]string{{"sh", "-c", "echo e1 >&2; head -c 17000000 /dev/zero"}, {"sh", "-c", "cat; echo e2 >&2"}}
+	id := uuid.NewString()
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(120 * time.Second))
+	if _, err := c.Write([]byte(request(map[string]any{"id": id, "progress": true, "stream": 1, "pipeline": pipeline}))); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	r := bufio.NewReaderSize(c, 1<<20)
+	stdout := 0
+	stderr := map[int]string{}
+	var answer string
+	for answer == "" {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v (got %q)", err, line)
+		}
+		if _, _, ok := wire.ParseProgress([]byte(line)); ok {
+			if stdout > 0 || len(stderr) > 0 {
+				t.Fatalf("progress line %q after a frame", line)
+			}
+			continue
+		}
+		f, ok, err := wire.ParseFrame([]byte(line))
+		switch {
+		case err != nil:
+			t.Fatalf("frame %.100q: %v", line, err)
+		case !ok:
+			answer = line
+		case f.Stage == 0:
+			if bytes.Count(f.Data, []byte{0}) != len(f.Data) {
+				t.Fatalf("stdout frame holds other bytes than zeros: %.100q", line)
+			}
+			stdout += len(f.Data)
+		default:
+			stderr[f.Stage] += string(f.Data)
+		}
+	}
+	if stdout != size || stderr[1] != "e1\n" || stderr[2] != "e2\n" || len(stderr) != 2 {
+		t.Errorf("frames: %d bytes of stdout, stderr %v; want %d, e1 and e2", stdout, stderr, size)
+	}
+	var resp wire.Response
+	if err := json.Unmarshal([]byte(answer), &resp); err != nil {
+		t.Fatalf("answer %q: %v", answer, err)
+	}
+	if resp.ID != id || resp.Status != wire.StatusOK || len(resp.Stdout) != 0 || resp.StdoutTruncated || len(resp.Stages) != 2 ||
+		len(resp.Stages[0].Stderr)+len(resp.Stages[1].Stderr) != 0 || resp.Stages[0].StderrTruncated || resp.Stages[1].StderrTruncated {
+		t.Errorf("answer %s", answer)
+	}
+	if extra, _ := io.ReadAll(r); len(extra) != 0 {
+		t.Errorf("after the answer: %q", extra)
+	}
+	rs := waitTrail(t, d.Dir, id, "received decided started finished")
+	if res := rs[3].Result; res.StdoutBytes != size || res.StdoutTruncated || res.Stages[0].StderrBytes != 3 {
+		t.Errorf("finished record: %+v", res)
+	}
+
+	// Without the field: one line, as ever.
+	plain := wantOK(t, d.send(map[string]any{"pipeline": pipeline}))
+	if len(plain.Stdout) != wire.MaxCapture || !plain.StdoutTruncated || string(plain.Stages[0].Stderr) != "e1\n" || string(plain.Stages[1].Stderr) != "e2\n" {
+		t.Errorf("plain answer: %d bytes of stdout, truncated %v, stages %+v", len(plain.Stdout), plain.StdoutTruncated, plain.Stages)
+	}
+
+	for _, v := range []any{2, 0, true, "1", 1.5} {
+		r := d.send(map[string]any{"stream": v})
+		wantError(t, r, `field "stream" must be 1, the version of the stream framing this daemon speaks`)
+		if r.Code != wire.CodeInvalidRequest {
+			t.Errorf("stream %v: code %q", v, r.Code)
+		}
+	}
+}
