@@ -109,12 +109,12 @@ const MaxOutput = 64 << 20
 // keeper keeps a streamed call's output, within MaxOutput of stdout and
 // MaxOutput of all the stages' stderr together, in memory.
 type keeper struct {
-	stdout         []byte
-	stderr         [wire.MaxStages + 1][]byte // by stage, from 1
-	errLeft        int                        // what the stderr may still take, once set
-	errSet         bool
-	outCut         bool
-	errCut         [wire.MaxStages + 1]bool // by stage, from 1
+	stdout  []byte
+	stderr  [wire.MaxStages + 1][]byte // by stage, from 1
+	errLeft int                        // what the stderr may still take, once set
+	errSet  bool
+	outCut  bool
+	errCut  [wire.MaxStages + 1]bool // by stage, from 1
 }
 
 // frame keeps f, as far as the bounds let it.
