@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"sync"
+	"time"
 
 	"github.com/rootgate/rootgate/wire"
 )
@@ -18,6 +21,11 @@ import (
 // has begun, so no line is ever written into another.
 type answerLine struct {
 	w io.Writer // the connection, through its stallGuard
+	// hold, when set, returns the connection as a streamed run's frames
+	// are written to it (output): through a runGuard, which waits for a
+	// client that reads them slowly, or not for a while, until the run's
+	// end, not only the stall guard's 10 s. Without it, they go to w.
+	hold func(ctx context.Context, until time.Time) io.Writer
 	// beforeStdout, when set, is called once, before the run's stdout is
 	// first written: it writes a progress line still held (progressLines),
 	// so that the client has it, and its within, before the answer's line
@@ -62,29 +70,76 @@ func (a *answerLine) begun() bool {
 // that asked for them as frames ("stream": 1, docs/protocol.md, "Streamed
 // output"): every byte, each write one frame line, as it is read; the
 // answer line follows them once the run is over (finish). A client that
-// reads slowly slows the run's output; one that stops reading fails the
-// frames at the stall guard's deadline, after which the run goes on
-// without it and no answer is written.
-func (a *answerLine) output() (stdout io.Writer, stderr func(int) io.Writer) {
+// reads slowly, or stops reading for a while, slows the run's output
+// (its pipes fill); until is the latest the run may end, and ctx its
+// request's: a client that has read nothing by until, or once ctx ended,
+// fails the frames, after which the run goes on to its end without it
+// and no answer is written (see runGuard).
+func (a *answerLine) output(ctx context.Context, until time.Time) (stdout io.Writer, stderr func(int) io.Writer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	lock := func() func() {
 		a.mu.Lock()
 		return a.mu.Unlock
 	}
-	a.frames = wire.NewFrameWriter(frameGate{a}, a.beforeStdout, lock)
+	w := a.w
+	if a.hold != nil {
+		w = a.hold(ctx, until)
+	}
+	a.frames = wire.NewFrameWriter(frameGate{a, w}, a.beforeStdout, lock)
 	return a.frames.Stdout(), a.frames.Stderr
 }
 
-// frameGate is the connection as the frames see it: nothing is written
-// once the answer was written or given up. Its Write is called under a.mu.
-type frameGate struct{ a *answerLine }
+// frameGate is the connection as the frames see it, w: nothing is
+// written once the answer was written or given up. Its Write is called
+// under a.mu.
+type frameGate struct {
+	a *answerLine
+	w io.Writer
+}
 
 func (g frameGate) Write(b []byte) (int, error) {
 	if g.a.done {
 		return 0, errAnswerBegun
 	}
-	return g.a.w.Write(b)
+	return g.w.Write(b)
+}
+
+// runGuard writes a streamed run's frames to its connection with one
+// deadline, the run's latest end (its time limit, its kill grace and the
+// stall timeout after it), so that a client that reads them slowly, or
+// stops for a while (a pager), holds the run's output as a shell's
+// reader would, and never longer than the run may last. Once ctx ends
+// (the client went away, the daemon stops), a write waiting, and every
+// write after, fails at once: the run is being killed, and its output
+// must not hold its end.
+type runGuard struct {
+	c     *net.UnixConn
+	until time.Time
+	mu    *sync.Mutex // orders the deadline's setting with ctx's end
+	ctx   context.Context
+}
+
+// newRunGuard returns c's runGuard for a run that may last until until.
+func newRunGuard(ctx context.Context, c *net.UnixConn, until time.Time) runGuard {
+	g := runGuard{c: c, until: until, mu: new(sync.Mutex), ctx: ctx}
+	context.AfterFunc(ctx, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		_ = c.SetWriteDeadline(time.Now())
+	})
+	return g
+}
+
+func (g runGuard) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	if err := g.ctx.Err(); err != nil {
+		g.mu.Unlock()
+		return 0, err
+	}
+	_ = g.c.SetWriteDeadline(g.until)
+	g.mu.Unlock()
+	return g.c.Write(p)
 }
 
 // stdout returns where the stdout of request id's run goes: into its

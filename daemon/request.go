@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ func errorResponse(id string, err error) *wire.Response {
 // every byte of stdout and of each stage's stderr as frames.
 type runOutput interface {
 	stdout(id string) io.Writer
-	output() (stdout io.Writer, stderr func(int) io.Writer)
+	output(ctx context.Context, until time.Time) (stdout io.Writer, stderr func(int) io.Writer)
 }
 
 // handle takes a request line through checks 3 to 11. It calls
@@ -305,7 +306,10 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		// Every byte of the output goes to the client as frames, as the
 		// run writes it, and the daemon holds none of it.
 		plan.cmd.Cap = pipeline.NoCap
-		plan.cmd.StdoutTo, plan.cmd.StderrTo = out.output()
+		// A client may hold the output (a pager) as long as the run may
+		// last: its time limit, its kill grace, then the stall timeout.
+		until := time.Now().Add(plan.cmd.Timeout + cmp.Or(plan.cmd.KillGrace, pipeline.DefaultKillGrace) + s.cfg.StallTimeout)
+		plan.cmd.StdoutTo, plan.cmd.StderrTo = out.output(ctx, until)
 	} else {
 		// The run's stdout goes into the answer as it comes, not into the
 		// daemon's memory (docs/performance.md, "Daemon peak RSS").

@@ -197,3 +197,63 @@ func TestStreamFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamWaitsForPausedReader: a streamed run's client that stops
+// reading for longer than --stall-timeout (as a pager left open does)
+// holds the run, whose writes wait, instead of being disconnected: once
+// it reads again it gets every byte and the answer.
+func TestStreamWaitsForPausedReader(t *testing.T) {
+	t.Parallel()
+	const stall = time.Second
+	d := startDaemon(t, opts{Args: []string{"--stall-timeout", stall.String()}})
+	marker := "rg-paused-" + uuid.NewString()[:8]
+	killAtEnd(t, marker)
+	const size = 8 << 20 // more than the socket's and the pipe's buffers
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(120 * time.Second))
+	start := time.Now()
+	if _, err := c.Write([]byte(request(map[string]any{"progress": true, "stream": 1,
+		"pipeline": [][]string{{"sh", "-c", "head -c 8388608 /dev/zero; echo end >&2", marker}}}))); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	// The run waits on its full pipe, past the stall timeout.
+	waitFor(t, "the run to be held past the stall timeout", 60*time.Second, func() bool {
+		return time.Since(start) > 3*stall && len(procsWith(marker)) > 0
+	})
+	r := bufio.NewReaderSize(c, 1<<20)
+	stdout, stderr := 0, ""
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read after the pause: %v, after %d bytes of stdout", err, stdout)
+		}
+		if _, _, ok := wire.ParseProgress([]byte(line)); ok {
+			continue
+		}
+		f, ok, err := wire.ParseFrame([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			resp := response{raw: line}
+			if err := json.Unmarshal([]byte(line), &resp.Response); err != nil {
+				t.Fatalf("answer %q: %v", line, err)
+			}
+			wantOK(t, resp)
+			break
+		}
+		if f.Stage == 0 {
+			stdout += len(f.Data)
+		} else {
+			stderr += string(f.Data)
+		}
+	}
+	if stdout != size || stderr != "end\n" {
+		t.Errorf("after the pause: %d bytes of stdout, stderr %q", stdout, stderr)
+	}
+}
