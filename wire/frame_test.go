@@ -136,6 +136,11 @@ func FuzzParseFrame(f *testing.F) {
 	f.Add([]byte(`{"stdout":"\u0061GkK"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		fr, ok, err := ParseFrame(line)
+		// The fast path and the JSON decoder read a line alike.
+		jf, jok, jerr := parseFrameJSON(bytes.TrimSuffix(line, []byte("\n")))
+		if ok != jok || (err == nil) != (jerr == nil) || fr.Stage != jf.Stage || !bytes.Equal(fr.Data, jf.Data) {
+			t.Fatalf("%q: ParseFrame %+v %v %v, the JSON decoder %+v %v %v", line, fr, ok, err, jf, jok, jerr)
+		}
 		if !ok {
 			if err != nil {
 				t.Fatalf("not a frame, with an error: %v", err)
