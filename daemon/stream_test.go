@@ -257,3 +257,49 @@ func TestStreamWaitsForPausedReader(t *testing.T) {
 		t.Errorf("after the pause: %d bytes of stdout, stderr %q", stdout, stderr)
 	}
 }
+
+// TestStreamedOutputNotHeld: a streamed run printing 64 MiB to stdout and
+// 64 MiB to stderr raises the real daemon's peak memory by a few buffers,
+// not by any of its output, which goes out as frames as it is read.
+func TestStreamedOutputNotHeld(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	pid := d.Cmd.Process.Pid
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}, "stream": 1}))
+	idle := vmHWM(t, pid)
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(120 * time.Second))
+	if _, err := c.Write([]byte(request(map[string]any{"stream": 1,
+		"pipeline": [][]string{{"sh", "-c", "head -c 67108864 /dev/urandom >&2 & head -c 67108864 /dev/urandom; wait"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	r := bufio.NewReaderSize(c, 1<<20)
+	got := map[int]int{}
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		f, ok, err := wire.ParseFrame(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got[f.Stage] += len(f.Data)
+	}
+	if got[0] != 64<<20 || got[1] != 64<<20 {
+		t.Fatalf("frames carried %v bytes by stream; want 64 MiB each", got)
+	}
+	peak := vmHWM(t, pid)
+	t.Logf("daemon peak RSS: %d KiB idle, %d KiB after a streamed run printing 64 MiB to stdout and 64 MiB to stderr", idle>>10, peak>>10)
+	if peak-idle > rssSlack() {
+		t.Errorf("a streamed run printing 128 MiB raised the daemon's peak RSS by %d KiB; want at most %d MiB: its output is held", (peak-idle)>>10, rssSlack()>>20)
+	}
+}
