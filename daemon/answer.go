@@ -110,34 +110,40 @@ func (g frameGate) Write(b []byte) (int, error) {
 // stall timeout after it), so that a client that reads them slowly, or
 // stops for a while (a pager), holds the run's output as a shell's
 // reader would, and never longer than the run may last. Once ctx ends
-// (the client went away, the daemon stops), a write waiting, and every
-// write after, fails at once: the run is being killed, and its output
-// must not hold its end.
+// (the client went away, the daemon stops and kills the run), the
+// deadline of a write waiting, and of every write after, is the stall
+// timeout from then, as for any answer: a client that still reads gets
+// the rest (and a stopping daemon's answer), and a run being killed is
+// not held longer by its output.
 type runGuard struct {
 	c     *net.UnixConn
 	until time.Time
-	mu    *sync.Mutex // orders the deadline's setting with ctx's end
-	ctx   context.Context
+	stall time.Duration
+
+	mu  sync.Mutex // guards cut, and orders the deadline's setting with ctx's end
+	cut time.Time  // set once ctx ended: until, moved closer
 }
 
-// newRunGuard returns c's runGuard for a run that may last until until.
-func newRunGuard(ctx context.Context, c *net.UnixConn, until time.Time) runGuard {
-	g := runGuard{c: c, until: until, mu: new(sync.Mutex), ctx: ctx}
+// newRunGuard returns c's runGuard for a run that may last until until,
+// of request ctx.
+func newRunGuard(ctx context.Context, c *net.UnixConn, until time.Time, stall time.Duration) *runGuard {
+	g := &runGuard{c: c, until: until, stall: stall}
 	context.AfterFunc(ctx, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		_ = c.SetWriteDeadline(time.Now())
+		g.cut = time.Now().Add(stall)
+		_ = c.SetWriteDeadline(g.cut)
 	})
 	return g
 }
 
-func (g runGuard) Write(p []byte) (int, error) {
+func (g *runGuard) Write(p []byte) (int, error) {
 	g.mu.Lock()
-	if err := g.ctx.Err(); err != nil {
-		g.mu.Unlock()
-		return 0, err
+	deadline := g.until
+	if !g.cut.IsZero() && g.cut.Before(deadline) {
+		deadline = g.cut
 	}
-	_ = g.c.SetWriteDeadline(g.until)
+	_ = g.c.SetWriteDeadline(deadline)
 	g.mu.Unlock()
 	return g.c.Write(p)
 }

@@ -303,3 +303,65 @@ func TestStreamedOutputNotHeld(t *testing.T) {
 		t.Errorf("a streamed run printing 128 MiB raised the daemon's peak RSS by %d KiB; want at most %d MiB: its output is held", (peak-idle)>>10, rssSlack()>>20)
 	}
 }
+
+// TestStreamStopDuringRun: a streamed run the daemon kills as it stops
+// sends what it writes while it is killed (here a trap's last line), and
+// is answered killed_stopping, as a run that is not streamed is.
+func TestStreamStopDuringRun(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	marker := "rg-streamstop-" + uuid.NewString()[:8]
+	killAtEnd(t, marker)
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(120 * time.Second))
+	if _, err := c.Write([]byte(request(map[string]any{"stream": 1, "pipeline": [][]string{
+		{"sh", "-c", `trap 'echo bye; exit 1' TERM; echo out-before; echo err-before >&2; while :; do sleep 0.1; done`, marker}}}))); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.UnixConn).CloseWrite()
+	r := bufio.NewReaderSize(c, 1<<20)
+	var stdout, stderr string
+	next := func() (wire.Frame, string) {
+		t.Helper()
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v (got %q, stdout %q)", err, line, stdout)
+		}
+		f, ok, err := wire.ParseFrame([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return wire.Frame{}, line
+		}
+		if f.Stage == 0 {
+			stdout += string(f.Data)
+		} else {
+			stderr += string(f.Data)
+		}
+		return f, ""
+	}
+	for stdout != "out-before\n" || stderr != "err-before\n" {
+		if _, answer := next(); answer != "" {
+			t.Fatalf("answer %q before the output", answer)
+		}
+	}
+	if !d.Terminate() {
+		t.Fatal("daemon did not stop cleanly")
+	}
+	var answer string
+	for answer == "" {
+		_, answer = next()
+	}
+	var resp wire.Response
+	if err := json.Unmarshal([]byte(answer), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Code != wire.CodeKilledStopping || stdout != "out-before\nbye\n" || len(resp.Stages) != 1 || resp.Stages[0].ExitCode != 1 {
+		t.Fatalf("answer %s, stdout %q", answer, stdout)
+	}
+}
