@@ -124,15 +124,26 @@ func (k *keeper) frame(f wire.Frame) error {
 	}
 	if f.Stage == 0 {
 		n := min(len(f.Data), MaxOutput-len(k.stdout))
-		k.stdout = append(k.stdout, f.Data[:n]...)
+		k.stdout = appendKept(k.stdout, f.Data[:n])
 		k.outCut = k.outCut || n < len(f.Data)
 		return nil
 	}
 	n := min(len(f.Data), k.errLeft)
-	k.stderr[f.Stage] = append(k.stderr[f.Stage], f.Data[:n]...)
+	k.stderr[f.Stage] = appendKept(k.stderr[f.Stage], f.Data[:n])
 	k.errLeft -= n
 	k.errCut[f.Stage] = k.errCut[f.Stage] || n < len(f.Data)
 	return nil
+}
+
+// appendKept appends p to b, growing b no further than MaxOutput, so
+// that a stream kept whole holds no more memory than its bound.
+func appendKept(b, p []byte) []byte {
+	if len(b)+len(p) > cap(b) {
+		grown := make([]byte, len(b), min(max(2*cap(b), len(b)+len(p)), MaxOutput))
+		copy(grown, b)
+		b = grown
+	}
+	return append(b, p...)
 }
 
 // fill puts what k kept into resp, a streamed run's answer, which holds
