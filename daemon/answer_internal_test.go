@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -122,5 +123,85 @@ func TestHeldProgressBeforeStdout(t *testing.T) {
 	want := `{"id":"x","progress":"running","within":1}` + "\n" + `{"id":"x","stdout":"aGkK`
 	if conn.String() != want {
 		t.Fatalf("the connection got %q, want %q", conn.String(), want)
+	}
+}
+
+// TestAnswerLineFrames: a streamed run's frames, written from a stdout
+// and two stderr goroutines while progress lines come from others, reach
+// the connection as whole lines: progress lines only before the first
+// frame, every frame whole, then the answer, and nothing after it (a
+// frame written after the answer, or after it was abandoned, is refused).
+func TestAnswerLineFrames(t *testing.T) {
+	var conn bytes.Buffer
+	a := &answerLine{w: &conn}
+	stdout, stderr := a.output(t.Context(), time.Now().Add(time.Minute))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 100 {
+				if err := wire.WriteProgress(a.progress(), "x", wire.ProgressRunning, time.Second); err != nil && !errors.Is(err, errAnswerBegun) {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for i, w := range []io.Writer{stdout, stderr(0), stderr(1)} {
+		wg.Go(func() {
+			for range 100 {
+				if _, err := w.Write(bytes.Repeat([]byte{byte('a' + i)}, 1000)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := a.finish(&wire.Response{ID: "x", Status: wire.StatusOK, Stages: []wire.StageResult{{}, {}}, Version: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stdout.Write([]byte("late")); err == nil {
+		t.Error("a frame written after the answer")
+	}
+	lines := strings.SplitAfter(conn.String(), "\n")
+	if lines[len(lines)-1] != "" {
+		t.Fatalf("the connection does not end with a line: %q", lines[len(lines)-1])
+	}
+	lines = lines[:len(lines)-1]
+	got := map[int]int{}
+	framed := false
+	for i, l := range lines {
+		if _, _, ok := wire.ParseProgress([]byte(l)); ok {
+			if framed {
+				t.Fatalf("progress line %d after a frame", i)
+			}
+			continue
+		}
+		f, ok, err := wire.ParseFrame([]byte(l))
+		if err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if !ok {
+			if i != len(lines)-1 || !strings.Contains(l, `"status":"ok"`) {
+				t.Fatalf("line %d of %d, not a frame: %.100q", i, len(lines), l)
+			}
+			continue
+		}
+		framed = true
+		if bytes.Count(f.Data, []byte{byte('a' + f.Stage)}) != len(f.Data) {
+			t.Fatalf("frame of stream %d holds another's bytes", f.Stage)
+		}
+		got[f.Stage] += len(f.Data)
+	}
+	if got[0] != 100000 || got[1] != 100000 || got[2] != 100000 {
+		t.Errorf("bytes by stream: %v", got)
+	}
+
+	// Abandoned once a frame went out: nothing more is written.
+	conn.Reset()
+	a = &answerLine{w: &conn}
+	stdout, _ = a.output(t.Context(), time.Now().Add(time.Minute))
+	_, _ = stdout.Write([]byte("x"))
+	n := conn.Len()
+	if err := a.abandon(wire.ErrorResponse("x", wire.ErrInternal)); !errors.Is(err, errAnswerBegun) || conn.Len() != n {
+		t.Errorf("abandon after a frame: %v, %d bytes written", err, conn.Len()-n)
 	}
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,17 +22,25 @@ func errorResponse(id string, err error) *wire.Response {
 	return wire.ErrorResponse(id, err)
 }
 
+// runOutput is where a run's output goes (answerLine): stdout into the
+// answer line, for request id, or, for a request that said "stream",
+// every byte of stdout and of each stage's stderr as frames.
+type runOutput interface {
+	stdout(id string) io.Writer
+	output(ctx context.Context, until time.Time) (stdout io.Writer, stderr func(int) io.Writer)
+}
+
 // handle takes a request line through checks 3 to 11. It calls
 // eofWithdraws once the request is decoded and asks for it, and progress
 // when a request that asked for progress lines is to be decided, is put
 // to a person, or starts to run, with the longest it may still take. A
-// run's stdout goes to the writer stdout returns for the request's id,
-// as it is read: the answer's beginning (answerLine). It
+// run's stdout goes to the writer out.stdout returns for the request's id,
+// as it is read: the answer's beginning, or, streamed, frames (out). It
 // returns nil when a request ended before its run with no one left to
 // answer; a run's answer is returned even then (the caller sends it
 // only to a client still there, and frees its output afterwards). What
 // it passes to later is done by the caller after the answer.
-func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string, within time.Duration), later func(func()), stdout func(id string) io.Writer, log *slog.Logger) *wire.Response {
+func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWithdraws func(), progress func(id, phase string, within time.Duration), later func(func()), out runOutput, log *slog.Logger) *wire.Response {
 	now := s.cfg.Now()
 	// The request is decided against the policy in force now, whatever
 	// a reload does while it is checked or waits for a person.
@@ -309,9 +318,19 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		untrack = sync.OnceFunc(end)
 		defer untrack()
 	}
-	// The run's stdout goes into the answer as it comes, not into the
-	// daemon's memory (docs/performance.md, "Daemon peak RSS").
-	plan.cmd.StdoutTo = stdout(req.ID)
+	if req.Stream != 0 {
+		// Every byte of the output goes to the client as frames, as the
+		// run writes it, and the daemon holds none of it.
+		plan.cmd.Cap = pipeline.NoCap
+		// A client may hold the output (a pager) as long as the run may
+		// last: its time limit, its kill grace, then the stall timeout.
+		until := time.Now().Add(plan.cmd.Timeout + cmp.Or(plan.cmd.KillGrace, pipeline.DefaultKillGrace) + s.cfg.StallTimeout)
+		plan.cmd.StdoutTo, plan.cmd.StderrTo = out.output(ctx, until)
+	} else {
+		// The run's stdout goes into the answer as it comes, not into the
+		// daemon's memory (docs/performance.md, "Daemon peak RSS").
+		plan.cmd.StdoutTo = out.stdout(req.ID)
+	}
 	began := time.Now()
 	res, err := plan.cmd.Run(ctx)
 	untrack()

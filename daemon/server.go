@@ -382,7 +382,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	}()
 	defer c.Close()
 	// Every line written once the request is read goes through ans.
-	ans := &answerLine{w: stallGuard{c, s.cfg.StallTimeout}}
+	ans := &answerLine{w: stallGuard{c, s.cfg.StallTimeout}, hold: func(ctx context.Context, until time.Time) io.Writer {
+		return newRunGuard(ctx, c, until, s.cfg.StallTimeout)
+	}}
 	// A bug met by one request must not take the daemon, and every other
 	// request and run with it, down: answer this one with an error,
 	// unless its answer has begun.
@@ -438,7 +440,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	lines := &progressLines{w: ans.progress(), hold: progressHold, log: log}
 	defer lines.end()
 	ans.beforeStdout = lines.flush
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans.stdout, log)
+	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans, log)
 	lines.end()
 	if resp == nil {
 		return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,10 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// NoCap, as [Cmd].Cap, keeps every byte: for a caller that writes the
+// output on as it comes (StdoutTo, StderrTo) and holds none of it.
+const NoCap = math.MaxInt
 
 // DefaultKillGrace is the time between SIGTERM and SIGKILL when
 // [Cmd].KillGrace is 0.
@@ -92,6 +97,15 @@ type Cmd struct {
 	// thrown away, so the run is never held by a writer that failed. Every
 	// call has returned by the time Run does.
 	StdoutTo io.Writer
+	// StderrTo, when set, is asked once per stage, by its index in Argv,
+	// where that stage's stderr goes: a stage it gives a writer has its
+	// kept stderr written there as it is read, as StdoutTo's stdout is
+	// (the stages' shared Cap still bounds what is kept, so a caller that
+	// wants every byte sets Cap to [NoCap]), and its [StageResult].Stderr
+	// holds only its count and SHA-256. Each stage's writer is called from
+	// that stage's own goroutine: writers shared between stages must be
+	// safe for concurrent use. A stage it gives nil is captured as usual.
+	StderrTo func(stage int) io.Writer
 	// Cgroup, when set, is the run's own cgroup (see [Cgroup]): every
 	// stage is created in it, and when the run ends everything in it is
 	// killed, in place of the environment tag and the sweep (see the
@@ -269,12 +283,13 @@ type runner struct {
 	exited  chan struct{} // a value per started stage once reaped
 
 	out     Capture
-	outTo   io.Writer    // Cmd.StdoutTo: where stdout goes as it is read, if not kept in out
-	outLeft budget       // what the stdout capture may still allocate
-	errLeft budget       // what the stderr captures, together, may still allocate
-	tag     string       // the run's RunEnvKey value, without a cgroup
-	cg      *Cgroup      // the run's cgroup, if it has one
-	gate    func() error // Cmd.Gate, called once, by the first stage to start
+	outTo   io.Writer           // Cmd.StdoutTo: where stdout goes as it is read, if not kept in out
+	errTo   func(int) io.Writer // Cmd.StderrTo
+	outLeft budget              // what the stdout capture may still allocate
+	errLeft budget              // what the stderr captures, together, may still allocate
+	tag     string              // the run's RunEnvKey value, without a cgroup
+	cg      *Cgroup             // the run's cgroup, if it has one
+	gate    func() error        // Cmd.Gate, called once, by the first stage to start
 
 	// What a caller recording the run for a later process needs.
 	onStart func([]Leader) // Cmd.Started
@@ -283,7 +298,7 @@ type runner struct {
 
 // prepare makes the pipes and the exec.Cmd of every stage.
 func (c *Cmd) prepare() (r *runner, err error) {
-	r = &runner{stdin: c.Stdin, outTo: c.StdoutTo, cg: c.Cgroup, gate: func() error { return nil }, onStart: c.Started}
+	r = &runner{stdin: c.Stdin, outTo: c.StdoutTo, errTo: c.StderrTo, cg: c.Cgroup, gate: func() error { return nil }, onStart: c.Started}
 	if c.Gate != nil {
 		r.gate = sync.OnceValue(c.Gate)
 	}
@@ -533,6 +548,12 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 		streams.Go(func() { drain(r.stdout, &r.out, &r.outLeft) })
 	}
 	for i, s := range r.stages {
+		if r.errTo != nil {
+			if w := r.errTo(i); w != nil {
+				streams.Go(func() { stream(r.stderr[i], &s.stderr, &r.errLeft, w) })
+				continue
+			}
+		}
 		streams.Go(func() { drain(r.stderr[i], &s.stderr, &r.errLeft) })
 	}
 

@@ -89,6 +89,11 @@ type Request struct {
 	// Progress: the client asked for progress lines before the answer
 	// (docs/protocol.md, "Progress lines"; opt-in).
 	Progress bool
+	// Stream is the stream framing the client asked for (StreamVersion),
+	// 0 when it did not: its run's output then comes as frames while the
+	// run goes on, every byte of it (docs/protocol.md, "Streamed output";
+	// opt-in).
+	Stream int
 	// RunAs names the account a privileged request runs as: a user name,
 	// or "#UID"; "" runs as root (docs/protocol.md, "Runs as a named
 	// account"). RunAsGroup likewise names the run's primary group
@@ -138,6 +143,7 @@ var fields = map[string]func(r *Request, raw json.RawMessage) error{
 	"eof_withdraws": func(r *Request, raw json.RawMessage) error { return decodeBool("eof_withdraws", raw, &r.EOFWithdraws) },
 	"progress":      func(r *Request, raw json.RawMessage) error { return decodeBool("progress", raw, &r.Progress) },
 	"stdin":         decodeStdin,
+	"stream":        decodeStream,
 	"check":         func(r *Request, raw json.RawMessage) error { return decodeBool("check", raw, &r.Check) },
 	"timeout":       decodeTimeout,
 }
@@ -360,6 +366,16 @@ func decodeStdin(r *Request, raw json.RawMessage) error {
 		return errors.New(`field "stdin" must be base64`)
 	}
 	r.Stdin = b
+	return nil
+}
+
+// decodeStream reads the stream field: a framing version this package
+// speaks, which is 1 alone.
+func decodeStream(r *Request, raw json.RawMessage) error {
+	if string(raw) != strconv.Itoa(StreamVersion) {
+		return fmt.Errorf(`field "stream" must be %d, the version of the stream framing this daemon speaks`, StreamVersion)
+	}
+	r.Stream = StreamVersion
 	return nil
 }
 

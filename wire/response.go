@@ -305,6 +305,7 @@ type Outgoing struct {
 	EOFWithdraws bool              `json:"eof_withdraws,omitempty"`
 	Check        bool              `json:"check,omitempty"`
 	Progress     bool              `json:"progress,omitempty"`
+	Stream       int               `json:"stream,omitempty"`
 	Cwd          string            `json:"cwd,omitempty"`
 	Stdin        []byte            `json:"stdin,omitempty"`
 	Timeout      float64           `json:"timeout,omitempty"`

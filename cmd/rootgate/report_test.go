@@ -29,13 +29,21 @@ $`)
 }
 
 // TestReportNamesCaptureCap: rootgate run's warnings about a cut stream
-// give rootgated's cap, wire.MaxCapture.
+// (from a rootgated that does not stream output) give rootgated's cap,
+// wire.MaxCapture, and the cut is never silent: an error line says it and
+// the exit code is 70, not the command's 0.
 func TestReportNamesCaptureCap(t *testing.T) {
 	var out, errb bytes.Buffer
-	report(&wire.Response{Status: wire.StatusOK, Stdout: []byte("y\n"), StdoutTruncated: true,
+	code := report(&wire.Response{Status: wire.StatusOK, Stdout: []byte("y\n"), StdoutTruncated: true,
 		Stages: []wire.StageResult{{Stderr: []byte("e\n"), StderrTruncated: true}}}, &out, &errb)
-	want := fmt.Sprintf("e\nrootgate: warning: stage 1's stderr was cut: the stages' stderr keep %d MiB together\nrootgate: warning: stdout was cut at %[1]d MiB\n", wire.MaxCapture>>20)
-	if wire.MaxCapture%(1<<20) != 0 || errb.String() != want {
-		t.Errorf("stderr:\n%s\nwant (wire.MaxCapture is %d bytes):\n%s", errb.String(), wire.MaxCapture, want)
+	want := fmt.Sprintf("e\nrootgate: warning: stage 1's stderr was cut: the stages' stderr keep %d MiB together\nrootgate: warning: stdout was cut at %[1]d MiB\n"+
+		"rootgate: error: the run's output was cut (rootgated did not stream it, and its answer holds at most %[1]d MiB of stdout and of stderr): exit code 0 is the command's; update rootgated to get every byte\n", wire.MaxCapture>>20)
+	if wire.MaxCapture%(1<<20) != 0 || errb.String() != want || code != exitError {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit %d (wire.MaxCapture is %d bytes):\n%s", code, errb.String(), exitError, wire.MaxCapture, want)
+	}
+	// Whole output: the command's exit code, nothing added.
+	errb.Reset()
+	if code := report(&wire.Response{Status: wire.StatusOK, Stages: []wire.StageResult{{ExitCode: 3}}}, &out, &errb); code != 3 || errb.Len() != 0 {
+		t.Errorf("whole output: exit %d, stderr %q", code, errb.String())
 	}
 }

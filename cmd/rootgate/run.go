@@ -77,11 +77,48 @@ func cmdRun(ctx context.Context, e *env, fl clidoc.Values, args []string) int {
 		return fail(stderr, fmt.Errorf("read stdin: %w", err))
 	}
 
-	resp, err := client.Do(ctx, client.Socket(fl.String("socket")), req)
+	resp, err := streamed(ctx, e, client.Socket(fl.String("socket")), req, nil)
 	if err != nil {
-		return fail(stderr, err)
+		return failRun(ctx, stderr, err)
 	}
 	return report(resp, e.stdout, stderr)
+}
+
+// streamed sends req, a run, asking for its output as it is written
+// (client.DoStream): its stdout and every stage's stderr go to e's stdout
+// and stderr as they come, every byte. A write to them that fails ends
+// the call and the run, as a closed pipe ends a command (rootgate's own
+// stdout or stderr being a closed pipe, it dies of SIGPIPE first, as
+// sudo's command would). onProgress gets the phases.
+func streamed(ctx context.Context, e *env, socket string, req *wire.Outgoing, onProgress func(string)) (*wire.Response, error) {
+	return client.DoStream(ctx, socket, req, onProgress, client.WriteFrames(e.stdout, e.stderr))
+}
+
+// exitInterrupted is the exit code of a run ended by SIGINT or SIGTERM:
+// the request was withdrawn, and its run killed.
+const exitInterrupted = 130
+
+// failRun reports the error that ended a run's request, err; a request
+// ended by SIGINT or SIGTERM (ctx) is told so and exits exitInterrupted.
+func failRun(ctx context.Context, stderr io.Writer, err error) int {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		sayf(stderr, "interrupted", "the request was withdrawn; a run it had started was killed")
+		return exitInterrupted
+	}
+	return fail(stderr, err)
+}
+
+// outputCut reports whether some of resp's output was cut.
+func outputCut(resp *wire.Response) bool {
+	if resp.StdoutTruncated {
+		return true
+	}
+	for _, st := range resp.Stages {
+		if st.StderrTruncated {
+			return true
+		}
+	}
+	return false
 }
 
 // splitPipeline cuts args at each "|" argument into stages.
@@ -108,7 +145,10 @@ func splitPipeline(args []string) ([][]string, error) {
 	return append(stages, cur), nil
 }
 
-// report writes a run's output and turns the response into an exit code.
+// report writes a run's output, when the answer holds it (an older
+// rootgated, without streamed output), and turns the response into an
+// exit code. Output cut at the answer's caps is never passed off as
+// whole: it is said on stderr and the exit code is exitError.
 func report(resp *wire.Response, stdout, stderr io.Writer) int {
 	if resp.HasRun() {
 		_, _ = stdout.Write(resp.Stdout)
@@ -123,6 +163,11 @@ func report(resp *wire.Response, stdout, stderr io.Writer) int {
 		if resp.StdoutTruncated {
 			warningf(stderr, "stdout was cut at %d MiB", wire.MaxCapture>>20)
 		}
+	}
+	if resp.Status == wire.StatusOK && resp.HasRun() && outputCut(resp) {
+		errorf(stderr, "the run's output was cut (rootgated did not stream it, and its answer holds at most %d MiB of stdout and of stderr): exit code %d is the command's; update rootgated to get every byte",
+			wire.MaxCapture>>20, resp.Stages[len(resp.Stages)-1].ExitCode)
+		return exitError
 	}
 	switch resp.Status {
 	case wire.StatusOK:

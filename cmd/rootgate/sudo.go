@@ -383,9 +383,9 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 	if o.nonInteractive {
 		return sudoRunUnasked(ctx, e, socket, req)
 	}
-	resp, err := client.Do(ctx, socket, req)
+	resp, err := streamed(ctx, e, socket, req, nil)
 	if err != nil {
-		return fail(stderr, err)
+		return failRun(ctx, stderr, err)
 	}
 	return sudoReport(resp, e.stdout, stderr, o.argv)
 }
@@ -658,7 +658,7 @@ func sudoRunUnasked(ctx context.Context, e *env, socket string, req *wire.Outgoi
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	asked := false
-	resp, err := client.DoProgress(runCtx, socket, req, func(phase string) {
+	resp, err := streamed(runCtx, e, socket, req, func(phase string) {
 		if phase == wire.ProgressApproval {
 			asked = true
 			cancel()
@@ -669,7 +669,7 @@ func sudoRunUnasked(ctx context.Context, e *env, socket string, req *wire.Outgoi
 		return exitDenied
 	}
 	if err != nil {
-		return fail(stderr, err)
+		return failRun(ctx, stderr, err)
 	}
 	return sudoReport(resp, e.stdout, stderr, req.Pipeline[0])
 }

@@ -183,7 +183,7 @@ func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) 
 	if v.Action == wire.ActionPing || v.Check {
 		first = AnswerWithin()
 	}
-	return roundTrip(ctx, socket, line, true, first, nil)
+	return roundTrip(ctx, socket, line, true, first, nil, nil)
 }
 
 // roundTrip is RoundTrip; halfClose says whether to end the stream after
@@ -192,8 +192,11 @@ func RoundTrip(ctx context.Context, socket string, line []byte) ([]byte, error) 
 // deadline to what it says plus Margin (RunWithin(0) when it says
 // nothing) and goes to onProgress, unless it is wire.ProgressReceived,
 // which only says the daemon is alive. With onProgress nil, progress
-// lines are not looked for: the first line is the answer.
-func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, first time.Duration, onProgress func(phase string)) ([]byte, error) {
+// lines are not looked for: the first line is the answer. With onFrame
+// set, output frames (a request that said "stream") go to it as they
+// come; an error it returns ends the call, and with it the connection,
+// which ends the run.
+func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, first time.Duration, onProgress func(phase string), onFrame func(wire.Frame) error) ([]byte, error) {
 	c, err := dial(ctx, socket)
 	if err != nil {
 		return nil, err
@@ -249,6 +252,18 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 			}
 			continue
 		}
+		if onFrame != nil {
+			f, ok, err := wire.ParseFrame(resp)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrNotResponse, err)
+			}
+			if ok {
+				if err := onFrame(f); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
 		return resp, nil
 	}
 }
@@ -288,18 +303,59 @@ func DoProgress(ctx context.Context, socket string, req *wire.Outgoing, onProgre
 	out := *req
 	out.EOFWithdraws = true
 	out.Progress = out.Action != wire.ActionPing && !out.Check
-	resp, err := do(ctx, socket, &out, onProgress)
+	resp, err := do(ctx, socket, &out, onProgress, nil)
 	if err == nil && out.Progress && resp.Code == wire.CodeUnknownField {
 		// An older rootgated. (Were another field unknown, the second
 		// refusal says so.)
 		out.Progress = false
-		resp, err = do(ctx, socket, &out, nil)
+		resp, err = do(ctx, socket, &out, nil, nil)
 	}
 	return resp, err
 }
 
-// do sends out as it is and decodes the answer.
-func do(ctx context.Context, socket string, out *wire.Outgoing, onProgress func(phase string)) (*wire.Response, error) {
+// DoStream is [DoProgress] for a run whose output is to come as it is
+// written, every byte of it: it asks for the stream framing
+// (docs/protocol.md, "Streamed output"), and onFrame gets each frame of
+// stdout and stderr as it comes; the answer it returns then holds no
+// output. An error onFrame returns (its writer's: a closed pipe, a full
+// disk) ends the call with that error and closes the connection, which
+// kills the run. A daemon that does not know the framing refuses the
+// request with an unknown-field error before deciding anything; the
+// request is then sent again without (DoProgress), and its answer holds
+// the output, cut at the protocol's caps, flagged when it is.
+func DoStream(ctx context.Context, socket string, req *wire.Outgoing, onProgress func(phase string), onFrame func(wire.Frame) error) (*wire.Response, error) {
+	out := *req
+	out.EOFWithdraws = true
+	out.Progress = true
+	out.Stream = wire.StreamVersion
+	if onProgress == nil {
+		onProgress = func(string) {}
+	}
+	resp, err := do(ctx, socket, &out, onProgress, onFrame)
+	if err == nil && resp.Code == wire.CodeUnknownField {
+		// An older rootgated.
+		out.Stream = 0
+		return DoProgress(ctx, socket, &out, onProgress)
+	}
+	return resp, err
+}
+
+// WriteFrames returns an onFrame for DoStream that writes stdout's frames
+// to stdout and every stage's stderr frames to stderr.
+func WriteFrames(stdout, stderr io.Writer) func(wire.Frame) error {
+	return func(f wire.Frame) error {
+		w := stdout
+		if f.Stage > 0 {
+			w = stderr
+		}
+		_, err := w.Write(f.Data)
+		return err
+	}
+}
+
+// do sends out as it is and decodes the answer; frames, when out asks for
+// them, go to onFrame.
+func do(ctx context.Context, socket string, out *wire.Outgoing, onProgress func(phase string), onFrame func(wire.Frame) error) (*wire.Response, error) {
 	line, err := json.Marshal(out)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
@@ -314,7 +370,7 @@ func do(ctx context.Context, socket string, out *wire.Outgoing, onProgress func(
 	if out.Progress && onProgress == nil {
 		onProgress = func(string) {}
 	}
-	raw, err := roundTrip(ctx, socket, append(line, '\n'), false, first, onProgress)
+	raw, err := roundTrip(ctx, socket, append(line, '\n'), false, first, onProgress, onFrame)
 	if err != nil {
 		return nil, err
 	}

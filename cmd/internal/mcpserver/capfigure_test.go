@@ -12,18 +12,22 @@ import (
 // mib finds the "N MiB" figures in a text.
 var mib = regexp.MustCompile(`(\d+) MiB`)
 
-// wantCapFigures fails unless what says the capture cap at least once and
-// every MiB figure in it is wire.MaxCapture.
+// wantCapFigures fails unless what says both caps, this server's
+// (MaxOutput) and rootgated's for an answer that is not streamed
+// (wire.MaxCapture), and every MiB figure in it is one of them.
 func wantCapFigures(t *testing.T, where, what string) {
 	t.Helper()
 	m := mib.FindAllStringSubmatch(what, -1)
-	if len(m) == 0 {
-		t.Errorf("%s names no MiB figure: %q", where, what)
-	}
+	seen := map[int]bool{}
 	for _, f := range m {
-		if n, _ := strconv.Atoi(f[1]); n<<20 != wire.MaxCapture {
-			t.Errorf("%s says %s; rootgated keeps wire.MaxCapture, %d bytes: %q", where, f[0], wire.MaxCapture, what)
+		n, _ := strconv.Atoi(f[1])
+		seen[n<<20] = true
+		if n<<20 != wire.MaxCapture && n<<20 != MaxOutput {
+			t.Errorf("%s says %s; the caps are MaxOutput, %d bytes, and wire.MaxCapture, %d bytes: %q", where, f[0], MaxOutput, wire.MaxCapture, what)
 		}
+	}
+	if !seen[MaxOutput] || !seen[wire.MaxCapture] {
+		t.Errorf("%s does not name both caps (%d and %d MiB): %q", where, MaxOutput>>20, wire.MaxCapture>>20, what)
 	}
 }
 
@@ -31,8 +35,8 @@ func wantCapFigures(t *testing.T, where, what string) {
 // rootgated's capture cap, in the output schema (a struct tag, which
 // cannot be computed) and in a cut stream's text, is wire.MaxCapture.
 func TestCaptureCapFigures(t *testing.T) {
-	if wire.MaxCapture%(1<<20) != 0 {
-		t.Fatalf("wire.MaxCapture is %d bytes, not a whole number of MiB, as the texts give it", wire.MaxCapture)
+	if wire.MaxCapture%(1<<20) != 0 || MaxOutput%(1<<20) != 0 {
+		t.Fatalf("wire.MaxCapture is %d bytes, MaxOutput %d: not whole numbers of MiB, as the texts give them", wire.MaxCapture, MaxOutput)
 	}
 	b, err := json.Marshal(executeOutputSchema())
 	if err != nil {

@@ -39,11 +39,11 @@ stage 1 yes: exit code 141 (killed by SIGPIPE)
 y
 y
 --- end of stdout ---
-stdout was cut by rootgated: only the first 4 bytes were captured (it keeps 16 MiB of stdout, and 16 MiB of all the stages' stderr together), the rest was discarded
+stdout was cut: only the first 4 bytes were kept (rootgate mcp keeps 64 MiB of stdout, and 64 MiB of all the stages' stderr together; a rootgated that does not stream output keeps 16 MiB of each), the rest was discarded
 --- stderr: 5 bytes ---
 oops
 --- end of stderr ---
-stderr was cut by rootgated: only the first 5 bytes were captured (it keeps 16 MiB of stdout, and 16 MiB of all the stages' stderr together), the rest was discarded
+stderr was cut: only the first 5 bytes were kept (rootgate mcp keeps 64 MiB of stdout, and 64 MiB of all the stages' stderr together; a rootgated that does not stream output keeps 16 MiB of each), the rest was discarded
 `
 	if got := r.text(); got != want {
 		t.Fatalf("text:\n%s\nwant:\n%s", got, want)

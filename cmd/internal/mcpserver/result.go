@@ -82,13 +82,13 @@ type Stage struct {
 	Stderr   Stream `json:"stderr" jsonschema:"its standard error"`
 }
 
-// Stream is one captured output stream, decoded for reading. The figure
-// in DaemonTruncated's description is wire.MaxCapture in MiB: a tag is a
-// literal, so TestCaptureCapFigures holds it to that.
+// Stream is one captured output stream, decoded for reading. The figures
+// in DaemonTruncated's description are MaxOutput and wire.MaxCapture in
+// MiB: a tag is a literal, so TestCaptureCapFigures holds it to them.
 type Stream struct {
 	Bytes            int    `json:"bytes" jsonschema:"how many bytes rootgated captured"`
 	SHA256           string `json:"sha256" jsonschema:"SHA-256 of the captured bytes, hex"`
-	DaemonTruncated  bool   `json:"daemon_truncated,omitempty" jsonschema:"rootgated kept only the first bytes (16 MiB of stdout, 16 MiB of all the stages' stderr together); the rest was discarded"`
+	DaemonTruncated  bool   `json:"daemon_truncated,omitempty" jsonschema:"only the first bytes were kept, the rest was discarded: this server keeps 64 MiB of stdout and 64 MiB of all the stages' stderr together (a rootgated that does not stream output keeps 16 MiB of each)"`
 	Binary           bool   `json:"binary,omitempty" jsonschema:"the stream is binary: text is empty, see bytes, sha256 and content_type"`
 	ContentType      string `json:"content_type,omitempty" jsonschema:"for binary output, its sniffed media type"`
 	Text             string `json:"text" jsonschema:"the output as UTF-8 text; invalid bytes appear as \\xNN"`
@@ -443,7 +443,7 @@ func writeStream(sb *strings.Builder, name string, s *Stream) {
 		fmt.Fprintf(sb, "--- end of %s ---\n", name)
 	}
 	if s.DaemonTruncated {
-		fmt.Fprintf(sb, "%s was cut by rootgated: only the first %d bytes were captured (it keeps %d MiB of stdout, and %[3]d MiB of all the stages' stderr together), the rest was discarded\n", name, s.Bytes, wire.MaxCapture>>20)
+		fmt.Fprintf(sb, "%s was cut: only the first %d bytes were kept (rootgate mcp keeps %d MiB of stdout, and %[3]d MiB of all the stages' stderr together; a rootgated that does not stream output keeps %d MiB of each), the rest was discarded\n", name, s.Bytes, MaxOutput>>20, wire.MaxCapture>>20)
 	}
 }
 

@@ -99,6 +99,70 @@ func (c *call) finished() bool {
 	}
 }
 
+// MaxOutput is how many bytes of a call's stdout the server keeps, and
+// how many of all its stages' stderr together: the output the output tool
+// can read. What passes it is read from rootgated, counted and thrown
+// away, and the stream is marked cut (daemon_truncated). A rootgated that
+// does not stream output cuts it itself, at wire.MaxCapture.
+const MaxOutput = 64 << 20
+
+// keeper keeps a streamed call's output, within MaxOutput of stdout and
+// MaxOutput of all the stages' stderr together, in memory.
+type keeper struct {
+	stdout  []byte
+	stderr  [wire.MaxStages + 1][]byte // by stage, from 1
+	errLeft int                        // what the stderr may still take, once set
+	errSet  bool
+	outCut  bool
+	errCut  [wire.MaxStages + 1]bool // by stage, from 1
+}
+
+// frame keeps f, as far as the bounds let it.
+func (k *keeper) frame(f wire.Frame) error {
+	if !k.errSet {
+		k.errLeft, k.errSet = MaxOutput, true
+	}
+	if f.Stage == 0 {
+		n := min(len(f.Data), MaxOutput-len(k.stdout))
+		k.stdout = appendKept(k.stdout, f.Data[:n])
+		k.outCut = k.outCut || n < len(f.Data)
+		return nil
+	}
+	n := min(len(f.Data), k.errLeft)
+	k.stderr[f.Stage] = appendKept(k.stderr[f.Stage], f.Data[:n])
+	k.errLeft -= n
+	k.errCut[f.Stage] = k.errCut[f.Stage] || n < len(f.Data)
+	return nil
+}
+
+// appendKept appends p to b, growing b no further than MaxOutput, so
+// that a stream kept whole holds no more memory than its bound.
+func appendKept(b, p []byte) []byte {
+	if len(b)+len(p) > cap(b) {
+		grown := make([]byte, len(b), min(max(2*cap(b), len(b)+len(p)), MaxOutput))
+		copy(grown, b)
+		b = grown
+	}
+	return append(b, p...)
+}
+
+// fill puts what k kept into resp, a streamed run's answer, which holds
+// no output of its own (an older rootgated's holds it, and k nothing).
+func (k *keeper) fill(resp *wire.Response) {
+	if resp == nil || !k.errSet {
+		return
+	}
+	resp.Stdout = k.stdout
+	resp.StdoutTruncated = resp.StdoutTruncated || k.outCut
+	for i := range resp.Stages {
+		if i+1 < len(k.stderr) {
+			st := &resp.Stages[i]
+			st.Stderr = k.stderr[i+1]
+			st.StderrTruncated = st.StderrTruncated || k.errCut[i+1]
+		}
+	}
+}
+
 // outputBytes is how much captured output resp holds.
 func outputBytes(resp *wire.Response) int {
 	if resp == nil {
@@ -152,12 +216,16 @@ func (s *session) start(host, socket string, out *wire.Outgoing) *call {
 	s.mu.Unlock()
 	go func() {
 		defer cancel(nil)
-		// An older rootgated, without progress lines, gets the request
-		// again without them (client.DoProgress).
-		resp, err := client.DoProgress(ctx, socket, out, c.setPhase)
+		// The output streams (client.DoStream), every byte of it, and
+		// the call keeps what its bounds allow (keeper). An older
+		// rootgated, without streamed output or progress lines, gets the
+		// request again without them, and its answer holds the output.
+		var k keeper
+		resp, err := client.DoStream(ctx, socket, out, c.setPhase, k.frame)
 		if err != nil && ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
+		k.fill(resp)
 		c.resp, c.err, c.size = resp, err, outputBytes(resp)
 		close(c.done)
 		s.keep(c)

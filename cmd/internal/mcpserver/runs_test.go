@@ -64,9 +64,10 @@ func startScripted(t *testing.T, serve func(n int, line string, c net.Conn)) (*s
 	return d, sock
 }
 
-// TestOlderDaemonWithoutProgress: a rootgated that does not know the
-// progress field refuses it before deciding anything; the server sends
-// the request again without it, under the same id, and the call works.
+// TestOlderDaemonWithoutProgress: a rootgated that knows neither the
+// stream nor the progress field refuses each before deciding anything;
+// the server sends the request again without them, under the same id,
+// and the call works, with the output the answer holds.
 func TestOlderDaemonWithoutProgress(t *testing.T) {
 	d, sock := startScripted(t, func(n int, line string, c net.Conn) {
 		var req struct{ ID string }
@@ -86,8 +87,11 @@ func TestOlderDaemonWithoutProgress(t *testing.T) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.lines) != 2 || !strings.Contains(d.lines[0], `"progress":true`) || strings.Contains(d.lines[1], `"progress"`) ||
-		!strings.Contains(d.lines[1], `"id":"`+r.ID+`"`) {
+	// Asked with stream and progress, then progress alone, then neither.
+	if len(d.lines) != 3 || !strings.Contains(d.lines[0], `"progress":true`) || !strings.Contains(d.lines[0], `"stream":1`) ||
+		!strings.Contains(d.lines[1], `"progress":true`) || strings.Contains(d.lines[1], `"stream"`) ||
+		strings.Contains(d.lines[2], `"progress"`) || strings.Contains(d.lines[2], `"stream"`) ||
+		!strings.Contains(d.lines[2], `"id":"`+r.ID+`"`) {
 		t.Errorf("request lines:\n%s", strings.Join(d.lines, ""))
 	}
 }
