@@ -442,11 +442,10 @@ func TestRuleOpenRunnerNeedsSecondConfirmation(t *testing.T) {
 	}
 }
 
-// TestRuleShadowedIsTakenOut: a rule earlier in the order (the main file
-// is read first) decides the request before the saved rule would: the
-// daemon finds it after reloading, puts the drop-in back as it was,
-// reloads again and tells the approver why; the request stays approved
-// once.
+// TestRuleShadowedIsTakenOut: a stricter rule (an ask in the main file)
+// decides the request whatever the saved rule says: the daemon finds it
+// after reloading, puts the drop-in back as it was, reloads again and
+// tells the approver why; the request stays approved once.
 func TestRuleShadowedIsTakenOut(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, opts{Policy: "ask privileged echo ...\n", Args: []string{"--prompt-timeout", "60s"}})
@@ -471,7 +470,7 @@ func TestRuleShadowedIsTakenOut(t *testing.T) {
 	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Rule != "" {
 		t.Fatalf("got %s, want approved by the person, no rule", r.raw)
 	}
-	a.See("approved once; rule NOT saved: an earlier rule decides this request first (" + filepath.Join(d.Dir, "policy") + ":1: ask privileged echo ...)")
+	a.See("approved once; rule NOT saved: a stricter rule decides this request (" + filepath.Join(d.Dir, "policy") + ":1: ask privileged echo ...)")
 	if b, err := os.ReadFile(dropIn(d)); err != nil || string(b) != before {
 		t.Fatalf("the drop-in holds %q, %v; want it as it was", b, err)
 	}
@@ -479,7 +478,7 @@ func TestRuleShadowedIsTakenOut(t *testing.T) {
 	a.wantAsked(d.ask(map[string]any{"id": "shadow-2", "pipeline": run, "privileged": true}), "shadow-2")
 
 	out := auditShow(t, d)
-	for _, want := range []string{"rule_saved", "NOT saved (confirmed by root on pts/", "an earlier rule decides this request first"} {
+	for _, want := range []string{"rule_saved", "NOT saved (confirmed by root on pts/", "a stricter rule decides this request"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit show lacks %q:\n%s", want, out)
 		}
@@ -633,7 +632,7 @@ func TestRuleDropInDirRefused(t *testing.T) {
 
 // TestRuleFromTTY: rootgated --tty offers r too, and the operator at its
 // terminal is told the outcome. Its test policy is "ask any" in the main
-// file, which decides every request before any drop-in: the rule is
+// file, stricter than any allow in a drop-in: the rule is
 // taken out again, the request runs once, and the terminal says why.
 func TestRuleFromTTY(t *testing.T) {
 	t.Parallel()
@@ -652,7 +651,7 @@ func TestRuleFromTTY(t *testing.T) {
 		t.Fatalf("got %s, want approved once by the person", r.raw)
 	}
 	td.waitScreen(t, pos, "rule not saved")
-	td.waitScreen(t, pos, "an earlier rule decides this request first")
+	td.waitScreen(t, pos, "a stricter rule decides this request")
 	if b, err := os.ReadFile(filepath.Join(td.Dir, "policy.d", "approved.policy")); !os.IsNotExist(err) {
 		t.Fatalf("the drop-in holds %q, %v; want it gone", b, err)
 	}

@@ -13,11 +13,15 @@ type StageExplanation struct {
 	Argv   []string
 	Path   string // the resolved executable, "" if not known
 	Action Action
-	// Rule is the first rule that matched the stage, nil when none did
-	// (the stage is then asked about).
+	// Rule is the rule that decided the stage: the first, in file order,
+	// of the strictest action among the rules matching it; nil when none
+	// did (the stage is then asked about).
 	Rule *Rule
-	// Skipped are the rules before Rule (all rules when Rule is nil),
-	// each with why it did not match.
+	// Overridden are the other rules that match the stage, in file
+	// order: a stricter rule, or an earlier one of the same action,
+	// decides instead of them.
+	Overridden []*Rule
+	// Skipped are the rules that do not match the stage, each with why.
 	Skipped []Skipped
 }
 
@@ -28,25 +32,25 @@ type Skipped struct {
 }
 
 // Explain evaluates s as [Policy.Evaluate] does and returns the same
-// [Match] along with, for each stage, the rule that matched it and why each
-// rule before it did not.
+// [Match] along with, for each stage, the rule that decided it, the other
+// rules that match it, and why each other rule does not.
 func (p *Policy) Explain(s Subject) (Match, []StageExplanation) {
 	m := p.Evaluate(s)
 	var out []StageExplanation
 	for i, argv := range s.Stages {
-		e := StageExplanation{Argv: argv}
-		if i < len(s.Paths) {
-			e.Path = s.Paths[i]
-		}
+		e := StageExplanation{Argv: argv, Path: s.path(i)}
 		if p != nil {
+			d := p.decideStage(&s, argv, e.Path)
+			e.Rule, e.Action = d.rule, d.action
 			for j := range p.Rules {
 				r := &p.Rules[j]
 				why := r.whyNot(&s, argv, e.Path, true)
-				if why == "" {
-					e.Rule, e.Action = r, r.Action
-					break
+				switch {
+				case why != "":
+					e.Skipped = append(e.Skipped, Skipped{Rule: r, Why: why})
+				case r != d.rule:
+					e.Overridden = append(e.Overridden, r)
 				}
-				e.Skipped = append(e.Skipped, Skipped{Rule: r, Why: why})
 			}
 		}
 		out = append(out, e)

@@ -20,8 +20,9 @@ import (
 //
 // A file is read whole by [Parse] into a [Policy], a list of [Rule]s
 // in file order. [Policy.Evaluate] gives each stage of a request the action
-// of the first rule that matches it and combines the stages' actions into
-// one [Match]: deny beats ask, ask beats allow.
+// of the strictest rule that matches it, whatever the rules' order, and
+// combines the stages' actions into one [Match]: deny beats ask, ask beats
+// allow, within a stage as across stages.
 
 // Action is what a rule says about a stage, and what a [Policy] says about
 // a request.
@@ -48,6 +49,18 @@ func (a Action) String() string {
 		return "deny"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// strictness orders actions as they override each other: allow, then ask,
+// then deny.
+func strictness(a Action) int {
+	switch a {
+	case ActionAllow:
+		return 0
+	case ActionAsk:
+		return 1
+	}
+	return 2
 }
 
 // ruleScope says which requests a rule is about. The zero value is no
@@ -542,50 +555,47 @@ type Subject struct {
 // Match is a policy's verdict on a request.
 type Match struct {
 	Action Action
-	// Rule is the rule that decided, a pointer into Policy.Rules. For
-	// ActionDeny it is the rule of the first stage denied; for ActionAllow,
-	// the rule that allowed the first stage; for ActionAsk, the rule of the
-	// first stage asked about, or nil when no rule matched that stage. It
-	// is never nil for ActionDeny and ActionAllow.
+	// Rule is the rule that decided, a pointer into Policy.Rules: of the
+	// rules of the deciding action that match the stage, the first in file
+	// order. For ActionDeny it is the rule of the first stage denied; for
+	// ActionAllow, the rule that allowed the first stage; for ActionAsk,
+	// the rule of the first stage asked about, or nil when no rule matched
+	// that stage. It is never nil for ActionDeny and ActionAllow.
 	Rule *Rule
 	// Memory and Tasks are, for ActionAllow, the lowest memory= and
-	// tasks= among the rules that allowed the stages (0: none set one):
-	// each stage's rule limits the whole run.
+	// tasks= among the rules that match the stages (0: none set one):
+	// each allow rule that matches limits the whole run.
 	Memory, Tasks int64
 }
 
 // Evaluate decides about the request s. Each stage gets the action of the
-// first rule whose scope, qualifiers and pattern match it, or ask when none
-// does. The request is denied if any stage is denied, else asked about if
-// any stage is asked about, else allowed. A request with no stages is asked
-// about. See [Match] for which rule is reported.
+// strictest rule whose scope, qualifiers and pattern match it, wherever it
+// sits among the policy's files and lines: deny over ask over allow, and
+// ask when no rule matches. The request is denied if any stage is denied,
+// else asked about if any stage is asked about, else allowed. A request
+// with no stages is asked about. See [Match] for which rule is reported.
 func (p *Policy) Evaluate(s Subject) Match {
 	if p == nil || len(s.Stages) == 0 {
 		return Match{Action: ActionAsk}
 	}
 	var (
-		asked    bool
-		askRule  *Rule
-		allow    = Match{Action: ActionAllow}
-		resolved string
+		asked   bool
+		askRule *Rule
+		allow   = Match{Action: ActionAllow}
 	)
 	for i, argv := range s.Stages {
-		resolved = ""
-		if i < len(s.Paths) {
-			resolved = s.Paths[i]
-		}
-		r := p.firstMatch(&s, argv, resolved)
-		switch {
-		case r != nil && r.Action == ActionDeny:
-			return Match{Action: ActionDeny, Rule: r}
-		case r != nil && r.Action == ActionAllow:
+		d := p.decideStage(&s, argv, s.path(i))
+		switch d.action {
+		case ActionDeny:
+			return Match{Action: ActionDeny, Rule: d.rule}
+		case ActionAllow:
 			if i == 0 {
-				allow.Rule = r
+				allow.Rule = d.rule
 			}
-			allow.Memory, allow.Tasks = lower(allow.Memory, r.memory), lower(allow.Tasks, r.tasks)
+			allow.Memory, allow.Tasks = lower(allow.Memory, d.memory), lower(allow.Tasks, d.tasks)
 		default:
 			if !asked {
-				asked, askRule = true, r
+				asked, askRule = true, d.rule
 			}
 		}
 	}
@@ -593,6 +603,14 @@ func (p *Policy) Evaluate(s Subject) Match {
 		return Match{Action: ActionAsk, Rule: askRule}
 	}
 	return allow
+}
+
+// path is the resolved executable of stage i, "" when not known.
+func (s *Subject) path(i int) string {
+	if i < len(s.Paths) {
+		return s.Paths[i]
+	}
+	return ""
 }
 
 // lower is the lower of two limits, 0 meaning none.
@@ -603,14 +621,50 @@ func lower(a, b int64) int64 {
 	return a
 }
 
-// firstMatch returns the first rule matching one stage of s, or nil.
-func (p *Policy) firstMatch(s *Subject, argv []string, resolved string) *Rule {
+// stageDecision is what the rules decide about one stage.
+type stageDecision struct {
+	action Action
+	// rule is the first rule, in file order, of the strictest action
+	// among those matching the stage; nil when none matched.
+	rule *Rule
+	// memory and tasks are the lowest limits among the matching allow
+	// rules, for an allowed stage.
+	memory, tasks int64
+}
+
+// decideStage matches every rule against one stage of s: the strictest
+// action among the matching rules decides (deny over ask over allow), so
+// no rule's place in the files can make it override a stricter one.
+func (p *Policy) decideStage(s *Subject, argv []string, resolved string) stageDecision {
+	var ask, allow *Rule
+	var memory, tasks int64
 	for i := range p.Rules {
-		if r := &p.Rules[i]; r.matches(s, argv, resolved) {
-			return r
+		r := &p.Rules[i]
+		if !r.matches(s, argv, resolved) {
+			continue
+		}
+		switch r.Action {
+		case ActionDeny:
+			// Nothing is stricter: the first deny decides.
+			return stageDecision{action: ActionDeny, rule: r}
+		case ActionAsk:
+			if ask == nil {
+				ask = r
+			}
+		case ActionAllow:
+			if allow == nil {
+				allow = r
+			}
+			memory, tasks = lower(memory, r.memory), lower(tasks, r.tasks)
 		}
 	}
-	return nil
+	switch {
+	case ask != nil:
+		return stageDecision{action: ActionAsk, rule: ask}
+	case allow != nil:
+		return stageDecision{action: ActionAllow, rule: allow, memory: memory, tasks: tasks}
+	}
+	return stageDecision{action: ActionAsk}
 }
 
 // matches reports whether r matches the stage argv (resolved to the
