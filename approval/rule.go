@@ -114,7 +114,7 @@ func RenderRule(p *Prompt, text, file string) string {
 	fmt.Fprintf(&b, "  Every request it matches runs from then on without asking anyone, from any\n")
 	b.WriteString("  requester its user= qualifier admits, with any stdin, in any directory,\n")
 	b.WriteString("  and with whatever file its command names at that time.\n")
-	b.WriteString("  A rule earlier in the policy that decides this request first (ask or deny)\n")
+	b.WriteString("  A stricter rule anywhere in the policy (ask or deny) that matches this request\n")
 	b.WriteString("  keeps deciding it: then the rule is taken out again and you are told.\n")
 	b.WriteString("  Remove it by editing the file and reloading (systemctl reload rootgate).\n")
 	return b.String()
