@@ -86,7 +86,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Reason:  req.Reason,
 		Requester: approval.Requester{
 			UID: p.peer.UID, GID: p.peer.GID, PID: p.peer.PID,
-			User: userName, Exe: p.peer.Exe,
+			User: userName, Exe: p.peer.Exe, ExeOwnNamespace: p.peer.ExeOwnNS,
 		},
 		Stages:       p.stages,
 		Privileged:   req.Privileged,
