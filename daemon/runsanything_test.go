@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -27,19 +28,21 @@ func TestRuleReadsCodeNeedsSecondConfirmation(t *testing.T) {
 	if err := os.Symlink("/usr/bin/sqlite3", alias); err != nil {
 		t.Fatal(err)
 	}
-	stdin := base64.StdEncoding.EncodeToString([]byte("select 1;\n"))
+	body := []byte("select 1;\n")
+	stdin := base64.StdEncoding.EncodeToString(body)
+	bound := "allow privileged,user=root,cwd=" + dir + ",stdin=sha256:" + policy.StdinSHA256(body) + " "
 	cases := []struct {
 		name, rule string
 		argv       []string
 		need       string // a file the case needs
 	}{
-		{"sqlite3", "allow privileged,user=root sqlite3 :memory:", []string{"sqlite3", ":memory:"}, "/usr/bin/sqlite3"},
-		{"sqlite3 by another name", "allow privileged,user=root " + alias + " :memory:", []string{alias, ":memory:"}, "/usr/bin/sqlite3"},
-		{"psql", "allow privileged,user=root psql -l", []string{"psql", "-l"}, "/usr/bin/psql"},
-		{"vi as vim.basic", "allow privileged,user=root /usr/bin/vi -es", []string{"/usr/bin/vi", "-es"}, "/usr/bin/vim.basic"},
-		{"apt-get a .ddeb", "allow privileged,user=root apt-get install ./x.ddeb", []string{"apt-get", "install", "./x.ddeb"}, "/usr/bin/apt-get"},
-		{"apt a .changes", "allow privileged,user=root apt install ./x.changes", []string{"apt", "install", "./x.changes"}, "/usr/bin/apt"},
-		{"apt a directory", "allow privileged,user=root apt install ./pkgs/", []string{"apt", "install", "./pkgs/"}, "/usr/bin/apt"},
+		{"sqlite3", bound + "sqlite3 :memory:", []string{"sqlite3", ":memory:"}, "/usr/bin/sqlite3"},
+		{"sqlite3 by another name", bound + alias + " :memory:", []string{alias, ":memory:"}, "/usr/bin/sqlite3"},
+		{"psql", bound + "psql -l", []string{"psql", "-l"}, "/usr/bin/psql"},
+		{"vi as vim.basic", bound + "/usr/bin/vi -es", []string{"/usr/bin/vi", "-es"}, "/usr/bin/vim.basic"},
+		{"apt-get a .ddeb", bound + "apt-get install ./x.ddeb", []string{"apt-get", "install", "./x.ddeb"}, "/usr/bin/apt-get"},
+		{"apt a .changes", bound + "apt install ./x.changes", []string{"apt", "install", "./x.changes"}, "/usr/bin/apt"},
+		{"apt a directory", bound + "apt install ./pkgs/", []string{"apt", "install", "./pkgs/"}, "/usr/bin/apt"},
 	}
 	d := ruleDaemon(t)
 	c := attachRaw(t, d)

@@ -94,6 +94,23 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 	if why := r.runAsWhyNot(s, explain); why != "" {
 		return why
 	}
+	if r.cwd != "" && !wordMatch(r.cwd, s.Cwd) {
+		if !explain {
+			return no
+		}
+		return fmt.Sprintf("cwd=%s: the request's cwd is %q", r.cwd, s.Cwd)
+	}
+	switch {
+	case r.stdin == "" || r.stdin == "none" && s.StdinSHA256 == "" || r.stdin == s.StdinSHA256:
+	case !explain:
+		return no
+	case s.StdinSHA256 == "":
+		return "stdin=sha256:…: the request has no stdin"
+	case r.stdin == "none":
+		return "stdin=none: the request has stdin"
+	default:
+		return "stdin=sha256:…: the request's stdin is other bytes"
+	}
 	// An allow rule covers only the env it names: a root program may read
 	// an env value as code or as a file to load.
 	if r.Action == ActionAllow && !r.admitsEnv(s.Env) {

@@ -78,6 +78,12 @@ func (a *Rule) covers(b *Rule) bool {
 	if !a.coversRunAs(b) || !a.coversEnv(b) {
 		return false
 	}
+	if a.cwd != "" && a.cwd != b.cwd && (b.cwd == "" || strings.ContainsAny(b.cwd, `*?[\`) || !wordMatch(a.cwd, b.cwd)) {
+		return false
+	}
+	if a.stdin != "" && a.stdin != b.stdin {
+		return false
+	}
 	if len(a.words) == 0 {
 		return true
 	}

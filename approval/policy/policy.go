@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -94,6 +96,12 @@ type Rule struct {
 	// without runas= matches only a run as root, without rungroup= only a
 	// request naming no group.
 	runas, rungroup string
+	// cwd is the cwd= glob, matched against the request's working
+	// directory (its real path) as a path word is; "" when not given.
+	cwd string
+	// stdin is the stdin= qualifier: "none" for a request with no stdin,
+	// or the hex SHA-256 of the one stdin admitted; "" when not given.
+	stdin string
 	// env lists what the env= qualifiers of an allow rule admit. An allow
 	// rule matches only a request whose every env key one of them admits.
 	env []envAdmit
@@ -372,7 +380,7 @@ func (r *Rule) parseScope(word string) error {
 		}
 		key, glob, found := strings.Cut(q, "=")
 		if !found {
-			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, env=KEY[=VALUE], memory=SIZE or tasks=N", q)
+			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, cwd=GLOB, stdin=none|sha256:HEX, env=KEY[=VALUE], memory=SIZE or tasks=N", q)
 		}
 		var dst *string
 		switch key {
@@ -390,6 +398,13 @@ func (r *Rule) parseScope(word string) error {
 			if key == "rungroup" {
 				dst = &r.rungroup
 			}
+		case "cwd":
+			dst = &r.cwd
+		case "stdin":
+			if err := r.parseStdin(glob); err != nil {
+				return err
+			}
+			continue
 		case "env":
 			if err := r.parseEnv(glob); err != nil {
 				return err
@@ -401,7 +416,7 @@ func (r *Rule) parseScope(word string) error {
 			}
 			continue
 		default:
-			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup, env, memory or tasks", key)
+			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup, cwd, stdin, env, memory or tasks", key)
 		}
 		if glob == "" {
 			return fmt.Errorf("empty value for qualifier %q", key)
@@ -414,6 +429,23 @@ func (r *Rule) parseScope(word string) error {
 		}
 		*dst = glob
 	}
+	return nil
+}
+
+// parseStdin sets the qualifier stdin=none or stdin=sha256:HEX.
+func (r *Rule) parseStdin(text string) error {
+	if r.stdin != "" {
+		return errors.New(`duplicate qualifier "stdin"`)
+	}
+	if text == "none" {
+		r.stdin = text
+		return nil
+	}
+	hex, ok := strings.CutPrefix(text, "sha256:")
+	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
+		return fmt.Errorf(`bad value %q for qualifier "stdin": want none, or sha256: and 64 lowercase hex digits`, text)
+	}
+	r.stdin = hex
 	return nil
 }
 
@@ -550,6 +582,18 @@ type Subject struct {
 	// by its name; "" for none. An allow rule matches a request naming
 	// one only with a rungroup= qualifier that matches it.
 	RunGroup string
+	// Cwd is the request's working directory (its real path), for cwd=.
+	Cwd string
+	// StdinSHA256 is the hex SHA-256 of the request's stdin, "" when it
+	// has none (or an empty one), for stdin=.
+	StdinSHA256 string
+}
+
+// StdinSHA256 is the hex SHA-256 of a request's stdin, as
+// Subject.StdinSHA256 and the stdin= qualifier hold it.
+func StdinSHA256(stdin []byte) string {
+	sum := sha256.Sum256(stdin)
+	return hex.EncodeToString(sum[:])
 }
 
 // Match is a policy's verdict on a request.

@@ -47,7 +47,7 @@ var policyTestFlags = []clidoc.Flag{
 	{Name: "env", Default: clidoc.List(nil), Usage: "`KEY=VALUE` the request carries (repeatable)"},
 	{Name: "session", Default: "", Usage: "the session the request names"},
 	{Name: "host", Default: "", Usage: "the host the request names"},
-	{Name: "cwd", Default: "/", Usage: "working `directory` a relative command is resolved in"},
+	{Name: "cwd", Default: "/", Usage: "working `directory` of the request: a relative command is resolved in it, and cwd= rules match it"},
 }
 
 func cmdPolicy(_ context.Context, e *env, _ clidoc.Values, args []string) int {
@@ -109,6 +109,7 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		Stages:     stages,
 		RunAs:      fl.String("runas"),
 		RunGroup:   fl.String("rungroup"),
+		Cwd:        fl.String("cwd"),
 	}
 	if !s.Privileged && (s.RunAs != "" || s.RunGroup != "") {
 		errorf(e.stderr, "--runas and --rungroup cannot go with --no-privilege: such a request runs as its requester")
