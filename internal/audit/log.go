@@ -34,6 +34,12 @@ type Options struct {
 	Keep int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Warn, when set, is told (to log at error priority) when a
+	// rotation leaves Keep rotated files, so that the next one removes
+	// the oldest, naming it, and when a rotation removes one: the
+	// operator learns that records are about to go, and went, before
+	// anyone asks for them.
+	Warn func(msg string, args ...any)
 }
 
 // Log appends records to an audit file. Its methods are safe for
@@ -474,10 +480,22 @@ func (l *Log) prune() {
 		files = files[:n-1]
 	}
 	for len(files) > l.opt.Keep {
-		_ = os.Remove(files[0])
+		if err := os.Remove(files[0]); err == nil {
+			l.warn("audit file removed by rotation (--audit-keep); its records are gone from this host", "file", files[0], "keep", l.opt.Keep)
+		}
 		files = files[1:]
 	}
 	syncDir(filepath.Dir(l.path))
+	if len(files) == l.opt.Keep && len(files) > 0 {
+		l.warn("the next audit rotation removes the oldest audit file (--audit-keep); copy it elsewhere to keep its records", "file", files[0], "keep", l.opt.Keep)
+	}
+}
+
+// warn calls Options.Warn, if set.
+func (l *Log) warn(msg string, args ...any) {
+	if l.opt.Warn != nil {
+		l.opt.Warn(msg, args...)
+	}
 }
 
 // Free is how many bytes the audit file's file system has for this

@@ -478,7 +478,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	}
 	daemon.WarnOverrides(log, pol)
 
-	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep})
+	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep, Warn: log.Error})
 	if err != nil {
 		return configErr(err)
 	}
