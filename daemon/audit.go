@@ -310,7 +310,7 @@ func record(e auditEvent) *audit.Record {
 	switch e.Kind {
 	case eventReceived, eventRejected:
 		p := e.Peer
-		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe}
+		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe, ExeOwnNamespace: p.ExeOwnNS && p.Exe != ""}
 		if e.Request != nil {
 			r.Request = request(e.Request)
 			if e.Kind == eventReceived && e.Line != nil {

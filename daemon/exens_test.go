@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/audit"
 )
 
 // TestPromptExeOwnNamespace (issue 27): the requester's executable as the
@@ -35,6 +36,11 @@ func TestPromptExeOwnNamespace(t *testing.T) {
 	text := approval.Render(p.Request)
 	if !strings.Contains(text, "exe /usr/bin/apt-get, a path in its own mount namespace: its own word, not a file here") {
 		t.Errorf("the prompt does not say the path is the requester's own:\n%s", text)
+	}
+	for _, rec := range trail(t, d.Dir, p.ID) {
+		if rec.Kind == audit.KindReceived && (rec.Peer == nil || !rec.Peer.ExeOwnNamespace) {
+			t.Errorf("the received record does not mark the exe as the requester's own: %+v", rec.Peer)
+		}
 	}
 	a.decide(p, false)
 	_ = fake.Wait()
