@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/wire"
 )
 
 // TestCheckDoesNotProbeAsRoot (issue 27): a check request (nobody decides
@@ -47,5 +50,37 @@ func TestCheckDoesNotProbeAsRoot(t *testing.T) {
 	// What the requester can see still resolves.
 	if a := ask("/", "true"); !strings.HasPrefix(a, "ok") {
 		t.Errorf("a check the requester can resolve: %q, want ok", a)
+	}
+}
+
+// TestGrantForRequesterStillSavesPrompts (issue 27, the legitimate path):
+// resolving a privileged request as its non-root requester first does
+// not change what a grant holds: a grant on a root-owned program, given
+// at the prompt, still runs the same request again without a prompt.
+func TestGrantForRequesterStillSavesPrompts(t *testing.T) {
+	t.Parallel()
+	ag := addAccount(t, "rggrantok")
+	d := startDaemon(t, opts{Policy: "deny any rm -rf /\n", Args: []string{"--prompt-timeout", "60s"}})
+	openToAll(t, d)
+	a := attachRaw(t, d)
+	line := func(id string) string {
+		return request(map[string]any{"id": id, "cwd": "/", "pipeline": [][]string{{"id", "-u"}}})
+	}
+	done := make(chan response, 1)
+	go func() {
+		r, err := trySendAs(d.Sock, ag.uid, ag.gid, nil, line("grant-ok-1"))
+		if err != nil {
+			r.Message = err.Error()
+		}
+		done <- r
+	}()
+	p := a.prompt()
+	yes := true
+	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 60})
+	if r := <-done; r.Status != wire.StatusOK || string(r.Stdout) != "0\n" {
+		t.Fatalf("the granted request: %s %s", r.raw, r.Message)
+	}
+	if r := sendAs(t, d.Sock, ag.uid, ag.gid, nil, line("grant-ok-2")); r.Status != wire.StatusOK || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByGrant {
+		t.Fatalf("the same request again: %s, want run by the grant", r.raw)
 	}
 }
