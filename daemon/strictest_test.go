@@ -110,6 +110,17 @@ func TestPolicyOverridesWarned(t *testing.T) {
 		t.Errorf("policy check reports %d rules that never decide, want 2:\n%s", n, out)
 	}
 
+	// policy test names the deciding rule and the one it overrides.
+	out, err = exec.Command(rootgateBin, "policy", "test", "--policy", main, "--", "systemctl", "status", "nginx").CombinedOutput()
+	if err != nil {
+		t.Fatalf("policy test: %v\n%s", err, out)
+	}
+	for _, w := range []string{"decision: ask\n", "  ask by " + main + ":2: ask any\n", "  overridden " + main + ".d/10-web.policy:1: allow privileged systemctl status {unit}\n"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("policy test lacks %q:\n%s", w, out)
+		}
+	}
+
 	d := startDaemon(t, opts{Args: []string{"--policy", main}})
 	log := d.Stderr.String()
 	for _, w := range wants {
