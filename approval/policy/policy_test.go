@@ -657,10 +657,21 @@ func formatRule(r *Rule) string {
 	case scopeAny:
 		scope = "any"
 	}
-	for _, kv := range [][2]string{{"user", r.user}, {"session", r.session}, {"host", r.host}} {
+	stdin := r.stdin
+	if stdin != "" && stdin != "none" {
+		stdin = "sha256:" + stdin
+	}
+	for _, kv := range [][2]string{{"user", r.user}, {"session", r.session}, {"host", r.host},
+		{"runas", r.runas}, {"rungroup", r.rungroup}, {"cwd", r.cwd}, {"stdin", stdin}} {
 		if kv[1] != "" {
 			scope += "," + kv[0] + "=" + kv[1]
 		}
+	}
+	if r.memory > 0 {
+		scope += ",memory=" + strconv.FormatInt(r.memory, 10)
+	}
+	if r.tasks > 0 {
+		scope += ",tasks=" + strconv.FormatInt(r.tasks, 10)
 	}
 	for _, e := range r.env {
 		scope += ",env=" + e.key
@@ -686,6 +697,8 @@ func sameRule(a, b Rule) bool {
 
 func TestFormatRuleRoundTrip(t *testing.T) {
 	p := mustParse(t, examplePolicy+`allow "any,user=a\"b,session=x y,host=#h" echo "a\\b" "" "..." ...`+
+		"\nallow privileged,runas=pg*,rungroup=adm,cwd=/srv/*,stdin=none,memory=1M,tasks=9 ls"+
+		"\ndeny any,stdin=sha256:"+strings.Repeat("ab", 32)+" sh"+
 		"\nallow privileged journalctl -u {unit} -n \"{int<=500}\" {-f|--follow} \\{} {int} ...")
 	for i := range p.Rules {
 		text := formatRule(&p.Rules[i])
@@ -699,6 +712,7 @@ func TestFormatRuleRoundTrip(t *testing.T) {
 func FuzzParsePolicy(f *testing.F) {
 	f.Add(examplePolicy)
 	f.Add("allow privileged journalctl -u {unit} -n {int<=500}\nallow any systemctl restart {nginx|php-fpm|[} \\{x}\n")
+	f.Add("allow privileged,user=u,cwd=/srv/app,stdin=none make\nask any,cwd=/tmp/* sh\ndeny any,stdin=sha256:" + strings.Repeat("0f", 32) + " sh\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		p, err := Parse("fuzz", strings.NewReader(text))
 		if err != nil {
@@ -713,6 +727,11 @@ func FuzzParsePolicy(f *testing.F) {
 				t.Fatalf("error %q does not start with %q", err, prefix)
 			}
 			return
+		}
+		for _, o := range p.Overrides() {
+			if o.Rule == o.By || strictness(o.By.Action) < strictness(o.Rule.Action) {
+				t.Fatalf("override %s", o)
+			}
 		}
 		names := []string{"", "a", "/", "ls", "/usr/bin/ls", "...", `\`, "[", "é", "\xff"}
 		var cmds [][]string
