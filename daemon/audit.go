@@ -313,6 +313,10 @@ func record(e auditEvent) *audit.Record {
 		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe, ExeOwnNamespace: p.ExeOwnNS && p.Exe != ""}
 		if e.Request != nil {
 			r.Request = request(e.Request)
+			if p.UID != 0 {
+				// Bounded (auditbudget.go): root's are kept whole.
+				r.Request.Pipeline, r.Request.Reason = excerptPipeline(r.Request.Pipeline), excerpt(r.Request.Reason, maxRecordedReason)
+			}
 			if e.Kind == eventReceived && e.Line != nil {
 				// Compact (maxRecordedLine): only the short fields.
 				q := r.Request
@@ -335,8 +339,8 @@ func request(q *wire.Request) *audit.Request {
 		Host:         q.Host,
 		Session:      q.Session,
 		Time:         q.TimeText,
-		Reason:       excerpt(q.Reason, maxRecordedReason),
-		Pipeline:     excerptPipeline(q.Pipeline),
+		Reason:       q.Reason,
+		Pipeline:     q.Pipeline,
 		Privileged:   q.Privileged,
 		ForwardAgent: q.ForwardAgent,
 		Cwd:          q.Cwd,

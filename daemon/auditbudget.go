@@ -10,7 +10,8 @@ import (
 )
 
 // What one uid's requests add to the audit log is bounded (docs/audit.md,
-// "What one requester adds to the log"): a received record keeps each
+// "What one requester adds to the log"): a received record of a uid
+// other than root keeps each
 // long argument, and a long reason, as an excerpt with its size and
 // SHA-256, and at most maxRecordedPipeline bytes of the pipeline; and a
 // uid whose received records took auditUIDBudget bytes within the hour
