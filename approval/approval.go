@@ -115,6 +115,12 @@ type Requester struct {
 	PID  int    `json:"pid"`
 	User string `json:"user"` // user name of UID, or the number when unknown
 	Exe  string `json:"exe"`  // /proc/PID/exe at accept, "" when unreadable
+	// ExeOwnNamespace is set when the requester runs in a mount
+	// namespace other than the daemon's (or one the daemon cannot
+	// compare): Exe is then a path in its own namespace, where it may have
+	// mounted anything over /usr/bin/apt-get, so it names no file the
+	// daemon or the approver knows.
+	ExeOwnNamespace bool `json:"exe_own_namespace,omitempty"`
 }
 
 // Stage is one command of the pipeline as it will run.

@@ -1,6 +1,7 @@
 package approval
 
 import (
+	_ "embed"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -16,41 +17,70 @@ const MaxGrant = 8 * time.Hour
 // DefaultGrantDurations are the grant lengths a prompt offers by default.
 var DefaultGrantDurations = []time.Duration{15 * time.Minute, time.Hour}
 
-// runsAnything names the programs that run whatever their arguments,
-// their input or their directory say, in groups, each with why (by
-// name, or by a name prefix ending in '*'). A grant for a request with
-// such a stage allows every command its arguments spell, so it needs a
-// second confirmation ([RunsAnything]); so does any rule for one
-// ([RuleRunsAnything]). This is the one list of them. It goes by name:
-// an interpreter copied under another name is not caught
-// (docs/threat-model.md).
-var runsAnything = []struct {
+// runsAnythingText is the list of the programs that run whatever their
+// arguments, their input, the files they are given or their directory
+// say, in groups, each with why (runsanything.txt, which says its
+// format). A grant for a request with such a stage allows every command
+// its arguments spell, so it needs a second confirmation
+// ([RunsAnything]); so does any rule for one ([RuleRunsAnything]). This
+// is the one list of them, kept as data. It goes by each name a stage's
+// program goes by: as written, as resolved, and the real file that runs
+// (links and alternatives followed); a copy of an interpreter under
+// another name is not caught (docs/threat-model.md).
+//
+//go:embed runsanything.txt
+var runsAnythingText string
+
+// runsAnythingGroup is one group of runsanything.txt.
+type runsAnythingGroup struct {
 	why   string
-	names []string
-}{
-	{"runs whatever its arguments or input say", []string{
-		// shells
-		"sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "ash", "csh", "tcsh", "busybox", "rbash",
-		// interpreters
-		"python*", "perl*", "ruby*", "node", "nodejs", "deno", "bun", "php*", "lua*", "tclsh*", "wish*",
-		"awk", "gawk", "mawk", "nawk", "sed", "gdb", "expect",
-	}},
-	{"runs the command its arguments name", []string{
-		"env", "sudo", "su", "doas", "runuser", "setpriv", "nsenter", "chroot", "unshare", "xargs",
-		"nohup", "nice", "ionice", "timeout", "stdbuf", "setsid", "flock", "watch", "time",
-		"systemd-run", "systemd-nspawn", "strace", "ltrace", "perf", "valgrind", "script", "ssh", "parallel",
-		"taskset", "chrt", "prlimit", "numactl", "pkexec", "sg", "capsh", "firejail", "bwrap",
-		"ld-linux*", "ld.so", "ld64.so*", "dbus-run-session", "xvfb-run",
-		"setarch", "linux32", "linux64", "run-parts", "socat", "logsave", "tmux", "screen",
-	}},
-	{"runs commands it reads (an editor's or sftp's shell escape), or installs them to run later", []string{
-		"at", "batch", "crontab", "ed", "ex", "vi", "vim", "nvim", "view", "emacs", "sftp",
-	}},
-	{"runs code the directory it runs in holds (a Makefile, package.json's scripts, setup.py, build.rs, go.mod's toolchain, a repository's hooks and config), whatever its arguments", []string{
-		"make", "npm", "npx", "yarn", "pnpm", "pip", "pip2*", "pip3*", "pipx", "poetry", "uv", "cargo", "go",
-		"mvn", "gradle", "ant", "rake", "bundle", "gem", "composer", "cmake", "meson", "ninja",
-		"tox", "nox", "pytest", "git",
-	}},
+	names []string // a name ending in '*' is a prefix
+}
+
+// runsAnything is runsAnythingText parsed.
+var runsAnything = mustParseRunsAnything(runsAnythingText)
+
+// parseRunsAnything reads the format of runsanything.txt.
+func parseRunsAnything(text string) ([]runsAnythingGroup, error) {
+	var groups []runsAnythingGroup
+	n := 0
+	for line := range strings.Lines(text) {
+		n++
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if why, ok := strings.CutPrefix(line, "why:"); ok {
+			why = strings.TrimSpace(why)
+			if why == "" {
+				return nil, fmt.Errorf("line %d: empty why", n)
+			}
+			groups = append(groups, runsAnythingGroup{why: why})
+			continue
+		}
+		for _, name := range strings.Fields(line) {
+			if len(groups) == 0 {
+				return nil, fmt.Errorf("line %d: name %q before the first why", n, name)
+			}
+			if pre, _ := strings.CutSuffix(name, "*"); pre == "" || strings.ContainsAny(pre, "*/") {
+				return nil, fmt.Errorf("line %d: bad name %q", n, name)
+			}
+			g := &groups[len(groups)-1]
+			g.names = append(g.names, name)
+		}
+	}
+	for _, g := range groups {
+		if len(g.names) == 0 {
+			return nil, fmt.Errorf("group %q has no names", g.why)
+		}
+	}
+	return groups, nil
+}
+
+func mustParseRunsAnything(text string) []runsAnythingGroup {
+	g, err := parseRunsAnything(text)
+	if err != nil {
+		panic("approval: runsanything.txt: " + err.Error())
+	}
+	return g
 }
 
 // runsWith names the programs that run a command given one of the options
@@ -62,7 +92,8 @@ var runsAnything = []struct {
 // without a dash, "xIf"), a long one ("--rsh") with "=value" and
 // abbreviated as getopt_long takes it ("--rs=", "--to-com"); an entry
 // "*.deb" is an argument that ends so (a package file whose scripts
-// apt runs). find's actions and ip's exec are whole words. Every
+// apt runs), and "*/*" any argument with a "/" (apt takes one as a local
+// file or directory to install from: ./x.ddeb, ./x.changes, ./dir/). find's actions and ip's exec are whole words. Every
 // argument is looked at, after "--" too: it may be an option's value.
 var runsWith = map[string][]string{
 	"find":    {"-exec", "-execdir", "-ok", "-okdir"},
@@ -72,11 +103,18 @@ var runsWith = map[string][]string{
 	"zip":     {"--unzip-command", "-TT"},
 	"sort":    {"--compress-program"},
 	"man":     {"--pager", "--html", "--config-file", "-P", "-H", "-C"},
-	"apt-get": {"--option", "--config-file", "-o", "-c", "*.deb"},
-	"apt":     {"--option", "--config-file", "-o", "-c", "*.deb"},
+	"apt-get": aptRunsWith,
+	"apt":     aptRunsWith,
 	"dpkg":    {"--install", "--unpack", "--configure", "--pre-invoke", "--post-invoke", "--admindir", "--instdir", "--root", "-i"},
 	"scp":     {"-S", "-o", "-F"},
 }
+
+// aptRunsWith are apt's and apt-get's: a hook in an option or a config
+// file, and every argument apt installs from a local file or directory,
+// running its maintainer scripts: a package, a debug package, a
+// .changes or .dsc file (apt 2.6 reads all of them), a directory ("."
+// among them), any path.
+var aptRunsWith = []string{"--option", "--config-file", "-o", "-c", "*.deb", "*.ddeb", "*.udeb", "*.changes", "*.dsc", "*/*", ".", ".."}
 
 // wordOptions are the programs of runsWith whose options are whole words.
 var wordOptions = []string{"find", "ip"}
@@ -101,7 +139,12 @@ func hasRunnerOption(name string, args, opts []string) bool {
 			switch {
 			case a == o:
 				return true
-			case words:
+			case words, o == "." || o == "..":
+				// Whole words only.
+			case o == "*/*":
+				if strings.Contains(a, "/") {
+					return true
+				}
 			case strings.HasPrefix(o, "*"):
 				if strings.HasSuffix(a, o[1:]) {
 					return true

@@ -274,8 +274,13 @@ func DescribeRequester(r *Requester) string {
 		user = strconv.Itoa(r.UID)
 	}
 	exe := "unknown"
-	if r.Exe != "" {
+	switch {
+	case r.Exe != "" && r.ExeOwnNamespace:
+		exe = termsafe.Quote(r.Exe) + ", a path in its own mount namespace: its own word, not a file here"
+	case r.Exe != "":
 		exe = termsafe.Quote(r.Exe)
+	case r.ExeOwnNamespace:
+		exe = "unknown, in its own mount namespace"
 	}
 	return fmt.Sprintf("%s (uid %d, gid %d, pid %d, exe %s)", user, r.UID, r.GID, r.PID, exe)
 }

@@ -21,7 +21,10 @@ const RuleDropIn = "approved" + policy.DropInSuffix
 // RuleSubject is the request p as the policy matches it, as the daemon
 // gives it to the policy: a named account of uid 0 is root (no run_as).
 func RuleSubject(p *Prompt) policy.Subject {
-	s := policy.Subject{Privileged: p.Privileged, User: p.Requester.User, Session: p.Session, Host: p.Host, Env: p.Env}
+	s := policy.Subject{Privileged: p.Privileged, User: p.Requester.User, Session: p.Session, Host: p.Host, Env: p.Env, Cwd: p.Cwd}
+	if len(p.Stdin) > 0 {
+		s.StdinSHA256 = policy.StdinSHA256(p.Stdin)
+	}
 	if p.Named != nil {
 		if p.Named.UID != 0 {
 			s.RunAs = p.RunAs
@@ -76,8 +79,12 @@ func CheckRule(p *Prompt, text string) (*policy.Rule, error) {
 	case !r.NamesCommand():
 		return nil, errors.New("the rule must name its command in plain text (no glob): write other rules in the policy file")
 	}
-	if why := r.WhyNot(RuleSubject(p)); why != "" {
+	s := RuleSubject(p)
+	if why := r.WhyNot(s); why != "" {
 		return nil, fmt.Errorf("the rule does not match the request shown (%s): a rule saved from here must cover it", why)
+	}
+	if why := r.BroaderThanShown(s); why != "" {
+		return nil, fmt.Errorf("the rule is broader than the request shown (%s): a rule saved from here binds the directory and the input shown", why)
 	}
 	return r, nil
 }
@@ -85,10 +92,11 @@ func CheckRule(p *Prompt, text string) (*policy.Rule, error) {
 // RuleRunsAnything lists why saving r for p needs a second confirmation:
 // the request runs a shell, an interpreter or a command runner
 // ([RunsAnything]). Any rule for one does, open ([policy.Rule.Open]) or
-// not: a rule binds neither stdin nor the directory, and what such a
-// program runs comes from them too (`allow privileged sh`, saved from a
-// script sent on stdin, runs every script; `allow privileged make`, the
-// Makefile of any directory). Empty when it needs none.
+// not: a rule from the prompt binds the stdin and the directory shown
+// (cwd=, stdin=), but not the files such a program reads its code from,
+// which may say anything by the time the rule is used (`allow
+// privileged,cwd=/srv/app,stdin=none make`, whatever the Makefile there
+// says then). Empty when it needs none.
 //
 // find, tar and the others of runsWith run commands only with an option
 // the request may not have shown, but an open rule admits them
@@ -114,9 +122,10 @@ func RenderRule(p *Prompt, text, file string) string {
 	fmt.Fprintf(&b, "    %s\n", termsafe.Sanitize(text))
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  Every request it matches runs from then on without asking anyone, from any\n")
-	b.WriteString("  requester its user= qualifier admits, with any stdin, in any directory,\n")
-	b.WriteString("  and with whatever file its command names at that time.\n")
-	b.WriteString("  A rule earlier in the policy that decides this request first (ask or deny)\n")
+	b.WriteString("  requester its user= qualifier admits, with the stdin (none, or the bytes\n")
+	b.WriteString("  shown) and in the directory its stdin= and cwd= name, and with whatever\n")
+	b.WriteString("  file its command names, and its files hold, at that time.\n")
+	b.WriteString("  A stricter rule anywhere in the policy (ask or deny) that matches this request\n")
 	b.WriteString("  keeps deciding it: then the rule is taken out again and you are told.\n")
 	b.WriteString("  Remove it by editing the file and reloading (systemctl reload rootgate).\n")
 	return b.String()

@@ -3,22 +3,24 @@ package approval
 import (
 	"strings"
 	"testing"
+
+	"github.com/rootgate/rootgate/approval/policy"
 )
 
 func rulePrompt(argv ...string) *Prompt {
-	return &Prompt{Privileged: true, Requester: Requester{UID: 1000, User: "alice"},
+	return &Prompt{Privileged: true, Requester: Requester{UID: 1000, User: "alice"}, Cwd: "/",
 		Stages: []Stage{{Argv: argv, Path: "/usr/bin/" + argv[0]}}}
 }
 
 func TestSuggestRule(t *testing.T) {
 	got, err := SuggestRule(rulePrompt("systemctl", "status", "nginx"))
-	if want := "allow privileged,user=alice systemctl status nginx"; err != nil || got != want {
+	if want := "allow privileged,user=alice,cwd=/,stdin=none systemctl status nginx"; err != nil || got != want {
 		t.Fatalf("SuggestRule = %q, %v; want %q", got, err, want)
 	}
 	named := rulePrompt("psql", "-l")
 	named.RunAs, named.Named = "postgres", &NamedRun{UID: 108, GID: 115}
 	got, err = SuggestRule(named)
-	if want := "allow privileged,runas=postgres,user=alice psql -l"; err != nil || got != want {
+	if want := "allow privileged,runas=postgres,user=alice,cwd=/,stdin=none psql -l"; err != nil || got != want {
 		t.Fatalf("SuggestRule for a run as postgres = %q, %v; want %q", got, err, want)
 	}
 	// An account of uid 0 by another name is root to the policy (the
@@ -26,7 +28,7 @@ func TestSuggestRule(t *testing.T) {
 	alias := rulePrompt("id")
 	alias.RunAs, alias.Named = "toor", &NamedRun{UID: 0, GID: 0}
 	got, err = SuggestRule(alias)
-	if want := "allow privileged,user=alice id"; err != nil || got != want {
+	if want := "allow privileged,user=alice,cwd=/,stdin=none id"; err != nil || got != want {
 		t.Fatalf("SuggestRule for a run as toor (uid 0) = %q, %v; want %q", got, err, want)
 	}
 	if _, err := CheckRule(alias, "allow privileged,runas=toor id"); err == nil {
@@ -50,20 +52,20 @@ func TestCheckRule(t *testing.T) {
 		err       string // "" accepts
 		runsAnyth bool
 	}{
-		{`allow privileged,user=alice sh -c id`, "", true},
-		{`allow privileged sh -c "id"  # a comment`, "", true},
-		{`allow privileged sh -c ...`, "", true},
-		{`allow privileged sh -c {a|id}`, "", true},
-		{`allow any sh * id`, "", true},
-		{`allow privileged sh -c whoami`, "does not match the request shown", false},
-		{`allow privileged,user=bob sh -c id`, "does not match the request shown", false},
-		{`allow unprivileged sh -c id`, "does not match the request shown", false},
+		{`allow privileged,user=alice,cwd=/,stdin=none sh -c id`, "", true},
+		{`allow privileged,cwd=/,stdin=none sh -c "id"  # a comment`, "", true},
+		{`allow privileged,cwd=/,stdin=none sh -c ...`, "", true},
+		{`allow privileged,cwd=/,stdin=none sh -c {a|id}`, "", true},
+		{`allow any,cwd=/,stdin=none sh * id`, "", true},
+		{`allow privileged,cwd=/,stdin=none sh -c whoami`, "does not match the request shown", false},
+		{`allow privileged,user=bob,cwd=/,stdin=none sh -c id`, "does not match the request shown", false},
+		{`allow unprivileged,cwd=/,stdin=none sh -c id`, "does not match the request shown", false},
 		{`ask privileged sh -c id`, "it says ask", false},
 		{`allow privileged`, "must name its command", false},
-		{`allow privileged s* -c id`, "must name its command", false},
-		{"allow privileged sh -c id\nallow any", "one line", false},
+		{`allow privileged,cwd=/,stdin=none s* -c id`, "must name its command", false},
+		{"allow privileged,cwd=/,stdin=none sh -c id\nallow any", "one line", false},
 		{"# nothing", "no rule", false},
-		{"allow privileged sh -c \u200bid", "control, invisible", false},
+		{"allow privileged,cwd=/,stdin=none sh -c \u200bid", "control, invisible", false},
 	} {
 		r, err := CheckRule(p, tc.rule)
 		switch {
@@ -75,33 +77,43 @@ func TestCheckRule(t *testing.T) {
 			t.Errorf("%q: RuleRunsAnything = %v, want %v", tc.rule, RuleRunsAnything(p, r), tc.runsAnyth)
 		}
 	}
-	// A rule binds no stdin: an exact rule for sh reading its script
-	// there admits every script.
+	// A rule from the prompt binds the stdin shown: one for sh reading
+	// its script there admits that script alone, and one that drops the
+	// binding, or the cwd's, is refused.
 	in := rulePrompt("sh")
 	in.Stdin = []byte("id\n")
-	if r, err := CheckRule(in, "allow privileged,user=alice sh"); err != nil || len(RuleRunsAnything(in, r)) == 0 {
-		t.Errorf("sh with stdin: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(in, r))
+	bound, err := SuggestRule(in)
+	if err != nil || !strings.Contains(bound, ",stdin=sha256:"+policy.StdinSHA256(in.Stdin)) {
+		t.Fatalf("SuggestRule for sh with stdin = %q, %v; want its stdin bound", bound, err)
+	}
+	if _, err := CheckRule(in, bound); err != nil {
+		t.Errorf("sh with stdin, the rule offered: %v", err)
+	}
+	for _, wider := range []string{"allow privileged,user=alice,cwd=/ sh", "allow privileged,user=alice sh", strings.Replace(bound, ",cwd=/,", ",cwd=/*,", 1)} {
+		if _, err := CheckRule(in, wider); err == nil || !strings.Contains(err.Error(), "broader than the request shown") {
+			t.Errorf("sh with stdin, %s: %v, want it refused as broader", wider, err)
+		}
 	}
 	// An open rule for find admits -exec, though the request had none.
 	f := rulePrompt("find", "/var/log", "-name", "x")
-	if r, err := CheckRule(f, "allow privileged find /var/log ..."); err != nil || len(RuleRunsAnything(f, r)) == 0 {
+	if r, err := CheckRule(f, "allow privileged,cwd=/,stdin=none find /var/log ..."); err != nil || len(RuleRunsAnything(f, r)) == 0 {
 		t.Errorf("find /var/log ...: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(f, r))
 	}
-	if r, err := CheckRule(f, "allow privileged find /var/log -name x"); err != nil || len(RuleRunsAnything(f, r)) != 0 {
+	if r, err := CheckRule(f, "allow privileged,cwd=/,stdin=none find /var/log -name x"); err != nil || len(RuleRunsAnything(f, r)) != 0 {
 		t.Errorf("find /var/log -name x: %v, RuleRunsAnything = %v, want none", err, RuleRunsAnything(f, r))
 	}
 	// So does one for apt-get -o (a hook), though the request had none.
 	a := rulePrompt("apt-get", "install", "nginx")
-	if r, err := CheckRule(a, "allow privileged apt-get install ..."); err != nil || len(RuleRunsAnything(a, r)) == 0 {
+	if r, err := CheckRule(a, "allow privileged,cwd=/,stdin=none apt-get install ..."); err != nil || len(RuleRunsAnything(a, r)) == 0 {
 		t.Errorf("apt-get install ...: %v, RuleRunsAnything = %v, want a reason", err, RuleRunsAnything(a, r))
 	}
-	if r, err := CheckRule(a, "allow privileged apt-get install nginx"); err != nil || len(RuleRunsAnything(a, r)) != 0 {
+	if r, err := CheckRule(a, "allow privileged,cwd=/,stdin=none apt-get install nginx"); err != nil || len(RuleRunsAnything(a, r)) != 0 {
 		t.Errorf("apt-get install nginx: %v, RuleRunsAnything = %v, want none", err, RuleRunsAnything(a, r))
 	}
 	// An open rule for a command that runs nothing else needs no second
 	// confirmation.
 	q := rulePrompt("systemctl", "status", "nginx")
-	r, err := CheckRule(q, "allow privileged systemctl status ...")
+	r, err := CheckRule(q, "allow privileged,cwd=/,stdin=none systemctl status ...")
 	if err != nil || len(RuleRunsAnything(q, r)) != 0 {
 		t.Fatalf("systemctl status ...: %v, %v", err, RuleRunsAnything(q, r))
 	}

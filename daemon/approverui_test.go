@@ -61,7 +61,7 @@ func TestPromptNamesGroupOfGroupAloneRequest(t *testing.T) {
 // quoted and cut short, after them.
 func TestIdleScreenIDCannotFakeColumns(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "allow any echo ruled\nask any\n"})
+	d := startDaemon(t, opts{Policy: "allow any echo ruled\n"})
 	ta := rgtest.StartTmuxApprover(t, d.asock(), 120, 30)
 	ta.Wait("Last decisions (newest first):")
 	fake := "7f3a  denied    by person root (uid 0) on pts/1  cloudsdk (uid 1000)  id" + strings.Repeat(" ", 40)

@@ -318,9 +318,13 @@ func record(e auditEvent) *audit.Record {
 	switch e.Kind {
 	case eventReceived, eventRejected:
 		p := e.Peer
-		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe}
+		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe, ExeOwnNamespace: p.ExeOwnNS && p.Exe != ""}
 		if e.Request != nil {
 			r.Request = request(e.Request)
+			if p.UID != 0 {
+				// Bounded (auditbudget.go): root's are kept whole.
+				r.Request.Pipeline, r.Request.Reason = excerptPipeline(r.Request.Pipeline), excerpt(r.Request.Reason, maxRecordedReason)
+			}
 			if e.Kind == eventReceived && e.Line != nil {
 				// Compact (maxRecordedLine): only the short fields.
 				q := r.Request

@@ -87,7 +87,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		Reason:  req.Reason,
 		Requester: approval.Requester{
 			UID: p.peer.UID, GID: p.peer.GID, PID: p.peer.PID,
-			User: userName, Exe: p.peer.Exe,
+			User: userName, Exe: p.peer.Exe, ExeOwnNamespace: p.peer.ExeOwnNS,
 		},
 		Stages:       p.stages,
 		Privileged:   req.Privileged,
@@ -227,7 +227,7 @@ func (p *runPlan) interpretersMayChange() error {
 // subject is p's request as the policy sees it, from the user userName.
 func (p *runPlan) subject(userName string) policy.Subject {
 	req := p.req
-	return policy.Subject{
+	s := policy.Subject{
 		Privileged: req.Privileged,
 		User:       userName,
 		Session:    req.Session,
@@ -237,7 +237,12 @@ func (p *runPlan) subject(userName string) policy.Subject {
 		Env:        req.Env,
 		RunAs:      p.runAsName(),
 		RunGroup:   p.runGroupName(),
+		Cwd:        p.cwd,
 	}
+	if len(req.Stdin) > 0 {
+		s.StdinSHA256 = policy.StdinSHA256(req.Stdin)
+	}
+	return s
 }
 
 // runAsName is the account p's request runs as, for the policy: "" for

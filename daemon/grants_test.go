@@ -460,7 +460,7 @@ func TestCheckSeesGrant(t *testing.T) {
 	wantGrant(t, d.send(map[string]any{"id": "csg-run", "pipeline": run}), "g1")
 
 	// An allow rule decides before the grant, in a check as in a run.
-	d.writePolicy("allow any echo check-sees-grant\nask any\n")
+	d.writePolicy("allow any echo check-sees-grant\n")
 	d.hup()
 	d.waitReloads(1)
 	if r := check("csg-allow-rule", map[string]any{}); r.Check != wire.CheckAllow || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPolicy {

@@ -138,7 +138,7 @@ func TestInProcessDecisions(t *testing.T) {
 	fa := &fakeApprover{}
 	var verdict approval.Decision
 	fa.answer = func(context.Context, *approval.Prompt) approval.Decision { return verdict }
-	p := startFaked(t, "allow privileged echo allowed\ndeny any echo denied\nask any\n", fa, daemon.Config{})
+	p := startFaked(t, "allow privileged echo allowed\ndeny any echo denied\n", fa, daemon.Config{})
 
 	for _, c := range []struct {
 		name    string

@@ -92,10 +92,10 @@ func TestPeerExePinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(pidfd)
-	if got := exeOf(pidfd, p.PID); got != want {
-		t.Errorf("pidfd_open fallback: exe %q, want %q", got, want)
+	if got, own := exeOf(pidfd, p.PID); got != want || own {
+		t.Errorf("pidfd_open fallback: exe %q (own namespace %v), want %q in ours", got, own, want)
 	}
-	if got := exeOf(pidfd, p.PID+1); got != "" {
+	if got, _ := exeOf(pidfd, p.PID+1); got != "" {
 		t.Errorf("a pidfd of another pid gave exe %q, want \"\"", got)
 	}
 }

@@ -30,6 +30,10 @@ type peerInfo struct {
 	// and its pid been reused in between. "" when it could not be read
 	// (the peer exited, or its pid is not visible here).
 	Exe string
+	// ExeOwnNS is set when the peer's mount namespace is not the
+	// daemon's, or could not be compared with it: Exe is then a path in a
+	// namespace the peer may have made, and names no file of the daemon's.
+	ExeOwnNS bool
 }
 
 // peerOf reads the credentials of the process at the other end of c.
@@ -54,7 +58,7 @@ func peerOf(c *net.UnixConn) (peerInfo, error) {
 		return peerInfo{}, fmt.Errorf("peer credentials: getsockopt SO_PEERGROUPS: %w", groupsErr)
 	}
 	p := peerInfo{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid), Groups: groups}
-	p.Exe = pinnedExe(rc, p.PID)
+	p.Exe, p.ExeOwnNS = pinnedExe(rc, p.PID)
 	return p, nil
 }
 
@@ -64,17 +68,29 @@ func peerOf(c *net.UnixConn) (peerInfo, error) {
 // answer only if the pidfd still names a live process afterwards. A pid
 // is only reused once its process is gone, so a live pidfd proves the
 // link was read from the peer itself. It returns "" when that cannot be
-// shown.
-func pinnedExe(rc syscall.RawConn, pid int) string {
+// shown. ownNS is set unless the peer was seen, while pinned, in the
+// daemon's own mount namespace.
+func pinnedExe(rc syscall.RawConn, pid int) (exe string, ownNS bool) {
 	if pid <= 0 {
-		return "" // the peer is in a pid namespace we cannot see into
+		return "", true // the peer is in a pid namespace we cannot see into
 	}
 	pidfd, err := peerPidfd(rc, pid)
 	if err != nil {
-		return ""
+		return "", true
 	}
 	defer unix.Close(pidfd)
 	return exeOf(pidfd, pid)
+}
+
+// sameMountNS reports whether the process pid is in this process's mount
+// namespace: /proc/PID/ns/mnt and /proc/self/ns/mnt are the same file.
+// False when either cannot be read.
+func sameMountNS(pid int) bool {
+	var mine, theirs unix.Stat_t
+	if unix.Stat("/proc/self/ns/mnt", &mine) != nil || unix.Stat("/proc/"+strconv.Itoa(pid)+"/ns/mnt", &theirs) != nil {
+		return false
+	}
+	return mine.Dev == theirs.Dev && mine.Ino == theirs.Ino
 }
 
 // peerPidfd returns a pidfd of the socket's peer process pid: the
@@ -98,21 +114,23 @@ func peerPidfd(rc syscall.RawConn, pid int) (int, error) {
 }
 
 // exeOf reads /proc/PID/exe of the process pidfd refers to, which must
-// have pid, and returns it only if that process is still alive after the
-// read; else "".
-func exeOf(pidfd, pid int) string {
+// have pid, and whether it is in the daemon's mount namespace, and
+// returns them only if that process is still alive after the reads;
+// else "" and ownNS set.
+func exeOf(pidfd, pid int) (exe string, ownNS bool) {
 	// The pidfd must be of pid (a dead process's reads -1).
 	if pidOfPidfd(pidfd) != pid {
-		return ""
+		return "", true
 	}
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 	if err != nil {
-		return ""
+		return "", true
 	}
+	same := sameMountNS(pid)
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
-		return "" // the peer exited: the link may belong to a newcomer
+		return "", true // the peer exited: the link may belong to a newcomer
 	}
-	return exe
+	return exe, !same
 }
 
 // pidOfPidfd reads the pid a pidfd refers to (the "Pid:" line of its

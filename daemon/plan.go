@@ -132,6 +132,9 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 		// are reached as the run will reach them.
 		open = func() error { return pipeline.AsUser(&p.account, p.open) }
 	}
+	if req.Privileged && peer.UID != 0 {
+		open = p.requesterFirst(open) // nothing opened that the requester cannot see (seen.go)
+	}
 	if err := open(); err != nil {
 		return nil, err
 	}

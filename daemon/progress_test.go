@@ -94,7 +94,7 @@ func (l *lineReader) wantAnswerLine(line string) wire.Response {
 // protocol.
 func TestProgressLines(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "allow any echo ...\nallow any cat ...\nask any\n", Args: []string{"--prompt-timeout", "30s", "--exec-timeout", "100s", "--kill-grace", "3s"}})
+	d := startDaemon(t, opts{Policy: "allow any echo ...\nallow any cat ...\n", Args: []string{"--prompt-timeout", "30s", "--exec-timeout", "100s", "--kill-grace", "3s"}})
 	const asking, running = 133 * time.Second, 103 * time.Second
 
 	t.Run("policy allows a run that lasts: running", func(t *testing.T) {

@@ -31,7 +31,7 @@ func TestRuleEditorWidthTricksKeepItsLines(t *testing.T) {
 	// The whole rule shows, below the command, once.
 	ta.WaitRows("the editor holding the whole rule, each row its own line", func(rows []string) bool {
 		return hasRow(rows, "SAVE A POLICY RULE: edit the rule below") && hasRow(rows, "  [1] echo HIDDEN-MARKER ") &&
-			hasRow(rows, "│ allow privileged,user=root echo HIDDEN-MARKER") && hasRow(rows, " RULE: edit it · Enter check it")
+			hasRow(rows, "│ allow privileged,user=root,cwd=/,stdin=none echo HIDDEN-MARKER") && hasRow(rows, " RULE: edit it · Enter check it")
 	})
 	ta.Key("\x03") // ctrl+c denies
 	if r := <-ch; r.Status != wire.StatusDenied {
@@ -53,11 +53,11 @@ func TestRuleFromRootsPromptNotForController(t *testing.T) {
 	a := startApprover(t, d.asock(), nobody)
 	a.See("attached to rootgated")
 	run := [][]string{{"echo", "self-rule"}}
-	const rule = "allow privileged,user=root echo self-rule"
+	const rule = "allow privileged,user=root,cwd=/,stdin=none echo self-rule"
 	ch := d.ask(map[string]any{"id": "root-asks", "pipeline": run, "privileged": true})
 	a.See("root-asks")
 	a.startRule(ch, rule)
-	a.editRule(len(rule), "allow privileged echo self-rule") // every requester
+	a.editRule(len(rule), "allow privileged,cwd=/,stdin=none echo self-rule") // every requester
 	a.Key(keyEnter)
 	a.See(dropIn(d))
 	a.See("RULE: y approve and save this rule")

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/audit"
@@ -48,6 +50,7 @@ func (s *Server) ReloadPolicy() error {
 			s.cfg.Log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
 		}
 		s.warnLimits(p)
+		WarnOverrides(s.cfg.Log, p)
 	}
 	if s.cfg.Audit != nil {
 		if aerr := s.cfg.Audit.Append(rec); aerr != nil {
@@ -55,4 +58,17 @@ func (s *Server) ReloadPolicy() error {
 		}
 	}
 	return err
+}
+
+// WarnOverrides logs, at warning level, each rule of p that can never
+// decide anything because a stricter rule (or an earlier one of the same
+// action) matches wherever it matches: a catch-all "ask any" left from
+// when the first matching rule decided turns every allow rule into a
+// prompt, and the operator must be told rather than find out.
+func WarnOverrides(log *slog.Logger, p *policy.Policy) {
+	for _, o := range p.Overrides() {
+		log.Warn("policy rule never decides anything",
+			"rule", fmt.Sprintf("%s:%d: %s", o.Rule.File, o.Rule.Line, o.Rule.Text),
+			"by", fmt.Sprintf("%s:%d: %s", o.By.File, o.By.Line, o.By.Text))
+	}
 }

@@ -78,7 +78,7 @@ func (d *daemonProc) writePolicy(text string) {
 // decide, as the policy it was received under said.
 func TestPolicyReloadSIGHUP(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "allow any sh ...\nask any\n", Args: []string{"--prompt-timeout", "60s"}})
+	d := startDaemon(t, opts{Policy: "allow any sh ...\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
 
@@ -93,10 +93,10 @@ func TestPolicyReloadSIGHUP(t *testing.T) {
 	a.See("n or Esc deny")
 
 	// The new policy denies both of them and allows echo now.
-	d.writePolicy("deny any sh ...\ndeny any echo waited\nallow any echo now\nask any\n")
+	d.writePolicy("deny any sh ...\ndeny any echo waited\nallow any echo now\n")
 	d.hup()
-	if got := d.waitReloads(1)[0]; !got.OK || got.Rules != 4 || len(got.Files) != 1 {
-		t.Fatalf("policy_reload %+v, want ok with 4 rules from one file", got)
+	if got := d.waitReloads(1)[0]; !got.OK || got.Rules != 3 || len(got.Files) != 1 {
+		t.Fatalf("policy_reload %+v, want ok with 3 rules from one file", got)
 	}
 
 	if r := wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"echo", "now"}}})); string(r.Stdout) != "now\n" {

@@ -81,7 +81,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		}
 		received = true
 		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req}
-		if runsNothing && len(line) > maxRecordedLine {
+		// A uid past its hourly budget of full records gets compact
+		// ones too (auditbudget.go).
+		if runsNothing && len(line) > maxRecordedLine || !s.auditBudget.take(peer.UID, min(len(line), maxRecordedPipeline+maxRecordedReason), now) {
 			e.Line = line
 		}
 		if err := s.event(e); err != nil {

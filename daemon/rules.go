@@ -151,8 +151,8 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	} else if m := s.policy.Load().Evaluate(p.subject(p.prompt.Requester.User)); m.Action != policy.ActionAllow {
 		why = "the policy still does not allow this request"
 		if m.Rule != nil {
-			why = fmt.Sprintf("an earlier rule decides this request first (%s:%d: %s): the saved rule would never be used; "+
-				"edit that rule, or put this one in a file read before it", m.Rule.File, m.Rule.Line, m.Rule.Text)
+			why = fmt.Sprintf("a stricter rule decides this request (%s:%d: %s): the saved rule would never be used; "+
+				"edit or remove that rule", m.Rule.File, m.Rule.Line, m.Rule.Text)
 		}
 	}
 	if why != "" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
@@ -162,7 +163,7 @@ func TestRuleFromPrompt(t *testing.T) {
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
 	run := [][]string{{"echo", "saved-rule"}}
-	const rule = "allow privileged,user=root echo saved-rule"
+	const rule = "allow privileged,user=root,cwd=/,stdin=none echo saved-rule"
 
 	ch := d.ask(map[string]any{"id": "rule-1", "pipeline": run, "privileged": true})
 	a.See("rule-1")
@@ -203,11 +204,11 @@ func TestRuleEditedGeneralised(t *testing.T) {
 	d := ruleDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
-	const rule = "allow privileged,user=root echo gen {alpha|beta}"
+	const rule = "allow privileged,user=root,cwd=/,stdin=none echo gen {alpha|beta}"
 
 	ch := d.ask(map[string]any{"id": "gen-1", "pipeline": [][]string{{"echo", "gen", "alpha"}}, "privileged": true})
 	a.See("gen-1")
-	a.startRule(ch, "allow privileged,user=root echo gen alpha")
+	a.startRule(ch, "allow privileged,user=root,cwd=/,stdin=none echo gen alpha")
 	a.editRule(len("alpha"), "{alpha|beta}")
 	a.Key(keyEnter)
 	a.See(rule)
@@ -235,7 +236,7 @@ func TestRuleNotCoveringRequestRefused(t *testing.T) {
 
 	ch := d.ask(map[string]any{"id": "cover-1", "pipeline": [][]string{{"echo", "cover", "one"}}, "privileged": true})
 	a.See("cover-1")
-	a.startRule(ch, "allow privileged,user=root echo cover one")
+	a.startRule(ch, "allow privileged,user=root,cwd=/,stdin=none echo cover one")
 	a.editRule(len("one"), "two")
 	a.Key(keyEnter)
 	a.See(`RULE REFUSED: the rule does not match the request shown (argument 2 "one" does not match "two")`)
@@ -262,11 +263,11 @@ func TestRuleNotCoveringRequestRefused(t *testing.T) {
 	p := c.prompt()
 	yes := true
 	for _, tc := range []struct{ rule, want string }{
-		{"allow privileged echo cover two", `decision refused: rule not saved: the rule does not match the request shown (argument 2 "one" does not match "two"): a rule saved from here must cover it`},
-		{"allow privileged echo cover one\nallow any", "decision refused: rule not saved: the rule does not parse: a rule is one line"},
+		{"allow privileged,cwd=/,stdin=none echo cover two", `decision refused: rule not saved: the rule does not match the request shown (argument 2 "one" does not match "two"): a rule saved from here must cover it`},
+		{"allow privileged,cwd=/,stdin=none echo cover one\nallow any", "decision refused: rule not saved: the rule does not parse: a rule is one line"},
 		{"deny privileged echo cover one", "decision refused: rule not saved: the rule is not an allow rule (it says deny): only allow rules are saved from the prompt"},
-		{"allow privileged", "decision refused: rule not saved: the rule must name its command in plain text (no glob): write other rules in the policy file"},
-		{"allow privileged echo cover \u202eone", "decision refused: rule not saved: the rule does not parse: a control, invisible or invalid UTF-8 character; a policy is plain text"},
+		{"allow privileged,cwd=/,stdin=none", "decision refused: rule not saved: the rule must name its command in plain text (no glob): write other rules in the policy file"},
+		{"allow privileged,cwd=/,stdin=none echo cover \u202eone", "decision refused: rule not saved: the rule does not parse: a control, invisible or invalid UTF-8 character; a policy is plain text"},
 	} {
 		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: tc.rule})
 		if m := c.next(); m.Type != remote.MsgError || m.Message != tc.want {
@@ -294,11 +295,11 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
 	run := [][]string{{"sh", "-c", "echo from-sh"}}
-	const rule = "allow privileged,user=root sh -c ..."
+	const rule = "allow privileged,user=root,cwd=/,stdin=none sh -c ..."
 
 	ch := d.ask(map[string]any{"id": "sh-rule-1", "pipeline": run})
 	a.See("sh-rule-1")
-	a.startRule(ch, `allow privileged,user=root sh -c "echo from-sh"`)
+	a.startRule(ch, `allow privileged,user=root,cwd=/,stdin=none sh -c "echo from-sh"`)
 	a.editRule(len(`"echo from-sh"`), "...")
 	a.secondConfirmation(ch, "runs sh, which runs whatever its arguments or input say", "one confirmation of an open rule for sh")
 	a.Key("n") // back to the editor, then to the request, then deny
@@ -315,7 +316,7 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 
 	ch = d.ask(map[string]any{"id": "sh-rule-2", "pipeline": run})
 	a.See("sh-rule-2")
-	a.startRule(ch, `allow privileged,user=root sh -c "echo from-sh"`)
+	a.startRule(ch, `allow privileged,user=root,cwd=/,stdin=none sh -c "echo from-sh"`)
 	a.editRule(len(`"echo from-sh"`), "...")
 	a.Key(keyEnter)
 	a.See("RULE: y approve and save this rule")
@@ -330,50 +331,64 @@ func TestRuleInterpreterNeedsSecondConfirmation(t *testing.T) {
 	a.Kill()
 	c := attachRaw(t, d)
 	ch = d.ask(map[string]any{"id": "sh-rule-4", "pipeline": [][]string{{"bash", "-c", "id"}}})
-	c.wantRunsAnythingRefused(ch, "allow privileged bash -c ...", "an open rule for bash without rule_runs_anything")
+	c.wantRunsAnythingRefused(ch, "allow privileged,cwd=/,stdin=none bash -c ...", "an open rule for bash without rule_runs_anything")
 }
 
 // TestRuleStdinScriptNeedsSecondConfirmation: the requester sends its
-// script to sh on stdin, so the rule offered names no argument at all
-// (allow privileged,user=root sh) and looks exact; but a rule binds no
-// stdin, so it would run every script sent that way as root. One y does
-// not save it, the second screen says the rule admits any stdin, the
-// daemon refuses it from a client that skips that screen, and once saved
-// it indeed runs another script without asking.
+// script to sh on stdin. A rule from the prompt binds the stdin shown
+// (stdin=sha256:…), so it runs that script alone, never another sent the
+// same way (issue 27: a rule that bound no stdin ran every script as
+// root); a rule that drops the binding is refused as broader than the
+// request shown; and the rule, being for a shell, still needs the second
+// confirmation, which the daemon requires of a client that skips it.
 func TestRuleStdinScriptNeedsSecondConfirmation(t *testing.T) {
 	t.Parallel()
 	d := ruleDaemon(t)
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
 	run := [][]string{{"sh"}}
-	const rule = "allow privileged,user=root sh"
-	script := base64.StdEncoding.EncodeToString([]byte("echo from-stdin\n"))
+	body := []byte("echo from-stdin\n")
+	rule := "allow privileged,user=root,cwd=/,stdin=sha256:" + policy.StdinSHA256(body) + " sh"
+	script := base64.StdEncoding.EncodeToString(body)
 
 	ch := d.ask(map[string]any{"id": "stdin-rule-1", "pipeline": run, "stdin": script})
 	a.See("stdin-rule-1")
-	a.startRule(ch, rule)
-	a.secondConfirmation(ch, "the rule admits any standard input and any directory, not only those shown", "one confirmation of a rule for sh reading a script on stdin")
+	a.startRule(ch, "stdin=sha256:"+policy.StdinSHA256(body)[:16])
+	a.secondConfirmation(ch, "the rule binds the input and the directory shown, but not the files the program reads", "one confirmation of a rule for sh reading a script on stdin")
 	a.Key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "from-stdin\n" {
 		t.Fatalf("got %s, want the script's output", r.raw)
 	}
 	wantRuleFile(t, d, "stdin-rule-1", rule)
+	wantRule(t, d, d.send(map[string]any{"id": "stdin-rule-2", "pipeline": run, "stdin": script}), 3)
 	other := base64.StdEncoding.EncodeToString([]byte("echo any-other-script\n"))
-	wantRule(t, d, d.send(map[string]any{"id": "stdin-rule-2", "pipeline": run, "stdin": other}), 3)
+	if r := wantOK(t, d.send(map[string]any{"id": "stdin-rule-3", "check": true, "pipeline": run, "stdin": other})); r.Check != wire.CheckAsk {
+		t.Fatalf("another script on stdin: %s, want asked about", r.raw)
+	}
 
-	// A client that skips the second confirmation is refused.
 	a.Kill()
 	c := attachRaw(t, d)
-	ch = d.ask(map[string]any{"id": "stdin-rule-3", "pipeline": [][]string{{"bash"}}, "stdin": script})
-	c.wantRunsAnythingRefused(ch, "allow privileged,user=root bash", "a rule for bash reading stdin without rule_runs_anything")
+	// A rule that binds no stdin is broader than the request shown.
+	ch = d.ask(map[string]any{"id": "stdin-rule-4", "pipeline": [][]string{{"bash"}}, "stdin": script})
+	p := c.prompt()
+	yes := true
+	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: "allow privileged,user=root,cwd=/ bash"})
+	if m := c.next(); m.Type != remote.MsgError || !strings.Contains(m.Message, "broader than the request shown") {
+		t.Fatalf("a rule binding no stdin: got %+v, want it refused as broader", m)
+	}
+	pending(t, ch, "a rule for bash that binds no stdin")
+	c.decide(p, false)
+	<-ch
+	// A client that skips the second confirmation is refused.
+	ch = d.ask(map[string]any{"id": "stdin-rule-5", "pipeline": [][]string{{"bash"}}, "stdin": script})
+	c.wantRunsAnythingRefused(ch, "allow privileged,user=root,cwd=/,stdin=sha256:"+policy.StdinSHA256(body)+" bash", "a rule for bash reading stdin without rule_runs_anything")
 }
 
 // TestRuleRunnerCwdNeedsSecondConfirmation: make with no argument runs
-// the Makefile of its directory, and a rule binds no directory: the
-// exact rule offered (allow privileged,user=root make) runs any
-// Makefile the requester writes anywhere. One y does not save it: the
-// second screen says why; and the daemon refuses it from a client that
-// skips that screen.
+// the Makefile of its directory. The rule offered binds that directory
+// (cwd=), but the Makefile there may say anything by the time the rule is
+// used. One y does not save it: the second screen says why; and the
+// daemon refuses it from a client that skips that screen.
 func TestRuleRunnerCwdNeedsSecondConfirmation(t *testing.T) {
 	t.Parallel()
 	d := ruleDaemon(t)
@@ -383,11 +398,11 @@ func TestRuleRunnerCwdNeedsSecondConfirmation(t *testing.T) {
 	}
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
-	const rule = "allow privileged,user=root make"
+	rule := "allow privileged,user=root,cwd=" + dir + ",stdin=none make"
 	ch := d.ask(map[string]any{"id": "make-rule-1", "pipeline": [][]string{{"make"}}, "cwd": dir})
 	a.See("make-rule-1")
 	a.startRule(ch, rule)
-	a.secondConfirmation(ch, "the rule admits any standard input and any directory, not only those shown", "one confirmation of a rule for make")
+	a.secondConfirmation(ch, "the rule binds the input and the directory shown, but not the files the program reads", "one confirmation of a rule for make")
 	a.Key("n")
 	a.See("RULE: edit it")
 	a.Key("\x1b")
@@ -429,11 +444,11 @@ func TestRuleOpenRunnerNeedsSecondConfirmation(t *testing.T) {
 				cl.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
 				return cl.next()
 			}
-			if m := decide("allow privileged,user=root " + c.open); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+			if m := decide("allow privileged,user=root,cwd=/,stdin=none " + c.open); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
 				t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
 			}
 			pending(t, ch, "an open rule for "+c.name+" without rule_runs_anything")
-			if m := decide("allow privileged,user=root " + c.exact); m.Type != remote.MsgResult {
+			if m := decide("allow privileged,user=root,cwd=/,stdin=none " + c.exact); m.Type != remote.MsgResult {
 				t.Fatalf("the exact rule: got %+v, want a result", m)
 			}
 			wantOK(t, <-ch)
@@ -442,11 +457,10 @@ func TestRuleOpenRunnerNeedsSecondConfirmation(t *testing.T) {
 	}
 }
 
-// TestRuleShadowedIsTakenOut: a rule earlier in the order (the main file
-// is read first) decides the request before the saved rule would: the
-// daemon finds it after reloading, puts the drop-in back as it was,
-// reloads again and tells the approver why; the request stays approved
-// once.
+// TestRuleShadowedIsTakenOut: a stricter rule (an ask in the main file)
+// decides the request whatever the saved rule says: the daemon finds it
+// after reloading, puts the drop-in back as it was, reloads again and
+// tells the approver why; the request stays approved once.
 func TestRuleShadowedIsTakenOut(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, opts{Policy: "ask privileged echo ...\n", Args: []string{"--prompt-timeout", "60s"}})
@@ -463,7 +477,7 @@ func TestRuleShadowedIsTakenOut(t *testing.T) {
 
 	ch := d.ask(map[string]any{"id": "shadow-1", "pipeline": run, "privileged": true})
 	a.See("shadow-1")
-	a.startRule(ch, "allow privileged,user=root echo shadowed")
+	a.startRule(ch, "allow privileged,user=root,cwd=/,stdin=none echo shadowed")
 	a.Key(keyEnter)
 	a.See("RULE: y approve and save this rule")
 	a.Key("y")
@@ -471,7 +485,7 @@ func TestRuleShadowedIsTakenOut(t *testing.T) {
 	if r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson || r.DecidedBy.Rule != "" {
 		t.Fatalf("got %s, want approved by the person, no rule", r.raw)
 	}
-	a.See("approved once; rule NOT saved: an earlier rule decides this request first (" + filepath.Join(d.Dir, "policy") + ":1: ask privileged echo ...)")
+	a.See("approved once; rule NOT saved: a stricter rule decides this request (" + filepath.Join(d.Dir, "policy") + ":1: ask privileged echo ...)")
 	if b, err := os.ReadFile(dropIn(d)); err != nil || string(b) != before {
 		t.Fatalf("the drop-in holds %q, %v; want it as it was", b, err)
 	}
@@ -479,7 +493,7 @@ func TestRuleShadowedIsTakenOut(t *testing.T) {
 	a.wantAsked(d.ask(map[string]any{"id": "shadow-2", "pipeline": run, "privileged": true}), "shadow-2")
 
 	out := auditShow(t, d)
-	for _, want := range []string{"rule_saved", "NOT saved (confirmed by root on pts/", "an earlier rule decides this request first"} {
+	for _, want := range []string{"rule_saved", "NOT saved (confirmed by root on pts/", "a stricter rule decides this request"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit show lacks %q:\n%s", want, out)
 		}
@@ -554,7 +568,7 @@ func TestRuleNotOfferedWithoutPolicyFile(t *testing.T) {
 		t.Fatalf("got %+v, want a welcome without a rule file", m)
 	}
 	ch = d.ask(map[string]any{"id": "nofile-2", "pipeline": [][]string{{"echo", "nofile"}}})
-	if m := c.approveWithRule("allow privileged echo nofile"); m.Type != remote.MsgError || m.Message != wire.ApproverNoRules {
+	if m := c.approveWithRule("allow privileged,cwd=/,stdin=none echo nofile"); m.Type != remote.MsgError || m.Message != wire.ApproverNoRules {
 		t.Fatalf("got %+v, want %q", m, wire.ApproverNoRules)
 	}
 	pending(t, ch, "a rule for a daemon without a policy file")
@@ -618,7 +632,7 @@ func TestRuleDropInDirRefused(t *testing.T) {
 			tc.setup(t, dir)
 			c := attachRaw(t, d)
 			ch := d.ask(map[string]any{"id": "dir-1", "pipeline": [][]string{{"echo", "dir"}}})
-			if m := c.approveWithRule("allow privileged echo dir"); m.Type != remote.MsgResult || !strings.HasPrefix(m.Outcome, "approved once; rule NOT saved: policy drop-in directory "+dir) || !strings.Contains(m.Outcome, tc.want) {
+			if m := c.approveWithRule("allow privileged,cwd=/,stdin=none echo dir"); m.Type != remote.MsgResult || !strings.HasPrefix(m.Outcome, "approved once; rule NOT saved: policy drop-in directory "+dir) || !strings.Contains(m.Outcome, tc.want) {
 				t.Fatalf("got %+v, want the outcome saying %q", m, tc.want)
 			}
 			if r := wantOK(t, <-ch); r.DecidedBy == nil || r.DecidedBy.Rule != "" {
@@ -633,7 +647,7 @@ func TestRuleDropInDirRefused(t *testing.T) {
 
 // TestRuleFromTTY: rootgated --tty offers r too, and the operator at its
 // terminal is told the outcome. Its test policy is "ask any" in the main
-// file, which decides every request before any drop-in: the rule is
+// file, stricter than any allow in a drop-in: the rule is
 // taken out again, the request runs once, and the terminal says why.
 func TestRuleFromTTY(t *testing.T) {
 	t.Parallel()
@@ -642,7 +656,7 @@ func TestRuleFromTTY(t *testing.T) {
 	pos := td.waitScreen(t, 0, "tty-rule")
 	pos = td.waitScreen(t, pos, "r save a rule")
 	td.key(t, "r")
-	pos = td.waitScreen(t, pos, "allow privileged,user=root echo tty-rule")
+	pos = td.waitScreen(t, pos, "allow privileged,user=root,cwd=/,stdin=none echo tty-rule")
 	pos = td.waitScreen(t, pos, "RULE: edit it")
 	td.key(t, keyEnter)
 	pos = td.waitScreen(t, pos, filepath.Join(td.Dir, "policy.d", "approved.policy"))
@@ -652,7 +666,7 @@ func TestRuleFromTTY(t *testing.T) {
 		t.Fatalf("got %s, want approved once by the person", r.raw)
 	}
 	td.waitScreen(t, pos, "rule not saved")
-	td.waitScreen(t, pos, "an earlier rule decides this request first")
+	td.waitScreen(t, pos, "a stricter rule decides this request")
 	if b, err := os.ReadFile(filepath.Join(td.Dir, "policy.d", "approved.policy")); !os.IsNotExist(err) {
 		t.Fatalf("the drop-in holds %q, %v; want it gone", b, err)
 	}
@@ -753,7 +767,7 @@ func TestRuleFromGroupedPromptSavedOnce(t *testing.T) {
 		t.Fatalf("prompt %+v, want one for the group of 3", p.Request)
 	}
 	yes := true
-	rule := "allow privileged,user=root echo grouped-rule"
+	rule := "allow privileged,user=root,cwd=/,stdin=none echo grouped-rule"
 	a.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
 	for _, ch := range chs {
 		wantOK(t, <-ch)

@@ -47,7 +47,7 @@ func (a *approverProc) idleShows(want ...string) {
 
 func TestIdleScreenShowsQueueGrantsDecisions(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "allow any echo ruled\nask any\n", Args: []string{"--prompt-timeout", "60s"}})
+	d := startDaemon(t, opts{Policy: "allow any echo ruled\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApprover(t, d.asock(), 0)
 	a.See("attached to rootgated")
 	a.idleShows("Waiting for a person (0):", "Standing grants (0):", "Last decisions (newest first):", "none yet")
@@ -272,7 +272,7 @@ func TestPromptGroupsIdenticalRequests(t *testing.T) {
 
 func TestPromptHintNamesNearGrantAndRule(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Policy: "allow privileged echo hello world\nask any\n", Args: []string{"--prompt-timeout", "60s"}})
+	d := startDaemon(t, opts{Policy: "allow privileged echo hello world\n", Args: []string{"--prompt-timeout", "60s"}})
 	a := startApproverArgs(t, d.asock(), 0, "--grant-for", "15m,1s")
 	a.See("attached to rootgated")
 	rule := "rule " + d.Dir + "/policy:1 (allow privileged echo hello world) would have allowed but for "

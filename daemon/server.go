@@ -165,6 +165,7 @@ type Server struct {
 	act            *activity           // what keeps the server from being idle
 	limit          *promptLimit        // per-uid prompt caps
 	reject         *rejectLimit        // per-uid caps of rejected records
+	auditBudget    auditBudget         // per-uid hourly budget of full received records
 	// policy is the policy in force; each request takes it once, when
 	// it is received, and decides against that one.
 	policy atomic.Pointer[policy.Policy]

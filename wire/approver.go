@@ -92,7 +92,7 @@ const (
 	// ApproverRuleRunsAnything: a rule for a request with an interpreter
 	// or command runner (or an open rule for find), without the second
 	// confirmation.
-	ApproverRuleRunsAnything = "decision refused: the request runs an interpreter or a command runner and the rule admits other arguments, any stdin or any directory: it must say rule_runs_anything (a second confirmation)"
+	ApproverRuleRunsAnything = "decision refused: the request runs an interpreter or a command runner and the rule admits other arguments, or what the files it reads say by then: it must say rule_runs_anything (a second confirmation)"
 	// ApproverNoGrants: a grants request to a daemon that keeps none.
 	ApproverNoGrants = "this daemon keeps no standing grants"
 )

@@ -13,11 +13,15 @@ type StageExplanation struct {
 	Argv   []string
 	Path   string // the resolved executable, "" if not known
 	Action Action
-	// Rule is the first rule that matched the stage, nil when none did
-	// (the stage is then asked about).
+	// Rule is the rule that decided the stage: the first, in file order,
+	// of the strictest action among the rules matching it; nil when none
+	// did (the stage is then asked about).
 	Rule *Rule
-	// Skipped are the rules before Rule (all rules when Rule is nil),
-	// each with why it did not match.
+	// Overridden are the other rules that match the stage, in file
+	// order: a stricter rule, or an earlier one of the same action,
+	// decides instead of them.
+	Overridden []*Rule
+	// Skipped are the rules that do not match the stage, each with why.
 	Skipped []Skipped
 }
 
@@ -28,25 +32,25 @@ type Skipped struct {
 }
 
 // Explain evaluates s as [Policy.Evaluate] does and returns the same
-// [Match] along with, for each stage, the rule that matched it and why each
-// rule before it did not.
+// [Match] along with, for each stage, the rule that decided it, the other
+// rules that match it, and why each other rule does not.
 func (p *Policy) Explain(s Subject) (Match, []StageExplanation) {
 	m := p.Evaluate(s)
 	var out []StageExplanation
 	for i, argv := range s.Stages {
-		e := StageExplanation{Argv: argv}
-		if i < len(s.Paths) {
-			e.Path = s.Paths[i]
-		}
+		e := StageExplanation{Argv: argv, Path: s.path(i)}
 		if p != nil {
+			d := p.decideStage(&s, argv, e.Path)
+			e.Rule, e.Action = d.rule, d.action
 			for j := range p.Rules {
 				r := &p.Rules[j]
 				why := r.whyNot(&s, argv, e.Path, true)
-				if why == "" {
-					e.Rule, e.Action = r, r.Action
-					break
+				switch {
+				case why != "":
+					e.Skipped = append(e.Skipped, Skipped{Rule: r, Why: why})
+				case r != d.rule:
+					e.Overridden = append(e.Overridden, r)
 				}
-				e.Skipped = append(e.Skipped, Skipped{Rule: r, Why: why})
 			}
 		}
 		out = append(out, e)
@@ -89,6 +93,23 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 	}
 	if why := r.runAsWhyNot(s, explain); why != "" {
 		return why
+	}
+	if r.cwd != "" && !wordMatch(r.cwd, s.Cwd) {
+		if !explain {
+			return no
+		}
+		return fmt.Sprintf("cwd=%s: the request's cwd is %q", r.cwd, s.Cwd)
+	}
+	switch {
+	case r.stdin == "" || r.stdin == "none" && s.StdinSHA256 == "" || r.stdin == s.StdinSHA256:
+	case !explain:
+		return no
+	case s.StdinSHA256 == "":
+		return "stdin=sha256:…: the request has no stdin"
+	case r.stdin == "none":
+		return "stdin=none: the request has stdin"
+	default:
+		return "stdin=sha256:…: the request's stdin is other bytes"
 	}
 	// An allow rule covers only the env it names: a root program may read
 	// an env value as code or as a file to load.

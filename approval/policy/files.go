@@ -47,9 +47,10 @@ type LoadOptions struct {
 // LoadFiles reads the policy file at path and then each drop-in of
 // [Dir](path) whose name ends in [DropInSuffix] and does not start
 // with ".", in lexical (byte) order, and returns them as one [Policy]: the
-// main file's rules first, then each drop-in's, so the first rule that
-// matches a stage wins as within one file. Each [Rule] keeps its file and
-// line. A missing main file or directory adds no rules.
+// main file's rules first, then each drop-in's. The order decides
+// nothing but which of several rules of the same action is reported:
+// the strictest rule that matches a stage decides it ([Policy.Evaluate]).
+// Each [Rule] keeps its file and line. A missing main file or directory adds no rules.
 //
 // The first file that does not parse stops the load with its
 // [*ParseError]; a file or directory refused by opts with a

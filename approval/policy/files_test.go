@@ -58,8 +58,9 @@ func TestLoadFilesOrder(t *testing.T) {
 }
 
 // TestExplainAgreesWithEvaluate: Explain gives the decision Evaluate
-// gives, and for each stage the rule firstMatch finds, with a reason for
-// every rule before it.
+// gives, and for each stage the rule decideStage finds, every rule once:
+// that rule, the others that match as overridden, and the rest with a
+// reason.
 func TestExplainAgreesWithEvaluate(t *testing.T) {
 	p := mustParse(t, examplePolicy+"allow privileged,user=alice,env=LANG ls ...\nask any,host=h* cat\n")
 	subjects := []Subject{
@@ -84,15 +85,20 @@ func TestExplainAgreesWithEvaluate(t *testing.T) {
 			if i < len(s.Paths) {
 				path = s.Paths[i]
 			}
-			if r := p.firstMatch(&s, s.Stages[i], path); r != e.Rule {
-				t.Errorf("%+v stage %d: rule %v, firstMatch %v", s, i, e.Rule, r)
+			if d := p.decideStage(&s, s.Stages[i], path); d.rule != e.Rule || d.action != e.Action {
+				t.Errorf("%+v stage %d: rule %v, decideStage %v", s, i, e.Rule, d.rule)
 			}
-			n := len(p.Rules)
+			n := len(e.Skipped) + len(e.Overridden)
 			if e.Rule != nil {
-				n = ruleIndex(p, e.Rule)
+				n++
 			}
-			if len(e.Skipped) != n {
-				t.Errorf("%+v stage %d: %d skipped, want %d", s, i, len(e.Skipped), n)
+			if n != len(p.Rules) {
+				t.Errorf("%+v stage %d: %d rules explained, want %d", s, i, n, len(p.Rules))
+			}
+			for _, r := range e.Overridden {
+				if !r.matches(&s, s.Stages[i], path) || strictness(r.Action) > strictness(e.Action) {
+					t.Errorf("%+v stage %d: rule %q overridden by %v", s, i, r.Text, e.Rule)
+				}
 			}
 			for _, sk := range e.Skipped {
 				if sk.Why == "" {
@@ -101,14 +107,4 @@ func TestExplainAgreesWithEvaluate(t *testing.T) {
 			}
 		}
 	}
-}
-
-// ruleIndex is r's index in p.Rules.
-func ruleIndex(p *Policy, r *Rule) int {
-	for i := range p.Rules {
-		if &p.Rules[i] == r {
-			return i
-		}
-	}
-	return -1
 }

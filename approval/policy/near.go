@@ -24,11 +24,8 @@ func (p *Policy) NearMisses(s Subject) []NearMiss {
 	}
 	var out []NearMiss
 	for i, argv := range s.Stages {
-		resolved := ""
-		if i < len(s.Paths) {
-			resolved = s.Paths[i]
-		}
-		if r := p.firstMatch(&s, argv, resolved); r != nil && r.Action != ActionAsk {
+		resolved := s.path(i)
+		if d := p.decideStage(&s, argv, resolved); d.rule != nil && d.action != ActionAsk {
 			continue
 		}
 		for j := range p.Rules {

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +22,9 @@ import (
 //
 // A file is read whole by [Parse] into a [Policy], a list of [Rule]s
 // in file order. [Policy.Evaluate] gives each stage of a request the action
-// of the first rule that matches it and combines the stages' actions into
-// one [Match]: deny beats ask, ask beats allow.
+// of the strictest rule that matches it, whatever the rules' order, and
+// combines the stages' actions into one [Match]: deny beats ask, ask beats
+// allow, within a stage as across stages.
 
 // Action is what a rule says about a stage, and what a [Policy] says about
 // a request.
@@ -48,6 +51,18 @@ func (a Action) String() string {
 		return "deny"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// strictness orders actions as they override each other: allow, then ask,
+// then deny.
+func strictness(a Action) int {
+	switch a {
+	case ActionAllow:
+		return 0
+	case ActionAsk:
+		return 1
+	}
+	return 2
 }
 
 // ruleScope says which requests a rule is about. The zero value is no
@@ -81,6 +96,12 @@ type Rule struct {
 	// without runas= matches only a run as root, without rungroup= only a
 	// request naming no group.
 	runas, rungroup string
+	// cwd is the cwd= glob, matched against the request's working
+	// directory (its real path) as a path word is; "" when not given.
+	cwd string
+	// stdin is the stdin= qualifier: "none" for a request with no stdin,
+	// or the hex SHA-256 of the one stdin admitted; "" when not given.
+	stdin string
 	// env lists what the env= qualifiers of an allow rule admit. An allow
 	// rule matches only a request whose every env key one of them admits.
 	env []envAdmit
@@ -359,7 +380,7 @@ func (r *Rule) parseScope(word string) error {
 		}
 		key, glob, found := strings.Cut(q, "=")
 		if !found {
-			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, env=KEY[=VALUE], memory=SIZE or tasks=N", q)
+			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, cwd=GLOB, stdin=none|sha256:HEX, env=KEY[=VALUE], memory=SIZE or tasks=N", q)
 		}
 		var dst *string
 		switch key {
@@ -377,6 +398,13 @@ func (r *Rule) parseScope(word string) error {
 			if key == "rungroup" {
 				dst = &r.rungroup
 			}
+		case "cwd":
+			dst = &r.cwd
+		case "stdin":
+			if err := r.parseStdin(glob); err != nil {
+				return err
+			}
+			continue
 		case "env":
 			if err := r.parseEnv(glob); err != nil {
 				return err
@@ -388,7 +416,7 @@ func (r *Rule) parseScope(word string) error {
 			}
 			continue
 		default:
-			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup, env, memory or tasks", key)
+			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup, cwd, stdin, env, memory or tasks", key)
 		}
 		if glob == "" {
 			return fmt.Errorf("empty value for qualifier %q", key)
@@ -401,6 +429,23 @@ func (r *Rule) parseScope(word string) error {
 		}
 		*dst = glob
 	}
+	return nil
+}
+
+// parseStdin sets the qualifier stdin=none or stdin=sha256:HEX.
+func (r *Rule) parseStdin(text string) error {
+	if r.stdin != "" {
+		return errors.New(`duplicate qualifier "stdin"`)
+	}
+	if text == "none" {
+		r.stdin = text
+		return nil
+	}
+	hex, ok := strings.CutPrefix(text, "sha256:")
+	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
+		return fmt.Errorf(`bad value %q for qualifier "stdin": want none, or sha256: and 64 lowercase hex digits`, text)
+	}
+	r.stdin = hex
 	return nil
 }
 
@@ -537,55 +582,64 @@ type Subject struct {
 	// by its name; "" for none. An allow rule matches a request naming
 	// one only with a rungroup= qualifier that matches it.
 	RunGroup string
+	// Cwd is the request's working directory (its real path), for cwd=.
+	Cwd string
+	// StdinSHA256 is the hex SHA-256 of the request's stdin, "" when it
+	// has none (or an empty one), for stdin=.
+	StdinSHA256 string
+}
+
+// StdinSHA256 is the hex SHA-256 of a request's stdin, as
+// Subject.StdinSHA256 and the stdin= qualifier hold it.
+func StdinSHA256(stdin []byte) string {
+	sum := sha256.Sum256(stdin)
+	return hex.EncodeToString(sum[:])
 }
 
 // Match is a policy's verdict on a request.
 type Match struct {
 	Action Action
-	// Rule is the rule that decided, a pointer into Policy.Rules. For
-	// ActionDeny it is the rule of the first stage denied; for ActionAllow,
-	// the rule that allowed the first stage; for ActionAsk, the rule of the
-	// first stage asked about, or nil when no rule matched that stage. It
-	// is never nil for ActionDeny and ActionAllow.
+	// Rule is the rule that decided, a pointer into Policy.Rules: of the
+	// rules of the deciding action that match the stage, the first in file
+	// order. For ActionDeny it is the rule of the first stage denied; for
+	// ActionAllow, the rule that allowed the first stage; for ActionAsk,
+	// the rule of the first stage asked about, or nil when no rule matched
+	// that stage. It is never nil for ActionDeny and ActionAllow.
 	Rule *Rule
 	// Memory and Tasks are, for ActionAllow, the lowest memory= and
-	// tasks= among the rules that allowed the stages (0: none set one):
-	// each stage's rule limits the whole run.
+	// tasks= among the rules that match the stages (0: none set one):
+	// each allow rule that matches limits the whole run.
 	Memory, Tasks int64
 }
 
 // Evaluate decides about the request s. Each stage gets the action of the
-// first rule whose scope, qualifiers and pattern match it, or ask when none
-// does. The request is denied if any stage is denied, else asked about if
-// any stage is asked about, else allowed. A request with no stages is asked
-// about. See [Match] for which rule is reported.
+// strictest rule whose scope, qualifiers and pattern match it, wherever it
+// sits among the policy's files and lines: deny over ask over allow, and
+// ask when no rule matches. The request is denied if any stage is denied,
+// else asked about if any stage is asked about, else allowed. A request
+// with no stages is asked about. See [Match] for which rule is reported.
 func (p *Policy) Evaluate(s Subject) Match {
 	if p == nil || len(s.Stages) == 0 {
 		return Match{Action: ActionAsk}
 	}
 	var (
-		asked    bool
-		askRule  *Rule
-		allow    = Match{Action: ActionAllow}
-		resolved string
+		asked   bool
+		askRule *Rule
+		allow   = Match{Action: ActionAllow}
 	)
 	for i, argv := range s.Stages {
-		resolved = ""
-		if i < len(s.Paths) {
-			resolved = s.Paths[i]
-		}
-		r := p.firstMatch(&s, argv, resolved)
-		switch {
-		case r != nil && r.Action == ActionDeny:
-			return Match{Action: ActionDeny, Rule: r}
-		case r != nil && r.Action == ActionAllow:
+		d := p.decideStage(&s, argv, s.path(i))
+		switch d.action {
+		case ActionDeny:
+			return Match{Action: ActionDeny, Rule: d.rule}
+		case ActionAllow:
 			if i == 0 {
-				allow.Rule = r
+				allow.Rule = d.rule
 			}
-			allow.Memory, allow.Tasks = lower(allow.Memory, r.memory), lower(allow.Tasks, r.tasks)
+			allow.Memory, allow.Tasks = lower(allow.Memory, d.memory), lower(allow.Tasks, d.tasks)
 		default:
 			if !asked {
-				asked, askRule = true, r
+				asked, askRule = true, d.rule
 			}
 		}
 	}
@@ -593,6 +647,14 @@ func (p *Policy) Evaluate(s Subject) Match {
 		return Match{Action: ActionAsk, Rule: askRule}
 	}
 	return allow
+}
+
+// path is the resolved executable of stage i, "" when not known.
+func (s *Subject) path(i int) string {
+	if i < len(s.Paths) {
+		return s.Paths[i]
+	}
+	return ""
 }
 
 // lower is the lower of two limits, 0 meaning none.
@@ -603,14 +665,50 @@ func lower(a, b int64) int64 {
 	return a
 }
 
-// firstMatch returns the first rule matching one stage of s, or nil.
-func (p *Policy) firstMatch(s *Subject, argv []string, resolved string) *Rule {
+// stageDecision is what the rules decide about one stage.
+type stageDecision struct {
+	action Action
+	// rule is the first rule, in file order, of the strictest action
+	// among those matching the stage; nil when none matched.
+	rule *Rule
+	// memory and tasks are the lowest limits among the matching allow
+	// rules, for an allowed stage.
+	memory, tasks int64
+}
+
+// decideStage matches every rule against one stage of s: the strictest
+// action among the matching rules decides (deny over ask over allow), so
+// no rule's place in the files can make it override a stricter one.
+func (p *Policy) decideStage(s *Subject, argv []string, resolved string) stageDecision {
+	var ask, allow *Rule
+	var memory, tasks int64
 	for i := range p.Rules {
-		if r := &p.Rules[i]; r.matches(s, argv, resolved) {
-			return r
+		r := &p.Rules[i]
+		if !r.matches(s, argv, resolved) {
+			continue
+		}
+		switch r.Action {
+		case ActionDeny:
+			// Nothing is stricter: the first deny decides.
+			return stageDecision{action: ActionDeny, rule: r}
+		case ActionAsk:
+			if ask == nil {
+				ask = r
+			}
+		case ActionAllow:
+			if allow == nil {
+				allow = r
+			}
+			memory, tasks = lower(memory, r.memory), lower(tasks, r.tasks)
 		}
 	}
-	return nil
+	switch {
+	case ask != nil:
+		return stageDecision{action: ActionAsk, rule: ask}
+	case allow != nil:
+		return stageDecision{action: ActionAllow, rule: allow, memory: memory, tasks: tasks}
+	}
+	return stageDecision{action: ActionAsk}
 }
 
 // matches reports whether r matches the stage argv (resolved to the

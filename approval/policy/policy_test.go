@@ -25,7 +25,6 @@ allow  unprivileged   ls ...
 allow  privileged     systemctl status [a-z0-9]*
 allow  privileged     journalctl -u [a-z0-9]* -n [0-9]*
 allow  privileged,env=LANG   apt-get update
-ask    any
 `
 
 func mustParse(t testing.TB, text string) *Policy {
@@ -73,10 +72,10 @@ func TestParsePolicyErrors(t *testing.T) {
 		{name: "missing scope before qualifiers", text: "allow ,user=alice\n", want: `policy test:1: missing scope before qualifiers`},
 		{name: "trailing comma", text: "allow any,\n", want: `policy test:1: empty qualifier in "any,"`},
 		{name: "double comma", text: "allow any,,user=a\n", want: `policy test:1: empty qualifier in "any,,user=a"`},
-		{name: "qualifier without equals", text: "allow any,alice\n", want: `policy test:1: malformed qualifier "alice": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, env=KEY[=VALUE], memory=SIZE or tasks=N`},
-		{name: "two scopes", text: "allow any,privileged\n", want: `policy test:1: malformed qualifier "privileged": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, env=KEY[=VALUE], memory=SIZE or tasks=N`},
-		{name: "unknown qualifier", text: "allow any,group=wheel\n", want: `policy test:1: unknown qualifier "group": want user, session, host, runas, rungroup, env, memory or tasks`},
-		{name: "empty qualifier name", text: "allow any,=x\n", want: `policy test:1: unknown qualifier "": want user, session, host, runas, rungroup, env, memory or tasks`},
+		{name: "qualifier without equals", text: "allow any,alice\n", want: `policy test:1: malformed qualifier "alice": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, cwd=GLOB, stdin=none|sha256:HEX, env=KEY[=VALUE], memory=SIZE or tasks=N`},
+		{name: "two scopes", text: "allow any,privileged\n", want: `policy test:1: malformed qualifier "privileged": want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, cwd=GLOB, stdin=none|sha256:HEX, env=KEY[=VALUE], memory=SIZE or tasks=N`},
+		{name: "unknown qualifier", text: "allow any,group=wheel\n", want: `policy test:1: unknown qualifier "group": want user, session, host, runas, rungroup, cwd, stdin, env, memory or tasks`},
+		{name: "empty qualifier name", text: "allow any,=x\n", want: `policy test:1: unknown qualifier "": want user, session, host, runas, rungroup, cwd, stdin, env, memory or tasks`},
 		{name: "empty env", text: "allow any,env=\n", want: `policy test:1: empty value for qualifier "env"`},
 		{name: "empty env key", text: "allow any,env==C\n", want: `policy test:1: empty key in qualifier "env==C"`},
 		{name: "bad env key glob", text: "allow any,env=[\n", want: `policy test:1: bad glob "[" for qualifier "env": syntax error in pattern`, badGlob: true},
@@ -341,9 +340,12 @@ func TestEvaluate(t *testing.T) {
 		{name: "unprivileged scope, privileged", policy: "allow unprivileged", s: Subject{Privileged: true, Stages: stages("id")}, want: ActionAsk},
 		{name: "any scope, privileged", policy: "deny any", s: Subject{Privileged: true, Stages: stages("id")}, want: ActionDeny, line: 1},
 		{name: "any scope, unprivileged", policy: "deny any", s: Subject{Stages: stages("id")}, want: ActionDeny, line: 1},
-		// First match per stage.
-		{name: "first match wins, deny first", policy: "deny any ls -l\nallow any ls ...", s: Subject{Stages: stages("ls -l")}, want: ActionDeny, line: 1},
-		{name: "first match wins, allow first", policy: "allow any ls ...\ndeny any ls -l", s: Subject{Stages: stages("ls -l")}, want: ActionAllow, line: 1},
+		// The strictest match per stage, whatever the order.
+		{name: "deny first beats allow", policy: "deny any ls -l\nallow any ls ...", s: Subject{Stages: stages("ls -l")}, want: ActionDeny, line: 1},
+		{name: "later deny beats allow", policy: "allow any ls ...\ndeny any ls -l", s: Subject{Stages: stages("ls -l")}, want: ActionDeny, line: 2},
+		{name: "later ask beats allow", policy: "allow any ls ...\nask any ls -l", s: Subject{Stages: stages("ls -l")}, want: ActionAsk, line: 2},
+		{name: "later deny beats ask", policy: "ask any ls ...\ndeny any ls -l", s: Subject{Stages: stages("ls -l")}, want: ActionDeny, line: 2},
+		{name: "first of two allows reported", policy: "allow any ls ...\nallow any ls -l", s: Subject{Stages: stages("ls -l")}, want: ActionAllow, line: 1},
 		{name: "later rule when earlier misses", policy: "deny any ls -l\nallow any ls ...", s: Subject{Stages: stages("ls -a")}, want: ActionAllow, line: 2},
 		{name: "earlier ask shadows later allow", policy: "ask any ls ...\nallow any", s: Subject{Stages: stages("ls")}, want: ActionAsk, line: 1},
 		{name: "unmatched stage asks", policy: "allow any ls ...", s: Subject{Stages: stages("rm x")}, want: ActionAsk},
@@ -439,8 +441,8 @@ func TestHandMadeRuleMatchesNothing(t *testing.T) {
 
 func TestExamplePolicy(t *testing.T) {
 	p := mustParse(t, examplePolicy)
-	if len(p.Rules) != 7 {
-		t.Fatalf("example has %d rules, want 7", len(p.Rules))
+	if len(p.Rules) != 6 {
+		t.Fatalf("example has %d rules, want 6", len(p.Rules))
 	}
 	tests := []struct {
 		name       string
@@ -453,37 +455,37 @@ func TestExamplePolicy(t *testing.T) {
 	}{
 		{name: "rm -rf /", privileged: true, stages: stages("rm -rf /"), want: ActionDeny, line: 1},
 		{name: "rm -rf / unprivileged", stages: stages("rm -rf /"), want: ActionDeny, line: 1},
-		{name: "rm -rf /tmp/x asks", privileged: true, stages: stages("rm -rf /tmp/x"), want: ActionAsk, line: 7},
+		{name: "rm -rf /tmp/x asks", privileged: true, stages: stages("rm -rf /tmp/x"), want: ActionAsk},
 		{name: "mkfs", privileged: true, stages: stages("mkfs.ext4 /dev/sda1"), want: ActionDeny, line: 2},
 		{name: "mkfs alone", privileged: true, stages: stages("mkfs"), want: ActionDeny, line: 2},
 		{name: "ls unprivileged", stages: stages("ls -la /etc"), want: ActionAllow, line: 3},
-		{name: "ls privileged asks", privileged: true, stages: stages("ls /root"), want: ActionAsk, line: 7},
-		{name: "ls by resolved path asks", stages: stages("/usr/bin/ls"), paths: []string{"/usr/bin/ls"}, want: ActionAsk, line: 7},
+		{name: "ls privileged asks", privileged: true, stages: stages("ls /root"), want: ActionAsk},
+		{name: "ls by resolved path asks", stages: stages("/usr/bin/ls"), paths: []string{"/usr/bin/ls"}, want: ActionAsk},
 		{name: "systemctl status", privileged: true, stages: stages("systemctl status nginx"), want: ActionAllow, line: 4},
-		{name: "systemctl restart asks", privileged: true, stages: stages("systemctl restart nginx"), want: ActionAsk, line: 7},
+		{name: "systemctl restart asks", privileged: true, stages: stages("systemctl restart nginx"), want: ActionAsk},
 		{name: "systemctl status of a template unit", privileged: true, stages: stages("systemctl status getty@tty1.service"), want: ActionAllow, line: 4},
-		{name: "systemctl status alone asks", privileged: true, stages: stages("systemctl status"), want: ActionAsk, line: 7},
-		{name: "systemctl status -H asks", privileged: true, stages: stages("systemctl status -H root@elsewhere"), want: ActionAsk, line: 7},
-		{name: "systemctl status --host= asks", privileged: true, stages: stages("systemctl status --host=root@elsewhere"), want: ActionAsk, line: 7},
-		{name: "systemctl status -Hhost asks", privileged: true, stages: stages("systemctl status -Hroot@elsewhere"), want: ActionAsk, line: 7},
-		{name: "systemctl status two units asks", privileged: true, stages: stages("systemctl status nginx ssh"), want: ActionAsk, line: 7},
-		{name: "journalctl --file asks", privileged: true, stages: stages("journalctl -u --file=/x -n 5"), want: ActionAsk, line: 7},
+		{name: "systemctl status alone asks", privileged: true, stages: stages("systemctl status"), want: ActionAsk},
+		{name: "systemctl status -H asks", privileged: true, stages: stages("systemctl status -H root@elsewhere"), want: ActionAsk},
+		{name: "systemctl status --host= asks", privileged: true, stages: stages("systemctl status --host=root@elsewhere"), want: ActionAsk},
+		{name: "systemctl status -Hhost asks", privileged: true, stages: stages("systemctl status -Hroot@elsewhere"), want: ActionAsk},
+		{name: "systemctl status two units asks", privileged: true, stages: stages("systemctl status nginx ssh"), want: ActionAsk},
+		{name: "journalctl --file asks", privileged: true, stages: stages("journalctl -u --file=/x -n 5"), want: ActionAsk},
 		{name: "journalctl", privileged: true, stages: stages("journalctl -u nginx -n 50"), want: ActionAllow, line: 5},
-		{name: "journalctl bad count asks", privileged: true, stages: stages("journalctl -u nginx -n x50"), want: ActionAsk, line: 7},
-		{name: "journalctl extra arg asks", privileged: true, stages: stages("journalctl -u nginx -n 50 -f"), want: ActionAsk, line: 7},
+		{name: "journalctl bad count asks", privileged: true, stages: stages("journalctl -u nginx -n x50"), want: ActionAsk},
+		{name: "journalctl extra arg asks", privileged: true, stages: stages("journalctl -u nginx -n 50 -f"), want: ActionAsk},
 		{name: "apt-get update", privileged: true, stages: stages("apt-get update"), want: ActionAllow, line: 6},
-		{name: "apt-get update -y asks", privileged: true, stages: stages("apt-get update -y"), want: ActionAsk, line: 7},
+		{name: "apt-get update -y asks", privileged: true, stages: stages("apt-get update -y"), want: ActionAsk},
 		{name: "apt-get update with LANG", privileged: true, stages: stages("apt-get update"), env: map[string]string{"LANG": "C.UTF-8"}, want: ActionAllow, line: 6},
-		{name: "apt-get update with LANGUAGE asks", privileged: true, stages: stages("apt-get update"), env: map[string]string{"LANG": "C.UTF-8", "LANGUAGE": "de"}, want: ActionAsk, line: 7},
+		{name: "apt-get update with LANGUAGE asks", privileged: true, stages: stages("apt-get update"), env: map[string]string{"LANG": "C.UTF-8", "LANGUAGE": "de"}, want: ActionAsk},
 		{name: "allowed pipeline", privileged: true, stages: stages("journalctl -u ssh -n 100", "systemctl status ssh"), want: ActionAllow, line: 5},
 		{name: "pipeline with a denied stage", privileged: true, stages: stages("systemctl status", "rm -rf /"), want: ActionDeny, line: 1},
-		{name: "pipeline with an asked stage", privileged: true, stages: stages("apt-get update", "ls"), want: ActionAsk, line: 7},
+		{name: "pipeline with an asked stage", privileged: true, stages: stages("apt-get update", "ls"), want: ActionAsk},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := p.Evaluate(Subject{Privileged: tt.privileged, User: "alice", Stages: tt.stages, Paths: tt.paths, Env: tt.env})
-			if m.Action != tt.want || m.Rule == nil || m.Rule.Line != tt.line {
-				t.Errorf("Evaluate = %+v, want %v by line %d", m, tt.want, tt.line)
+			if m.Action != tt.want || (m.Rule == nil) != (tt.line == 0) || m.Rule != nil && m.Rule.Line != tt.line {
+				t.Errorf("Evaluate = %+v, want %v by line %d (0: no rule)", m, tt.want, tt.line)
 			}
 		})
 	}
@@ -615,8 +617,8 @@ func TestLoadPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err = Load(good)
-	if err != nil || len(p.Rules) != 7 || p.Name() != good {
-		t.Fatalf("Load(good) = %+v, %v; want 7 rules named %q", p, err, good)
+	if err != nil || len(p.Rules) != 6 || p.Name() != good {
+		t.Fatalf("Load(good) = %+v, %v; want 6 rules named %q", p, err, good)
 	}
 
 	bad := filepath.Join(dir, "bad")
@@ -655,10 +657,21 @@ func formatRule(r *Rule) string {
 	case scopeAny:
 		scope = "any"
 	}
-	for _, kv := range [][2]string{{"user", r.user}, {"session", r.session}, {"host", r.host}} {
+	stdin := r.stdin
+	if stdin != "" && stdin != "none" {
+		stdin = "sha256:" + stdin
+	}
+	for _, kv := range [][2]string{{"user", r.user}, {"session", r.session}, {"host", r.host},
+		{"runas", r.runas}, {"rungroup", r.rungroup}, {"cwd", r.cwd}, {"stdin", stdin}} {
 		if kv[1] != "" {
 			scope += "," + kv[0] + "=" + kv[1]
 		}
+	}
+	if r.memory > 0 {
+		scope += ",memory=" + strconv.FormatInt(r.memory, 10)
+	}
+	if r.tasks > 0 {
+		scope += ",tasks=" + strconv.FormatInt(r.tasks, 10)
 	}
 	for _, e := range r.env {
 		scope += ",env=" + e.key
@@ -684,6 +697,8 @@ func sameRule(a, b Rule) bool {
 
 func TestFormatRuleRoundTrip(t *testing.T) {
 	p := mustParse(t, examplePolicy+`allow "any,user=a\"b,session=x y,host=#h" echo "a\\b" "" "..." ...`+
+		"\nallow privileged,runas=pg*,rungroup=adm,cwd=/srv/*,stdin=none,memory=1M,tasks=9 ls"+
+		"\ndeny any,stdin=sha256:"+strings.Repeat("ab", 32)+" sh"+
 		"\nallow privileged journalctl -u {unit} -n \"{int<=500}\" {-f|--follow} \\{} {int} ...")
 	for i := range p.Rules {
 		text := formatRule(&p.Rules[i])
@@ -697,6 +712,7 @@ func TestFormatRuleRoundTrip(t *testing.T) {
 func FuzzParsePolicy(f *testing.F) {
 	f.Add(examplePolicy)
 	f.Add("allow privileged journalctl -u {unit} -n {int<=500}\nallow any systemctl restart {nginx|php-fpm|[} \\{x}\n")
+	f.Add("allow privileged,user=u,cwd=/srv/app,stdin=none make\nask any,cwd=/tmp/* sh\ndeny any,stdin=sha256:" + strings.Repeat("0f", 32) + " sh\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		p, err := Parse("fuzz", strings.NewReader(text))
 		if err != nil {
@@ -711,6 +727,11 @@ func FuzzParsePolicy(f *testing.F) {
 				t.Fatalf("error %q does not start with %q", err, prefix)
 			}
 			return
+		}
+		for _, o := range p.Overrides() {
+			if o.Rule == o.By || strictness(o.By.Action) < strictness(o.Rule.Action) {
+				t.Fatalf("override %s", o)
+			}
 		}
 		names := []string{"", "a", "/", "ls", "/usr/bin/ls", "...", `\`, "[", "é", "\xff"}
 		var cmds [][]string

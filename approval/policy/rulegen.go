@@ -54,10 +54,19 @@ func QuoteWord(w string) (word string, ok bool) {
 	return quoteRuleWord(g), true
 }
 
+// stdinWord is the stdin= value admitting the stdin of hash sum only.
+func stdinWord(sum string) string {
+	if sum == "" {
+		return "none"
+	}
+	return "sha256:" + sum
+}
+
 // RuleFor returns the text of an allow rule that admits the request s
 // and, as near as the grammar can say, nothing else: its scope
 // (privileged or unprivileged), the account and group it runs as when it
-// names them, the requester's user name, each env key
+// names them, the requester's user name, its cwd and its stdin (none, or
+// the SHA-256 of the bytes shown), each env key
 // with its value, and the stage's command and every argument as literal
 // words. The command is written as the request wrote it when that is a
 // bare name (looked up in the daemon's fixed path), else as the path it
@@ -88,6 +97,16 @@ func RuleFor(s Subject) (string, error) {
 		}
 		quals = append(quals, "user="+escapeGlob(s.User))
 	}
+	// The cwd and stdin shown: a rule from the prompt admits no other
+	// directory (whose files a program may run) and no other input (the
+	// script a shell reads).
+	if s.Cwd == "" || strings.Contains(s.Cwd, ",") {
+		return "", errors.New("the request's cwd is not known, or holds a comma, which a qualifier cannot")
+	}
+	if escapeGlob(s.Cwd) != s.Cwd && !cleanPath(s.Cwd) {
+		return "", errors.New("the request's cwd cannot be written as a word that matches it alone")
+	}
+	quals = append(quals, "cwd="+escapeGlob(s.Cwd), "stdin="+stdinWord(s.StdinSHA256))
 	keys := make([]string, 0, len(s.Env))
 	for k := range s.Env {
 		keys = append(keys, k)
@@ -167,6 +186,25 @@ func (r *Rule) WhyNot(s Subject) string {
 			}
 			return why
 		}
+	}
+	return ""
+}
+
+// BroaderThanShown returns why r, a rule saved from the prompt that showed
+// the request s, admits a cwd or a stdin other than those shown, or "":
+// it must say cwd= with the shown directory as plain text and stdin= with
+// none or the very bytes shown. A rule for a shell or a build tool binds
+// its code that way, as far as the request shows it.
+func (r *Rule) BroaderThanShown(s Subject) string {
+	switch {
+	case r.cwd == "":
+		return "it says no cwd=, so it admits any directory"
+	case hasGlob(r.cwd) || r.cwd != escapeGlob(s.Cwd):
+		return fmt.Sprintf("cwd=%s admits another directory than the one shown (%s)", r.cwd, s.Cwd)
+	case r.stdin == "":
+		return "it says no stdin=, so it admits any input"
+	case r.stdin != stdinWord(s.StdinSHA256) && "sha256:"+r.stdin != stdinWord(s.StdinSHA256):
+		return "its stdin= admits other input than the one shown"
 	}
 	return ""
 }

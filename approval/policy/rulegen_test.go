@@ -11,16 +11,16 @@ func TestRuleFor(t *testing.T) {
 		s    Subject
 		want string
 	}{
-		{"plain", Subject{Privileged: true, User: "alice", Stages: [][]string{{"systemctl", "status", "nginx"}}, Paths: []string{"/usr/bin/systemctl"}},
-			`allow privileged,user=alice systemctl status nginx`},
-		{"unprivileged path", Subject{User: "bob", Stages: [][]string{{"./x", "a b"}}, Paths: []string{"/home/bob/x"}},
-			`allow unprivileged,user=bob /home/bob/x "a b"`},
-		{"escapes", Subject{Privileged: true, User: "u", Stages: [][]string{{"find", "{}", "*", "...", "#x", "", `q"`}}, Paths: []string{"/usr/bin/find"}},
-			`allow privileged,user=u find \{} \* "..." "#x" "" "q\""`},
-		{"env", Subject{Privileged: true, User: "u", Env: map[string]string{"B": "x y", "A": "*"}, Stages: [][]string{{"id"}}, Paths: []string{"/usr/bin/id"}},
-			`allow "privileged,user=u,env=A=\\*,env=B=x y" id`},
-		{"run as", Subject{Privileged: true, User: "u", RunAs: "postgres", RunGroup: "adm", Stages: [][]string{{"psql", "-l"}}, Paths: []string{"/usr/bin/psql"}},
-			`allow privileged,runas=postgres,rungroup=adm,user=u psql -l`},
+		{"plain", Subject{Privileged: true, User: "alice", Cwd: "/srv", Stages: [][]string{{"systemctl", "status", "nginx"}}, Paths: []string{"/usr/bin/systemctl"}},
+			`allow privileged,user=alice,cwd=/srv,stdin=none systemctl status nginx`},
+		{"unprivileged path", Subject{User: "bob", Cwd: "/home/bob", StdinSHA256: StdinSHA256([]byte("x")), Stages: [][]string{{"./x", "a b"}}, Paths: []string{"/home/bob/x"}},
+			`allow unprivileged,user=bob,cwd=/home/bob,stdin=sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881 /home/bob/x "a b"`},
+		{"escapes", Subject{Privileged: true, User: "u", Cwd: "/a b/[x]", Stages: [][]string{{"find", "{}", "*", "...", "#x", "", `q"`}}, Paths: []string{"/usr/bin/find"}},
+			`allow "privileged,user=u,cwd=/a b/\\[x],stdin=none" find \{} \* "..." "#x" "" "q\""`},
+		{"env", Subject{Privileged: true, User: "u", Cwd: "/", Env: map[string]string{"B": "x y", "A": "*"}, Stages: [][]string{{"id"}}, Paths: []string{"/usr/bin/id"}},
+			`allow "privileged,user=u,cwd=/,stdin=none,env=A=\\*,env=B=x y" id`},
+		{"run as", Subject{Privileged: true, User: "u", Cwd: "/", RunAs: "postgres", RunGroup: "adm", Stages: [][]string{{"psql", "-l"}}, Paths: []string{"/usr/bin/psql"}},
+			`allow privileged,runas=postgres,rungroup=adm,user=u,cwd=/,stdin=none psql -l`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := RuleFor(tc.s)
@@ -38,9 +38,11 @@ func TestRuleFor(t *testing.T) {
 		want string
 	}{
 		{"pipeline", Subject{Stages: [][]string{{"a"}, {"b"}}}, "pipeline"},
-		{"comma", Subject{Env: map[string]string{"A": "x,y"}, Stages: [][]string{{"a"}}}, "comma"},
-		{"unclean glob", Subject{Stages: [][]string{{"a", "../*"}}}, "argument 1"},
-		{"control", Subject{Stages: [][]string{{"a", "\x1b[2J"}}}, "control"},
+		{"comma", Subject{Cwd: "/", Env: map[string]string{"A": "x,y"}, Stages: [][]string{{"a"}}}, "comma"},
+		{"unclean glob", Subject{Cwd: "/", Stages: [][]string{{"a", "../*"}}}, "argument 1"},
+		{"control", Subject{Cwd: "/", Stages: [][]string{{"a", "\x1b[2J"}}}, "control"},
+		{"no cwd", Subject{Stages: [][]string{{"a"}}}, "cwd"},
+		{"cwd with a comma", Subject{Cwd: "/a,b", Stages: [][]string{{"a"}}}, "comma"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := RuleFor(tc.s)
@@ -119,4 +121,51 @@ func FuzzRuleFor(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCwdStdinQualifiers: cwd= and stdin= admit only the directory and
+// the input they name, and a rule from the prompt must name the ones shown.
+func TestCwdStdinQualifiers(t *testing.T) {
+	script := StdinSHA256([]byte("echo one\n"))
+	p := mustParse(t, "allow privileged,cwd=/srv/app,stdin=none make\nallow privileged,cwd=/srv/*,stdin=sha256:"+script+" sh\n")
+	for _, tc := range []struct {
+		cwd, stdin string
+		argv       string
+		want       Action
+	}{
+		{"/srv/app", "", "make", ActionAllow},
+		{"/srv/other", "", "make", ActionAsk},
+		{"/srv/app", script, "make", ActionAsk},
+		{"/srv/app", script, "sh", ActionAllow},
+		{"/srv/b", script, "sh", ActionAllow},
+		{"/srv/b/..", script, "sh", ActionAsk},
+		{"/srv/app", StdinSHA256([]byte("id\n")), "sh", ActionAsk},
+		{"/srv/app", "", "sh", ActionAsk},
+		{"/tmp", script, "sh", ActionAsk},
+	} {
+		if m := p.Evaluate(Subject{Privileged: true, Cwd: tc.cwd, StdinSHA256: tc.stdin, Stages: stages(tc.argv)}); m.Action != tc.want {
+			t.Errorf("%s in %s, stdin %.8s: %v, want %v", tc.argv, tc.cwd, tc.stdin, m.Action, tc.want)
+		}
+	}
+	for _, bad := range []string{"allow any,stdin=x ls", "allow any,stdin=sha256:00 ls", "allow any,stdin=none,stdin=none ls", "allow any,cwd=,ls", "allow any,cwd=[ ls"} {
+		if _, err := ParseRule(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	shown := Subject{Privileged: true, User: "u", Cwd: "/srv/app", StdinSHA256: script, Stages: stages("sh")}
+	for rule, want := range map[string]string{
+		"allow privileged,user=u,cwd=/srv/app,stdin=sha256:" + script + " sh": "",
+		"allow privileged,user=u,stdin=sha256:" + script + " sh":              "no cwd=",
+		"allow privileged,user=u,cwd=/srv/*,stdin=sha256:" + script + " sh":   "another directory",
+		"allow privileged,user=u,cwd=/srv/app sh":                             "no stdin=",
+		"allow privileged,user=u,cwd=/srv/app,stdin=none sh":                  "other input",
+	} {
+		r, err := ParseRule(rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.BroaderThanShown(shown); want == "" && got != "" || want != "" && !strings.Contains(got, want) {
+			t.Errorf("%s: BroaderThanShown = %q, want %q", rule, got, want)
+		}
+	}
 }

@@ -131,8 +131,8 @@ func (m *promptModel) ruleConfirmText() string {
 			}
 		}
 		if err == nil && !r.Open() {
-			b.WriteString("!!! and the rule admits any standard input and any directory, not only those shown:\n")
-			b.WriteString("!!! it lets the requester run whatever the input or the files there say, as often as it likes.\n")
+			b.WriteString("!!! and the rule binds the input and the directory shown, but not the files the program reads:\n")
+			b.WriteString("!!! it lets the requester run whatever the files there (or named by its arguments) say by then, as often as it likes.\n")
 		} else {
 			b.WriteString("!!! and the rule admits other arguments (a glob, a placeholder or ...):\n")
 			b.WriteString("!!! it lets the requester run whatever those arguments say, as often as it likes.\n")

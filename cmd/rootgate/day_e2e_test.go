@@ -382,8 +382,8 @@ func TestOperatorsDayInTmux(t *testing.T) {
 	prompted(ta, "day: status, revoked")
 	ta.Key("r")
 	ta.Wait("SAVE A POLICY RULE: edit the rule below")
-	ta.Wait("allow privileged,user=nobody echo status nginx")
-	const rule = "allow privileged,user=nobody echo status {nginx|php-fpm}"
+	ta.Wait("allow privileged,user=nobody,cwd=/,stdin=none echo status nginx")
+	const rule = "allow privileged,user=nobody,cwd=/,stdin=none echo status {nginx|php-fpm}"
 	typeRule(ta, len("nginx"), "{nginx|php-fpm}", rule)
 	notEnded(t, ch, "the rule shown, not confirmed")
 	ta.Key("y")
@@ -415,7 +415,7 @@ func TestOperatorsDayInTmux(t *testing.T) {
 	// open rule for it, gives neither; the rule's second confirmation
 	// saves it.
 	shRun := []string{"sh", "-c", "echo from-sh"}
-	const shRule = "allow privileged,user=nobody sh -c ..."
+	const shRule = "allow privileged,user=nobody,cwd=/,stdin=none sh -c ..."
 	for i, second := range []bool{false, true} {
 		reason := fmt.Sprintf("day: sh, %d", i+1)
 		ch = agentRun(t, d, reason, shRun...)
@@ -434,7 +434,7 @@ func TestOperatorsDayInTmux(t *testing.T) {
 			}
 		}
 		ta.Key("r")
-		ta.Wait(`allow privileged,user=nobody sh -c "echo from-sh"`)
+		ta.Wait(`allow privileged,user=nobody,cwd=/,stdin=none sh -c "echo from-sh"`)
 		typeRule(ta, len(`"echo from-sh"`), "...", shRule)
 		ta.Key("y")
 		ta.Wait("SECOND CONFIRMATION: this rule allows more than the one command shown")

@@ -124,7 +124,7 @@ func TestClientsGiveUpOnSilentDaemon(t *testing.T) {
 // deadline to what the daemon says the rest may take.
 func TestRunOutlastsAnswerWithin(t *testing.T) {
 	t.Parallel()
-	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow any sleep ...\nask any\n", Args: []string{"--prompt-timeout", "30s"}})
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow any sleep ...\n", Args: []string{"--prompt-timeout", "30s"}})
 	env := []string{client.AnswerWithinEnv + "=1s"}
 	code, stderr, took := runClient(t, 30*time.Second, env, "", "run", "--socket", d.Sock, "--", "sleep", "2.5")
 	if code != 0 || took < 2500*time.Millisecond {

@@ -23,12 +23,16 @@ const exitBadPolicy = 1
 const policyAbout = `check reads the policy file as rootgated would at start or on reload
 (systemctl reload rootgate): FILE (default ` + policy.DefaultFile + `), then its
 drop-ins FILE.d/*.policy in name order, with the same ownership checks
-(root's, not writable by group or others). It prints one ok line and exits
-0, or the first error with its file and line and exits 1.
+(root's, not writable by group or others). It warns about each rule that
+can never decide anything (a stricter rule matches wherever it matches),
+then prints one ok line and exits 0, or the first error with its file and
+line and exits 1.
 
 test prints what the policy decides about a request, without sending it:
-the decision, and for each stage the rule (file:line) that matched and why
-each rule before it did not. Bare command names are resolved in the
+the decision, and for each stage the rule (file:line) that decided (the
+strictest that matches: deny over ask over allow, in whatever file), the
+other rules that match and are overridden, and why each other rule does
+not match. Bare command names are resolved in the
 daemon's search path, as the daemon would. It exits 0 whatever the
 decision, 1 when the policy cannot be read.
 `
@@ -43,7 +47,7 @@ var policyTestFlags = []clidoc.Flag{
 	{Name: "env", Default: clidoc.List(nil), Usage: "`KEY=VALUE` the request carries (repeatable)"},
 	{Name: "session", Default: "", Usage: "the session the request names"},
 	{Name: "host", Default: "", Usage: "the host the request names"},
-	{Name: "cwd", Default: "/", Usage: "working `directory` a relative command is resolved in"},
+	{Name: "cwd", Default: "/", Usage: "working `directory` of the request: a relative command is resolved in it, and cwd= rules match it"},
 }
 
 func cmdPolicy(_ context.Context, e *env, _ clidoc.Values, args []string) int {
@@ -84,6 +88,9 @@ func cmdPolicyCheck(_ context.Context, e *env, _ clidoc.Values, args []string) i
 		sayf(e.stderr, "ok", "%s: no such file: no rules, every request is put to a person", file)
 		return exitOK
 	}
+	for _, o := range p.Overrides() {
+		warningf(e.stderr, "%s", safeText(o.String()))
+	}
 	sayf(e.stderr, "ok", "%s: %d rule(s) in %d file(s)", file, len(p.Rules), len(files))
 	return exitOK
 }
@@ -102,6 +109,7 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 		Stages:     stages,
 		RunAs:      fl.String("runas"),
 		RunGroup:   fl.String("rungroup"),
+		Cwd:        fl.String("cwd"),
 	}
 	if !s.Privileged && (s.RunAs != "" || s.RunGroup != "") {
 		errorf(e.stderr, "--runas and --rungroup cannot go with --no-privilege: such a request runs as its requester")
@@ -150,6 +158,9 @@ func cmdPolicyTest(_ context.Context, e *env, fl clidoc.Values, args []string) i
 			fmt.Fprintf(e.stdout, "  %s by %s:%d: %s\n", st.Action, safeText(st.Rule.File), st.Rule.Line, st.Rule.Text)
 		} else {
 			fmt.Fprintf(e.stdout, "  ask: no rule matches\n")
+		}
+		for _, r := range st.Overridden {
+			fmt.Fprintf(e.stdout, "  overridden %s:%d: %s\n", safeText(r.File), r.Line, r.Text)
 		}
 		for _, sk := range st.Skipped {
 			fmt.Fprintf(e.stdout, "  not %s:%d: %s: %s\n", safeText(sk.Rule.File), sk.Rule.Line, sk.Rule.Text, safeText(sk.Why))

@@ -34,6 +34,12 @@ type Options struct {
 	Keep int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Warn, when set, is told (to log at error priority) when a
+	// rotation leaves Keep rotated files, so that the next one removes
+	// the oldest, naming it, and when a rotation removes one: the
+	// operator learns that records are about to go, and went, before
+	// anyone asks for them.
+	Warn func(msg string, args ...any)
 }
 
 // Log appends records to an audit file. Its methods are safe for
@@ -474,20 +480,57 @@ func (l *Log) prune() {
 		files = files[:n-1]
 	}
 	for len(files) > l.opt.Keep {
-		_ = os.Remove(files[0])
+		if err := os.Remove(files[0]); err == nil {
+			l.warn("audit file removed by rotation (--audit-keep); its records are gone from this host", "file", files[0], "keep", l.opt.Keep)
+		}
 		files = files[1:]
 	}
 	syncDir(filepath.Dir(l.path))
+	if len(files) == l.opt.Keep && len(files) > 0 {
+		l.warn("the next audit rotation removes the oldest audit file (--audit-keep); copy it elsewhere to keep its records", "file", files[0], "keep", l.opt.Keep)
+	}
 }
 
-// Free is how many bytes the audit file's file system has available to
-// unprivileged writers (statfs(2) f_bavail).
+// warn calls Options.Warn, if set.
+func (l *Log) warn(msg string, args ...any) {
+	if l.opt.Warn != nil {
+		l.opt.Warn(msg, args...)
+	}
+}
+
+// Free is how many bytes the audit file's file system has for this
+// process to write: statfs(2) f_bfree, which counts the blocks the file
+// system keeps for root, when the process may use them (it runs as uid
+// 0, ext4's default reserved uid, or holds CAP_SYS_RESOURCE: the
+// kernel's tests), else f_bavail. Counting f_bavail
+// for a root daemon would let any uid that writes to the same file
+// system (a /var/log that shares /home or /tmp) use up the space left to
+// others and trip a guard set on it for everyone.
 func (l *Log) Free() (int64, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(filepath.Dir(l.path), &st); err != nil {
 		return 0, fmt.Errorf("audit: statfs %s: %w", filepath.Dir(l.path), err)
 	}
+	if mayUseReserved() {
+		return int64(st.Bfree) * st.Bsize, nil
+	}
 	return int64(st.Bavail) * st.Bsize, nil
+}
+
+// mayUseReserved reports whether this process may write to the blocks a
+// file system keeps for root: it runs as uid 0 (the reserved uid unless
+// the operator set another with tune2fs -u), or holds CAP_SYS_RESOURCE
+// in its effective set.
+func mayUseReserved() bool {
+	if os.Geteuid() == 0 {
+		return true
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_RESOURCE/32].Effective&(1<<(unix.CAP_SYS_RESOURCE%32)) != 0
 }
 
 // Close closes the file; later appends fail.

@@ -116,6 +116,9 @@ type Peer struct {
 	PID    int      `json:"pid"`
 	Groups []uint32 `json:"groups,omitempty"`
 	Exe    string   `json:"exe,omitempty"`
+	// ExeOwnNamespace: the peer was not in the daemon's mount namespace,
+	// so Exe is a path in its own, its word rather than a file here.
+	ExeOwnNamespace bool `json:"exe_own_namespace,omitempty"`
 }
 
 // Request is a request as received, without its stdin's content.

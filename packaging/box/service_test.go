@@ -145,8 +145,8 @@ func TestService(t *testing.T) {
 	step("reload applies a policy change and the run in progress survives", func(t *testing.T) {
 		pid := mainPID(t, b)
 		long := b.longRun(t, ap, "a long run across reload")
-		// Above the shipped "ask any", which would match first.
-		b.sh(t, "sed -i '1i allow privileged,env=LANG hostname' /etc/rootgate/policy")
+		// A drop-in, under the shipped policy (which has no rule).
+		b.sh(t, "printf 'allow privileged,env=LANG hostname\\n' | install -D -m 0644 /dev/stdin /etc/rootgate/policy.d/50-box.policy")
 		b.sh(t, "systemctl reload rootgate.service")
 		waitFor(t, "the daemon to log the reload", 30*time.Second, func() bool {
 			out, _ := b.exec("", "journalctl", "-q", "-u", "rootgate.service", "MESSAGE=policy reloaded", "-o", "cat")

@@ -476,8 +476,9 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	for _, r := range pol.AllowsAllPrivileged() {
 		log.Warn("policy allows every privileged command without asking", "file", r.File, "line", r.Line, "rule", r.Text)
 	}
+	daemon.WarnOverrides(log, pol)
 
-	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep})
+	alog, err := audit.Open(o.audit, audit.Options{MaxSize: int64(o.auditMaxSize), Keep: o.auditKeep, Warn: log.Error})
 	if err != nil {
 		return configErr(err)
 	}
