@@ -172,7 +172,17 @@ func lookup(args []string) (command, []string, bool) {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGINT and SIGTERM end the context, with the signal as its cause
+	// (interruptedBy).
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		if s, ok := (<-sigs).(syscall.Signal); ok {
+			cancel(interrupted{s})
+		}
+	}()
+	stop := func() { signal.Stop(sigs); cancel(nil) }
 	args := os.Args[1:]
 	// Called as sudo (the agent-bin symlink), rootgate is rootgate sudo;
 	// only that exact name turns it on.
@@ -185,6 +195,21 @@ func main() {
 		dieBy(unix.Signal(sig))
 	}
 	os.Exit(code)
+}
+
+// interrupted is the cause of main's context when a signal ended it.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + unix.SignalName(i.sig) }
+
+// interruptedBy is the signal (SIGINT or SIGTERM) that ended ctx, if one
+// did.
+func interruptedBy(ctx context.Context) (syscall.Signal, bool) {
+	var i interrupted
+	if errors.As(context.Cause(ctx), &i) {
+		return i.sig, true
+	}
+	return 0, false
 }
 
 // run dispatches a subcommand and returns the exit code.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -385,7 +386,7 @@ func cmdSudo(ctx context.Context, e *env, _ clidoc.Values, args []string) int {
 	}
 	resp, err := streamed(ctx, e, socket, req, nil)
 	if err != nil {
-		return failRun(ctx, stderr, err)
+		return sudoFailRun(ctx, stderr, err)
 	}
 	return sudoReport(resp, e.stdout, stderr, o.argv)
 }
@@ -669,7 +670,7 @@ func sudoRunUnasked(ctx context.Context, e *env, socket string, req *wire.Outgoi
 		return exitDenied
 	}
 	if err != nil {
-		return failRun(ctx, stderr, err)
+		return sudoFailRun(ctx, stderr, err)
 	}
 	return sudoReport(resp, e.stdout, stderr, req.Pipeline[0])
 }
@@ -759,4 +760,16 @@ func sudoListRules(e *env, file string) int {
 	}
 	fmt.Fprintf(e.stdout, "Ask the daemon about one command with: sudo -l CMD ARGS\n")
 	return exitOK
+}
+
+// sudoFailRun is failRun for rootgate sudo: a request ended by SIGINT or
+// SIGTERM (its run killed) ends rootgate sudo by that same signal, saying
+// nothing, as sudo ends by the signal it passed on to its command, so
+// that the caller's shell (and timeout) sees what it would under sudo.
+func sudoFailRun(ctx context.Context, stderr io.Writer, err error) int {
+	if sig, ok := interruptedBy(ctx); ok && errors.Is(err, context.Canceled) {
+		exitSignal.Store(int32(sig))
+		return exitInterrupted
+	}
+	return failRun(ctx, stderr, err)
 }

@@ -116,10 +116,7 @@ var fidelityCorpus = []fidelityCase{
 // sudo's output comes at the end, cut at 16 MiB: the streaming under way
 // makes them match. Required to differ, so that a line that comes to match is taken off.
 var awaitsStreaming = map[string]bool{
-	"sudo head -c 30000000 /dev/zero > out/big; echo $?; wc -c < out/big": true,
-	"sudo seq 1 3000000 > out/seq; echo $?; wc -c < out/seq":              true,
-	"sudo sh -c 'yes; echo \"yes ended: $?\" >&2' | head -1":              true,
-	"timeout 3 sudo tail -f app/lib.sh; echo $?":                          true,
+	"sudo sh -c 'yes; echo \"yes ended: $?\" >&2' | head -1": true,
 }
 
 // fidelityByDesign are the lines that differ from sudo on purpose, each
