@@ -3,9 +3,12 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/rootgate/rootgate/pipeline"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rootgate/rootgate/wire"
@@ -32,6 +35,10 @@ type answerLine struct {
 	// begins, which may then take the whole run to complete.
 	beforeStdout func()
 	first        sync.Once // of beforeStdout
+	// stdoutGone is set when the client said the reader of the run's
+	// stdout is gone (wire.CloseStdout): its frames end, and so does the
+	// run's stdout pipe.
+	stdoutGone atomic.Bool
 
 	mu     sync.Mutex
 	stream *wire.StdoutStream // the run's stdout, once there is a run
@@ -87,7 +94,22 @@ func (a *answerLine) output(ctx context.Context, until time.Time) (stdout io.Wri
 		w = a.hold(ctx, until)
 	}
 	a.frames = wire.NewFrameWriter(frameGate{a, w}, a.beforeStdout, lock)
-	return a.frames.Stdout(), a.frames.Stderr
+	return readerGate{a, a.frames.Stdout()}, a.frames.Stderr
+}
+
+// readerGate is the run's stdout as its frames take it, until the client
+// says its reader is gone: then a write fails with pipeline.ErrReaderGone,
+// and the run's stdout ends as a pipe whose reader exited.
+type readerGate struct {
+	a *answerLine
+	w io.Writer
+}
+
+func (g readerGate) Write(b []byte) (int, error) {
+	if g.a.stdoutGone.Load() {
+		return 0, fmt.Errorf("stdout: %w", pipeline.ErrReaderGone)
+	}
+	return g.w.Write(b)
 }
 
 // frameGate is the connection as the frames see it, w: nothing is

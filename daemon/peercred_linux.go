@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -210,8 +211,10 @@ func streamEnded(c *net.UnixConn) bool {
 // ends the watch. What a half-close means is the caller's business: it
 // withdraws only a request that said so (eof_withdraws). The watch never
 // reads from c, so the bytes of the request line and anything after it
-// stay untouched.
-func watchHangup(c *net.UnixConn, eof, hup func()) (stop func()) {
+// stay untouched; it looks (MSG_PEEK) at what the peer sent after its
+// line, and calls closed once, when that begins with the stream's
+// control line wire.CloseStdout.
+func watchHangup(c *net.UnixConn, eof, hup, closed func()) (stop func()) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return func() {}
@@ -224,9 +227,10 @@ func watchHangup(c *net.UnixConn, eof, hup func()) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		eofSeen := false
+		eofSeen, closeSeen := false, false
+		var peek [len(wire.CloseStdout)]byte
 		_ = rc.Read(func(fd uintptr) bool {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP | unix.POLLIN}}
 			for {
 				_, err := unix.Poll(fds, 0)
 				if err == unix.EINTR {
@@ -238,6 +242,13 @@ func watchHangup(c *net.UnixConn, eof, hup func()) (stop func()) {
 				break
 			}
 			ev := fds[0].Revents
+			if ev&unix.POLLIN != 0 && !closeSeen {
+				n, _, err := unix.Recvfrom(int(fd), peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+				if err == nil && n == len(peek) && string(peek[:]) == wire.CloseStdout {
+					closeSeen = true
+					closed()
+				}
+			}
 			if ev&(unix.POLLRDHUP|unix.POLLHUP) != 0 && !eofSeen {
 				eofSeen = true
 				eof()

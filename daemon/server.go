@@ -427,7 +427,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		if optIn.Load() {
 			gone()
 		}
-	}, gone)
+	}, gone, func() { ans.stdoutGone.Store(true) })
 	defer stopWatch()
 	eofWithdraws := func() {
 		optIn.Store(true)

@@ -365,3 +365,61 @@ func TestStreamStopDuringRun(t *testing.T) {
 		t.Fatalf("answer %s, stdout %q", answer, stdout)
 	}
 }
+
+// TestStreamCloseStdout: a streaming client whose own reader of stdout is
+// gone says so (wire.CloseStdout); the daemon ends the run's stdout as a
+// pipe's exited reader ends it: the last stage's writer dies of SIGPIPE,
+// the stage goes on (its stderr still comes as frames) and the answer
+// comes as ever, with no stdout frame after the line. Without it the
+// writer would write until the run's time limit.
+func TestStreamCloseStdout(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	pipeline := [][]string{{"sh", "-c", `yes; echo "yes ended: $?" >&2`}}
+	if _, err := c.Write([]byte(request(map[string]any{"stream": 1, "pipeline": pipeline}))); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReaderSize(c, 1<<20)
+	closed, afterClose, stderr := false, 0, ""
+	var answer string
+	for answer == "" {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		f, ok, err := wire.ParseFrame([]byte(line))
+		switch {
+		case err != nil:
+			t.Fatalf("frame %.100q: %v", line, err)
+		case !ok:
+			answer = line
+		case f.Stage > 0:
+			stderr += string(f.Data)
+		case closed:
+			afterClose++
+		default:
+			if _, err := c.Write([]byte(wire.CloseStdout)); err != nil {
+				t.Fatal(err)
+			}
+			closed = true
+		}
+	}
+	var resp wire.Response
+	if err := json.Unmarshal([]byte(answer), &resp); err != nil {
+		t.Fatalf("answer %q: %v", answer, err)
+	}
+	if resp.Status != wire.StatusOK || len(resp.Stages) != 1 || resp.Stages[0].ExitCode != 0 || stderr != "yes ended: 141\n" {
+		t.Fatalf("answer %s, stderr %q; want the shell gone on after yes died of SIGPIPE", answer, stderr)
+	}
+	// Frames already on their way may come after the line; not a stream
+	// of them (yes writes 64 KiB at a time).
+	if afterClose > 4 {
+		t.Errorf("%d stdout frames after the client said its reader was gone", afterClose)
+	}
+}

@@ -346,13 +346,20 @@ const streamBuf = 64 << 10
 // kept and hashes it into c.SHA256. What passes b is dropped as drain
 // drops it. A write to w that fails is its last: the kept bytes after it
 // are still read, counted and hashed, so a writer that failed never holds
-// the run back. w's Write is called from this goroutine alone, and blocks
-// the stream (and so, once the pipe is full, its writer) while it runs.
+// the run back; but one whose error wraps [ErrReaderGone] ends the
+// stream: f is closed, and the stage writing to it gets what a writer
+// gets whose reader is gone (SIGPIPE, EPIPE). w's Write is called from
+// this goroutine alone, and blocks the stream (and so, once the pipe is
+// full, its writer) while it runs.
 func stream(f *os.File, c *Capture, b *budget, w io.Writer) {
 	s := streamer{c: c, b: b, w: w, h: sha256.New()}
 	defer func() { c.SHA256 = s.h.Sum(nil) }()
 	var buf []byte // made once there is a byte for it: a quiet stream allocates nothing
 	for {
+		if s.gone {
+			f.Close()
+			return
+		}
 		left := b.left.Load()
 		if left <= 0 {
 			break
@@ -397,7 +404,15 @@ type streamer struct {
 	b *budget
 	w io.Writer // nil once a write to it failed
 	h hash.Hash
+	// gone: w's reader is gone (ErrReaderGone): read no more.
+	gone bool
 }
+
+// ErrReaderGone is wrapped by the error a [Cmd].StdoutTo or StderrTo
+// writer returns when whoever reads what it is given is gone, as a shell
+// pipeline's reader that exited: the stream stops, and the pipe's read
+// end is closed, so that the stage's next write fails as it would there.
+var ErrReaderGone = errors.New("the output's reader is gone")
 
 // keep records p as read from the stream: what b lets it keep is hashed
 // and written to s.w; all of it is counted.
@@ -409,6 +424,7 @@ func (s *streamer) keep(p []byte) {
 		if s.w != nil {
 			if _, err := s.w.Write(kept); err != nil {
 				s.w = nil
+				s.gone = errors.Is(err, ErrReaderGone)
 			}
 		}
 	}

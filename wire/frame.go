@@ -18,6 +18,14 @@ import (
 // stdout and stderr are empty.
 const StreamVersion = 1
 
+// CloseStdout is the line a client that asked for streamed output sends
+// after its request line when the reader of the run's stdout is gone (its
+// own stdout a closed pipe): the daemon sends no more of stdout, and ends
+// the run's stdout as a reader that exits ends a pipe, so that the last
+// stage's next write fails with EPIPE (SIGPIPE); stderr and the answer
+// come as before.
+const CloseStdout = `{"close":"stdout"}` + "\n"
+
 // MaxFrameData is the most output bytes one frame carries: a frame line is
 // at most 4/3 of it, base64-encoded, and a short head.
 const MaxFrameData = 64 << 10

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rootgate/rootgate/internal/clidoc"
@@ -86,11 +88,17 @@ func cmdRun(ctx context.Context, e *env, fl clidoc.Values, args []string) int {
 
 // streamed sends req, a run, asking for its output as it is written
 // (client.DoStream): its stdout and every stage's stderr go to e's stdout
-// and stderr as they come, every byte. A write to them that fails ends
-// the call and the run, as a closed pipe ends a command (rootgate's own
-// stdout or stderr being a closed pipe, it dies of SIGPIPE first, as
-// sudo's command would). onProgress gets the phases.
+// and stderr as they come, every byte. When rootgate's stdout is a pipe
+// whose reader is gone (| head -1), the run's stdout ends as that reader
+// ended rootgate's: the last stage's next write fails (SIGPIPE), the rest
+// of the run goes on, and its stderr and exit codes come as under a
+// shell (for that, SIGPIPE does not kill rootgate while the run is
+// streamed: its write to stdout fails with EPIPE). A write to stderr
+// that fails ends the call and the run. onProgress gets the phases.
 func streamed(ctx context.Context, e *env, socket string, req *wire.Outgoing, onProgress func(string)) (*wire.Response, error) {
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	return client.DoStream(ctx, socket, req, onProgress, client.WriteFrames(e.stdout, e.stderr))
 }
 

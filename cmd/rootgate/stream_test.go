@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -120,18 +121,21 @@ func TestSudoStreamsWholeOutput(t *testing.T) {
 
 // TestSudoClosedPipeEndsRun: `sudo yes | head -1` in a shell returns as
 // soon as head has its line, with the exit codes real sudo gives
-// (PIPESTATUS 141 0: the run's writer dies of SIGPIPE), and the run is
-// ended: yes is gone and the audit log records the run cancelled, long
-// before its time limit.
+// (PIPESTATUS 141 0: the run's writer dies of SIGPIPE), long before its
+// time limit: the run's stdout ends as head's exit ended rootgate's, yes
+// dies of SIGPIPE and the audit log records it so. And as under a shell,
+// only the writer is ended: `sudo sh -c 'yes; echo …' | head -1` goes on
+// after yes, its stderr reaching the caller, and exits 0.
 func TestSudoClosedPipeEndsRun(t *testing.T) {
 	t.Parallel()
-	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow privileged yes ...\n"})
+	d := rgtest.StartDaemon(t, rgtest.Opts{Policy: "allow privileged yes ...\nallow privileged sh -c ...\n"})
 	bin := filepath.Join(t.TempDir(), "sudo")
 	if err := os.Symlink(rgtest.Rootgate(t), bin); err != nil {
 		t.Fatal(err)
 	}
 	marker := "rg-yes-" + filepath.Base(t.TempDir())
-	cmd := exec.Command("bash", "-c", `"$0" yes "$1" | head -1; echo "${PIPESTATUS[@]}"`, bin, marker)
+	cmd := exec.Command("bash", "-c", `"$0" yes "$1" | head -1; echo "${PIPESTATUS[@]}"; `+
+		`"$0" sh -c 'yes "$0"; echo "yes ended: $?" >&2' "$1" | head -1; echo "${PIPESTATUS[@]}"`, bin, marker)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.Sock}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stdout, stderr testutil.SyncBuffer
@@ -139,11 +143,30 @@ func TestSudoClosedPipeEndsRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitClient(t, cmd, &stderr); code != 0 || stdout.String() != marker+"\n141 0\n" {
-		t.Fatalf("sudo yes | head -1: exit %d, stdout %q, want %q; stderr %q", code, stdout.String(), marker+"\n141 0\n", stderr.String())
+	want := marker + "\n141 0\n" + marker + "\n0 0\n"
+	if code := waitClient(t, cmd, &stderr); code != 0 || stdout.String() != want || stderr.String() != "yes ended: 141\n" {
+		t.Fatalf("exit %d, stdout %q, want %q; stderr %q, want the shell's line after yes", code, stdout.String(), want, stderr.String())
 	}
-	testutil.WaitFor(t, "the run's cancelled record", 30*time.Second, func() bool { return len(auditRecords(t, d, "cancelled")) == 1 })
-	testutil.WaitFor(t, "yes to be gone", 30*time.Second, func() bool { return len(procsWith("yes", marker)) == 0 })
+	var fin []map[string]any
+	testutil.WaitFor(t, "the runs' finished records", 30*time.Second, func() bool {
+		fin = auditRecords(t, d, "finished")
+		return len(fin) == 2
+	})
+	codes := ""
+	for _, r := range fin {
+		res, _ := r["result"].(map[string]any)
+		st, _ := res["stages"].([]any)
+		if len(st) == 1 {
+			c, _ := st[0].(map[string]any)["exit_code"].(float64)
+			codes += fmt.Sprint(int(c), " ")
+		}
+	}
+	if codes != "141 0 " {
+		t.Errorf("the runs exited %q, want yes dead of SIGPIPE, then the shell's 0", codes)
+	}
+	if n := len(procsWith("yes", marker)); n != 0 {
+		t.Errorf("%d yes left", n)
+	}
 }
 
 // TestSudoStreamsAndSignalEnds: `sudo sh -c '…; tail -f F'` passes each

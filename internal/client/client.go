@@ -258,7 +258,13 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 				return nil, fmt.Errorf("%w: %w", ErrNotResponse, err)
 			}
 			if ok {
-				if err := onFrame(f); err != nil {
+				err := onFrame(f)
+				if errors.Is(err, ErrStdoutGone) {
+					// As a pipe's reader that exited: the run's stdout
+					// ends, and the rest comes as ever.
+					_, err = c.Write([]byte(wire.CloseStdout))
+				}
+				if err != nil {
 					return nil, err
 				}
 				continue
@@ -341,17 +347,34 @@ func DoStream(ctx context.Context, socket string, req *wire.Outgoing, onProgress
 }
 
 // WriteFrames returns an onFrame for DoStream that writes stdout's frames
-// to stdout and every stage's stderr frames to stderr.
+// to stdout and every stage's stderr frames to stderr. Once a write to
+// stdout fails with EPIPE (its reader is gone: the caller ignores or
+// handles SIGPIPE), it returns ErrStdoutGone, once, and drops the stdout
+// frames that follow: DoStream then tells the daemon, which ends the
+// run's stdout as that reader ended the caller's.
 func WriteFrames(stdout, stderr io.Writer) func(wire.Frame) error {
+	gone := false
 	return func(f wire.Frame) error {
-		w := stdout
 		if f.Stage > 0 {
-			w = stderr
+			_, err := stderr.Write(f.Data)
+			return err
 		}
-		_, err := w.Write(f.Data)
+		if gone {
+			return nil
+		}
+		_, err := stdout.Write(f.Data)
+		if errors.Is(err, syscall.EPIPE) {
+			gone = true
+			return ErrStdoutGone
+		}
 		return err
 	}
 }
+
+// ErrStdoutGone is returned by an onFrame of DoStream when the reader of
+// the run's stdout is gone: the call goes on, and the daemon is told
+// (wire.CloseStdout).
+var ErrStdoutGone = errors.New("stdout's reader is gone")
 
 // do sends out as it is and decodes the answer; frames, when out asks for
 // them, go to onFrame.
