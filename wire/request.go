@@ -156,6 +156,10 @@ func Decode(line []byte) (*Request, error) {
 	}
 	r := &Request{Privileged: true, Action: ActionExec, Cwd: "/", Env: map[string]string{}}
 	r.LineSHA256 = sha256.Sum256(line)
+	// Before any parser: what a parser costs grows with the depth.
+	if err := CheckDepth(line); err != nil {
+		return nil, invalidRequest(err)
+	}
 	err := checkRequestKeys(line)
 	if err == nil {
 		err = decodeObject(line, r)

@@ -1,0 +1,150 @@
+package daemon_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+	"github.com/rootgate/rootgate/wire"
+)
+
+// The tests of this file hold the daemon to bounds of memory and CPU
+// time under hostile load (docs/performance.md, "Bounds under hostile
+// load"), measured from /proc, never by the clock.
+
+// clockTick is the unit of /proc/PID/stat's utime and stime (USER_HZ,
+// 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// cpuTime is the CPU time (user and system) pid has used so far.
+func cpuTime(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's name, which may hold spaces, in ( ).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * clockTick
+}
+
+// peakRSS is pid's peak resident set size (VmHWM), in KiB.
+func peakRSS(t testing.TB, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// raceFactor scales a bound of CPU or memory for a daemon built with the
+// race detector, which makes every memory access several times dearer
+// and keeps shadow memory besides.
+func raceFactor() int {
+	if rgtest.Race() {
+		return 8
+	}
+	return 1
+}
+
+// nestedLines are 1 MiB request lines (newline included) of the shapes
+// that cost a parser most: a valid request's beginning, then arrays or
+// objects opened to the end of the line.
+func nestedLines() map[string]string {
+	prefix := fmt.Sprintf(`{"id":%q,"time":%q,"pipeline":`, uuid.NewString(), time.Now().UTC().Format(time.RFC3339Nano))
+	fill := func(unit string) string {
+		n := (wire.MaxLine - 1 - len(prefix)) / len(unit)
+		return prefix + strings.Repeat(unit, n) + "\n"
+	}
+	return map[string]string{
+		"arrays":  fill("["),
+		"objects": fill(`{"a":`),
+		// Not nested: many tokens, for the walk's cost per token.
+		"flat": prefix + `[["rootgate-test-absent",` + strings.Repeat(`"a",`, (wire.MaxLine-len(prefix)-40)/4) + `"a"]]}` + "\n",
+	}
+}
+
+// TestNestedLineCost: a 1 MiB line of any shape costs the daemon a pass
+// over it, not work (and stack) per level of nesting: each is answered
+// invalid_request within 100 ms of the daemon's CPU, and the four at once
+// add a few MiB to its peak RSS. Before the depth bound, one line of
+// arrays took 43 s of CPU and 615 MB.
+func TestNestedLineCost(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	pid := d.Cmd.Process.Pid
+	d.alive()
+	for name, l := range nestedLines() {
+		if len(l) > wire.MaxLine {
+			t.Fatalf("%s: a line of %d bytes", name, len(l))
+		}
+		cpu0 := cpuTime(t, pid)
+		r := d.sendRaw(l)
+		cpu := cpuTime(t, pid) - cpu0
+		t.Logf("%s (%d bytes): %v of CPU; %s", name, len(l), cpu, strings.TrimSpace(r.raw))
+		wantShape(t, name, r)
+		if limit := 100*time.Millisecond*time.Duration(raceFactor()) + clockTick; cpu > limit {
+			t.Errorf("%s: the daemon used %v of CPU for one line; the bound is %v", name, cpu, limit)
+		}
+	}
+	// Four at once, of each shape: the peak grows by the lines' buffers
+	// and the flat ones' arguments (a few MiB each), not more.
+	hwm0 := peakRSS(t, pid)
+	var wg sync.WaitGroup
+	for range 4 {
+		for name, l := range nestedLines() {
+			wg.Go(func() {
+				c, err := net.Dial("unix", d.Sock)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+				if _, err := c.Write([]byte(l)); err != nil {
+					t.Error(err)
+					return
+				}
+				wantShape(t, name, readResponse(t, c))
+			})
+		}
+	}
+	wg.Wait()
+	grew := peakRSS(t, pid) - hwm0
+	t.Logf("12 lines of 1 MiB at once: peak RSS %d → %d KiB", hwm0, hwm0+grew)
+	if limit := 32 << 10 * raceFactor() / 2; grew > limit {
+		t.Errorf("12 lines of 1 MiB at once raised the daemon's peak RSS by %d KiB; the bound is %d KiB", grew, limit)
+	}
+	d.alive()
+}
+
+// wantShape checks the answer to nestedLines()[name]: the nested ones are
+// refused for their depth, the flat one (a valid request) for its
+// program, which does not exist.
+func wantShape(t *testing.T, name string, r response) {
+	t.Helper()
+	code, msg := wire.CodeInvalidRequest, (&wire.DepthError{}).Error()
+	if name == "flat" {
+		code, msg = wire.CodeNotFound, `stage 1: executable not found: "rootgate-test-absent"`
+	}
+	if r.Status != wire.StatusError || r.Code != code || r.Message != msg {
+		t.Errorf("%s: got %.200s, want error %s %q", name, r.raw, code, msg)
+	}
+}
