@@ -1,6 +1,8 @@
 package daemon_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -146,5 +148,48 @@ func wantShape(t *testing.T, name string, r response) {
 	}
 	if r.Status != wire.StatusError || r.Code != code || r.Message != msg {
 		t.Errorf("%s: got %.200s, want error %s %q", name, r.raw, code, msg)
+	}
+}
+
+// TestSlowReaderServed: a client that reads its answer slowly but
+// steadily reads all of it; only one that reads nothing for
+// --stall-timeout is dropped (TestStallDeadline). Scaled down: a 2 s
+// timeout and 40 KiB/s, as 10 s and 8 KiB/s; before, the timeout bounded
+// each write of the answer, which waits until the reader has taken three
+// quarters of the socket's buffer (3.75 s here), and the reader was
+// dropped.
+func TestSlowReaderServed(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Args: []string{"--stall-timeout", "2s"}})
+	const size = 320 << 10
+	c, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(request(map[string]any{"id": "slow-reader", "pipeline": [][]string{{"head", "-c", strconv.Itoa(size), "/dev/zero"}}}))); err != nil {
+		t.Fatal(err)
+	}
+	// 1 KiB every 25 ms, to the end of the answer's line.
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	var got []byte
+	buf := make([]byte, 1<<10)
+	for !bytes.HasSuffix(got, []byte("}\n")) {
+		<-tick.C
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("after %d bytes: %v\n%s", len(got), err, d.Stderr)
+		}
+	}
+	lines := bytes.Split(bytes.TrimSuffix(got, []byte("\n")), []byte("\n"))
+	var r wire.Response
+	if err := json.Unmarshal(lines[len(lines)-1], &r); err != nil {
+		t.Fatalf("the answer: %v", err)
+	}
+	if r.Status != wire.StatusOK || len(r.Stdout) != size {
+		t.Fatalf("got status %s with %d bytes of stdout, want ok with %d", r.Status, len(r.Stdout), size)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/sys/unix"
 )
 
 // ErrServerClosed is returned by Serve after its context was cancelled and
@@ -585,18 +586,71 @@ func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	}
 }
 
-// stallGuard writes to a connection with a deadline (Config.StallTimeout)
-// renewed before every write, so a slow reader is served and a stalled one
-// is dropped: a client that never reads must not hold a connection slot,
-// a goroutine and up to 16 MiB of captured stderr for ever, nor its run's
-// stdout, which waits for the client's reading as it streams into the
-// answer (answerLine).
+// stallGuard writes to a connection so that a slow reader is served and
+// a stalled one is dropped: a client that never reads must not hold a
+// connection slot, a goroutine and up to 16 MiB of captured stderr for
+// ever, nor its run's stdout, which waits for the client's reading as it
+// streams into the answer (answerLine). A client is dropped once
+// Config.StallTimeout has passed with nothing of what was sent read, not
+// when one write takes longer: the kernel lets a writer go on only once
+// its reader has taken three quarters of the socket's buffer (about
+// 150 KiB), which a reader at 1 KiB/s takes minutes to do. So it writes
+// at most stallChunk at once, which the kernel queues as one buffer,
+// freed when the reader has read it all; and while a write waits, it
+// looks every tenth of the timeout at what is queued (SIOCOUTQ): less
+// than at the last look means the reader read, and the timeout starts
+// again.
 type stallGuard struct {
 	c      *net.UnixConn
 	within time.Duration
 }
 
+// stallChunk is the most stallGuard writes at once: a reader at 1 KiB/s
+// reads one in 4 s, well within the default 10 s.
+const stallChunk = 4 << 10
+
 func (g stallGuard) Write(p []byte) (int, error) {
-	_ = g.c.SetWriteDeadline(time.Now().Add(g.within))
-	return g.c.Write(p)
+	look := max(g.within/10, time.Millisecond)
+	deadline := time.Now().Add(g.within)
+	queued := -1 // at the last look; -1: not looked since the last write
+	n := 0
+	for n < len(p) {
+		next := time.Now().Add(look)
+		if deadline.Before(next) {
+			next = deadline
+		}
+		_ = g.c.SetWriteDeadline(next)
+		m, err := g.c.Write(p[n:min(len(p), n+stallChunk)])
+		n += m
+		if m > 0 {
+			deadline, queued = time.Now().Add(g.within), -1
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		q, ok := outq(g.c)
+		if ok && queued >= 0 && q < queued {
+			deadline = time.Now().Add(g.within) // the reader read
+		}
+		queued = q
+		if !ok || !time.Now().Before(deadline) {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// outq is how much of what was written to c its reader has yet to read,
+// counted as the kernel counts its buffers.
+func outq(c *net.UnixConn) (int, bool) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var q int
+	cerr := rc.Control(func(fd uintptr) { q, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+	return q, cerr == nil && err == nil
 }
