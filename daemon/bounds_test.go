@@ -3,12 +3,16 @@ package daemon_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,4 +196,70 @@ func TestSlowReaderServed(t *testing.T) {
 	if r.Status != wire.StatusOK || len(r.Stdout) != size {
 		t.Fatalf("got status %s with %d bytes of stdout, want ok with %d", r.Status, len(r.Stdout), size)
 	}
+}
+
+// TestReplayTornWrite: with the runtime directory's file system full, a
+// request whose replay record cannot be written whole is refused, and the
+// half line it leaves does not swallow the next record: after a SIGKILL,
+// the next daemon refuses every request that was answered, the one
+// recorded once there was room again included. Before, that one's line
+// was appended to the half line and dropped at the restart, so its
+// request could run again.
+func TestReplayTornWrite(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	run := testutil.Tmpfs(t, filepath.Join(dir, "run"), "64k")
+	d := startDaemon(t, opts{Dir: dir})
+	ping := func(d *daemonProc, id string) response {
+		return d.send(map[string]any{"id": id, "action": "ping", "pipeline": nil})
+	}
+	// One record begins the file's first page; fill the file system,
+	// then send pings with long ids until one cannot be recorded: its
+	// line goes past that page, and only its beginning is written.
+	if r := ping(d, "before-the-full-disk"); r.Status != wire.StatusOK {
+		t.Fatalf("first ping: %s", r.raw)
+	}
+	answered := []string{"before-the-full-disk"}
+	filler, err := os.Create(filepath.Join(run, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		_, err = filler.Write(make([]byte, 4<<10))
+	}
+	filler.Close()
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i == 200 {
+			t.Fatal("200 requests recorded on a full file system")
+		}
+		id := fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 120))
+		r := ping(d, id)
+		if r.Status == wire.StatusOK {
+			answered = append(answered, id)
+			continue
+		}
+		wantError(t, r, wire.ErrReplayRecord.Error())
+		break
+	}
+	if err := os.Remove(filepath.Join(run, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	// Room again: this one is recorded, and the daemon killed.
+	if r := ping(d, "after-the-full-disk"); r.Status != wire.StatusOK {
+		t.Fatalf("with room again: %s", r.raw)
+	}
+	answered = append(answered, "after-the-full-disk")
+	if err := d.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.Done()
+
+	d2 := startDaemon(t, opts{Dir: dir})
+	for _, id := range answered {
+		wantError(t, ping(d2, id), wire.DuplicateError(id).Error())
+	}
+	t.Logf("%d requests answered before and after the full file system, each refused again after a SIGKILL", len(answered))
 }
