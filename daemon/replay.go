@@ -33,8 +33,8 @@ type replayWindow struct {
 	seen      map[string]*replayEntry // key -> the request that recorded it
 	live      map[string]bool         // keys of requests in progress, refused even once expired
 	f         *os.File
-	size      int64 // f's length: what was written whole
-	torn      bool  // f may end in part of a line that cutting back failed to drop
+	size      int64     // f's length: what was written whole
+	torn      bool      // f may end in part of a line that cutting back failed to drop
 	nextPrune time.Time // when expired keys are next dropped from seen and f
 	last      time.Time // the latest expiry ever recorded
 	// byUID holds, for each uid other than root, the expiries of the
