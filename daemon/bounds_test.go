@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,4 +263,60 @@ func TestReplayTornWrite(t *testing.T) {
 		wantError(t, ping(d2, id), wire.DuplicateError(id).Error())
 	}
 	t.Logf("%d requests answered before and after the full file system, each refused again after a SIGKILL", len(answered))
+}
+
+// TestOutOfDescriptors: a daemon whose descriptor limit is 64, flooded
+// with requests, answers each one it cannot serve busy, never with a
+// claim about the request: before, 842 of 1,000 got `cwd "/" is not an
+// existing directory`, and others `executable not found` and `no such
+// user`, recorded so in the audit log. A soft limit under the hard one is
+// raised to it.
+func TestOutOfDescriptors(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{Prefix: []string{"prlimit", "--nofile=64:64"}})
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 12 {
+				over := map[string]any{"pipeline": [][]string{{"sh", "-c", "exec cat", "x"}, {"cat"}, {"true"}}, "stdin": "eA=="}
+				if i%3 == 1 {
+					over["run_as"] = "root"
+				}
+				if g%2 == 0 {
+					over["cwd"] = "/tmp"
+				}
+				r := d.send(over)
+				mu.Lock()
+				counts[r.Code]++
+				mu.Unlock()
+				if r.Status != wire.StatusOK && r.Code != wire.CodeBusy {
+					t.Errorf("got %s, want ok or busy", strings.TrimSpace(r.raw))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("answers by code (\"\": ok): %v", counts)
+	d.alive()
+	audit, err := os.ReadFile(auditPath(d.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, claim := range []string{`not an existing directory`, `executable not found`, `no such user`, `no user named`, `stage 1: `, `stage 2: `, `stage 3: `} {
+		if n := bytes.Count(audit, []byte(claim)); n > 0 {
+			t.Errorf("the audit log holds %d records saying %s", n, claim)
+		}
+	}
+
+	raised := startDaemon(t, opts{Prefix: []string{"prlimit", "--nofile=64:4096"}})
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", raised.Cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Go runtime raises it, to 4095 of 4096 here.
+	if !regexp.MustCompile(`(?m)^Max open files +409[56] +4096 `).Match(limits) {
+		t.Errorf("the soft limit of open files was not raised to the hard one:\n%s", limits)
+	}
 }

@@ -122,9 +122,16 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return s.pong(req.ID, peer)
 	}
 
+	// Past the descriptors it may hold, a request is answered busy
+	// before it opens any (lacking.go).
+	fds := requestFDs(len(req.Pipeline))
+	if !s.fds.TryAcquire(fds) {
+		return reject(wire.ErrLacking)
+	}
+	defer s.fds.Release(fds)
 	plan, err := s.plan(req, peer)
 	if err != nil {
-		return reject(err)
+		return reject(honest(err))
 	}
 	defer plan.close()
 	plan.policy = pol
@@ -303,6 +310,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 			return fail(errAudit)
 		}
 		log.Error("run failed to start", "err", err)
+		if lacking(err) {
+			return fail(wire.ErrLacking)
+		}
 		return fail(wire.StartError(err))
 	}
 	if res.KillErr != nil {

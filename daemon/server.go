@@ -161,6 +161,7 @@ type Server struct {
 	runs           *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
 	runShares      *runShares          // per-uid shares of runs, taken before runs
 	conns          *semaphore.Weighted // a unit per connection in flight; never waited for
+	fds            *semaphore.Weighted // descriptors a connection or request may open (lacking.go); never waited for
 	shares         *connShares         // per-uid shares of conns
 	approverShares *connShares         // per-uid caps of approver connections
 	act            *activity           // what keeps the server from being idle
@@ -245,12 +246,17 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fds, nfds := newFDBudget()
+	if need := int64(cfg.MaxConns) * (1 + requestFDs(1)); need > nfds {
+		cfg.Log.Warn("the descriptor limit serves fewer connections than --max-conns at once; past it, server busy", "budget", nfds, "max_conns", cfg.MaxConns)
+	}
 	s := &Server{
 		cfg:            cfg,
 		replay:         rw,
 		runs:           semaphore.NewWeighted(int64(cfg.MaxRuns)),
 		runShares:      newRunShares(max(1, cfg.MaxRuns/2)),
 		conns:          semaphore.NewWeighted(int64(cfg.MaxConns)),
+		fds:            fds,
 		shares:         newConnShares(cfg.MaxConnsPerUID),
 		approverShares: newConnShares(wire.MaxApproverConns),
 		act:            newActivity(cfg.Now()),
@@ -333,6 +339,11 @@ func (s *Server) admit(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	defer s.conns.Release(1)
+	if !s.fds.TryAcquire(1) {
+		s.busy(c, wire.ErrLacking, "uid", peer.UID)
+		return
+	}
+	defer s.fds.Release(1)
 	s.serveConn(ctx, c, peer)
 }
 
