@@ -320,3 +320,123 @@ func TestOutOfDescriptors(t *testing.T) {
 		t.Errorf("the soft limit of open files was not raised to the hard one:\n%s", limits)
 	}
 }
+
+// memoryCgroup is a cgroup v1 memory controller's group limited to limit
+// bytes, removed when t ends, or "" when this machine has none (cgroup v2
+// machines run the daemon's runs in their own cgroups; this test needs
+// the daemon itself in one). pid is moved into it: what it allocates
+// from then on is charged to it.
+func memoryCgroup(t *testing.T, pid int, limit int64) string {
+	t.Helper()
+	root := "/sys/fs/cgroup/memory"
+	if _, err := os.Stat(filepath.Join(root, "memory.limit_in_bytes")); err != nil {
+		return ""
+	}
+	dir, err := os.MkdirTemp(root, "rgtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Back to the root, then the empty group removed.
+		if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+			for _, p := range strings.Fields(string(b)) {
+				_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(p), 0)
+			}
+		}
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("memory cgroup: %v", err)
+		}
+	})
+	for _, f := range []struct{ name, v string }{
+		{"memory.limit_in_bytes", strconv.FormatInt(limit, 10)},
+		{"cgroup.procs", strconv.Itoa(pid)},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.v), 0); err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+	}
+	return dir
+}
+
+// TestMemoryBoundUnderFlood: 16 requests at once whose runs write 16 MiB
+// of stderr each, with the daemon in a 256 MiB memory cgroup: the output
+// kept for answers not yet written stays within its budget (--max-runs ×
+// 16 MiB: 128 MiB), the daemon's peak RSS within the bound documented
+// (the budget and 64 MiB), and the daemon lives. Before, a finished run
+// gave its slot back with its 16 MiB still kept until its answer was
+// written, 16 such requests peaked at 277 MB, and the cgroup's OOM killer
+// took the daemon.
+func TestMemoryBoundUnderFlood(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	pid := d.Cmd.Process.Pid
+	limit := int64(256<<20) * int64(raceFactor()) / 2
+	if raceFactor() == 1 {
+		limit = 256 << 20
+	}
+	cg := memoryCgroup(t, pid, limit)
+	if cg == "" {
+		t.Log("no cgroup v1 memory controller here: the peak RSS alone is checked")
+	}
+	const n = 16
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := net.Dial("unix", d.Sock)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
+			if _, err := c.Write([]byte(request(map[string]any{"id": fmt.Sprintf("flood-%d-%s", i, uuid.NewString()), "pipeline": [][]string{{"sh", "-c", "head -c 16777216 /dev/zero >&2"}}}))); err != nil {
+				t.Error(err)
+				return
+			}
+			// Read it all, keeping only its beginning and end.
+			var head, tail []byte
+			buf := make([]byte, 64<<10)
+			for {
+				m, err := c.Read(buf)
+				if len(head) < 200 {
+					head = append(head, buf[:min(m, 200)]...)
+				}
+				tail = append(tail, buf[:m]...)
+				if len(tail) > 4<<10 {
+					tail = tail[len(tail)-(4<<10):]
+				}
+				if err != nil {
+					break
+				}
+			}
+			if !bytes.HasSuffix(tail, []byte("}\n")) || !bytes.Contains(head, []byte(`"status":"ok"`)) {
+				t.Errorf("request %d: the answer is %q … %q", i, head, tail[max(0, len(tail)-300):])
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-d.Done():
+		t.Fatalf("the daemon died: %v\n%s", d.Err(), d.Stderr)
+	default:
+	}
+	d.alive()
+	hwm := peakRSS(t, pid)
+	bound := (keptBudgetMiB + 64) << 10 * raceFactor()
+	if raceFactor() > 1 {
+		bound = (keptBudgetMiB + 64) << 10 * 3
+	}
+	var usage string
+	if cg != "" {
+		b, _ := os.ReadFile(filepath.Join(cg, "memory.max_usage_in_bytes"))
+		usage = strings.TrimSpace(string(b))
+	}
+	t.Logf("%d requests of 16 MiB of stderr at once: daemon peak RSS %d KiB (bound %d KiB); cgroup peak %s bytes of %d", n, hwm, bound, usage, limit)
+	if hwm > bound {
+		t.Errorf("the daemon's peak RSS is %d KiB; the bound is %d KiB", hwm, bound)
+	}
+}
+
+// keptBudgetMiB is the budget of output kept for answers not yet written
+// of a daemon with the default --max-runs (8 × 16 MiB).
+const keptBudgetMiB = 128

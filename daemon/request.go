@@ -223,6 +223,14 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return s.gone(ctx, req.ID)
 	}
 
+	// What the run may keep for its answer is taken first, and held
+	// until the answer is written (kept.go): past the budget, approved
+	// requests wait for the answers before them to be written.
+	var keep *kept
+	if k, err := s.kept.acquire(ctx, peer.UID, keepFor(plan.cmd)); err == nil {
+		keep = k
+		later(k.release)
+	}
 	// Past MaxRuns, approved requests wait for a slot in the order they
 	// came to wait; a uid other than root holds at most half of them, its
 	// further runs waiting for its own to end.
@@ -326,6 +334,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 	resp := runResponse(req.ID, res)
 	resp.DecidedBy = by
+	if keep != nil {
+		keep.keep(int64(outputLen(resp)))
+	}
 	if res.Canceled {
 		if context.Cause(ctx) == errClientGone {
 			// No one to answer: serveConn sends nothing, but collects

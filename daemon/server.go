@@ -160,6 +160,7 @@ type Server struct {
 	replay         *replayWindow
 	runs           *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
 	runShares      *runShares          // per-uid shares of runs, taken before runs
+	kept           *keptBudget         // output kept for answers not yet written, taken before runShares
 	conns          *semaphore.Weighted // a unit per connection in flight; never waited for
 	fds            *semaphore.Weighted // descriptors a connection or request may open (lacking.go); never waited for
 	shares         *connShares         // per-uid shares of conns
@@ -255,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 		replay:         rw,
 		runs:           semaphore.NewWeighted(int64(cfg.MaxRuns)),
 		runShares:      newRunShares(max(1, cfg.MaxRuns/2)),
+		kept:           newKeptBudget(keptTotal(cfg.MaxRuns), keptUIDShare(cfg.MaxRuns)),
 		conns:          semaphore.NewWeighted(int64(cfg.MaxConns)),
 		fds:            fds,
 		shares:         newConnShares(cfg.MaxConnsPerUID),
