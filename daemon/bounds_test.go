@@ -440,3 +440,56 @@ func TestMemoryBoundUnderFlood(t *testing.T) {
 // keptBudgetMiB is the budget of output kept for answers not yet written
 // of a daemon with the default --max-runs (8 × 16 MiB).
 const keptBudgetMiB = 128
+
+// TestAuditFileNotFollowed: a symlink at the audit log's path (to a file
+// the daemon would chmod 0600 and append to), or a file there of another
+// uid, makes the daemon refuse to start rather than write through it.
+func TestAuditFileNotFollowed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		plant func(t *testing.T, path, target string)
+	}{
+		{"symlink", func(t *testing.T, path, target string) {
+			if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"another uid's file", func(t *testing.T, path, target string) {
+			if err := os.Rename(target, path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(path, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := shortDir(t)
+			if err := os.WriteFile(filepath.Join(dir, "policy"), []byte("allow any\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(dir, "target")
+			if err := os.WriteFile(target, []byte("not a log\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			path := auditPath(dir)
+			c.plant(t, path, target)
+			d := startDaemonNoWait(t, dir)
+			if err := d.WaitExit(30 * time.Second); err == nil {
+				t.Fatalf("the daemon started\n%s", d.Stderr)
+			}
+			if !strings.Contains(d.Stderr.String(), "audit") {
+				t.Errorf("the daemon did not say why: %s", d.Stderr)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(path); fi.Mode().Perm() != 0o644 || string(b) != "not a log\n" {
+				t.Errorf("the file at the audit path was changed: mode %v, %q", fi.Mode().Perm(), b)
+			}
+		})
+	}
+}
