@@ -376,6 +376,36 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 	r.Version = s.cfg.Version
 	_ = wire.WriteResponse(c, r)
 	s.cfg.Log.Warn("connection refused: "+err.Error(), attrs...)
+	s.drain(c)
+}
+
+// Draining: a Unix socket closed with bytes its peer sent still unread
+// resets the peer's end, and the peer's next read then fails with
+// ECONNRESET, the answer written before it unread. A connection answered
+// without its request read (busy), or with the rest of it unread (a line
+// too long), is therefore half-closed after its answer, which the peer
+// reads to its end, and what the peer sent is read and dropped until it
+// closes: at most drainMax bytes, for at most drainFor, and at most
+// drainAtOnce connections at once (beyond, or past a bound, the
+// connection is closed as it is).
+const (
+	drainMax    = wire.MaxLine
+	drainFor    = time.Second
+	drainAtOnce = 16
+)
+
+var drainers = semaphore.NewWeighted(drainAtOnce)
+
+// drain half-closes c, answered, and reads what its peer sent, within
+// the bounds above, before the caller closes it.
+func (s *Server) drain(c *net.UnixConn) {
+	if !drainers.TryAcquire(1) {
+		return
+	}
+	defer drainers.Release(1)
+	_ = c.CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(drainFor))
+	_, _ = io.CopyN(io.Discard, c, drainMax)
 }
 
 // serveConn handles one connection: one request, one answer.
@@ -418,6 +448,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	if err != nil {
 		log.Info("request rejected", "err", err)
 		s.respond(c, wire.ErrorResponse("", err))
+		if errors.Is(err, wire.ErrTooLarge) {
+			s.drain(c) // the rest of the line is unread
+		}
 		return
 	}
 
