@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -540,4 +542,91 @@ func TestRefusedPeerReadsAnswer(t *testing.T) {
 		return d.send(map[string]any{"action": "ping", "pipeline": nil}).Status == wire.StatusOK
 	})
 	refused(append(bytes.Repeat([]byte("x"), wire.MaxLine+200<<10), '\n'), `"code":"too_large"`)
+}
+
+// TestFrozenAuditLog: while the audit log's file system is frozen
+// (fsfreeze), where every write to it blocks, a ping is answered pong and
+// a run refused for its record (nothing runs), each within the client's
+// 10 s for its first line, and the daemon serves on once it thaws, its
+// log whole. Before, both waited for the thaw: rootgate run for its
+// progress line's 375 s.
+func TestFrozenAuditLog(t *testing.T) {
+	t.Parallel()
+	mnt := ext4Mount(t)
+	log := filepath.Join(mnt, "audit.jsonl")
+	d := startDaemon(t, opts{Args: []string{"--audit", log, "--audit-min-free", "1M"}})
+	d.alive()
+	if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fsfreeze: %v\n%s", err, out)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if out, err := exec.Command("fsfreeze", "-u", mnt).CombinedOutput(); err != nil {
+				t.Errorf("fsfreeze -u: %v\n%s", err, out)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	// The client's deadline for a first line (internal/client).
+	within := client.DefaultAnswerWithin
+	ask := func(over map[string]any) response {
+		c, err := net.Dial("unix", d.Sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(within))
+		if _, err := c.Write([]byte(request(over))); err != nil {
+			t.Fatal(err)
+		}
+		return readResponse(t, c)
+	}
+	if r := ask(map[string]any{"action": "ping", "pipeline": nil}); r.Message != "pong" {
+		t.Errorf("ping with the audit log frozen: %s", r.raw)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := ask(map[string]any{"pipeline": [][]string{{"touch", marker}}})
+	if r.Status != wire.StatusError || r.Message != wire.ErrAudit.Error() {
+		t.Errorf("a run with the audit log frozen: %s", r.raw)
+	}
+	thaw()
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the run ran without its records")
+	}
+	wantOK(t, d.send(map[string]any{"pipeline": [][]string{{"true"}}}))
+	d.Stop()
+	if out, err := exec.Command(rootgateBin, "audit", "verify", "--file", log).CombinedOutput(); err != nil {
+		t.Errorf("the audit log does not verify: %v\n%s", err, out)
+	}
+}
+
+// ext4Mount mounts a fresh 32 MiB ext4 file system (one that fsfreeze
+// can freeze) on a loop device, unmounted when t ends.
+func ext4Mount(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "img"), filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Skipf("no loop device here: mount: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	return mnt
 }

@@ -113,11 +113,19 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		if !s.reject.allow(peer.UID, now) {
 			return s.pong(req.ID, peer)
 		}
-		switch err := receive(true); {
-		case errors.Is(err, errAuditFull):
+		// Its record is waited for briefly: a ping says whether the
+		// daemon answers, which it does while its audit log's file
+		// system is stopped (frozen), writing the record once it can.
+		if err := s.checkFree(); err != nil {
 			return reject(err)
-		case err != nil:
-			return errorResponse(req.ID, err)
+		}
+		received = true
+		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req, Within: pingAuditWait}
+		if len(line) > maxRecordedLine {
+			e.Line = line
+		}
+		if err := s.event(e); err != nil && !errors.Is(err, errAuditStuck) {
+			return errorResponse(req.ID, errAudit)
 		}
 		return s.pong(req.ID, peer)
 	}

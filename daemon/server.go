@@ -162,6 +162,7 @@ type Server struct {
 	runShares      *runShares          // per-uid shares of runs, taken before runs
 	kept           *keptBudget         // output kept for answers not yet written, taken before runShares
 	conns          *semaphore.Weighted // a unit per connection in flight; never waited for
+	auditWrites    *semaphore.Weighted // audit writes under way (stuckAudit); never waited for
 	fds            *semaphore.Weighted // descriptors a connection or request may open (lacking.go); never waited for
 	shares         *connShares         // per-uid shares of conns
 	approverShares *connShares         // per-uid caps of approver connections
@@ -259,6 +260,7 @@ func New(cfg Config) (*Server, error) {
 		kept:           newKeptBudget(keptTotal(cfg.MaxRuns), keptUIDShare(cfg.MaxRuns)),
 		conns:          semaphore.NewWeighted(int64(cfg.MaxConns)),
 		fds:            fds,
+		auditWrites:    semaphore.NewWeighted(auditPending),
 		shares:         newConnShares(cfg.MaxConnsPerUID),
 		approverShares: newConnShares(wire.MaxApproverConns),
 		act:            newActivity(cfg.Now()),
