@@ -679,12 +679,13 @@ func (g stallGuard) Write(p []byte) (int, error) {
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, err
 		}
-		q, ok := outq(g.c)
-		if ok && queued >= 0 && q < queued {
-			deadline = time.Now().Add(g.within) // the reader read
+		if q, ok := outq(g.c); ok {
+			if queued >= 0 && q < queued {
+				deadline = time.Now().Add(g.within) // the reader read
+			}
+			queued = q
 		}
-		queued = q
-		if !ok || !time.Now().Before(deadline) {
+		if !time.Now().Before(deadline) {
 			return n, err
 		}
 	}
