@@ -32,6 +32,11 @@ type Shape struct {
 	Map bool
 	// Elem, when Map is false, makes the value an array of Elem.
 	Elem *Shape
+	// Max, when not 0, is the most members (elements, or keys) the
+	// array or object may have: [CheckKeys] refuses the next one (a
+	// [*CountError]) before reading it, so that no decoder is given a
+	// million of them to allocate.
+	Max int
 }
 
 func (s *Shape) isObject() bool { return s != nil && (s.Fields != nil || s.Map) }
@@ -108,6 +113,22 @@ func (e *KeyError) Error() string {
 		return fmt.Sprintf("%s %q", what, e.Key)
 	}
 	return fmt.Sprintf("%s %q in %s", what, e.Key, e.Path)
+}
+
+// CountError is an array or object with more members than its
+// [Shape.Max].
+type CountError struct {
+	// Path is where the array or object is, as in [KeyError].
+	Path string
+	Max  int
+}
+
+func (e *CountError) Error() string {
+	where := e.Path
+	if where == "" {
+		where = "the value"
+	}
+	return fmt.Sprintf("%s has more than %d members", where, e.Max)
 }
 
 // SurrogateError is a string [CheckKeys] refuses because it holds an
@@ -199,7 +220,7 @@ type level struct {
 	shape  *Shape
 	object bool
 	seen   map[string]bool // keys so far, where shape names them
-	index  int             // of an array's next element
+	index  int             // of an array's next element, or how many keys so far
 	step   pathElem        // to the member being walked
 }
 
@@ -320,6 +341,9 @@ func (w *keyWalker) values(want *Shape) error {
 func (w *keyWalker) member() (*Shape, error) {
 	top := &w.stack[len(w.stack)-1]
 	s := top.shape
+	if s != nil && s.Max > 0 && top.index >= s.Max {
+		return nil, &CountError{Path: w.where(len(w.stack) - 1), Max: s.Max}
+	}
 	if !top.object {
 		top.step = pathElem{index: top.index, kind: 'i'}
 		top.index++
@@ -354,6 +378,7 @@ func (w *keyWalker) member() (*Shape, error) {
 		return nil, errStop
 	}
 	w.i++
+	top.index++
 	if top.seen != nil {
 		if top.seen[k] {
 			return nil, &KeyError{Path: w.where(len(w.stack) - 1), Key: k, Repeated: true}

@@ -34,7 +34,9 @@ import (
 
 // Limits of the request fields.
 const (
-	MaxStages     = 16
+	MaxStages = 16
+	// MaxEnvKeys bounds the keys of env.
+	MaxEnvKeys    = 256
 	MaxIDLen      = 128
 	MaxHostLen    = 255
 	MaxSessionLen = 256
@@ -196,8 +198,8 @@ var requestShape = func() *Shape {
 	for name := range fields {
 		s.Fields[name] = &Shape{}
 	}
-	s.Fields["pipeline"] = &Shape{Elem: &Shape{Elem: &Shape{}}}
-	s.Fields["env"] = &Shape{Map: true, Elem: &Shape{}}
+	s.Fields["pipeline"] = &Shape{Elem: &Shape{Elem: &Shape{}}, Max: MaxStages}
+	s.Fields["env"] = &Shape{Map: true, Elem: &Shape{}, Max: MaxEnvKeys}
 	return s
 }()
 
@@ -209,6 +211,15 @@ func checkRequestKeys(line []byte) error {
 		return nil // not an object: decodeObject says so
 	}
 	err := CheckKeys(line, requestShape)
+	if ce, ok := err.(*CountError); ok {
+		// Refused before a decoder allocates each of them.
+		switch ce.Path {
+		case "pipeline":
+			return fmt.Errorf("pipeline must have 1 to %d stages", MaxStages)
+		case "env":
+			return fmt.Errorf("env must have at most %d keys", MaxEnvKeys)
+		}
+	}
 	if ke, ok := err.(*KeyError); ok {
 		switch {
 		case ke.Path == "" && ke.Repeated:

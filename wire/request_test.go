@@ -484,9 +484,9 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		before := allocated()
-		r, err := Decode(b)
-		checkPeak(t, b, allocated()-before)
+		var r *Request
+		var err error
+		checkPeak(t, b, allocs(func() { r, err = Decode(b) }))
 		if err != nil {
 			if r != nil && r.ID != "" && !termsafe.String(r.ID, false) {
 				t.Fatalf("echoed an undisplayable id %q", r.ID)
