@@ -87,8 +87,8 @@ func nestedLines() map[string]string {
 		"arrays":  fill("["),
 		"objects": fill(`{"a":`),
 		// Not nested: many tokens, for the walk's cost per token.
-		"flat": prefix + `[["rootgate-test-absent",` + strings.Repeat(`"a",`, (wire.MaxLine-len(prefix)-40)/4) + `"a"]]}` + "\n",
-		"env": strings.TrimSuffix(prefix, `"pipeline":`) + `"pipeline":[["true"]],"env":{` + envKeys(wire.MaxLine-len(prefix)-40) + `}}` + "\n",
+		"flat":   prefix + `[["rootgate-test-absent",` + strings.Repeat(`"a",`, (wire.MaxLine-len(prefix)-40)/4) + `"a"]]}` + "\n",
+		"env":    strings.TrimSuffix(prefix, `"pipeline":`) + `"pipeline":[["true"]],"env":{` + envKeys(wire.MaxLine-len(prefix)-40) + `}}` + "\n",
 		"stages": prefix + "[" + strings.Repeat(`[],`, (wire.MaxLine-len(prefix)-40)/3) + `[]]}` + "\n",
 	}
 }
