@@ -157,7 +157,7 @@ func wantShape(t *testing.T, name string, r response) {
 	case "flat":
 		code, msg = wire.CodeNotFound, `stage 1: executable not found: "rootgate-test-absent"`
 	case "env":
-		code, msg = wire.CodeInvalidRequest, "env must have at most 256 keys"
+		code, msg = wire.CodeInvalidRequest, "env must have at most 32768 keys"
 	case "stages":
 		code, msg = wire.CodeInvalidRequest, "pipeline must have 1 to 16 stages"
 	}

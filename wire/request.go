@@ -35,8 +35,9 @@ import (
 // Limits of the request fields.
 const (
 	MaxStages = 16
-	// MaxEnvKeys bounds the keys of env.
-	MaxEnvKeys    = 256
+	// MaxEnvKeys bounds the keys of env: far more than a run needs (a
+	// test runs 20,000), far fewer than a 1 MiB line can hold.
+	MaxEnvKeys    = 32768
 	MaxIDLen      = 128
 	MaxHostLen    = 255
 	MaxSessionLen = 256
