@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -57,6 +58,9 @@ type auditEvent struct {
 	Result   *pipeline.Result
 	Duration time.Duration // of the run, with Result
 	Line     []byte        // the raw line of a request rejected before it was received
+	// Within bounds the wait for the record (stuckAudit); 0 means
+	// auditWait.
+	Within time.Duration
 }
 
 // An AuditLog stores audit records: Append returns once the record (and
@@ -129,22 +133,26 @@ func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err er
 	}
 	r := record(e)
 	if s.cfg.Audit != nil {
-		switch {
-		case !durable(e):
-			err = s.cfg.Audit.AppendLater(r)
-		case async:
-			var commit func() error
-			if commit, err = s.cfg.Audit.AppendAsync(r); err == nil {
-				wait = sync.OnceValue(func() error {
-					err := commit()
-					if err != nil {
-						s.cfg.Log.Error("cannot sync audit record", "event", string(e.Kind), "request_id", e.ID, "err", err)
-					}
-					return err
-				})
+		within := cmp.Or(e.Within, auditWait)
+		var commit func() error
+		commit, err = s.stuckAudit(within, func() (func() error, error) {
+			switch {
+			case !durable(e):
+				return nil, s.cfg.Audit.AppendLater(r)
+			case async:
+				return s.cfg.Audit.AppendAsync(r)
+			default:
+				return nil, s.cfg.Audit.Append(r)
 			}
-		default:
-			err = s.cfg.Audit.Append(r)
+		})
+		if commit != nil && err == nil {
+			wait = sync.OnceValue(func() error {
+				_, err := s.stuckAudit(within, func() (func() error, error) { return nil, commit() })
+				if err != nil {
+					s.cfg.Log.Error("cannot sync audit record", "event", string(e.Kind), "request_id", e.ID, "err", err)
+				}
+				return err
+			})
 		}
 		if err != nil {
 			s.cfg.Log.Error("cannot write audit record", "event", string(e.Kind), "request_id", e.ID, "err", err)
@@ -157,7 +165,8 @@ func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err er
 	if e.Kind != eventOrphaned {
 		attrs = append(attrs, "requester_uid", e.Peer.UID, "requester_pid", e.Peer.PID)
 	}
-	if r.Seq > 0 && err == nil {
+	// Not r.Seq first: after a stuck write, r is the writer's.
+	if err == nil && r.Seq > 0 {
 		attrs = append(attrs, "audit_seq", r.Seq, "audit_hash", r.Hash)
 	}
 	if e.Decision != nil {
@@ -182,6 +191,49 @@ func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err er
 	}
 	s.cfg.Log.Log(context.Background(), level, "audit: "+string(e.Kind), attrs...)
 	return wait, err
+}
+
+// A request waits at most auditWait for each of its records to be written
+// (and synced, where it must be): an audit log's file system that stops
+// (frozen, a hung disk) must not hold the requester past its client's
+// deadline (10 s for the first line, internal/client), nor a ping past
+// pingAuditWait. Past it the request is answered as for a record that
+// could not be written (errAudit; nothing runs), or a ping pong, while
+// the write goes on in the background, at most auditPending of them, past
+// which a record is not even tried.
+const (
+	auditWait     = 4 * time.Second
+	pingAuditWait = 500 * time.Millisecond
+	auditPending  = 64
+)
+
+// errAuditStuck: a record not written within its wait.
+var errAuditStuck = errors.New("the audit log was not written in time")
+
+// stuckAudit runs f, an append or a sync, and returns what it does, or
+// errAuditStuck once within has passed, f going on alone.
+func (s *Server) stuckAudit(within time.Duration, f func() (func() error, error)) (func() error, error) {
+	if !s.auditWrites.TryAcquire(1) {
+		return nil, errAuditStuck
+	}
+	type result struct {
+		commit func() error
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer s.auditWrites.Release(1)
+		commit, err := f()
+		done <- result{commit, err}
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.commit, r.err
+	case <-t.C:
+		return nil, errAuditStuck
+	}
 }
 
 // synced is the wait of a record with nothing left to wait for.

@@ -103,18 +103,16 @@ func hostileCases() []hostileCase {
 	add("bad utf8 at end", strings.TrimSuffix(with("id", ""), "\n")+"\xe2\x82\n", wire.ErrNotUTF8.Error())
 
 	// Deep nesting.
-	for _, depth := range []int{3, 10, 100, 1000, 10000, 100000} {
+	for _, depth := range []int{3, 10, wire.MaxDepth - 1, wire.MaxDepth, 100, 1000, 10000, 100000} {
 		v := strings.Repeat("[", depth) + `"a"` + strings.Repeat("]", depth)
-		want := `field "pipeline" must be an array of arrays of strings`
-		if depth >= 10000 { // past encoding/json's nesting limit
-			addPrefix(fmt.Sprintf("pipeline nested %d", depth), with("pipeline", v), "invalid JSON: ")
-			continue
+		obj := strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)
+		pipeline, env := `field "pipeline" must be an array of arrays of strings`, `field "env" must be an object of strings`
+		if depth+1 > wire.MaxDepth { // in the request's object
+			pipeline = (&wire.DepthError{}).Error()
+			env = pipeline
 		}
-		add(fmt.Sprintf("pipeline nested %d", depth), with("pipeline", v), want)
-		if depth < 10000 {
-			obj := strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)
-			add(fmt.Sprintf("env nested %d", depth), with("env", obj), `field "env" must be an object of strings`)
-		}
+		add(fmt.Sprintf("pipeline nested %d", depth), with("pipeline", v), pipeline)
+		add(fmt.Sprintf("env nested %d", depth), with("env", obj), env)
 	}
 
 	// Huge and odd numbers.

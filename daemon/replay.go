@@ -33,6 +33,8 @@ type replayWindow struct {
 	seen      map[string]*replayEntry // key -> the request that recorded it
 	live      map[string]bool         // keys of requests in progress, refused even once expired
 	f         *os.File
+	size      int64     // f's length: what was written whole
+	torn      bool      // f may end in part of a line that cutting back failed to drop
 	nextPrune time.Time // when expired keys are next dropped from seen and f
 	last      time.Time // the latest expiry ever recorded
 	// byUID holds, for each uid other than root, the expiries of the
@@ -182,7 +184,7 @@ func (w *replayWindow) Add(keys []string, uid int, now time.Time) (bool, error) 
 	if exp.After(w.last) {
 		w.last = exp
 	}
-	if _, err := io.WriteString(w.f, e.line()); err != nil {
+	if err := w.append(e.line()); err != nil {
 		return true, fmt.Errorf("replay window: %w", err)
 	}
 	if now.After(w.nextPrune) {
@@ -194,6 +196,31 @@ func (w *replayWindow) Add(keys []string, uid int, now time.Time) (bool, error) 
 		w.live[key] = true
 	}
 	return true, nil
+}
+
+// append writes line to the file whole, or not at all: a write that
+// failed part-way (a full file system) is cut back, so that the next line,
+// once there is room, does not join the half line left and, unreadable,
+// is dropped by the next daemon, which would then take a request that
+// ran for new. Should the cut fail too, the next write begins with a
+// newline, which ends the half line on its own.
+func (w *replayWindow) append(line string) error {
+	if w.torn {
+		line = "\n" + line
+	}
+	n, err := io.WriteString(w.f, line)
+	if err == nil {
+		w.size += int64(n)
+		w.torn = false
+		return nil
+	}
+	if n > 0 {
+		if terr := w.f.Truncate(w.size); terr != nil {
+			w.torn = true
+			w.size += int64(n)
+		}
+	}
+	return err
 }
 
 // Done ends the request of keys, which Add took: from now on they are new
@@ -242,7 +269,7 @@ func (w *replayWindow) rewriteLocked(now time.Time) error {
 	if w.f != nil {
 		w.f.Close()
 	}
-	w.f = f
+	w.f, w.size, w.torn = f, int64(b.Len()), false
 	w.nextPrune = now.Add(w.window)
 	return nil
 }

@@ -126,18 +126,33 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		if !s.reject.allow(peer.UID, now) {
 			return s.pong(req.ID, peer)
 		}
-		switch err := receive(true); {
-		case errors.Is(err, errAuditFull):
+		// Its record is waited for briefly: a ping says whether the
+		// daemon answers, which it does while its audit log's file
+		// system is stopped (frozen), writing the record once it can.
+		if err := s.checkFree(); err != nil {
 			return reject(err)
-		case err != nil:
-			return errorResponse(req.ID, err)
+		}
+		received = true
+		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req, Within: pingAuditWait}
+		if len(line) > maxRecordedLine {
+			e.Line = line
+		}
+		if err := s.event(e); err != nil && !errors.Is(err, errAuditStuck) {
+			return errorResponse(req.ID, errAudit)
 		}
 		return s.pong(req.ID, peer)
 	}
 
+	// Past the descriptors it may hold, a request is answered busy
+	// before it opens any (lacking.go).
+	fds := requestFDs(len(req.Pipeline))
+	if !s.fds.TryAcquire(fds) {
+		return reject(wire.ErrLacking)
+	}
+	defer s.fds.Release(fds)
 	plan, err := s.plan(req, peer)
 	if err != nil {
-		return reject(err)
+		return reject(honest(err))
 	}
 	defer plan.close()
 	plan.policy = pol
@@ -229,6 +244,14 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return s.gone(ctx, req.ID)
 	}
 
+	// What the run may keep for its answer is taken first, and held
+	// until the answer is written (kept.go): past the budget, approved
+	// requests wait for the answers before them to be written.
+	var keep *kept
+	if k, err := s.kept.acquire(ctx, peer.UID, keepFor(plan.cmd)); err == nil {
+		keep = k
+		later(k.release)
+	}
 	// Past MaxRuns, approved requests wait for a slot in the order they
 	// came to wait; a uid other than root holds at most half of them, its
 	// further runs waiting for its own to end.
@@ -346,6 +369,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 			// why: a file swapped after the approval is news to them.
 			d.After.Outcome(req.ID, "not run: "+termsafe.Sanitize(err.Error()))
 		}
+		if lacking(err) {
+			return fail(wire.ErrLacking)
+		}
 		return fail(wire.StartError(err))
 	}
 	if res.KillErr != nil {
@@ -359,6 +385,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 	resp := runResponse(req.ID, res)
 	resp.DecidedBy = by
+	if keep != nil {
+		keep.keep(int64(outputLen(resp)))
+	}
 	if res.Canceled {
 		if context.Cause(ctx) == errClientGone {
 			// No one to answer: serveConn sends nothing, but collects

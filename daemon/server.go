@@ -33,6 +33,7 @@ import (
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/sys/unix"
 )
 
 // ErrServerClosed is returned by Serve after its context was cancelled and
@@ -159,7 +160,10 @@ type Server struct {
 	replay         *replayWindow
 	runs           *semaphore.Weighted // a unit per run in progress; waiters served in arrival order
 	runShares      *runShares          // per-uid shares of runs, taken before runs
+	kept           *keptBudget         // output kept for answers not yet written, taken before runShares
 	conns          *semaphore.Weighted // a unit per connection in flight; never waited for
+	auditWrites    *semaphore.Weighted // audit writes under way (stuckAudit); never waited for
+	fds            *semaphore.Weighted // descriptors a connection or request may open (lacking.go); never waited for
 	shares         *connShares         // per-uid shares of conns
 	approverShares *connShares         // per-uid caps of approver connections
 	act            *activity           // what keeps the server from being idle
@@ -245,12 +249,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fds, nfds := newFDBudget()
+	if need := int64(cfg.MaxConns) * (1 + requestFDs(1)); need > nfds {
+		cfg.Log.Warn("the descriptor limit serves fewer connections than --max-conns at once; past it, server busy", "budget", nfds, "max_conns", cfg.MaxConns)
+	}
 	s := &Server{
 		cfg:            cfg,
 		replay:         rw,
 		runs:           semaphore.NewWeighted(int64(cfg.MaxRuns)),
 		runShares:      newRunShares(max(1, cfg.MaxRuns/2)),
+		kept:           newKeptBudget(keptTotal(cfg.MaxRuns), keptUIDShare(cfg.MaxRuns)),
 		conns:          semaphore.NewWeighted(int64(cfg.MaxConns)),
+		fds:            fds,
+		auditWrites:    semaphore.NewWeighted(auditPending),
 		shares:         newConnShares(cfg.MaxConnsPerUID),
 		approverShares: newConnShares(wire.MaxApproverConns),
 		act:            newActivity(cfg.Now()),
@@ -335,6 +346,11 @@ func (s *Server) admit(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	defer s.conns.Release(1)
+	if !s.fds.TryAcquire(1) {
+		s.busy(c, wire.ErrLacking, "uid", peer.UID)
+		return
+	}
+	defer s.fds.Release(1)
 	s.serveConn(ctx, c, peer)
 }
 
@@ -365,6 +381,36 @@ func (s *Server) busy(c *net.UnixConn, err error, attrs ...any) {
 	r.Version = s.cfg.Version
 	_ = wire.WriteResponse(c, r)
 	s.cfg.Log.Warn("connection refused: "+err.Error(), attrs...)
+	s.drain(c)
+}
+
+// Draining: a Unix socket closed with bytes its peer sent still unread
+// resets the peer's end, and the peer's next read then fails with
+// ECONNRESET, the answer written before it unread. A connection answered
+// without its request read (busy), or with the rest of it unread (a line
+// too long), is therefore half-closed after its answer, which the peer
+// reads to its end, and what the peer sent is read and dropped until it
+// closes: at most drainMax bytes, for at most drainFor, and at most
+// drainAtOnce connections at once (beyond, or past a bound, the
+// connection is closed as it is).
+const (
+	drainMax    = wire.MaxLine
+	drainFor    = time.Second
+	drainAtOnce = 16
+)
+
+var drainers = semaphore.NewWeighted(drainAtOnce)
+
+// drain half-closes c, answered, and reads what its peer sent, within
+// the bounds above, before the caller closes it.
+func (s *Server) drain(c *net.UnixConn) {
+	if !drainers.TryAcquire(1) {
+		return
+	}
+	defer drainers.Release(1)
+	_ = c.CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(drainFor))
+	_, _ = io.CopyN(io.Discard, c, drainMax)
 }
 
 // serveConn handles one connection: one request, one answer.
@@ -409,6 +455,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	if err != nil {
 		log.Info("request rejected", "err", err)
 		s.respond(c, wire.ErrorResponse("", err))
+		if errors.Is(err, wire.ErrTooLarge) {
+			s.drain(c) // the rest of the line is unread
+		}
 		return
 	}
 
@@ -590,18 +639,72 @@ func (s *Server) respond(c *net.UnixConn, r *wire.Response) {
 	}
 }
 
-// stallGuard writes to a connection with a deadline (Config.StallTimeout)
-// renewed before every write, so a slow reader is served and a stalled one
-// is dropped: a client that never reads must not hold a connection slot,
-// a goroutine and up to 16 MiB of captured stderr for ever, nor its run's
-// stdout, which waits for the client's reading as it streams into the
-// answer (answerLine).
+// stallGuard writes to a connection so that a slow reader is served and
+// a stalled one is dropped: a client that never reads must not hold a
+// connection slot, a goroutine and up to 16 MiB of captured stderr for
+// ever, nor its run's stdout, which waits for the client's reading as it
+// streams into the answer (answerLine). A client is dropped once
+// Config.StallTimeout has passed with nothing of what was sent read, not
+// when one write takes longer: the kernel lets a writer go on only once
+// its reader has taken three quarters of the socket's buffer (about
+// 150 KiB), which a reader at 1 KiB/s takes minutes to do. So it writes
+// at most stallChunk at once, which the kernel queues as one buffer,
+// freed when the reader has read it all; and while a write waits, it
+// looks every tenth of the timeout at what is queued (SIOCOUTQ): less
+// than at the last look means the reader read, and the timeout starts
+// again.
 type stallGuard struct {
 	c      *net.UnixConn
 	within time.Duration
 }
 
+// stallChunk is the most stallGuard writes at once: a reader at 1 KiB/s
+// reads one in 4 s, well within the default 10 s.
+const stallChunk = 4 << 10
+
 func (g stallGuard) Write(p []byte) (int, error) {
-	_ = g.c.SetWriteDeadline(time.Now().Add(g.within))
-	return g.c.Write(p)
+	look := max(g.within/10, time.Millisecond)
+	deadline := time.Now().Add(g.within)
+	queued := -1 // at the last look; -1: not looked since the last write
+	n := 0
+	for n < len(p) {
+		next := time.Now().Add(look)
+		if deadline.Before(next) {
+			next = deadline
+		}
+		_ = g.c.SetWriteDeadline(next)
+		m, err := g.c.Write(p[n:min(len(p), n+stallChunk)])
+		n += m
+		if m > 0 {
+			deadline, queued = time.Now().Add(g.within), -1
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if q, ok := outq(g.c); ok {
+			if queued >= 0 && q < queued {
+				deadline = time.Now().Add(g.within) // the reader read
+			}
+			queued = q
+		}
+		if !time.Now().Before(deadline) {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// outq is how much of what was written to c its reader has yet to read,
+// counted as the kernel counts its buffers.
+func outq(c *net.UnixConn) (int, bool) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var q int
+	cerr := rc.Control(func(fd uintptr) { q, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+	return q, cerr == nil && err == nil
 }

@@ -13,7 +13,7 @@ import (
 // and an answer's memory independent of how much output it carries.
 
 // Allocation budgets, with room over what the code needs today (decode
-// 314, answer 17): a change that goes past one has added work to every
+// 179, answer 17): a change that goes past one has added work to every
 // request.
 const (
 	// Decode + CheckTime + EnvPolicy.Check of the protocol's example. The

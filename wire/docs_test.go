@@ -18,7 +18,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 	doc := string(b)
 	for _, e := range []error{
 		ErrTooLarge, ErrNoNewline, ErrReadTimeout, ErrAgentNeedsUnprivileged,
-		ErrTimeMissing, ErrPipelineMissing, ErrNotUTF8, ErrServerBusy, ErrStopping,
+		ErrTimeMissing, ErrPipelineMissing, ErrNotUTF8, ErrServerBusy, ErrLacking, ErrStopping, invalidRequest(&DepthError{}),
 		DuplicateError("ID"),
 		NotFoundError(2, "foo"),
 		NotFoundLeftOutError(1, "foo", "/usr/local/bin", "/usr/local/bin is owned by uid 1000, not by root"),

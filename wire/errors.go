@@ -26,6 +26,9 @@ var (
 	ErrNotUTF8 = coded(CodeInvalidJSON, "invalid JSON: request is not valid UTF-8")
 	// ErrServerBusy: too many connections are in flight.
 	ErrServerBusy = coded(CodeBusy, "server busy")
+	// ErrLacking: the daemon is out of file descriptors or memory (its
+	// own lack, never the request's fault).
+	ErrLacking = coded(CodeBusy, "server busy: out of file descriptors or memory")
 	// ErrStopping: the daemon is shutting down.
 	ErrStopping = coded(CodeStopping, "daemon stopping")
 	// ErrKilledStopping: the daemon stopped while the run was going; the

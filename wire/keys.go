@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Go's JSON decoder matches an object key to a struct field ignoring case
@@ -30,6 +32,11 @@ type Shape struct {
 	Map bool
 	// Elem, when Map is false, makes the value an array of Elem.
 	Elem *Shape
+	// Max, when not 0, is the most members (elements, or keys) the
+	// array or object may have: [CheckKeys] refuses the next one (a
+	// [*CountError]) before reading it, so that no decoder is given a
+	// million of them to allocate.
+	Max int
 }
 
 func (s *Shape) isObject() bool { return s != nil && (s.Fields != nil || s.Map) }
@@ -108,6 +115,22 @@ func (e *KeyError) Error() string {
 	return fmt.Sprintf("%s %q in %s", what, e.Key, e.Path)
 }
 
+// CountError is an array or object with more members than its
+// [Shape.Max].
+type CountError struct {
+	// Path is where the array or object is, as in [KeyError].
+	Path string
+	Max  int
+}
+
+func (e *CountError) Error() string {
+	where := e.Path
+	if where == "" {
+		where = "the value"
+	}
+	return fmt.Sprintf("%s has more than %d members", where, e.Max)
+}
+
 // SurrogateError is a string [CheckKeys] refuses because it holds an
 // escaped UTF-16 surrogate that is not half of a pair ("\ud800"): the
 // decoder would make it U+FFFD, so the string used would differ from the
@@ -129,24 +152,76 @@ func (e *SurrogateError) Error() string {
 // type than s says (an object where a string belongs), what is wrong is
 // left to the decoder, which must run next: CheckKeys returns nil then,
 // or an error it found before.
+//
+// CheckKeys first refuses a value nested deeper than [MaxDepth] (a
+// [*DepthError]), by one pass over raw that keeps no more than a count,
+// so that no line costs more than a pass per byte whatever its shape.
 func CheckKeys(raw []byte, s *Shape) error {
-	w := &keyWalker{dec: json.NewDecoder(bytes.NewReader(raw)), raw: raw, path: make([]pathElem, 0, 8)}
-	w.dec.UseNumber()
-	err := w.value(s)
-	if _, ok := err.(*KeyError); ok {
+	if err := CheckDepth(raw); err != nil {
 		return err
 	}
-	if _, ok := err.(*SurrogateError); ok {
-		return err
+	w := &keyWalker{raw: raw, stack: make([]level, 0, 8)}
+	return w.walk(s)
+}
+
+// MaxDepth is the deepest nesting of arrays and objects a line may have:
+// a request needs 3 (the object, its pipeline, a stage), an approver's
+// message 4. Deeper lines are refused before any parser sees them, since
+// a parser's work (encoding/json's, or CheckKeys' walk) grows with the
+// depth it is asked to track.
+const MaxDepth = 32
+
+// DepthError is a line nested deeper than [MaxDepth].
+type DepthError struct{}
+
+func (*DepthError) Error() string {
+	return fmt.Sprintf("JSON nested deeper than %d levels", MaxDepth)
+}
+
+// CheckDepth refuses (a [*DepthError]) JSON text raw whose arrays and
+// objects nest deeper than [MaxDepth], in one pass over raw that skips
+// strings and counts brackets. Brackets that do not match, and any other
+// error, are left to the decoder: where raw is not JSON, the decoder
+// stops at or before the first byte where this count and its own view
+// could part.
+func CheckDepth(raw []byte) error {
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			// Skip the string: to the first quote not escaped.
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			if depth++; depth > MaxDepth {
+				return &DepthError{}
+			}
+		case ']', '}':
+			depth--
+		}
 	}
 	return nil
 }
 
+// keyWalker is CheckKeys' one pass over a line: a loop with a stack of
+// the arrays and objects it is in (at most MaxDepth, as CheckDepth made
+// sure), not a call per level, and no token decoded but object keys.
 type keyWalker struct {
-	dec  *json.Decoder
-	raw  []byte
-	off  int64      // where the last token ended
-	path []pathElem // where the walk is; rendered only for an error
+	raw   []byte
+	i     int     // the next byte to read
+	stack []level // the arrays and objects the walk is in, outermost first
+}
+
+// level is an array or object the walk is in.
+type level struct {
+	shape  *Shape
+	object bool
+	seen   map[string]bool // keys so far, where shape names them
+	index  int             // of an array's next element, or how many keys so far
+	step   pathElem        // to the member being walked
 }
 
 // pathElem is one step of a path: a field name, a map key or an index.
@@ -156,9 +231,11 @@ type pathElem struct {
 	kind  byte // 'f' field, 'k' map key, 'i' index
 }
 
-func (w *keyWalker) where() string {
+// where renders the path of the first n levels' steps, for an error.
+func (w *keyWalker) where(n int) string {
 	var b strings.Builder
-	for _, e := range w.path {
+	for _, l := range w.stack[:n] {
+		e := l.step
 		switch e.kind {
 		case 'f':
 			if b.Len() > 0 {
@@ -174,106 +251,204 @@ func (w *keyWalker) where() string {
 	return b.String()
 }
 
-// token reads the next token and checks the bytes it spanned for lone
-// surrogates; the span holds one token and the punctuation before it, so
-// any backslash in it is inside that token's string.
-func (w *keyWalker) token(key bool) (json.Token, error) {
-	tok, err := w.dec.Token()
-	if err != nil {
+// errStop ends the walk where raw is not JSON: the decoder says what is
+// wrong.
+var errStop = errors.New("not JSON")
+
+// walk checks the value at w.i, of shape s, and all it holds.
+func (w *keyWalker) walk(s *Shape) error {
+	err := w.values(s)
+	if err == errStop {
+		return nil
+	}
+	return err
+}
+
+func (w *keyWalker) values(want *Shape) error {
+	for {
+		// A value of shape want.
+		c, err := w.peek()
+		if err != nil {
+			return err
+		}
+		switch c {
+		case '{', '[':
+			w.i++
+			l := level{shape: want, object: c == '{'}
+			if l.object && want.isObject() {
+				l.seen = map[string]bool{}
+			}
+			w.stack = append(w.stack, l)
+			if c, err = w.peek(); err != nil {
+				return err
+			}
+			if c != '}' && c != ']' { // not empty: its first member
+				if want, err = w.member(); err != nil {
+					return err
+				}
+				continue
+			}
+		case '"':
+			start := w.i
+			if err := w.skipString(); err != nil {
+				return err
+			}
+			if loneSurrogate(w.raw[start:w.i]) {
+				where := w.where(len(w.stack))
+				if where == "" {
+					where = "the value"
+				}
+				return &SurrogateError{Path: where}
+			}
+		default:
+			start := w.i
+			for w.i < len(w.raw) && scalarByte(w.raw[w.i]) {
+				w.i++
+			}
+			if w.i == start {
+				return errStop
+			}
+		}
+		// The value is done: end the arrays and objects that end here,
+		// then go on with the next member.
+		for {
+			if len(w.stack) == 0 {
+				return nil // what follows the value is the decoder's
+			}
+			if c, err = w.peek(); err != nil {
+				return err
+			}
+			top := &w.stack[len(w.stack)-1]
+			if c == ',' {
+				w.i++
+				if want, err = w.member(); err != nil {
+					return err
+				}
+				break
+			}
+			if top.object && c != '}' || !top.object && c != ']' {
+				return errStop
+			}
+			w.i++
+			w.stack = w.stack[:len(w.stack)-1]
+		}
+	}
+}
+
+// member reads the beginning of the next member of the innermost array
+// or object, up to its value: for an object, its key and colon, checked
+// against the object's shape. It returns the value's shape.
+func (w *keyWalker) member() (*Shape, error) {
+	top := &w.stack[len(w.stack)-1]
+	s := top.shape
+	if s != nil && s.Max > 0 && top.index >= s.Max {
+		return nil, &CountError{Path: w.where(len(w.stack) - 1), Max: s.Max}
+	}
+	if !top.object {
+		top.step = pathElem{index: top.index, kind: 'i'}
+		top.index++
+		if s != nil && !s.Map {
+			return s.Elem, nil
+		}
+		return nil, nil
+	}
+	c, err := w.peek()
+	if err != nil || c != '"' {
+		return nil, errStop
+	}
+	start := w.i
+	if err := w.skipString(); err != nil {
 		return nil, err
 	}
-	end := w.dec.InputOffset()
-	span := w.raw[w.off:end]
-	w.off = end
+	span := w.raw[start:w.i]
 	if loneSurrogate(span) {
-		where := w.where()
-		switch {
-		case key && where == "":
+		where := w.where(len(w.stack) - 1)
+		if where == "" {
 			where = "a field name"
-		case key:
+		} else {
 			where = "a key in " + where
-		case where == "":
-			where = "the value"
 		}
 		return nil, &SurrogateError{Path: where}
 	}
-	return tok, nil
-}
-
-func (w *keyWalker) value(s *Shape) error {
-	tok, err := w.token(false)
-	if err != nil {
-		return err
-	}
-	return w.rest(tok, s)
-}
-
-// rest walks what follows tok, the first token of a value.
-func (w *keyWalker) rest(tok json.Token, s *Shape) error {
-	d, ok := tok.(json.Delim)
+	k, ok := keyText(span)
 	if !ok {
-		return nil
+		return nil, errStop
 	}
-	switch d {
-	case '[':
-		var elem *Shape
-		if s != nil && !s.Map {
-			elem = s.Elem
-		}
-		for i := 0; w.dec.More(); i++ {
-			w.path = append(w.path, pathElem{index: i, kind: 'i'})
-			err := w.value(elem)
-			w.path = w.path[:len(w.path)-1]
-			if err != nil {
-				return err
-			}
-		}
-	case '{':
-		var seen map[string]bool
-		if s.isObject() {
-			seen = map[string]bool{}
-		}
-		for w.dec.More() {
-			tok, err := w.token(true)
-			if err != nil {
-				return err
-			}
-			k, _ := tok.(string)
-			if seen != nil {
-				if seen[k] {
-					return &KeyError{Path: w.where(), Key: k, Repeated: true}
-				}
-				seen[k] = true
-			}
-			var sub *Shape
-			step := pathElem{name: k, kind: 'k'}
-			switch {
-			case s == nil:
-			case s.Fields != nil:
-				var known bool
-				if sub, known = s.Fields[k]; !known {
-					return &KeyError{Path: w.where(), Key: k}
-				}
-				step.kind = 'f'
-			case s.Map:
-				sub = s.Elem
-			}
-			w.path = append(w.path, step)
-			err = w.value(sub)
-			w.path = w.path[:len(w.path)-1]
-			if err != nil {
-				return err
-			}
-		}
-	default:
-		return nil // a closing delimiter: the decoder reports it
+	if c, err = w.peek(); err != nil || c != ':' {
+		return nil, errStop
 	}
-	_, err := w.dec.Token() // the closing delimiter
-	if err != nil {
-		return err
+	w.i++
+	top.index++
+	if top.seen != nil {
+		if top.seen[k] {
+			return nil, &KeyError{Path: w.where(len(w.stack) - 1), Key: k, Repeated: true}
+		}
+		top.seen[k] = true
 	}
-	w.off = w.dec.InputOffset()
-	return nil
+	var sub *Shape
+	top.step = pathElem{name: k, kind: 'k'}
+	switch {
+	case s == nil:
+	case s.Fields != nil:
+		var known bool
+		if sub, known = s.Fields[k]; !known {
+			return nil, &KeyError{Path: w.where(len(w.stack) - 1), Key: k}
+		}
+		top.step.kind = 'f'
+	case s.Map:
+		sub = s.Elem
+	}
+	return sub, nil
+}
+
+// peek skips JSON whitespace and returns the byte that follows.
+func (w *keyWalker) peek() (byte, error) {
+	for ; w.i < len(w.raw); w.i++ {
+		switch c := w.raw[w.i]; c {
+		case ' ', '\t', '\r', '\n':
+		default:
+			return c, nil
+		}
+	}
+	return 0, errStop
+}
+
+// skipString moves past the string that begins at w.i.
+func (w *keyWalker) skipString() error {
+	for w.i++; w.i < len(w.raw); w.i++ {
+		switch c := w.raw[w.i]; {
+		case c == '"':
+			w.i++
+			return nil
+		case c == '\\':
+			w.i++
+		case c < 0x20:
+			return errStop
+		}
+	}
+	return errStop
+}
+
+// scalarByte: b may be part of a number, true, false or null.
+func scalarByte(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || b == '-' || b == '+' || b == '.' || b == 'E'
+}
+
+// keyText is the text of span, a JSON string, as the decoder reads it.
+func keyText(span []byte) (string, bool) {
+	plain := true
+	for _, c := range span {
+		if c == '\\' || c >= utf8.RuneSelf {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(span[1 : len(span)-1]), true
+	}
+	var k string
+	err := json.Unmarshal(span, &k)
+	return k, err == nil
 }
 
 // loneSurrogate reports whether b, JSON text, holds a \u escape of a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"regexp"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -214,8 +215,13 @@ func FuzzCheckKeys(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, s := range deepSeeds() {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if CheckKeys(b, checkShape) != nil || !json.Valid(b) {
+		var err error
+		checkPeak(t, b, func() { err = CheckKeys(b, checkShape) })
+		if err != nil || !json.Valid(b) {
 			return
 		}
 		var v any
@@ -323,5 +329,61 @@ func TestDecodeNotObjectFirst(t *testing.T) {
 		if _, err := Decode([]byte(line)); err == nil || err.Error() != "invalid JSON: request must be a JSON object" {
 			t.Errorf("%s: %v", line, err)
 		}
+	}
+}
+
+// deepSeeds are fuzz seeds nested as deep as a 64 KiB line can be, for
+// the cost of depth.
+func deepSeeds() []string {
+	const n = 64 << 10
+	prefix := `{"time":"2026-02-13T14:30:00Z","pipeline":`
+	return []string{
+		prefix + strings.Repeat("[", n),
+		prefix + strings.Repeat(`{"a":`, n/5),
+		strings.Repeat("[", n) + strings.Repeat("]", n),
+		`{"stages":` + strings.Repeat(`[{"argv":`, n/9),
+	}
+}
+
+// allocated is how many bytes the program has allocated so far.
+func allocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// allocs is what f allocates: the least of two calls, since the runtime
+// counts by whole spans, and another goroutine (the fuzzer's) may
+// allocate meanwhile.
+func allocs(f func()) uint64 {
+	least := ^uint64(0)
+	for range 2 {
+		before := allocated()
+		f()
+		least = min(least, allocated()-before)
+	}
+	return least
+}
+
+// checkPeak fails a parse of b that allocated more than a small multiple
+// of b's length: what a parse allocates bounds the peak of its heap,
+// which is what a hostile line must not blow up (checking the heap after
+// the parse would miss what it held while parsing). The slack is for
+// the runtime's accounting by whole spans. A 1 MiB request line of
+// the costliest shape (a flat pipeline of 262,000 arguments) allocates
+// 24 times its length; the recursive key scanner allocated over 200
+// times for a nested one.
+//
+// It runs parse, and measures it only for inputs of 1 KiB or more: below,
+// the slack is more than any shape could take, and measuring twice would
+// make the fuzzing of small inputs three times slower.
+func checkPeak(t *testing.T, b []byte, parse func()) {
+	t.Helper()
+	if len(b) < 1<<10 {
+		parse()
+		return
+	}
+	if alloc, limit := allocs(parse), 64*uint64(len(b))+512<<10; alloc > limit {
+		t.Fatalf("parsing %d bytes (%.40q…) allocated %d bytes; the bound is %d", len(b), b, alloc, limit)
 	}
 }

@@ -34,7 +34,10 @@ import (
 
 // Limits of the request fields.
 const (
-	MaxStages     = 16
+	MaxStages = 16
+	// MaxEnvKeys bounds the keys of env: far more than a run needs (a
+	// test runs 20,000), far fewer than a 1 MiB line can hold.
+	MaxEnvKeys    = 32768
 	MaxIDLen      = 128
 	MaxHostLen    = 255
 	MaxSessionLen = 256
@@ -162,9 +165,20 @@ func Decode(line []byte) (*Request, error) {
 	}
 	r := &Request{Privileged: true, Action: ActionExec, Cwd: "/", Env: map[string]string{}}
 	r.LineSHA256 = sha256.Sum256(line)
+	// Before any parser: what a parser costs grows with the depth.
+	if err := CheckDepth(line); err != nil {
+		return nil, invalidRequest(err)
+	}
 	err := checkRequestKeys(line)
+	// A field with too many members is left out of the decoding, so
+	// that none of them is allocated, and refused as validate would,
+	// the rest of the request decoded for its id.
+	var tooMany *tooManyError
+	if errors.As(err, &tooMany) {
+		err = nil
+	}
 	if err == nil {
-		err = decodeObject(line, r)
+		err = decodeObject(line, r, tooMany)
 	}
 	if err := syntaxFirst(line, err); err != nil {
 		return nil, invalidRequest(err)
@@ -172,7 +186,11 @@ func Decode(line []byte) (*Request, error) {
 	if !r.IDGiven {
 		r.ID = uuid.NewString()
 	}
-	if err := r.validate(); err != nil {
+	err = r.validate()
+	if tooMany != nil {
+		err = tooMany // the field validate would have refused
+	}
+	if err != nil {
 		if r.IDGiven && (r.ID == "" || utf8.RuneCountInString(r.ID) > MaxIDLen || !termsafe.String(r.ID, false)) {
 			r.ID = ""
 		}
@@ -198,8 +216,8 @@ var requestShape = func() *Shape {
 	for name := range fields {
 		s.Fields[name] = &Shape{}
 	}
-	s.Fields["pipeline"] = &Shape{Elem: &Shape{Elem: &Shape{}}}
-	s.Fields["env"] = &Shape{Map: true, Elem: &Shape{}}
+	s.Fields["pipeline"] = &Shape{Elem: &Shape{Elem: &Shape{}}, Max: MaxStages}
+	s.Fields["env"] = &Shape{Map: true, Elem: &Shape{}, Max: MaxEnvKeys}
 	return s
 }()
 
@@ -211,6 +229,15 @@ func checkRequestKeys(line []byte) error {
 		return nil // not an object: decodeObject says so
 	}
 	err := CheckKeys(line, requestShape)
+	if ce, ok := err.(*CountError); ok {
+		// Refused before a decoder allocates each of them.
+		switch ce.Path {
+		case "pipeline":
+			return &tooManyError{field: "pipeline", msg: fmt.Sprintf("pipeline must have 1 to %d stages", MaxStages)}
+		case "env":
+			return &tooManyError{field: "env", msg: fmt.Sprintf("env must have at most %d keys", MaxEnvKeys)}
+		}
+	}
 	if ke, ok := err.(*KeyError); ok {
 		switch {
 		case ke.Path == "" && ke.Repeated:
@@ -225,10 +252,16 @@ func checkRequestKeys(line []byte) error {
 	return err
 }
 
+// tooManyError is a field with more members than the request may have
+// (CountError), which decodeObject leaves out.
+type tooManyError struct{ field, msg string }
+
+func (e *tooManyError) Error() string { return e.msg }
+
 // decodeObject walks the top-level object so that unknown and repeated keys
 // are refused (a repeated key would let two JSON parsers disagree about
-// what was asked).
-func decodeObject(line []byte, r *Request) error {
+// what was asked). The field skip names, if any, is not decoded.
+func decodeObject(line []byte, r *Request, skip *tooManyError) error {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	tok, err := dec.Token()
 	if err != nil {
@@ -258,6 +291,9 @@ func decodeObject(line []byte, r *Request) error {
 		seen[name] = true
 		if string(raw) == "null" {
 			return fmt.Errorf("field %q must not be null", name)
+		}
+		if skip != nil && name == skip.field {
+			continue
 		}
 		if err := set(r, raw); err != nil {
 			return err
@@ -310,24 +346,36 @@ func decodeBool(name string, raw json.RawMessage, dst *bool) error {
 }
 
 func decodePipeline(r *Request, raw json.RawMessage) error {
-	var stages [][]*string
+	bad := errors.New(`field "pipeline" must be an array of arrays of strings`)
+	// A null stage or argument would decode as none or "": refused
+	// first, so that the arguments decode straight into strings.
+	if hasNull(raw) {
+		return bad
+	}
+	var stages [][]string
 	if err := json.Unmarshal(raw, &stages); err != nil {
-		return errors.New(`field "pipeline" must be an array of arrays of strings`)
+		return bad
 	}
-	r.Pipeline = make([][]string, len(stages))
-	for i, stage := range stages {
-		if stage == nil {
-			return errors.New(`field "pipeline" must be an array of arrays of strings`)
-		}
-		r.Pipeline[i] = make([]string, len(stage))
-		for j, arg := range stage {
-			if arg == nil {
-				return errors.New(`field "pipeline" must be an array of arrays of strings`)
-			}
-			r.Pipeline[i][j] = *arg
-		}
-	}
+	r.Pipeline = stages
 	return nil
+}
+
+// hasNull reports whether raw, JSON text, holds a null: outside its
+// strings, an n can only begin one.
+func hasNull(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case 'n':
+			return true
+		}
+	}
+	return false
 }
 
 func decodeEnv(r *Request, raw json.RawMessage) error {

@@ -480,8 +480,13 @@ func FuzzDecode(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, s := range deepSeeds() {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := Decode(b)
+		var r *Request
+		var err error
+		checkPeak(t, b, func() { r, err = Decode(b) })
 		if err != nil {
 			if r != nil && r.ID != "" && !termsafe.String(r.ID, false) {
 				t.Fatalf("echoed an undisplayable id %q", r.ID)

@@ -100,13 +100,25 @@ func Open(path string, opt Options) (*Log, error) {
 }
 
 // open opens l.path, creating it 0600, and tightens an existing file's
-// mode to 0600.
+// mode to 0600. It never opens through a symlink, nor a file that is not
+// a regular file of the process's own uid: what is at the path may have
+// been put there by someone else (a symlink to a file whose mode the
+// chmod would change, or a FIFO whose open would block).
 func (l *Log) open() (*os.File, error) {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != 0o600 {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || !ok || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, fmt.Errorf("audit: %s is not a regular file of uid %d", l.path, os.Geteuid())
+	}
+	if fi.Mode().Perm() != 0o600 {
 		if err := f.Chmod(0o600); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("audit: %w", err)

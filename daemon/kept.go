@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+
+	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sync/semaphore"
+)
+
+// keptBudget bounds the output the daemon keeps for answers not yet
+// written: a run's stderr (up to wire.MaxCapture for all its stages
+// together) and, for a run whose stdout does not go into its answer as
+// it comes, its stdout (as much again). Each run takes what it may keep
+// before it starts and gives back what it did not keep once it is over;
+// the rest is given back once its answer is written, or its requester is
+// gone, however slowly the requester reads. The whole is --max-runs
+// times 16 MiB (128 MiB by default), so a run slot freed
+// by a finished run whose answer is still being read does not let
+// another run add its output beside it: a run waits, as for a run slot,
+// until the answers before it are written. A uid other than root holds
+// at most half of it (at least 16 MiB), as it does of the run slots
+// (runShares), so one
+// requester reading slowly over many connections does not hold it all.
+// docs/performance.md, "Memory kept for answers".
+type keptBudget struct {
+	all   *semaphore.Weighted
+	total int64
+	share int64 // of a uid other than root
+
+	mu   sync.Mutex // guards uids
+	uids map[int]*keptShare
+}
+
+// keptShare is one uid's share, and how many of its requests hold or
+// wait for it.
+type keptShare struct {
+	sem   *semaphore.Weighted
+	users int
+}
+
+func newKeptBudget(total, share int64) *keptBudget {
+	return &keptBudget{all: semaphore.NewWeighted(total), total: total, share: share, uids: map[int]*keptShare{}}
+}
+
+// kept is what one request holds of a keptBudget.
+type kept struct {
+	b    *keptBudget
+	u    *keptShare // nil for root
+	uid  int
+	n    int64
+	once sync.Once
+}
+
+// acquire waits until uid may keep n bytes more, or ctx ends (its error
+// then).
+func (b *keptBudget) acquire(ctx context.Context, uid int, n int64) (*kept, error) {
+	// A run whose stdout is kept too may keep twice a run's stderr: it
+	// takes that where its uid's share (root: the whole) allows, else
+	// all of it; what it keeps beyond is then outside the budget.
+	n = min(n, b.share, b.total)
+	k := &kept{b: b, uid: uid, n: n}
+	if uid != 0 {
+		b.mu.Lock()
+		u := b.uids[uid]
+		if u == nil {
+			u = &keptShare{sem: semaphore.NewWeighted(b.share)}
+			b.uids[uid] = u
+		}
+		u.users++
+		b.mu.Unlock()
+		k.u = u
+		if err := u.sem.Acquire(ctx, n); err != nil {
+			b.done(k)
+			return nil, err
+		}
+	}
+	if err := b.all.Acquire(ctx, n); err != nil {
+		if k.u != nil {
+			k.u.sem.Release(n)
+			b.done(k)
+		}
+		return nil, err
+	}
+	return k, nil
+}
+
+func (b *keptBudget) done(k *kept) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if k.u.users--; k.u.users == 0 {
+		delete(b.uids, k.uid)
+	}
+}
+
+// keep gives back what k holds beyond n, what its run did keep.
+func (k *kept) keep(n int64) {
+	if n >= k.n {
+		return
+	}
+	k.give(k.n - n)
+	k.n = n
+}
+
+func (k *kept) give(n int64) {
+	if n <= 0 {
+		return
+	}
+	k.b.all.Release(n)
+	if k.u != nil {
+		k.u.sem.Release(n)
+	}
+}
+
+// release gives back all k holds: its answer is written, or no one is
+// left to read it.
+func (k *kept) release() {
+	k.once.Do(func() {
+		k.give(k.n)
+		if k.u != nil {
+			k.b.done(k)
+		}
+	})
+}
+
+// keptTotal is the budget of a daemon of maxRuns run slots: a run's
+// stderr (wire.MaxCapture, 16 MiB) for each.
+func keptTotal(maxRuns int) int64 { return int64(maxRuns) * wire.MaxCapture }
+
+// keptUIDShare is a uid's share of keptTotal: as many runs' stderr as it
+// has run slots (runShares), half of them.
+func keptUIDShare(maxRuns int) int64 { return int64(max(maxRuns/2, 1)) * wire.MaxCapture }
+
+// keepFor is what cmd's run may keep for its answer: its stderr, and its
+// stdout unless it goes into the answer as it comes.
+func keepFor(cmd *pipeline.Cmd) int64 {
+	n := int64(cmd.Cap)
+	if cmd.StdoutTo == nil {
+		n *= 2
+	}
+	return n
+}
