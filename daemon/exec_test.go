@@ -12,14 +12,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
-	"golang.org/x/sys/unix"
 )
 
 // testUser is a throwaway account made for one test.
@@ -169,69 +167,6 @@ func TestProcSelfCwdLink(t *testing.T) {
 	if got := startedStages(t, d, id); len(got) != 1 || got[0].Path != want.Path || got[0].Target != want.Target {
 		t.Errorf("audit records stages %v, want path %q target %q", got, want.Path, want.Target)
 	}
-}
-
-// fanotifyResponse is struct fanotify_response.
-type fanotifyResponse struct {
-	Fd       int32
-	Response uint32
-}
-
-// onExec marks the file at path with fanotify and calls fn once, while the
-// first open or exec of that file waits in the kernel (FAN_OPEN_PERM,
-// FAN_OPEN_EXEC_PERM: the run's copy of a script opens it, a binary is
-// executed) before it goes on; later ones are let through. The returned
-// channel is closed once fn has run.
-func onExec(t *testing.T, path string, fn func()) chan struct{} {
-	t.Helper()
-	fan, err := unix.FanotifyInit(unix.FAN_CLASS_CONTENT|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK, unix.O_RDONLY|unix.O_CLOEXEC)
-	if err != nil {
-		t.Fatalf("fanotify_init: %v", err)
-	}
-	if err := unix.FanotifyMark(fan, unix.FAN_MARK_ADD, unix.FAN_OPEN_PERM|unix.FAN_OPEN_EXEC_PERM, unix.AT_FDCWD, path); err != nil {
-		unix.Close(fan)
-		t.Fatalf("fanotify_mark: %v", err)
-	}
-	ran, stop, stopped := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	go func() {
-		// Closing the descriptor lets any exec still waiting go on.
-		defer close(stopped)
-		defer unix.Close(fan)
-		buf := make([]byte, 4096)
-		first := true
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			fds := []unix.PollFd{{Fd: int32(fan), Events: unix.POLLIN}}
-			if _, err := unix.Poll(fds, 50); err != nil && err != unix.EINTR {
-				return
-			}
-			n, err := unix.Read(fan, buf)
-			if err == unix.EAGAIN || err == unix.EINTR {
-				continue
-			}
-			if err != nil || n <= 0 {
-				return
-			}
-			for off := 0; off+int(unsafe.Sizeof(unix.FanotifyEventMetadata{})) <= n; {
-				ev := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&buf[off]))
-				if first {
-					first = false
-					fn()
-					close(ran)
-				}
-				resp := fanotifyResponse{Fd: ev.Fd, Response: unix.FAN_ALLOW}
-				unix.Write(fan, (*[8]byte)(unsafe.Pointer(&resp))[:])
-				unix.Close(int(ev.Fd))
-				off += int(ev.Event_len)
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-stopped })
-	return ran
 }
 
 // TestScriptSwappedAtExec: a root-owned #! script in a directory the
