@@ -334,7 +334,7 @@ func connectionHint(host, socket string, err error) string {
 		// machine: starting the local daemon would not help.
 		return fmt.Sprintf("Host %s's socket %s does not answer: the forward to that machine (e.g. its ssh -L) is down, or rootgated there is not running. Ask the user to restore the forward or start rootgated on %s, then check with ping.", host, socket, host)
 	case errors.As(err, &ce) && errors.Is(err, os.ErrPermission):
-		return fmt.Sprintf("This user may not use %s: only root and members of group rootgate may. Ask the user to run `sudo usermod -aG rootgate $USER`, then restart this MCP server from a new login session.", socket)
+		return fmt.Sprintf("This user may not use %s: %s. Ask the user to do so, then restart this MCP server from a new login session.", socket, client.PermissionHint(socket))
 	case errors.As(err, &ce) && errors.Is(err, os.ErrNotExist):
 		return fmt.Sprintf("No rootgated socket at %s. Ask the user to start rootgated (`sudo systemctl start rootgate.socket`, or `sudo rootgated --tty` in a terminal), then try again.", socket)
 	case errors.As(err, &ce) && errors.Is(err, syscall.ECONNREFUSED):
