@@ -78,7 +78,9 @@ func detached() (code int, done bool) {
 	case "helper":
 		return detachHelper(), true
 	case "detached":
+		// What this process starts is not the detached copy.
 		os.Unsetenv(detachEnv)
+		isCopy = true
 		// Nothing the tests start holds them.
 		syscall.CloseOnExec(codeFD)
 		syscall.CloseOnExec(lifeFD)
@@ -100,9 +102,12 @@ func detached() (code int, done bool) {
 	return runDetached(why), true
 }
 
+// isCopy is set in the detached copy.
+var isCopy bool
+
 // reportCode writes the detached copy's exit code for the waiting process.
 func reportCode(code int) {
-	if os.Getenv("RGTEST_DETACHED_COPY") != "1" {
+	if !isCopy {
 		return
 	}
 	f := os.NewFile(codeFD, "code")
@@ -141,7 +146,7 @@ func runDetached(why string) int {
 		}
 	}
 	helper := exec.Command(exe, os.Args[1:]...)
-	helper.Env = append(env, detachEnv+"=helper", "RGTEST_DETACHED_COPY=1")
+	helper.Env = append(env, detachEnv+"=helper")
 	helper.Stdout, helper.Stderr = outW, errW
 	helper.ExtraFiles = []*os.File{codeW, lifeR}
 	helper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
