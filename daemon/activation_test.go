@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // startActivated runs rootgated under the real systemd-socket-activate,
@@ -19,10 +21,7 @@ import (
 // and must exit 0.
 func startActivated(t *testing.T, policy string, fdnames []string, args ...string) *daemonProc {
 	t.Helper()
-	sa, err := exec.LookPath("systemd-socket-activate")
-	if err != nil {
-		t.Fatal("systemd-socket-activate (Debian package systemd) is needed: ", err)
-	}
+	sa := testutil.NeedTool(t, "systemd-socket-activate", "systemd")
 	d := newDaemon(t, shortDir(t))
 	if err := os.WriteFile(filepath.Join(d.Dir, "policy"), []byte(policy), 0o600); err != nil {
 		t.Fatal(err)

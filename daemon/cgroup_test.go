@@ -22,12 +22,13 @@ import (
 )
 
 // cgroupParent is a test daemon's own --cgroup; the test fails where
-// this machine has no writable cgroup v2 (CI has one).
+// this machine has no writable cgroup v2 (CI has one), with one line
+// saying so.
 func cgroupParent(t *testing.T) string {
 	t.Helper()
-	p := rgtest.CgroupParent(t)
+	p, err := rgtest.CgroupParentErr(t)
 	if p == "" {
-		t.Fatal("no writable cgroup v2 on this machine")
+		t.Fatal(testutil.NoCgroupV2(err))
 	}
 	return p
 }

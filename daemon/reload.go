@@ -41,7 +41,9 @@ func (s *Server) ReloadPolicy() error {
 		case errors.As(err, &fe):
 			rec.Policy.File = fe.Name
 		}
-		s.cfg.Log.Error("policy reload failed; the policy in force stays", "err", err, "file", rec.Policy.File, "line", rec.Policy.Line, "rules", rec.Policy.Rules)
+		// The reason is in the message too: journalctl -p err shows
+		// only the message, not the fields.
+		s.cfg.Log.Error("policy reload failed; the policy in force stays: "+err.Error(), "err", err, "file", rec.Policy.File, "line", rec.Policy.Line, "rules", rec.Policy.Rules)
 	} else {
 		s.policy.Store(p)
 		rec.Policy.OK, rec.Policy.Files, rec.Policy.Rules = true, p.Files(), len(p.Rules)

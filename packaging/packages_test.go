@@ -64,10 +64,8 @@ func docs(t *testing.T) map[string]string {
 // TestPackages builds the .deb and .rpm with `make packages`, checks their
 // contents, then installs, removes and purges the .deb on this machine.
 func TestPackages(t *testing.T) {
-	for _, tool := range []string{"make", "dpkg", "dpkg-deb", "rpm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed (see the README's test command): %v", tool, err)
-		}
+	for tool, pkg := range map[string]string{"make": "make", "dpkg": "dpkg", "dpkg-deb": "dpkg", "rpm": "rpm"} {
+		testutil.NeedTool(t, tool, pkg)
 	}
 	want := map[string]string{}
 	for k, v := range installed {

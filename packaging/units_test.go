@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 var units = []string{"rootgate.service", "rootgate.socket", "rootgate-approve.socket"}
@@ -21,10 +22,7 @@ var units = []string{"rootgate.service", "rootgate.socket", "rootgate-approve.so
 // at the ExecStart path and this machine's kill at the ExecReload path; with the generated manual pages on MANPATH, so
 // Documentation= is checked too. Any warning fails the test.
 func TestUnitsVerify(t *testing.T) {
-	sa, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Fatal("systemd-analyze (Debian package systemd) is needed: ", err)
-	}
+	sa := testutil.NeedTool(t, "systemd-analyze", "systemd")
 	dir := t.TempDir()
 	sys := filepath.Join(dir, "etc/systemd/system")
 	if err := os.MkdirAll(filepath.Join(dir, "usr/sbin"), 0o755); err != nil {

@@ -32,11 +32,11 @@ func testCgroupParent(t *testing.T) string {
 	t.Helper()
 	own, _, err := OwnCgroup()
 	if err != nil {
-		t.Fatalf("no cgroup v2 here: %v", err)
+		t.Fatal(testutil.NoCgroupV2(err))
 	}
 	dir, err := os.MkdirTemp(own, "rootgate-test-")
 	if err != nil {
-		t.Fatalf("cgroup v2 not writable: %v", err)
+		t.Fatal(testutil.NoCgroupV2(err))
 	}
 	t.Cleanup(func() {
 		if c, err := OpenCgroup(dir); err == nil {

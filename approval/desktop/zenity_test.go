@@ -23,13 +23,8 @@ import (
 // (Debian package zenity). Nothing is skipped: a missing tool fails.
 func startXvfb(t *testing.T) (zenity string) {
 	t.Helper()
-	zenity, err := exec.LookPath("zenity")
-	if err != nil {
-		t.Fatalf("zenity (apt-get install zenity): %v", err)
-	}
-	if _, err := exec.LookPath("xdotool"); err != nil {
-		t.Fatalf("xdotool (apt-get install xdotool): %v", err)
-	}
+	zenity = testutil.NeedTool(t, "zenity", "zenity")
+	testutil.NeedTool(t, "xdotool", "xdotool")
 	t.Setenv("DISPLAY", testutil.StartXvfb(t, "-screen", "0", "1280x1024x24"))
 	t.Setenv("WAYLAND_DISPLAY", "")
 	t.Setenv("NO_AT_BRIDGE", "1") // no accessibility bus to look for

@@ -341,7 +341,11 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 	d.Socket = sock
 	defer c.Close()
 	// What a lost daemon said no longer holds.
-	defer func() { a.scr.setStatus(Daemon{Socket: sock, Host: d.Host}, nil) }()
+	a.scr.setConnected(sock, true)
+	defer func() {
+		a.scr.setStatus(Daemon{Socket: sock, Host: d.Host}, nil)
+		a.scr.setConnected(sock, false)
+	}()
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(connCtx, func() { c.Close() })
@@ -604,6 +608,8 @@ type screen struct {
 	labelled bool
 	statuses map[string]*Message
 	labels   map[string]string
+	// connected holds the sockets the client has a connection to now.
+	connected map[string]bool
 }
 
 func (s *screen) println(line string) {
@@ -638,6 +644,18 @@ func (s *screen) setStatus(d Daemon, m *Message) {
 		s.statuses, s.labels = map[string]*Message{}, map[string]string{}
 	}
 	s.statuses[d.Socket], s.labels[d.Socket] = m, d.Label()
+	s.redrawLocked()
+}
+
+// setConnected says whether the client has a connection to the daemon
+// at sock now, and draws it.
+func (s *screen) setConnected(sock string, up bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.connected == nil {
+		s.connected = map[string]bool{}
+	}
+	s.connected[sock] = up
 	s.redrawLocked()
 }
 
@@ -709,7 +727,7 @@ func (s *screen) drawTo(b *strings.Builder) {
 	}
 	sts := make([]daemonStatus, 0, len(s.order))
 	for _, sock := range s.order {
-		ds := daemonStatus{st: s.statuses[sock]}
+		ds := daemonStatus{st: s.statuses[sock], down: !s.connected[sock]}
 		if s.labelled {
 			ds.label = cmp.Or(s.labels[sock], termsafe.Sanitize(sock))
 		}

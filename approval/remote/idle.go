@@ -29,11 +29,13 @@ func idleLines(st *Message, now time.Time, width, height int) []string {
 }
 
 // daemonStatus is one daemon's part of the idle screen: its last status
-// (nil: none came yet) and, when the client is attached to several, its
-// label (host name and socket, already escaped), heading its part.
+// (nil: none came yet), whether the client is connected to it now (down:
+// not), and, when the client is attached to several, its label (host
+// name and socket, already escaped), heading its part.
 type daemonStatus struct {
 	label string
 	st    *Message
+	down  bool
 }
 
 // idleScreen is the idle screen for the statuses of every daemon
@@ -43,6 +45,10 @@ func idleScreen(sts []daemonStatus, now time.Time, width, height int) []string {
 	for _, ds := range sts {
 		if ds.label != "" {
 			out = append(out, "── from rootgated on "+ds.label)
+		}
+		if ds.down {
+			out = append(out, "(not connected to rootgated: it is not running, or its socket cannot be reached; retrying)")
+			continue
 		}
 		out = append(out, idleBody(ds.st, now)...)
 	}
@@ -62,7 +68,7 @@ func idleBody(st *Message, now time.Time) []string {
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	switch {
 	case st == nil:
-		add("(no status from rootgated yet: it may be an older version that sends none)")
+		add("(connected; no status from rootgated yet: a version older than this client's sends none)")
 	default:
 		add("Waiting for a person (%d):", len(st.Queue))
 		for _, q := range st.Queue {

@@ -230,10 +230,8 @@ func emit(t *testing.T, n *notifications, member string, args ...any) {
 // nobody) falls back to a zenity dialog on the display it was given, here
 // a private Xvfb (Debian packages xvfb, zenity, xdotool).
 func TestUserDialogZenity(t *testing.T) {
-	for _, tool := range []string{"Xvfb", "zenity", "xdotool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s (apt-get install xvfb zenity xdotool): %v", tool, err)
-		}
+	for tool, pkg := range map[string]string{"Xvfb": "xvfb", "zenity": "zenity", "xdotool": "xdotool"} {
+		testutil.NeedTool(t, tool, pkg)
 	}
 	display := testutil.StartXvfb(t)
 

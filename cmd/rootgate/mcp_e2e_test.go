@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
@@ -557,7 +558,7 @@ stderr: empty
 
 	res, text, r = c.execute(t, map[string]any{"argv": argv, "reason": "e2e: not allowed", "host": "locked"})
 	msg := "cannot connect to " + e.asock + ": dial unix " + e.asock + ": connect: permission denied"
-	next := "This user may not use " + e.asock + ": only root and members of group rootgate may. Ask the user to run `sudo usermod -aG rootgate $USER`, then restart this MCP server from a new login session."
+	next := "This user may not use " + e.asock + ": " + client.PermissionHint(e.asock) + ". Ask the user to do so, then restart this MCP server from a new login session."
 	checkResult(t, res, text, r, mcpserver.Result{Status: "error", Host: "locked", ID: "none", Message: msg, Next: next},
 		"status: error: "+msg+"\nhost: locked\nnext: "+next+"\n", true)
 }

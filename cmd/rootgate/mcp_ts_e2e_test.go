@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // tsClientDir holds the TypeScript SDK client (client.mjs) and its pinned
@@ -25,12 +26,9 @@ const tsClientDir = "../internal/mcpserver/testdata/tsclient"
 // needs comes from a real approver connection, given once the client has
 // seen the approval phase.
 func TestMCPTypeScriptClient(t *testing.T) {
+	node := testutil.NeedTool(t, "node", "nodejs npm")
 	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		t.Fatalf("the TypeScript SDK client is not installed (%v): run `npm ci --prefix cmd/internal/mcpserver/testdata/tsclient` at the repository's root", err)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is needed for the TypeScript SDK client: %v", err)
+		t.Fatalf("the MCP TypeScript SDK client is not installed (%v): the README's test command installs it (npm ci --no-audit --no-fund --prefix cmd/internal/mcpserver/testdata/tsclient, at the repository's root)", err)
 	}
 	e := startMCPEnv(t)
 	a := attachApprover(t, e.asock)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // testPage is a program with plain and nested commands and every kind of
@@ -166,10 +168,7 @@ func TestBash(t *testing.T) {
 }
 
 func TestFish(t *testing.T) {
-	fish, err := exec.LookPath("fish")
-	if err != nil {
-		t.Fatal("fish (Debian package fish) is needed: ", err)
-	}
+	fish := testutil.NeedTool(t, "fish", "fish")
 	dir := t.TempDir()
 	script := filepath.Join(dir, "prog.fish")
 	var b bytes.Buffer
@@ -208,10 +207,7 @@ func TestFish(t *testing.T) {
 }
 
 func TestZshParses(t *testing.T) {
-	zsh, err := exec.LookPath("zsh")
-	if err != nil {
-		t.Fatal("zsh (Debian package zsh) is needed: ", err)
-	}
+	zsh := testutil.NeedTool(t, "zsh", "zsh")
 	var b bytes.Buffer
 	if err := testPage().Zsh(&b); err != nil {
 		t.Fatal(err)

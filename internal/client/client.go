@@ -158,7 +158,7 @@ func dial(ctx context.Context, socket string) (*net.UnixConn, error) {
 		case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
 			ce.Hint = StoppedHint
 		case errors.Is(err, os.ErrPermission):
-			ce.Hint = "only root and members of group rootgate may connect: sudo usermod -aG rootgate $USER, then log in again"
+			ce.Hint = PermissionHint(socket)
 		}
 		return nil, ce
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // The box: a Debian release booted with systemd as PID 1.
@@ -54,10 +56,8 @@ func needTools(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the systemd suite needs root (see the README's test command)")
 	}
-	for _, tool := range []string{"debootstrap", "systemd-nspawn", "nsenter", "mount", "make"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed by the systemd suite; the README's test command installs it (apt-get install debootstrap systemd-container): %v", tool, err)
-		}
+	for tool, pkg := range map[string]string{"debootstrap": "debootstrap", "systemd-nspawn": "systemd-container", "nsenter": "util-linux", "mount": "mount", "make": "make"} {
+		testutil.NeedTool(t, tool, pkg)
 	}
 }
 

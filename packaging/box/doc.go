@@ -4,7 +4,8 @@
 // it and check what an operator relies on: the sockets, socket
 // activation, approval through `rootgate approve` in tmux, reload, stop,
 // idle exit, the journal, upgrade, remove and purge, and shipping the
-// journal's audit entries to another journal.
+// journal's audit entries to another journal. TestReadmeFirstCommand runs
+// the README's first command there as a new user would, from a checkout.
 //
 // The root filesystem is made once per machine with debootstrap and kept
 // under /var/tmp/rootgate-box, keyed by a hash of what goes into it; each

@@ -57,15 +57,15 @@ func executeSchema(cfg *Config) *jsonschema.Schema {
 		Properties: map[string]*jsonschema.Schema{
 			"argv": {
 				Type: "array", MinItems: ptr(1), Items: &jsonschema.Schema{Type: "string"},
-				Description: `One command as a list of words, the program first: ["systemctl", "restart", "nginx"]. No shell is involved: no globs, redirections or variables; for those run ["sh", "-c", "..."] explicitly. Give either argv or pipeline, not both.`,
+				Description: `One command as a list of words (at least one), the program first: ["systemctl", "restart", "nginx"]. No shell is involved: no globs, redirections or variables; for those run ["sh", "-c", "..."] explicitly. Give either argv or pipeline, not both.`,
 			},
 			"pipeline": {
 				Type: "array", MinItems: ptr(1), MaxItems: ptr(wire.MaxStages), Items: words,
-				Description: `Several commands joined by pipes, each a list of words: [["journalctl", "-u", "nginx"], ["tail", "-n", "50"]] runs journalctl -u nginx | tail -n 50. At most 16 stages. Give either argv or pipeline, not both.`,
+				Description: `Several commands joined by pipes (at least one command), each a list of words (at least one): [["journalctl", "-u", "nginx"], ["tail", "-n", "50"]] runs journalctl -u nginx | tail -n 50. At most 16 stages. Give either argv or pipeline, not both.`,
 			},
 			"reason": {
 				Type: "string", MinLength: ptr(1), MaxLength: ptr(wire.MaxReasonLen),
-				Description: "Why you need this, in one or two honest sentences. A person reads it, next to the exact command, before deciding.",
+				Description: "Why you need this, in one or two honest sentences (not empty, at most 4096 bytes). A person reads it, next to the exact command, before deciding.",
 			},
 			"privileged": {
 				Type: "boolean", Default: json.RawMessage("true"),
@@ -85,7 +85,7 @@ func executeSchema(cfg *Config) *jsonschema.Schema {
 			},
 			"timeout": {
 				Type: "number", ExclusiveMinimum: ptr(0.0), Maximum: ptr(float64(wire.MaxTimeoutSeconds)),
-				Description: "Run time limit in seconds; the run is killed when it passes. It can only lower the daemon's own limit (300 s by default). The time waiting for approval does not count.",
+				Description: "Run time limit in seconds, more than 0 and at most 31536000 (365 days); the run is killed when it passes. It can only lower the daemon's own limit (300 s by default). The time waiting for approval does not count.",
 			},
 			"forward_agent": {
 				Type: "boolean", Default: json.RawMessage("false"),
@@ -93,7 +93,7 @@ func executeSchema(cfg *Config) *jsonschema.Schema {
 			},
 			"user": {
 				Type: "string", MinLength: ptr(1), MaxLength: ptr(wire.MaxAccountLen),
-				Description: "Run as this account instead of root, as sudo -u does: a user name such as \"postgres\", or \"#UID\". Only with privileged true (the default). The person, or a policy rule naming that account, must allow it; a rule for root does not.",
+				Description: "Run as this account instead of root, as sudo -u does: a user name such as \"postgres\", or \"#UID\" (not empty, at most 256 bytes). Only with privileged true (the default). The person, or a policy rule naming that account, must allow it; a rule for root does not.",
 			},
 			"host": {
 				Type: "string", Enum: hosts, Default: json.RawMessage(`"local"`),
@@ -334,7 +334,7 @@ func connectionHint(host, socket string, err error) string {
 		// machine: starting the local daemon would not help.
 		return fmt.Sprintf("Host %s's socket %s does not answer: the forward to that machine (e.g. its ssh -L) is down, or rootgated there is not running. Ask the user to restore the forward or start rootgated on %s, then check with ping.", host, socket, host)
 	case errors.As(err, &ce) && errors.Is(err, os.ErrPermission):
-		return fmt.Sprintf("This user may not use %s: only root and members of group rootgate may. Ask the user to run `sudo usermod -aG rootgate $USER`, then restart this MCP server from a new login session.", socket)
+		return fmt.Sprintf("This user may not use %s: %s. Ask the user to do so, then restart this MCP server from a new login session.", socket, client.PermissionHint(socket))
 	case errors.As(err, &ce) && errors.Is(err, os.ErrNotExist):
 		return fmt.Sprintf("No rootgated socket at %s. Ask the user to start rootgated (`sudo systemctl start rootgate.socket`, or `sudo rootgated --tty` in a terminal), then try again.", socket)
 	case errors.As(err, &ce) && errors.Is(err, syscall.ECONNREFUSED):

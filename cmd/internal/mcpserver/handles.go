@@ -34,8 +34,8 @@ func waitTool(cfg *Config) *mcp.Tool {
 		InputSchema: &jsonschema.Schema{
 			Type: "object",
 			Properties: map[string]*jsonschema.Schema{
-				"id":   {Type: "string", MinLength: ptr(1), Description: "The call's id, as execute returned it."},
-				"wait": {Type: "number", ExclusiveMinimum: ptr(0.0), Maximum: ptr(MaxWait.Seconds()), Description: fmt.Sprintf("Seconds to wait at most before answering pending; default %g.", cfg.Wait.Seconds())},
+				"id":   {Type: "string", MinLength: ptr(1), Description: "The call's id, as execute returned it (not empty)."},
+				"wait": {Type: "number", ExclusiveMinimum: ptr(0.0), Maximum: ptr(MaxWait.Seconds()), Description: fmt.Sprintf("Seconds to wait at most before answering pending, more than 0 and at most %g; default %g.", MaxWait.Seconds(), cfg.Wait.Seconds())},
 			},
 			Required:             []string{"id"},
 			AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
@@ -54,7 +54,7 @@ func cancelTool() *mcp.Tool {
 		InputSchema: &jsonschema.Schema{
 			Type: "object",
 			Properties: map[string]*jsonschema.Schema{
-				"id": {Type: "string", MinLength: ptr(1), Description: "The call's id, as execute returned it."},
+				"id": {Type: "string", MinLength: ptr(1), Description: "The call's id, as execute returned it (not empty)."},
 			},
 			Required:             []string{"id"},
 			AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},

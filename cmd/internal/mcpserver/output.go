@@ -153,12 +153,12 @@ func outputTool() *mcp.Tool {
 		InputSchema: &jsonschema.Schema{
 			Type: "object",
 			Properties: map[string]*jsonschema.Schema{
-				"id":     {Type: "string", MinLength: ptr(1), Description: "The call's id, as execute returned it."},
+				"id":     {Type: "string", MinLength: ptr(1), Description: "The call's id, as execute returned it (not empty)."},
 				"stream": {Type: "string", Enum: []any{"stdout", "stderr"}, Default: json.RawMessage(`"stdout"`), Description: "stdout (the last command's standard output) or stderr (one command's standard error)."},
 				"stage":  {Type: "integer", Minimum: ptr(1.0), Default: json.RawMessage("1"), Description: "For stderr: which command of the pipeline, 1 for the first."},
 				"unit":   {Type: "string", Enum: []any{"lines", "bytes"}, Default: json.RawMessage(`"lines"`), Description: "What from and count count: lines (the default) or bytes."},
 				"from":   {Type: "integer", Minimum: ptr(1.0), Default: json.RawMessage("1"), Description: "The first line (or byte) to show, counted from 1."},
-				"count":  {Type: "integer", Minimum: ptr(1.0), Description: "How many lines (or bytes) to show; default: up to the end. The text budget may end the range sooner; next_from then says where to go on."},
+				"count":  {Type: "integer", Minimum: ptr(1.0), Description: "How many lines (or bytes) to show, at least 1; default: up to the end. The text budget may end the range sooner; next_from then says where to go on."},
 			},
 			Required:             []string{"id"},
 			AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},

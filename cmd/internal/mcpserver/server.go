@@ -135,12 +135,12 @@ func New(cfg Config) *mcp.Server {
 	h := &handler{cfg: cfg, executeResolved: mustResolve(exec), pingResolved: mustResolve(ping), checkResolved: mustResolve(check),
 		waitResolved: mustResolve(wait), cancelResolved: mustResolve(cancel), outputResolved: mustResolve(output),
 		sessions: map[*mcp.ServerSession]*session{}}
-	s.AddTool(exec, h.execute)
-	s.AddTool(wait, h.wait)
-	s.AddTool(cancel, h.cancelCall)
-	s.AddTool(output, h.output)
-	s.AddTool(ping, h.ping)
-	s.AddTool(check, h.check)
+	s.AddTool(exec, ignoring(h.execute))
+	s.AddTool(wait, ignoring(h.wait))
+	s.AddTool(cancel, ignoring(h.cancelCall))
+	s.AddTool(output, ignoring(h.output))
+	s.AddTool(ping, ignoring(h.ping))
+	s.AddTool(check, ignoring(h.check))
 	return s
 }
 

@@ -17,13 +17,20 @@ import (
 // writable cgroup v2.
 func CgroupParent(t testing.TB) string {
 	t.Helper()
+	dir, _ := CgroupParentErr(t)
+	return dir
+}
+
+// CgroupParentErr is CgroupParent, with the reason when it is "".
+func CgroupParentErr(t testing.TB) (string, error) {
+	t.Helper()
 	own, _, err := pipeline.OwnCgroup()
 	if err != nil {
-		return ""
+		return "", err
 	}
 	dir, err := os.MkdirTemp(own, "rgtest-")
 	if err != nil {
-		return ""
+		return "", err
 	}
 	t.Cleanup(func() {
 		if c, err := pipeline.OpenCgroup(dir); err == nil {
@@ -32,7 +39,7 @@ func CgroupParent(t testing.TB) string {
 			}
 		}
 	})
-	return dir
+	return dir, nil
 }
 
 // hasCgroupFlag reports whether args choose the daemon's cgroup.

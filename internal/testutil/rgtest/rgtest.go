@@ -25,7 +25,19 @@ import (
 // TestMain calls os.Exit(rgtest.Main(m)). The tests of this harness spend
 // their time waiting for processes, not computing, so unless -test.parallel
 // is given, up to Parallel of them run at once rather than GOMAXPROCS.
+//
+// Started through sudo from a user's terminal, it runs the tests detached
+// from that user (see detach.go), so that they run as from root's login.
 func Main(m *testing.M) int {
+	if code, done := detached(); done {
+		return code
+	}
+	code := run(m)
+	reportCode(code)
+	return code
+}
+
+func run(m *testing.M) int {
 	flag.Parse()
 	given := false
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
