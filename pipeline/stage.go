@@ -290,6 +290,11 @@ func (s *stage) mountContent(name string) (*unix.Stat_t, error) {
 		}
 	}
 	if err := unix.MoveMount(tree, "", at, name, unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_SYMLINKS); err != nil {
+		if err == unix.ENOENT {
+			// The file the name led to was renamed over, or removed,
+			// between the lookup and the mount.
+			return nil, fmt.Errorf("%s %w: its name led to another file while its content was mounted", strconv.Quote(name), ErrChanged)
+		}
 		return fail(err)
 	}
 	var st unix.Stat_t
