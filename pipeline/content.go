@@ -157,23 +157,11 @@ func (p *Pinned) capture(limit int64) (*Content, error) {
 		return nil, fmt.Errorf("%s: %w", p.Path, err)
 	}
 	defer src.Close()
-	fd, err := unix.MemfdCreate("rootgate-captured", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
-	if err != nil {
-		return nil, fmt.Errorf("%s: capture: %w", p.Path, err)
-	}
-	dst := os.NewFile(uintptr(fd), p.Path)
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(dst, h), io.LimitReader(src, limit+1))
-	if err == nil && n > limit {
-		err = fmt.Errorf("%s: %w", strconv.Quote(p.Path), ErrTooBig)
-	}
-	if err == nil {
-		_, err = unix.FcntlInt(dst.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
-	}
+	dst, n, err := sealedMemfd(src, "rootgate-captured", limit, h)
 	if err != nil {
-		dst.Close()
 		if errors.Is(err, ErrTooBig) {
-			return nil, err
+			return nil, fmt.Errorf("%s %w", strconv.Quote(p.Path), err)
 		}
 		return nil, fmt.Errorf("%s: capture: %w", p.Path, err)
 	}
@@ -184,7 +172,7 @@ func (p *Pinned) capture(limit int64) (*Content, error) {
 
 // ErrTooBig is wrapped by the error of [Pinned.Capture] when a file to
 // capture is larger than a run may capture.
-var ErrTooBig = errors.New("is too big to capture")
+var ErrTooBig = errors.New("too big to capture")
 
 // file is the content's sealed file, nil for a nil Content.
 func (c *Content) file() *os.File {

@@ -348,33 +348,44 @@ func (p *Pinned) sealedCopy(name string, limit int64) (*os.File, error) {
 		return nil, fmt.Errorf("%s: %w", p.Path, err)
 	}
 	defer src.Close()
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	dst, n, err := sealedMemfd(src, name, limit, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: copy: %w", p.Path, err)
 	}
-	dst := os.NewFile(uintptr(fd), p.Path)
-	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
-	if err == nil && n > limit {
-		err = fmt.Errorf("over %d MiB", limit>>20)
-	}
 	var after unix.Stat_t
-	if err == nil {
-		err = unix.Fstat(int(src.Fd()), &after)
+	if err := unix.Fstat(int(src.Fd()), &after); err != nil || !unchanged(&after, &p.st) || n != p.st.Size {
+		dst.Close()
+		return nil, fmt.Errorf("%s %w", strconv.Quote(p.Path), ErrChanged)
 	}
-	if err == nil && (!unchanged(&after, &p.st) || n != p.st.Size) {
-		err = fmt.Errorf("%s %w", strconv.Quote(p.Path), ErrChanged)
+	return dst, nil
+}
+
+// sealedMemfd copies src into a new memfd named name, and also to also
+// when it is not nil, then seals it against every change: at most limit
+// bytes, or an error wrapping [ErrTooBig]. It returns the memfd and how
+// many bytes it holds.
+func sealedMemfd(src io.Reader, name string, limit int64, also io.Writer) (*os.File, int64, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, 0, err
+	}
+	dst := os.NewFile(uintptr(fd), name)
+	var w io.Writer = dst
+	if also != nil {
+		w = io.MultiWriter(dst, also)
+	}
+	n, err := io.Copy(w, io.LimitReader(src, limit+1))
+	if err == nil && n > limit {
+		err = fmt.Errorf("over %d MiB: %w", limit>>20, ErrTooBig)
 	}
 	if err == nil {
 		_, err = unix.FcntlInt(dst.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE)
 	}
 	if err != nil {
 		dst.Close()
-		if errors.Is(err, ErrChanged) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s: copy: %w", p.Path, err)
+		return nil, 0, err
 	}
-	return dst, nil
+	return dst, n, nil
 }
 
 // ErrChanged is wrapped by the error a run returns when a pinned
