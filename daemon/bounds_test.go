@@ -511,15 +511,32 @@ func TestAuditFileNotFollowed(t *testing.T) {
 func TestRefusedPeerReadsAnswer(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, opts{Args: []string{"--max-conns", "1", "--first-byte-timeout", "60s", "--read-timeout", "60s"}})
-	// The one slot, held by a connection that has not sent its line.
-	hold, err := net.Dial("unix", d.Sock)
-	if err != nil {
-		t.Fatal(err)
+	// The one slot, held by a connection that has not sent its line. The
+	// daemon has it once another is refused; until then, a connection of
+	// the harness's (its readiness check) may still hold the slot, and
+	// the one meant to hold it was refused: dialled again.
+	var hold net.Conn
+	defer func() { hold.Close() }()
+	dialHold := func() {
+		if hold != nil {
+			hold.Close()
+		}
+		var err error
+		if hold, err = net.Dial("unix", d.Sock); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := hold.Write([]byte(`{"id":`)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer hold.Close()
-	if _, err := hold.Write([]byte(`{"id":`)); err != nil {
-		t.Fatal(err)
-	}
+	dialHold()
+	waitFor(t, "the slot to be held", 10*time.Second, func() bool {
+		if d.send(map[string]any{"action": "ping", "pipeline": nil}).Code == wire.CodeBusy {
+			return true
+		}
+		dialHold()
+		return false
+	})
 	// Each sends its whole request, without a half-close, then reads.
 	refused := func(line []byte, want string) {
 		c, err := net.Dial("unix", d.Sock)
