@@ -38,6 +38,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -205,6 +206,24 @@ type daemon struct {
 	log      string // its stderr, a file: a pipe would make the bench copy it
 	done     chan struct{}
 }
+
+// startAgainst starts the -against rootgated as d runs its runs: in a
+// cgroup directory of its own beside d's, or without cgroups when d has
+// none. Left to its default, it would find d's directory taken and run
+// without cgroups (a start-up warning), setting runs without a cgroup
+// of their own against d's, which cost more.
+func (b *bench) startAgainst(ctx context.Context, d *daemon) (*daemon, error) {
+	log, _ := os.ReadFile(d.log)
+	cg := "none"
+	if m := cgroupLine.FindSubmatch(log); m != nil {
+		cg = string(m[1]) + "-against"
+	}
+	return b.startDaemonBin(ctx, b.cfg.against, "allow any\n", false, "--cgroup", cg)
+}
+
+// cgroupLine finds, in a daemon's log, the cgroup directory its runs go
+// under.
+var cgroupLine = regexp.MustCompile(`cgroup: (/[^:\s"]+): runs contained`)
 
 // startDaemon starts rootgated with the policy text and more flags, and
 // waits until it answers a ping.
@@ -440,7 +459,7 @@ func (b *bench) overhead(ctx context.Context) error {
 	}
 	var other *daemon
 	if b.cfg.against != "" {
-		if other, err = b.startDaemonBin(ctx, b.cfg.against, "allow any\n", false); err != nil {
+		if other, err = b.startAgainst(ctx, d); err != nil {
 			return fmt.Errorf("-against: %w", err)
 		}
 		cs = append(cs, contender{"-against round trip", func() error { _, err := request(ctx, other.sock, tru); return err }})
@@ -616,7 +635,7 @@ func (b *bench) concurrent(ctx context.Context) error {
 	}
 	var other *daemon
 	if b.cfg.against != "" {
-		if other, err = b.startDaemonBin(ctx, b.cfg.against, "allow any\n", false); err != nil {
+		if other, err = b.startAgainst(ctx, d); err != nil {
 			return fmt.Errorf("-against: %w", err)
 		}
 	}

@@ -4,15 +4,14 @@ import (
 	"context"
 	"sync"
 
-	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
 )
 
 // keptBudget bounds the output the daemon keeps for answers not yet
 // written: a run's stderr (up to wire.MaxCapture for all its stages
-// together) and, for a run whose stdout does not go into its answer as
-// it comes, its stdout (as much again). Each run takes what it may keep
+// together; its stdout goes into the answer as it comes, and a streamed
+// run keeps nothing). Each run takes what it may keep
 // before it starts and gives back what it did not keep once it is over;
 // the rest is given back once its answer is written, or its requester is
 // gone, however slowly the requester reads. The whole is --max-runs
@@ -56,9 +55,7 @@ type kept struct {
 // acquire waits until uid may keep n bytes more, or ctx ends (its error
 // then).
 func (b *keptBudget) acquire(ctx context.Context, uid int, n int64) (*kept, error) {
-	// A run whose stdout is kept too may keep twice a run's stderr: it
-	// takes that where its uid's share (root: the whole) allows, else
-	// all of it; what it keeps beyond is then outside the budget.
+	// Never more than its uid's share (root: the whole) holds.
 	n = min(n, b.share, b.total)
 	k := &kept{b: b, uid: uid, n: n}
 	if uid != 0 {
@@ -132,12 +129,14 @@ func keptTotal(maxRuns int) int64 { return int64(maxRuns) * wire.MaxCapture }
 // has run slots (runShares), half of them.
 func keptUIDShare(maxRuns int) int64 { return int64(max(maxRuns/2, 1)) * wire.MaxCapture }
 
-// keepFor is what cmd's run may keep for its answer: its stderr, and its
-// stdout unless it goes into the answer as it comes.
-func keepFor(cmd *pipeline.Cmd) int64 {
-	n := int64(cmd.Cap)
-	if cmd.StdoutTo == nil {
-		n *= 2
+// keepFor is what req's run may keep for its answer: its stderr, up to
+// wire.MaxCapture for all its stages; its stdout goes into the answer as
+// it comes (answerLine), and a run that asked for streamed output keeps
+// neither, each of its streams going to the client as frames as it is
+// read.
+func keepFor(req *wire.Request) int64 {
+	if req.Stream != 0 {
+		return 0
 	}
-	return n
+	return wire.MaxCapture
 }

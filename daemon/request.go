@@ -248,7 +248,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	// until the answer is written (kept.go): past the budget, approved
 	// requests wait for the answers before them to be written.
 	var keep *kept
-	if k, err := s.kept.acquire(ctx, peer.UID, keepFor(plan.cmd)); err == nil {
+	if k, err := s.kept.acquire(ctx, peer.UID, keepFor(req)); err == nil {
 		keep = k
 		later(k.release)
 	}

@@ -1,11 +1,11 @@
 package daemon
 
 import (
-	"os/user"
 	"strconv"
 	"strings"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/pipeline"
 )
 
 // maxSudoArgs is how many bytes of a command's arguments SUDO_COMMAND
@@ -32,8 +32,10 @@ func setSudoEnv(p *runPlan) {
 	}
 	name := strconv.Itoa(p.peer.UID)
 	home := ""
-	if u, err := user.LookupId(name); err == nil {
-		name, home = u.Username, u.HomeDir
+	// The cache the run-as account comes from: a passwd look-up per run
+	// (os/user, through NSS) cost a run about a third of a millisecond.
+	if u, err := pipeline.CachedAccount(uint32(p.peer.UID)); err == nil {
+		name, home = u.Name, u.Home
 	}
 	env = append(env,
 		"SUDO_USER="+name,
