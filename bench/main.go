@@ -426,6 +426,10 @@ func (b *bench) overhead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Stopped once its figure is measured: it holds the default cgroup
+	// directory, which the next figure's daemon would otherwise find
+	// taken, and run without cgroups.
+	defer d.stop()
 	sudo, sudoErr := exec.LookPath("sudo")
 	if sudoErr != nil {
 		b.notes = append(b.notes, "sudo is not installed (apt-get install sudo): the sudo comparison was skipped")
@@ -462,6 +466,7 @@ func (b *bench) overhead(ctx context.Context) error {
 		if other, err = b.startAgainst(ctx, d); err != nil {
 			return fmt.Errorf("-against: %w", err)
 		}
+		defer other.stop()
 		cs = append(cs, contender{"-against round trip", func() error { _, err := request(ctx, other.sock, tru); return err }})
 	}
 	got, err := inTurns(ctx, b.cfg.n, 20, cs...)
