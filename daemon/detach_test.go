@@ -18,6 +18,9 @@ func TestTestsDetachFromSudoUser(t *testing.T) {
 		d := approverDaemon(t)
 		a := startApprover(t, d.asock(), 0)
 		a.See("attached to rootgated")
+		// The lines that follow the attach line (who is not asked) are
+		// on the screen once the daemon's first status is.
+		a.See("Waiting for a person")
 		os.Stdout.WriteString("PROBE SCREEN\n" + a.Screen.Text() + "\nPROBE END\n")
 		return
 	}
