@@ -61,6 +61,9 @@ type runPlan struct {
 	// interpErr, its answer for this request.
 	interpChecked bool
 	interpErr     error
+	// resolveOnly: the plan only resolves (requesterFirst's look with
+	// the requester's identity): nothing is captured.
+	resolveOnly bool
 }
 
 // close releases the pinned executables and the cwd.
@@ -206,6 +209,9 @@ func (p *runPlan) open() error {
 		// A run with more than the requester's own rights executes
 		// exactly the bytes read now, before anyone is asked, of a file
 		// someone other than root may change.
+		if p.resolveOnly {
+			continue
+		}
 		own := !req.Privileged || p.peer.UID == 0
 		used, err := pin.Capture(own, budget)
 		if err != nil {

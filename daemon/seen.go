@@ -27,7 +27,7 @@ var errChangedWhileResolved = errors.New("changed while it was resolved; try aga
 func (p *runPlan) requesterFirst(open func() error) func() error {
 	return func() error {
 		seen := &runPlan{req: p.req, peer: p.peer, account: p.account, named: p.named,
-			stages: make([]approval.Stage, len(p.stages)), search: p.search, leftOut: p.leftOut}
+			stages: make([]approval.Stage, len(p.stages)), search: p.search, leftOut: p.leftOut, resolveOnly: true}
 		defer seen.close()
 		requester := pipeline.Account{UID: uint32(p.peer.UID), GID: uint32(p.peer.GID), Groups: p.peer.Groups}
 		if err := pipeline.AsUser(&requester, seen.open); err != nil {
@@ -40,7 +40,7 @@ func (p *runPlan) requesterFirst(open func() error) func() error {
 			return cwdChanged(p.req.Cwd)
 		}
 		for i := range p.pinned {
-			if i >= len(seen.pinned) || seen.pinned[i].Identity() != p.pinned[i].Identity() {
+			if i >= len(seen.pinned) || !seen.pinned[i].Same(p.pinned[i]) {
 				return stageChanged(i + 1)
 			}
 		}

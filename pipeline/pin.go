@@ -416,6 +416,10 @@ func unchanged(a, b *unix.Stat_t) bool {
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
+// Same reports whether p and q pinned the same file, unchanged between
+// the two pins: device, inode, owner, mode, size and times.
+func (p *Pinned) Same(q *Pinned) bool { return unchanged(&p.st, &q.st) }
+
 // Identity names the pinned file as it was when pinned: its device and
 // inode, owner, mode, size and change times, and, when its content was
 // captured ([Pinned.Capture]), that content's SHA-256. Two pins with the

@@ -113,11 +113,11 @@ func (s *stage) run(gate func() error, started, exited chan<- struct{}) {
 //     than root and the run's user may write runs from a sealed copy made
 //     here (Pinned.othersMayWrite): the kernel reads it at exec, after the
 //     last check.
-//   - byPath: a script runs by the name it was asked by (startByPath).
+//   - byPath: a script runs by the name it was asked by (execName).
 //   - fromMount: a captured script runs by that name too, in a mount
 //     namespace of the stage's own where the name leads to its Content;
 //     the interpreter is executed directly and traced until it opened it
-//     (startFromMount).
+//     (mountContent, traceScriptOpen).
 //   - fromDescriptor3: the Content (or, uncaptured, a sealed copy made
 //     here) goes to the child as its descriptor 3 (ExtraFiles): exec's
 //     child side puts it in place with the stage's stdin, stdout and
@@ -134,6 +134,11 @@ func (s *stage) start() error {
 	if s.pin == nil && s.dir == nil {
 		return s.cmd.Start()
 	}
+	defer func() {
+		if s.ownDir { // opened by mountContent, started or not
+			s.dir.Close()
+		}
+	}()
 	if s.cmd.Stdin == nil {
 		// Opened here rather than by exec, so its number is known.
 		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -221,9 +226,6 @@ func (s *stage) start() error {
 	err := s.cmd.Start()
 	runtime.KeepAlive(s.pin)
 	runtime.KeepAlive(s.dir)
-	if s.ownDir {
-		s.dir.Close()
-	}
 	if err != nil || mounted == nil {
 		return err
 	}

@@ -160,6 +160,12 @@ func CheckKeys(raw []byte, s *Shape) error {
 	if err := CheckDepth(raw); err != nil {
 		return err
 	}
+	return checkKeysShallow(raw, s)
+}
+
+// checkKeysShallow is CheckKeys for raw that passed CheckDepth already
+// (Decode's line): the depth is not counted a second time.
+func checkKeysShallow(raw []byte, s *Shape) error {
 	w := &keyWalker{raw: raw, stack: make([]level, 0, 8)}
 	return w.walk(s)
 }

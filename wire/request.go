@@ -228,7 +228,7 @@ func checkRequestKeys(line []byte) error {
 	if !bytes.HasPrefix(bytes.TrimLeft(line, " \t\r\n"), []byte("{")) {
 		return nil // not an object: decodeObject says so
 	}
-	err := CheckKeys(line, requestShape)
+	err := checkKeysShallow(line, requestShape) // Decode checked the depth
 	if ce, ok := err.(*CountError); ok {
 		// Refused before a decoder allocates each of them.
 		switch ce.Path {
