@@ -442,16 +442,12 @@ func TestStartedSyncFailedRunsNothing(t *testing.T) {
 	}
 }
 
-// TestAuditJournal: with a journal, every lifecycle event of a request is
-// an entry carrying REQUEST_ID, the requester, the decision and the
-// outcome as fields. The daemon runs in its own mount namespace where the
-// test's directory is bind-mounted on /run/systemd, so the socket the test
-// binds there is what go-systemd's journal.Send finds at
-// /run/systemd/journal/socket.
-func TestAuditJournal(t *testing.T) {
-	t.Parallel()
-	dir := shortDir(t)
-	jdir := filepath.Join(dir, "sd")
+// fakeJournal binds, in dir, a journal socket as journald's
+// (sd/journal/socket) and returns the directory to mount on /run/systemd
+// and the entries that come to it, parsed.
+func fakeJournal(t *testing.T, dir string) (jdir string, entries chan map[string]string) {
+	t.Helper()
+	jdir = filepath.Join(dir, "sd")
 	if err := os.MkdirAll(filepath.Join(jdir, "journal"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -459,8 +455,8 @@ func TestAuditJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer js.Close()
-	entries := make(chan map[string]string, 1000)
+	t.Cleanup(func() { js.Close() })
+	entries = make(chan map[string]string, 1000)
 	go func() {
 		buf := make([]byte, 1<<20)
 		for {
@@ -475,15 +471,37 @@ func TestAuditJournal(t *testing.T) {
 			}
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(dir, "policy"), []byte("allow any\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return jdir, entries
+}
+
+// startWithJournal starts rootgated in dir with policyFile, in a mount
+// namespace of its own where jdir (fakeJournal's) is on /run/systemd, so
+// that go-systemd's journal.Send finds the test's socket.
+func startWithJournal(t *testing.T, dir, jdir, policyFile string) *daemonProc {
+	t.Helper()
 	d := newDaemon(t, dir)
 	d.Cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
 		rootgated, "--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
-		"--policy", filepath.Join(dir, "policy"), "--audit", auditPath(dir))
+		"--policy", policyFile, "--audit", auditPath(dir))
 	d.Start()
 	d.WaitReady()
+	return d
+}
+
+// TestAuditJournal: with a journal, every lifecycle event of a request is
+// an entry carrying REQUEST_ID, the requester, the decision and the
+// outcome as fields. The daemon runs in its own mount namespace where the
+// test's directory is bind-mounted on /run/systemd, so the socket the test
+// binds there is what go-systemd's journal.Send finds at
+// /run/systemd/journal/socket.
+func TestAuditJournal(t *testing.T) {
+	t.Parallel()
+	dir := shortDir(t)
+	jdir, entries := fakeJournal(t, dir)
+	if err := os.WriteFile(filepath.Join(dir, "policy"), []byte("allow any\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startWithJournal(t, dir, jdir, filepath.Join(dir, "policy"))
 
 	wantOK(t, d.send(map[string]any{"id": "au-journal", "pipeline": [][]string{{"true"}}}))
 	want := map[string]map[string]string{

@@ -1,15 +1,11 @@
 package daemon_test
 
 import (
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // TestReloadFailureJournalMessage: a policy reload that fails says why
@@ -20,38 +16,12 @@ import (
 func TestReloadFailureJournalMessage(t *testing.T) {
 	t.Parallel()
 	dir := shortDir(t)
-	jdir := filepath.Join(dir, "sd")
-	if err := os.MkdirAll(filepath.Join(jdir, "journal"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	js, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(jdir, "journal", "socket"), Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer js.Close()
-	entries := make(chan map[string]string, 1000)
-	go func() {
-		buf := make([]byte, 1<<20)
-		for {
-			n, _, err := js.ReadFromUnix(buf)
-			if err != nil {
-				return
-			}
-			if m, err := testutil.ParseJournal(buf[:n]); err == nil {
-				entries <- m
-			}
-		}
-	}()
+	jdir, entries := fakeJournal(t, dir)
 	policyFile := filepath.Join(dir, "policy")
 	if err := os.WriteFile(policyFile, []byte("allow any\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := newDaemon(t, dir)
-	d.Cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" /run/systemd && exec "$@"`, jdir,
-		rootgated, "--socket", d.Sock, "--approver-socket", "", "--runtime-dir", filepath.Join(dir, "run"),
-		"--policy", policyFile, "--audit", auditPath(dir))
-	d.Start()
-	d.WaitReady()
+	d := startWithJournal(t, dir, jdir, policyFile)
 
 	d.writePolicy("allow any echo\nalow any ls\n")
 	d.hup()
