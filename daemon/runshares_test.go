@@ -79,3 +79,31 @@ func TestRunShares(t *testing.T) {
 		t.Errorf("rt2op has %d runs in progress, want 1 (half of --max-runs 2)", n)
 	}
 }
+
+// TestEveryRunSlotUsable: root's eight long runs, on a daemon with the
+// default --max-runs (8), all run at once: what a run may keep for its
+// answer (its stderr's 16 MiB) is taken from the kept-output budget
+// (--max-runs × 16 MiB), so the budget never leaves run slots idle.
+// (When each run took twice that, only four ran.)
+func TestEveryRunSlotUsable(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, opts{})
+	marker := fmt.Sprintf("%d.%d", 700+time.Now().Nanosecond()%100, time.Now().Nanosecond())
+	var clients []*exec.Cmd
+	for range 8 {
+		cmd := exec.Command(rootgateBin, "send", "--socket", d.Sock)
+		cmd.Stdin = strings.NewReader(request(map[string]any{"pipeline": [][]string{{"sleep", marker}}}))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, cmd)
+	}
+	t.Cleanup(func() {
+		for _, cmd := range clients {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		noSurvivors(t, marker)
+	})
+	waitFor(t, "eight runs at once", 30*time.Second, func() bool { return len(procsWith(marker)) == 8 })
+}
