@@ -33,19 +33,9 @@ func TestRunShares(t *testing.T) {
 		cmd := exec.Command(rootgateBin, "send", "--socket", d.Sock)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ag.uid, Gid: ag.gid, Groups: []uint32{}}}
 		cmd.Stdin = strings.NewReader(request(map[string]any{"id": id, "pipeline": [][]string{{"sleep", marker}}, "privileged": false}))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
 		clients = append(clients, cmd)
 	}
-	// The requester leaves at the end: its runs are killed.
-	t.Cleanup(func() {
-		for _, cmd := range clients {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-		noSurvivors(t, marker)
-	})
+	startClients(t, clients, marker)
 	decided := func(id string) bool {
 		b, _ := os.ReadFile(auditPath(d.Dir))
 		for line := range bytes.Lines(b) {
@@ -93,17 +83,28 @@ func TestEveryRunSlotUsable(t *testing.T) {
 	for range 8 {
 		cmd := exec.Command(rootgateBin, "send", "--socket", d.Sock)
 		cmd.Stdin = strings.NewReader(request(map[string]any{"pipeline": [][]string{{"sleep", marker}}}))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
 		clients = append(clients, cmd)
 	}
+	startClients(t, clients, marker)
+	waitFor(t, "eight runs at once", 30*time.Second, func() bool { return len(procsWith(marker)) == 8 })
+}
+
+// startClients starts clients, whose runs sleep marker; when the test
+// ends, the requesters leave, and their runs must be killed.
+func startClients(t *testing.T, clients []*exec.Cmd, marker string) {
+	t.Helper()
 	t.Cleanup(func() {
 		for _, cmd := range clients {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			if cmd.Process != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
 		}
 		noSurvivors(t, marker)
 	})
-	waitFor(t, "eight runs at once", 30*time.Second, func() bool { return len(procsWith(marker)) == 8 })
+	for _, cmd := range clients {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
