@@ -246,6 +246,7 @@ func TestGrantKeysDuringDwell(t *testing.T) {
 	a.See("gd-1")
 	a.See("> Deny")
 	at := a.Pos
+	// not a wait: keys typed through the whole dwell
 	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(50 * time.Millisecond) {
 		for _, k := range []string{"g", "y"} {
 			if time.Since(start) < tapFor { // every key inside the dwell

@@ -92,6 +92,7 @@ func (a *approverProc) enterRuleTappingY(ch chan response, file string) {
 		a.See("SAVE A POLICY RULE")
 		a.See(file)
 		taps := 0
+		// not a wait: keys typed through the whole dwell
 		for ; time.Since(sent) < terminal.Dwell-margin; taps++ {
 			a.Key("y")
 			select {
@@ -513,6 +514,7 @@ func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 	ta.Wait("keys are not accepted yet")
 	// The clock is read before every key: each is a tmux exec, and all
 	// must land inside the dwell.
+	// not a wait: keys typed through the whole dwell
 	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(20 * time.Millisecond) {
 		for _, k := range []string{"r", keyEnter, "y"} {
 			if time.Since(start) < tapFor {
