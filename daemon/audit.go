@@ -375,7 +375,9 @@ func record(e auditEvent) *audit.Record {
 			r.Request = request(e.Request)
 			if p.UID != 0 {
 				// Bounded (auditbudget.go): root's are kept whole.
-				r.Request.Pipeline, r.Request.Reason = excerptPipeline(r.Request.Pipeline), excerpt(r.Request.Reason, maxRecordedReason)
+				q := r.Request
+				q.Pipeline, q.Reason = excerptPipeline(q.Pipeline), excerpt(q.Reason, maxRecordedReason)
+				q.Env, q.EnvSHA256 = excerptEnv(q.Env, q.EnvSHA256)
 			}
 			if e.Kind == eventReceived && e.Line != nil {
 				// Compact (maxRecordedLine): only the short fields.

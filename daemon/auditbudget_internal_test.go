@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,36 @@ func TestAuditBudget(t *testing.T) {
 	}
 }
 
+// TestExcerptEnv: long env keys are kept as excerpts, and the keys past
+// the env's bound are counted; a short env is kept as it is.
+func TestExcerptEnv(t *testing.T) {
+	env := map[string]string{"LANG": "C.UTF-8"}
+	if e, h := excerptEnv(env, nil); len(e) != 1 || e["LANG"] != "C.UTF-8" || h != nil {
+		t.Errorf("a short env changed: %v %v", e, h)
+	}
+	long := "LA_" + strings.Repeat("A", 1000) // sorts first
+	for i := range 1000 {
+		env[fmt.Sprintf("LC_%04d", i)] = "C"
+	}
+	env[long] = "C"
+	e, h := excerptEnv(env, map[string]string{"LB_KEY": strings.Repeat("f", 64)})
+	total := 0
+	for k, v := range e {
+		total += len(k) + len(v)
+	}
+	if total > maxRecordedEnv+100 || !strings.HasPrefix(e["…"], "[") || !strings.Contains(e["…"], " more keys") || h["LB_KEY"] == "" {
+		t.Errorf("kept %d bytes of %d keys, last %q, hashed %v", total, len(e), e["…"], h)
+	}
+	if _, ok := e[long]; ok || len(e) < 2 {
+		t.Error("a 1003-byte key kept whole")
+	}
+	for k := range e {
+		if strings.HasPrefix(k, "LA_") && !strings.Contains(k, "…[1003 bytes, sha256:") {
+			t.Errorf("long key kept as %q", k)
+		}
+	}
+}
+
 // TestExcerptPipeline: a long word is kept as an excerpt with its size and
 // hash, and the words past the pipeline's bound are counted.
 func TestExcerptPipeline(t *testing.T) {
@@ -53,6 +84,10 @@ func TestExcerptPipeline(t *testing.T) {
 	}
 	if total > maxRecordedPipeline+100 || !strings.HasPrefix(last, "…[") || !strings.Contains(last, " more words") {
 		t.Errorf("kept %d bytes, last word %q", total, last)
+	}
+	// Empty words take room in the record too.
+	if got := excerptPipeline([][]string{append([]string{"true"}, make([]string, 100000)...)}); len(got[0]) > maxRecordedPipeline/3+2 {
+		t.Errorf("kept %d empty words", len(got[0]))
 	}
 	if p := [][]string{{"ls", "-l"}}; excerptPipeline(p)[0][1] != "-l" {
 		t.Error("a short pipeline changed")
