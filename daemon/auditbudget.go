@@ -8,16 +8,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/wire"
 )
 
 // What one uid's requests add to the audit log is bounded (docs/audit.md,
-// "What one requester adds to the log"): a received record of a uid
+// "What one requester adds to the log"). A received record of a uid
 // other than root keeps each long argument, env key and reason as an
 // excerpt with its size and SHA-256, and at most maxRecordedPipeline
-// bytes of the pipeline and maxRecordedEnv of the env; and a
-// uid whose received records took auditUIDBudget bytes within the hour
-// gets compact ones (the line's size and SHA-256, the short fields) until
-// the hour ends. Root is not limited.
+// bytes of the pipeline and maxRecordedEnv of the env. And every record
+// a uid other than root adds is charged to its hourly budget
+// (Config.AuditUIDBudget, from the uid's first record of the hour): its
+// received records are full only until they took a quarter of it, and
+// once it is spent, its further requests that may run or reach a person
+// are refused before they are received (admit), so that no record of a
+// run is ever dropped; what it may still add is the rate-limited records
+// of refused requests, pings and checks (rejectLimit). Root is not
+// limited.
 
 const (
 	// maxRecordedWord is the longest argument (or env key) a received
@@ -33,9 +39,9 @@ const (
 	// maxRecordedEnv bounds the env's (excerpted) keys and values a
 	// received record keeps; the keys past it are counted.
 	maxRecordedEnv = 4 << 10
-	// auditUIDBudget is how many bytes of full received records one uid
-	// may add an hour; past it they are compact.
-	auditUIDBudget = 2 << 20
+	// DefaultAuditUIDBudget is Config.AuditUIDBudget's default: how many
+	// bytes of records one uid other than root may add an hour.
+	DefaultAuditUIDBudget = 8 << 20
 	// auditBudgetWindow is the budget's period.
 	auditBudgetWindow = time.Hour
 )
@@ -124,28 +130,32 @@ func excerptEnv(env, hashed map[string]string) (map[string]string, map[string]st
 	return outEnv, outHashed
 }
 
-// auditBudget is the per-uid hourly budget of full received records.
+// auditBudget is the per-uid hourly budget of audit records (see the
+// top of this file). Its zero value is not usable: see newAuditBudget.
 type auditBudget struct {
-	mu   sync.Mutex
+	limit int64 // bytes of records one uid may add an hour
+	// spent is told, once per uid and hour, that uid's budget is spent
+	// until renews.
+	spent func(uid int, limit int64, renews time.Time)
+
+	mu   sync.Mutex // guards uids
 	uids map[int]*uidBudget
 }
 
+// uidBudget is one uid's hour.
 type uidBudget struct {
 	start time.Time
-	used  int
+	used  int64 // bytes of the uid's records written this hour
+	full  int64 // of which full received records
+	told  bool  // spent was called this hour
 }
 
-// take charges n bytes to uid's hour starting now or earlier, and
-// reports whether its received record may be full: root's always is.
-func (b *auditBudget) take(uid, n int, now time.Time) bool {
-	if uid == 0 {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.uids == nil {
-		b.uids = map[int]*uidBudget{}
-	}
+func newAuditBudget(limit int64, spent func(uid int, limit int64, renews time.Time)) *auditBudget {
+	return &auditBudget{limit: limit, spent: spent, uids: map[int]*uidBudget{}}
+}
+
+// hourLocked returns uid's hour at now, a new one when its last is over.
+func (b *auditBudget) hourLocked(uid int, now time.Time) *uidBudget {
 	u := b.uids[uid]
 	if u == nil || now.Sub(u.start) >= auditBudgetWindow || now.Before(u.start) {
 		// Forget the uids whose hour is over, so the map stays small.
@@ -157,9 +167,64 @@ func (b *auditBudget) take(uid, n int, now time.Time) bool {
 		u = &uidBudget{start: now}
 		b.uids[uid] = u
 	}
-	if u.used+n > auditUIDBudget {
-		return false
+	return u
+}
+
+// fullShare is how many bytes of full received records one uid may add
+// an hour: a quarter of its budget.
+func (b *auditBudget) fullShare() int64 { return b.limit / 4 }
+
+// full reports whether uid's received record at now may be full (else it
+// is compact: the line's size and SHA-256, the short fields): root's
+// always is; another uid's while its full received records took less
+// than a quarter of its budget this hour, and the budget is not spent.
+func (b *auditBudget) full(uid int, now time.Time) bool {
+	if uid == 0 {
+		return true
 	}
-	u.used += n
-	return true
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.hourLocked(uid, now)
+	return u.full < b.fullShare() && u.used < b.limit
+}
+
+// charge counts a record of n bytes that uid's request added at now
+// (full: a full received record). Root's are not counted.
+func (b *auditBudget) charge(uid, n int, full bool, now time.Time) {
+	if uid == 0 || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.hourLocked(uid, now)
+	u.used += int64(n)
+	if full {
+		u.full += int64(n)
+	}
+}
+
+// admit is called as a request of uid comes, before it is received. A
+// request that may run or reach a person (not a check, which shares the
+// rate-limited budget of refused requests) is refused, before anything
+// of it is recorded but its rejected record, once uid's records took its
+// whole budget this hour: what it would add could not be bounded
+// otherwise, and records of a run are never left out. The first refusal
+// of the hour is told (spent). Root is not limited.
+func (b *auditBudget) admit(uid int, check bool, now time.Time) error {
+	if uid == 0 || check {
+		return nil
+	}
+	b.mu.Lock()
+	u := b.hourLocked(uid, now)
+	if u.used < b.limit {
+		b.mu.Unlock()
+		return nil
+	}
+	renews, tell := u.start.Add(auditBudgetWindow), !u.told
+	u.told = true
+	b.mu.Unlock()
+	if tell && b.spent != nil {
+		b.spent(uid, b.limit, renews)
+	}
+	return wire.AuditBudgetError(uid, b.limit, renews)
 }
