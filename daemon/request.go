@@ -81,9 +81,9 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		}
 		received = true
 		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req}
-		// A uid past its hourly budget of full records gets compact
+		// A uid past its hourly share of full records gets compact
 		// ones too (auditbudget.go).
-		if runsNothing && len(line) > maxRecordedLine || !s.auditBudget.take(peer.UID, min(len(line), maxRecordedPipeline+maxRecordedReason), now) {
+		if runsNothing && len(line) > maxRecordedLine || !s.auditBudget.full(peer.UID, now) {
 			e.Line = line
 		}
 		if err := s.event(e); err != nil {
@@ -134,7 +134,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		}
 		received = true
 		e := auditEvent{Kind: eventReceived, ID: req.ID, Peer: peer, Request: req, Within: pingAuditWait}
-		if len(line) > maxRecordedLine {
+		if len(line) > maxRecordedLine || !s.auditBudget.full(peer.UID, now) {
 			e.Line = line
 		}
 		if err := s.event(e); err != nil && !errors.Is(err, errAuditStuck) {
@@ -143,6 +143,11 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		return s.pong(req.ID, peer)
 	}
 
+	// A uid whose records took its hourly budget is answered busy
+	// (auditbudget.go).
+	if err := s.auditBudget.admit(peer.UID, req.Check, now); err != nil {
+		return reject(err)
+	}
 	// Past the descriptors it may hold, a request is answered busy
 	// before it opens any (lacking.go).
 	fds := requestFDs(len(req.Pipeline))

@@ -136,6 +136,12 @@ type Config struct {
 	// system has fewer bytes left, requests are refused before they are
 	// received; 0 means no guard.
 	AuditMinFree int64
+	// AuditUIDBudget caps the bytes of audit records the requests of one
+	// uid other than root add an hour (from its first); past it, its
+	// requests that may run or reach a person are refused (busy) until
+	// the hour ends, and its received records are full only within a
+	// quarter of it (see docs/audit.md). 0 means DefaultAuditUIDBudget.
+	AuditUIDBudget int64
 	// RejectRate caps the rejected records of one uid other than root
 	// written per minute; past it they are counted, and one dropped record
 	// says how many (see docs/audit.md).
@@ -169,7 +175,7 @@ type Server struct {
 	act            *activity           // what keeps the server from being idle
 	limit          *promptLimit        // per-uid prompt caps
 	reject         *rejectLimit        // per-uid caps of rejected records
-	auditBudget    auditBudget         // per-uid hourly budget of full received records
+	auditBudget    *auditBudget        // per-uid hourly budget of audit records
 	// policy is the policy in force; each request takes it once, when
 	// it is received, and decides against that one.
 	policy atomic.Pointer[policy.Policy]
@@ -236,6 +242,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RejectRate <= 0 {
 		cfg.RejectRate = DefaultRejectRate
 	}
+	if cfg.AuditUIDBudget <= 0 {
+		cfg.AuditUIDBudget = DefaultAuditUIDBudget
+	}
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = wire.DefaultEnvAllow()
 	}
@@ -268,6 +277,10 @@ func New(cfg Config) (*Server, error) {
 		limit:          newPromptLimit(cfg.MaxPending, cfg.PromptRate),
 	}
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
+	s.auditBudget = newAuditBudget(cfg.AuditUIDBudget, func(uid int, limit int64, renews time.Time) {
+		cfg.Log.Warn("a uid's requests took their hourly budget of the audit log (--audit-uid-budget); its requests that may run or reach a person are refused until the hour ends",
+			"requester_uid", uid, "budget_bytes", limit, "until", renews.UTC().Format(time.RFC3339))
+	})
 	s.policy.Store(cfg.Policy)
 	s.warnLimits(cfg.Policy)
 	var killed, swept map[string]bool

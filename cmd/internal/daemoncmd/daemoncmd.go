@@ -111,6 +111,7 @@ type options struct {
 	auditKeep         int
 	auditMinFree      byteSize
 	rejectRate        int
+	auditUIDBudget    byteSize
 	cgroup            string
 	cgroupShared      bool
 	runMemoryMax      byteSize
@@ -192,6 +193,7 @@ var flags = []clidoc.Flag{
 	{Name: "audit-keep", Default: defaultAuditKeep, Usage: "rotated audit files kept; older ones are removed after a rotation (0 keeps all)"},
 	{Name: "audit-min-free", Default: sizeFlag(defaultAuditMinFree), Usage: "refuse requests while the audit log's file system has less than this `size` free (bytes, or with K, M or G); 0 turns the guard off"},
 	{Name: "audit-reject-rate", Default: daemon.DefaultRejectRate, Usage: "rejected requests of one uid (root excepted) recorded per minute; past it they are counted in one dropped record"},
+	{Name: "audit-uid-budget", Default: sizeFlag(daemon.DefaultAuditUIDBudget), Usage: "audit records the requests of one uid (root excepted) may add an hour, from its first (`size` in bytes, or with K, M or G; at least 64K); past it its requests that may run or reach a person are refused (server busy) until the hour ends, and its received records are full only within a quarter of it"},
 	{Name: "cgroup", Default: daemon.CgroupAuto, Usage: "where each run gets a cgroup v2 of its own: \"auto\" (a subtree of the daemon's own cgroup when it is the tree's root or was delegated to the daemon, as under rootgate.service), a cgroup2 `directory` to make the runs' cgroups in, or \"none\"; without one, runs are contained by sessions, process groups and an environment tag only (docs/security.md)"},
 	{Name: "cgroup-shared", Default: false, Usage: "start even though the runs' cgroup parent holds cgroups rootgated did not make, and leave them alone; without it the daemon refuses to start next to them, as a --cgroup naming such a directory is most likely a mistake. rootgated only ever kills and removes the cgroups it made and marked"},
 	{Name: "run-memory-max", Default: sizeFlag(0), Usage: "memory limit of every run (memory.max, `size` in bytes, or with K, M or G); 0 is none. The daemon refuses to start when its runs' cgroups have no memory controller"},
@@ -236,6 +238,7 @@ func parseOptions(v clidoc.Values) options {
 		auditKeep:         v.Int("audit-keep"),
 		auditMinFree:      *v.Value("audit-min-free").(*byteSize),
 		rejectRate:        v.Int("audit-reject-rate"),
+		auditUIDBudget:    *v.Value("audit-uid-budget").(*byteSize),
 		cgroup:            v.String("cgroup"),
 		cgroupShared:      v.Bool("cgroup-shared"),
 		runMemoryMax:      *v.Value("run-memory-max").(*byteSize),
@@ -301,6 +304,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 	}
 	if o.auditKeep < 0 || o.rejectRate < 1 {
 		out.Errorf(errw, "--audit-keep must not be negative and --audit-reject-rate must be at least 1")
+		return exitUsage
+	}
+	if o.auditUIDBudget < minAuditUIDBudget {
+		out.Errorf(errw, "--audit-uid-budget must be at least 64K")
 		return exitUsage
 	}
 	if o.runMemoryMax < 0 || o.runTasksMax < 0 {
@@ -510,6 +517,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		MaxPending:        o.maxPending,
 		PromptRate:        o.promptRate,
 		RejectRate:        o.rejectRate,
+		AuditUIDBudget:    int64(o.auditUIDBudget),
 		AuditMinFree:      int64(o.auditMinFree),
 		Cgroups:           cgroups,
 		Log:               log,
@@ -750,6 +758,10 @@ const (
 	defaultAuditKeep    = 10
 	defaultAuditMinFree = 32 << 20
 )
+
+// minAuditUIDBudget is the least --audit-uid-budget: the records of a few
+// dozen runs an hour.
+const minAuditUIDBudget = 64 << 10
 
 // defaultAuditMaxSize is --audit-max-size's default.
 const defaultAuditMaxSize = 64 << 20
