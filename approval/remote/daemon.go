@@ -268,6 +268,22 @@ func Refuse(c *net.UnixConn, msg string) {
 // attaches the client to the broker, welcomes it, pings it, and hands its
 // decisions to the prompts they answer. It closes c.
 func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
+	h.serve(ctx, c, peer, "remote", nil)
+}
+
+// ServeTerminal is [Host.Serve] for the approver client rootgated --tty
+// runs on its own terminal, over c, the daemon's end of a socket pair it
+// made for that client: the broker and the daemon's answers name it as the
+// daemon's own terminal (via "terminal"), and attached, when set, is
+// called once it is attached, before its welcome is sent. peer is who the
+// caller found that terminal's approver to be (a socket pair's credentials
+// name the process that made it, the daemon).
+func (h *Host) ServeTerminal(ctx context.Context, c *net.UnixConn, peer Peer, attached func()) {
+	h.serve(ctx, c, peer, "terminal", attached)
+}
+
+// serve is Serve, the broker's member reached via via.
+func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string, attached func()) {
 	defer c.Close()
 	log := h.Log
 	if log == nil {
@@ -316,7 +332,10 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	// at once, as tests and scripts do). Holding the write lock meanwhile
 	// keeps a prompt for such a request from going out before the welcome.
 	r.wmu.Lock()
-	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: "remote", Approver: r, Agent: r.agent, Controllers: peer.Controllers})
+	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: via, Approver: r, Agent: r.agent, Controllers: peer.Controllers})
+	if attached != nil {
+		attached()
+	}
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.SilentFor, DefaultSilentFor)
 	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
