@@ -17,7 +17,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,7 +27,6 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
-	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
@@ -168,7 +166,7 @@ var flags = []clidoc.Flag{
 	{Name: "approver", Default: clidoc.List(nil), Usage: "admit `USER` or @GROUP as an approver besides root (repeatable)"},
 	{Name: "runtime-dir", Default: daemon.DefaultRuntimeDir, Usage: "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root"},
 	{Name: "policy", Default: defaultPolicy, Usage: "policy rules `file`; a missing file means ask for everything"},
-	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal"},
+	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal, with the rootgate approve it runs there: the rootgate next to rootgated, or in the search path of runs, which no one but root (or, next to it, rootgated's owner) can change"},
 	{Name: "unsafe-self-approval", Default: false, Usage: "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent"},
 	{Name: "prompt-timeout", Default: approval.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"},
 	{Name: "approver-ping", Default: remote.DefaultPingEvery, Usage: "how often each attached approver client (rootgate approve) is pinged; it answers even while a prompt is up"},
@@ -408,16 +406,16 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	}
 	logOut := stderr
 	broker := &approval.Broker{Timeout: o.promptTimeout, UnsafeSelfApproval: o.unsafeSelf, GroupWithin: o.groupWithin}
-	var term *terminal.Terminal
+	var tty *ttyApprover
+	var ttyLog *termLog
 	if o.tty {
 		var err error
-		if term, err = openTerminal(o.promptTimeout); err != nil {
-			return configErr(err)
+		if tty, err = openTTY(); err != nil {
+			return err
 		}
-		logOut = term.LogWriter(stderr)
-		if o.policy != "" {
-			term.RuleFile = filepath.Join(policy.Dir(o.policy), approval.RuleDropIn)
-		}
+		defer tty.client.Close()
+		ttyLog = &termLog{terminal: stderr}
+		logOut = ttyLog
 	}
 	log := newLogger(logOut)
 	if cgroups != nil {
@@ -438,24 +436,8 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 	if o.unsafeSelf {
 		log.Warn("UNSAFE: --unsafe-self-approval is on: a requester may be asked through an approver whose terminal or session its own uid controls, and could type the answer itself; this guards against mistakes only, not against a hostile agent")
 	}
-	if term != nil {
-		// Who could type into this terminal: the daemon's ancestry (sudo,
-		// a tmux server, sshd), login uid, SUDO_UID and terminals, not
-		// only the owner of sudo's inner pty.
-		controllers, err := daemon.Controllers(os.Getpid())
-		if err != nil {
-			return fmt.Errorf("--tty: cannot tell who controls this terminal: %w", err)
-		}
-		// term.In is /dev/tty, whose own inode is root's: the terminal's
-		// owner is that of the device it names.
-		owner := deviceOwner("/dev/" + term.Name)
-		if owner >= 0 {
-			controllers = append(controllers, owner)
-		}
-		slices.Sort(controllers)
-		controllers = slices.Compact(controllers)
-		broker.Attach(&approval.Member{UID: operatorUID(term.Operator, owner), Name: term.Operator + " on " + term.Name, Via: "terminal", Approver: term, Controllers: controllers})
-		if who := approval.Uninvolved(controllers, userName); who != "" {
+	if tty != nil {
+		if who := approval.Uninvolved(tty.peer.Controllers, userName); who != "" {
 			out.Warningf(logOut, "this terminal is not asked about requests from %s: they can control it", who)
 		}
 	}
@@ -518,6 +500,15 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		return configErr(err) // the runtime directory
 	}
 	defer srv.Close()
+	// The terminal's approver is attached before the daemon serves: the
+	// first request may be put to it.
+	var approver *running
+	if tty != nil {
+		if approver, err = tty.start(srv, ttyLog); err != nil {
+			return err
+		}
+		defer approver.stop()
+	}
 	// The opened record says who writes from here on (pid, boot id and
 	// start time: the next daemon tells by them whether this one is gone),
 	// and that the runs left unfinished before it are recorded (New did):
@@ -567,7 +558,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 			case <-ctx.Done():
 				return
 			case <-hup.c:
-				if o.tty && !hup.ignored {
+				if tty != nil && !hup.ignored {
 					// The terminal the daemon prompts on hung up
 					// (closed, or sudo passing its hangup on).
 					log.Info("SIGHUP: the terminal hung up; stopping")
@@ -593,6 +584,17 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 			}
 		}()
 	}
+	if approver != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-approver.Done():
+				// As a hangup: no one is left to ask on this terminal.
+				log.Info("the approver on this terminal exited; stopping")
+				cancel()
+			}
+		}()
+	}
 	stopping := make(chan struct{})
 	go func() {
 		defer close(stopping)
@@ -607,6 +609,11 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 			first = err
 			cancel() // one listener failed: stop the other too
 		}
+	}
+	if approver != nil {
+		// Every request is answered: the approver may go, and the
+		// terminal is the log's again.
+		approver.stop()
 	}
 	if first == nil {
 		log.Info("stopped")
@@ -636,16 +643,6 @@ func watchdog(ctx context.Context, log *slog.Logger, every time.Duration) {
 	}
 }
 
-// deviceOwner is the owner of the file at path, or -1: for a terminal,
-// a uid that could type into it, so one of its controllers.
-func deviceOwner(path string) int {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return -1
-	}
-	return int(st.Uid)
-}
-
 // operatorUID is the uid of the operator named name (the sudo user under
 // sudo), else the terminal's owner, else root: who the audit log and
 // decided_by say approved at the daemon's own terminal.
@@ -664,15 +661,6 @@ func userName(uid int) string {
 		return u.Username
 	}
 	return ""
-}
-
-// openTerminal opens the daemon's controlling terminal for prompts.
-func openTerminal(timeout time.Duration) (*terminal.Terminal, error) {
-	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-	if err != nil {
-		return nil, fmt.Errorf("--tty: no controlling terminal: %w", err)
-	}
-	return &terminal.Terminal{In: tty, Out: tty, Timeout: timeout, Name: approval.TerminalName(), Operator: approval.OperatorName()}, nil
 }
 
 // firstRequest is the command a newcomer can paste to try the daemon.
