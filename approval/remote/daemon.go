@@ -20,7 +20,7 @@ import (
 
 // Connection timing. The daemon pings every [Host].PingEvery (default
 // DefaultPingEvery) and detaches an approver it has heard nothing from for
-// [Host].SilentFor (default DefaultSilentFor): an approver cut off without
+// [Host].Silence (default DefaultSilence): an approver cut off without
 // a close (a network gone silent under an ssh forward) is detached well
 // before a prompt would time out, and its prompt is no longer waiting on
 // it. The welcome tells the client the ping interval; the client drops a
@@ -30,7 +30,7 @@ import (
 // for the welcome. Each line's write must end within WriteWithin.
 const (
 	DefaultPingEvery       = 5 * time.Second
-	DefaultSilentFor       = 3 * DefaultPingEvery
+	DefaultSilence         = 3 * DefaultPingEvery
 	DaemonSilentPings      = 4
 	DefaultDaemonSilentFor = 60 * time.Second
 	HelloWithin            = 10 * time.Second
@@ -77,9 +77,9 @@ type Host struct {
 	// PingEvery is how often an attached client is pinged; 0 means
 	// DefaultPingEvery.
 	PingEvery time.Duration
-	// SilentFor is how long a client may send nothing (no pong, no
-	// decision) before it is detached; 0 means DefaultSilentFor.
-	SilentFor time.Duration
+	// Silence is how long a client may send nothing (no pong, no
+	// decision) before it is detached; 0 means DefaultSilence.
+	Silence time.Duration
 	// Status, when set, gives what an approver's idle screen shows; it is
 	// sent to approvers that offer CapStatus after the welcome and after
 	// each [Host.Changed].
@@ -337,7 +337,7 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 		attached()
 	}
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
-	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.SilentFor, DefaultSilentFor)
+	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.Silence, DefaultSilence)
 	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
 		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
 		StandingGrants: h.Grants != nil, Hostname: h.Hostname, PingEvery: pingEvery.Seconds(), RuleFile: h.RuleFile})

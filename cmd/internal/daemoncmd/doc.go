@@ -19,7 +19,7 @@ func Page() *clidoc.Page {
 		Summary:  "rootgate's root daemon: runs agents' commands once a policy rule or a person approves them",
 		Version:  version.String(),
 		Synopsis: []string{synopsis},
-		Flags:    flags,
+		Flags:    clidoc.Settings(flags),
 		Description: `rootgated takes requests from rootgate(1) clients on a Unix socket: an exact pipeline to run, as root or as the requester, with a reason. Each request is checked, then decided by the policy file or put to a person: on the daemon's own terminal (--tty) or through approver clients attached to the approver socket (rootgate approve). An approved pipeline runs without a shell, with a clean environment and a time limit, and every process it started is killed when it ends. The output goes back to the requester.
 
 With --tty, rootgated runs rootgate approve, as root, on the terminal it was started on, attached over a socket pair; its log lines go to that approver, which prints them above its screen. It runs the rootgate in its own directory, else the first in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin, never $PATH's, and only one that no one but root can change, or, next to rootgated, no one but rootgated's owner and those who could change rootgated too; any other, next to it, stops the daemon with exit code 78. When that approver exits (Ctrl-C), the daemon stops.
