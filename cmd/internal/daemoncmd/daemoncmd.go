@@ -348,8 +348,10 @@ func serve(ctx context.Context, o *config, stderr io.Writer, hup hangups) error 
 			return err
 		}
 		defer tty.client.Close()
-		ttyLog = &termLog{terminal: stderr}
-		logOut = ttyLog
+		if stderrIsTerminal(stderr) {
+			ttyLog = &termLog{terminal: stderr}
+			logOut = ttyLog
+		}
 	}
 	log := newLogger(logOut)
 	if cgroups != nil {

@@ -174,7 +174,8 @@ type running struct {
 
 // start runs the approver on the terminal and serves it with srv until
 // stop; it returns once the approver is attached, so the requests that
-// follow are put to it.
+// follow are put to it. log, when set, is the daemon's log on that
+// terminal, which goes to the approver while it runs.
 func (t *ttyApprover) start(srv *daemon.Server, log *termLog) (*running, error) {
 	defer t.client.Close()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -223,7 +224,11 @@ func (t *ttyApprover) start(srv *daemon.Server, log *termLog) (*running, error) 
 		_ = srv.ServeTerminal(ctx, c.(*net.UnixConn), t.peer, func() {
 			// From here on the approver draws on the terminal: the log
 			// goes to it, before the attach is logged.
-			log.toChild(pw)
+			if log != nil {
+				log.toChild(pw)
+			} else {
+				pw.Close()
+			}
 			close(attached)
 		})
 	}()
@@ -231,6 +236,9 @@ func (t *ttyApprover) start(srv *daemon.Server, log *termLog) (*running, error) 
 	case <-attached:
 		return r, nil
 	case <-r.served:
+		if log != nil {
+			log.toTerminal()
+		}
 		pw.Close()
 		r.stop()
 		return nil, fmt.Errorf("--tty: rootgate approve did not attach on this terminal: %v", r.err)
@@ -253,7 +261,9 @@ func (r *running) stop() {
 			_ = r.cmd.Process.Kill()
 			<-r.done
 		}
-		r.log.toTerminal()
+		if r.log != nil {
+			r.log.toTerminal()
+		}
 	})
 }
 
@@ -264,6 +274,18 @@ func childEnv(env []string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		return k == "NOTIFY_SOCKET" || strings.HasPrefix(k, "LISTEN_") || strings.HasPrefix(k, "WATCHDOG_")
 	})
+}
+
+// stderrIsTerminal reports whether the daemon's stderr is a terminal: its
+// log is then written there, which the approver's screen must take over;
+// otherwise (2>file, the journal) it goes where it went.
+func stderrIsTerminal(stderr io.Writer) bool {
+	f, ok := stderr.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // maxPendingLog bounds the log bytes the approver has not taken yet.
