@@ -154,6 +154,7 @@ type remote struct {
 	name  string // "USER on WHERE"
 	user  string // USER
 	where string // WHERE: the name it gave, e.g. "pts/3"
+	by    string // its decisions' By: "approver USER on WHERE", or the daemon's own terminal's "tty WHERE"
 	agent string // the SSH agent socket it offers, or ""
 	group bool   // it shows a prompt's group count (CapGroup)
 	// status is signalled when its status changed; nil when it takes no
@@ -203,7 +204,7 @@ func (r *remote) sendLine(line []byte) error {
 
 // Approve implements [approval.Approver].
 func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
-	by := "approver " + r.name
+	by := r.by
 	if p.Group > 1 && !r.group {
 		return approval.Decision{Verdict: approval.Unavailable, Message: wire.ApproverNoGroup(r.name), By: by}
 	}
@@ -320,9 +321,12 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 		where = "an approver client"
 	}
 	r := &remote{
-		c: c, peer: peer, name: peer.User + " on " + where, user: peer.User, where: where, agent: hello.AgentSocket,
+		c: c, peer: peer, name: peer.User + " on " + where, user: peer.User, where: where, by: "approver " + peer.User + " on " + where, agent: hello.AgentSocket,
 		pending: map[string]*pendingPrompt{}, timeout: h.Broker.Timeout, done: make(chan struct{}),
 		group: slices.Contains(hello.Capabilities, CapGroup),
+	}
+	if via == "terminal" {
+		r.by = "tty " + where // as the daemon's own prompt said
 	}
 	if h.Status != nil && slices.Contains(hello.Capabilities, CapStatus) {
 		r.status = make(chan struct{}, 1)
