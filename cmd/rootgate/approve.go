@@ -134,8 +134,14 @@ func onTerminal(ctx context.Context, a *remote.Client, grantFor []time.Duration,
 		if !from.Grants {
 			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
 		}
-		return &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
-			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: from.RuleFile, Machine: from.Host, Via: from.Socket}
+		t := &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
+			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: from.RuleFile}
+		if a.Conn == nil {
+			// The daemon's own terminal (rootgated --tty) is on its
+			// machine: only a client that dialled says where it asks from.
+			t.Machine, t.Via = from.Host, from.Socket
+		}
+		return t
 	}
 	return runApprover(ctx, a, stderr)
 }
