@@ -30,6 +30,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/progid"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
@@ -183,6 +184,9 @@ type Server struct {
 	// for their idle screens.
 	host      *remote.Host
 	decisions decisionLog
+	// programs finds the listed programs' files by what they are, for
+	// the prompt (identify).
+	programs *progid.Index
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -266,6 +270,7 @@ func New(cfg Config) (*Server, error) {
 		approverShares: newConnShares(wire.MaxApproverConns),
 		act:            newActivity(cfg.Now()),
 		limit:          newPromptLimit(cfg.MaxPending, cfg.PromptRate),
+		programs:       newPrograms(),
 	}
 	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
 	s.policy.Store(cfg.Policy)
