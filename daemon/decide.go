@@ -78,6 +78,9 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		// Once per prompt, so within the per-uid prompt limits.
 		log.Warn("allow rule not applied, a person is asked", "rule", r.Text, "source", ruleSource(r), "err", p.notAppliedWhy)
 	}
+	// What each stage's program is, by its file: a copy of a listed
+	// program under another name, a script's interpreters.
+	s.identify(p)
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,

@@ -31,6 +31,7 @@ import (
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/progid"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
@@ -198,6 +199,9 @@ type Server struct {
 	// for their idle screens.
 	host      *remote.Host
 	decisions decisionLog
+	// programs finds the listed programs' files by what they are, for
+	// the prompt (identify).
+	programs *progid.Index
 }
 
 // New checks cfg, fills in defaults and opens the replay window in
@@ -240,6 +244,7 @@ func New(cfg Config) (*Server, error) {
 		approverShares: newConnShares(wire.MaxApproverConns),
 		act:            newActivity(cfg.Now()),
 		limit:          newPromptLimit(cfg.MaxPending, cfg.PromptRate),
+		programs:       newPrograms(),
 	}
 	s.reject = newRejectLimit(cfg.AuditRejectRate, s.dropped)
 	s.auditBudget = newAuditBudget(cfg.AuditUIDBudget, func(uid int, limit int64, renews time.Time) {
