@@ -167,7 +167,7 @@ var flags = []clidoc.Flag{
 	{Name: "socket", Default: client.DefaultSocket, Usage: "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win"},
 	{Name: "approver-socket", Default: client.DefaultApproverSocket, Usage: "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then"},
 	{Name: "approver", Default: clidoc.List(nil), Usage: "admit `USER` or @GROUP as an approver besides root (repeatable)"},
-	{Name: "runtime-dir", Default: daemon.DefaultRuntimeDir, Usage: "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root"},
+	{Name: "runtime-dir", Default: daemon.DefaultRuntimeDir, Usage: "`directory` for runtime state (the replay window, the audit budgets, SSH agent relays); it must be root's and writable only by root"},
 	{Name: "policy", Default: defaultPolicy, Usage: "policy rules `file`; a missing file means ask for everything"},
 	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal"},
 	{Name: "unsafe-self-approval", Default: false, Usage: "UNSAFE: still ask approvers whose terminal or session the requester's uid can control (it could type the answer itself); guards against mistakes only, never against a hostile agent"},
