@@ -23,7 +23,8 @@ import (
 // are refused before they are received (admit), so that no record of a
 // run is ever dropped; what it may still add is the rate-limited records
 // of refused requests, pings and checks (rejectLimit). Root is not
-// limited.
+// limited. The budgets of the hours still open are kept in the runtime
+// directory across a restart (auditbudgetfile.go).
 
 const (
 	// maxRecordedWord is the longest argument (or env key) a received
@@ -44,6 +45,11 @@ const (
 	DefaultAuditUIDBudget = 8 << 20
 	// auditBudgetWindow is the budget's period.
 	auditBudgetWindow = time.Hour
+	// auditBudgetSaves is how many times in its budget a uid's charges
+	// have the budgets saved (auditBudget.saved): each time they pass
+	// another 1/auditBudgetSaves of it, so a crash of the daemon forgets
+	// less than that much of any uid's hour.
+	auditBudgetSaves = 16
 )
 
 // excerpt returns s when it is at most max bytes, else its first
@@ -137,6 +143,10 @@ type auditBudget struct {
 	// spent is told, once per uid and hour, that uid's budget is spent
 	// until renews.
 	spent func(uid int, limit int64, renews time.Time)
+	// saved, when set, is called (without mu held) when a charge takes a
+	// uid past another 1/auditBudgetSaves of its budget, or to its end:
+	// it keeps the budgets (snapshot) where a restarted daemon finds them.
+	saved func()
 
 	mu   sync.Mutex // guards uids
 	uids map[int]*uidBudget
@@ -195,11 +205,41 @@ func (b *auditBudget) charge(uid, n int, full bool, now time.Time) {
 		return
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	u := b.hourLocked(uid, now)
+	step := max(1, b.limit/auditBudgetSaves)
+	passed := u.used/step != (u.used+int64(n))/step || u.used < b.limit && u.used+int64(n) >= b.limit
 	u.used += int64(n)
 	if full {
 		u.full += int64(n)
+	}
+	b.mu.Unlock()
+	if passed && b.saved != nil {
+		b.saved()
+	}
+}
+
+// snapshot returns the hours not over at now, by uid.
+func (b *auditBudget) snapshot(now time.Time) map[int]uidBudget {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[int]uidBudget, len(b.uids))
+	for uid, u := range b.uids {
+		if !now.Before(u.start) && now.Sub(u.start) < auditBudgetWindow {
+			out[uid] = *u
+		}
+	}
+	return out
+}
+
+// restore takes up hours a daemon before this one kept (snapshot), for
+// the uids that have none yet.
+func (b *auditBudget) restore(hours map[int]uidBudget) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for uid, u := range hours {
+		if _, ok := b.uids[uid]; !ok && uid != 0 {
+			b.uids[uid] = &u
+		}
 	}
 }
 

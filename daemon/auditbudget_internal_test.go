@@ -117,3 +117,83 @@ func TestExcerptPipeline(t *testing.T) {
 		t.Error("a short pipeline changed")
 	}
 }
+
+// TestAuditBudgetSaved: a uid's charges have the budgets saved each time
+// they pass another 1/auditBudgetSaves of its budget, and when they reach
+// it, not at every record.
+func TestAuditBudgetSaved(t *testing.T) {
+	t.Parallel()
+	const limit = 64<<10 + 100 // not a multiple of auditBudgetSaves
+	saves := 0
+	b := newAuditBudget(limit, nil)
+	b.saved = func() { saves++ }
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	for b.admit(1000, false, now) == nil {
+		b.charge(1000, 1000, false, now)
+	}
+	b.charge(0, 1<<20, false, now) // root's: not counted, nor saved
+	// Steps of 4102 bytes: 15 passed below the limit, then the limit.
+	if saves != 16 {
+		t.Errorf("saved %d times over a budget of %d charged 1000 bytes at a time, want 16", saves, limit)
+	}
+}
+
+// TestLimitsFile: the budgets and minutes a daemon keeps are read back as
+// they were, but for the hours and minutes over (or not begun: the clock
+// went back); a file with any line the daemon does not write is not
+// read at all.
+func TestLimitsFile(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	st := limitState{
+		hours: map[int]uidBudget{
+			1000: {start: now.Add(-59 * time.Minute), used: 70000, full: 16000, told: true},
+			1001: {start: now.Add(-time.Minute), used: 10},
+			1002: {start: now.Add(-time.Hour), used: 1 << 20},  // over
+			1003: {start: now.Add(time.Second), used: 1 << 20}, // after now
+		},
+		minutes: map[int]rejectMinute{
+			1000: {start: now.Add(-59 * time.Second), n: 60},
+			1004: {start: now.Add(-time.Minute), n: 60}, // over
+		},
+	}
+	data := formatLimits(st)
+	got, err := parseLimits(data, now)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	delete(st.hours, 1002)
+	delete(st.hours, 1003)
+	delete(st.minutes, 1004)
+	same := len(got.hours) == len(st.hours) && len(got.minutes) == len(st.minutes)
+	for uid, u := range st.hours {
+		g, ok := got.hours[uid]
+		same = same && ok && g.start.Equal(u.start) && g.used == u.used && g.full == u.full && g.told == u.told
+	}
+	for uid, m := range st.minutes {
+		g, ok := got.minutes[uid]
+		same = same && ok && g.start.Equal(m.start) && g.n == m.n
+	}
+	if !same {
+		t.Errorf("read back %v, want %v", got, st)
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"empty", ""},
+		{"no header", "hour 1000 1 2 3 0\n"},
+		{"cut short", "rootgate audit budget 1\nhour 1000 1 2 1 0"},
+		{"root", "rootgate audit budget 1\nhour 0 1 2 1 0\n"},
+		{"uid past 32 bits", "rootgate audit budget 1\nhour 4294967296 1 2 1 0\n"},
+		{"negative", "rootgate audit budget 1\nhour 1000 1 -2 0 0\n"},
+		{"plus sign", "rootgate audit budget 1\nhour 1000 1 +2 0 0\n"},
+		{"full past used", "rootgate audit budget 1\nhour 1000 1 2 3 0\n"},
+		{"told 2", "rootgate audit budget 1\nhour 1000 1 2 1 2\n"},
+		{"fields missing", "rootgate audit budget 1\nhour 1000 1 2\n"},
+		{"twice", "rootgate audit budget 1\nminute 1000 1 2\nminute 1000 1 2\n"},
+		{"unknown", "rootgate audit budget 1\nday 1000 1 2\n"},
+		{"double space", "rootgate audit budget 1\nminute 1000  1 2\n"},
+	} {
+		if _, err := parseLimits([]byte(tc.text), now); err == nil {
+			t.Errorf("%s: %q read", tc.name, tc.text)
+		}
+	}
+}

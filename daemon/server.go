@@ -67,7 +67,8 @@ const (
 type Config struct {
 	// Version is the daemon's version, sent in every response.
 	Version string
-	// RuntimeDir holds the replay window's file (--runtime-dir).
+	// RuntimeDir holds the replay window's file, and the audit budgets'
+	// (auditbudgetfile.go) (--runtime-dir).
 	RuntimeDir string
 	// Policy holds the operator's rules; nil asks a person for everything.
 	// It is the policy in force until [Server.ReloadPolicy] replaces it.
@@ -186,6 +187,7 @@ type Server struct {
 	limit          *promptLimit        // per-uid prompt caps
 	reject         *rejectLimit        // per-uid caps of rejected records
 	auditBudget    *auditBudget        // per-uid hourly budget of audit records
+	savingLimits   sync.Mutex          // one saveLimits at a time, so the file ends with the latest
 	// policy is the policy in force; each request takes it once, when
 	// it is received, and decides against that one.
 	policy atomic.Pointer[policy.Policy]
@@ -204,8 +206,8 @@ type Server struct {
 	programs *progid.Index
 }
 
-// New checks cfg, fills in defaults and opens the replay window in
-// cfg.RuntimeDir.
+// New checks cfg, fills in defaults, opens the replay window in
+// cfg.RuntimeDir and takes up the audit budgets kept there.
 func New(cfg Config) (*Server, error) {
 	clidoc.Fill(Settings, &cfg)
 	if cfg.MaxConnsPerUID <= 0 {
@@ -251,6 +253,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Log.Warn("a uid's requests took their hourly budget of the audit log (--audit-uid-budget); its requests that may run or reach a person are refused until the hour ends",
 			"requester_uid", uid, "budget_bytes", limit, "until", renews.UTC().Format(time.RFC3339))
 	})
+	s.auditBudget.saved = s.saveLimits
+	s.loadLimits()
 	s.policy.Store(cfg.Policy)
 	s.warnLimits(cfg.Policy)
 	var killed, swept map[string]bool
@@ -348,10 +352,11 @@ func isTemporary(err error) bool {
 	return false
 }
 
-// Close writes the dropped records still due and releases the replay
-// window's file.
+// Close writes the dropped records still due, keeps the audit budgets
+// for the next daemon (saveLimits) and releases the replay window's file.
 func (s *Server) Close() error {
 	s.reject.close()
+	s.saveLimits()
 	return s.replay.Close()
 }
 
