@@ -260,6 +260,13 @@ func New(cfg Config) (*Server, error) {
 	var killed, swept map[string]bool
 	if cfg.Cgroups != nil {
 		killed = s.recoverOrphans()
+		limit := ownMemoryMax(cfg.MaxRuns)
+		// The reason is in the message: journalctl shows only that.
+		if f, err := cfg.Cgroups.boundOwnMemory(limit); err != nil {
+			cfg.Log.Info("the daemon's own memory is not bounded by a cgroup: " + err.Error())
+		} else {
+			cfg.Log.Info(fmt.Sprintf("the daemon's own memory is bounded: memory.max %d in %s", limit, f))
+		}
 	} else {
 		swept = s.recoverLeftovers()
 	}
