@@ -340,7 +340,7 @@ func endKind(ctx context.Context, res *pipeline.Result) eventKind {
 	switch {
 	case res.TimedOut:
 		return eventTimedOut
-	case res.Canceled && context.Cause(ctx) == errClientGone:
+	case res.Canceled && endCause(ctx) == errClientGone:
 		return eventCancelled
 	case res.Canceled:
 		return eventKilled

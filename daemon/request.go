@@ -194,12 +194,12 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	case err != nil:
 		return reject(err)
 	}
-	if d.Code == wire.CodeNoApprover && ctx.Err() != nil && context.Cause(ctx) != errClientGone {
+	if d.Code == wire.CodeNoApprover && ctx.Err() != nil && endCause(ctx) != errClientGone {
 		// The approvers left because the daemon, stopping, closed their
 		// connections: the daemon ended the wait, not their absence.
 		d = approval.Decision{Verdict: approval.Withdrawn}
 	}
-	if d.Verdict == approval.Withdrawn && context.Cause(ctx) != errClientGone {
+	if d.Verdict == approval.Withdrawn && endCause(ctx) != errClientGone {
 		// The daemon ended the wait, not the requester (who is told
 		// "daemon stopping"): the record must say so.
 		d.By, d.Message = endedByDaemon, wire.ErrStopping.Error()
@@ -263,11 +263,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 	}
 	// A requester gone by now (even as the slot came free) is not run for.
 	if ctx.Err() != nil {
-		cause := context.Cause(ctx)
-		if cause != errClientGone {
-			cause = wire.ErrStopping
-		}
-		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", cause)})
+		s.event(auditEvent{Kind: eventFailed, ID: req.ID, Peer: peer, Decision: &d, Err: fmt.Errorf("not started: %w", endCause(ctx))})
 		return s.gone(ctx, req.ID)
 	}
 	setSudoEnv(plan)
@@ -389,7 +385,7 @@ func (s *Server) handle(ctx context.Context, peer peerInfo, line []byte, eofWith
 		keep.keep(int64(outputLen(resp)))
 	}
 	if res.Canceled {
-		if context.Cause(ctx) == errClientGone {
+		if endCause(ctx) == errClientGone {
 			// No one to answer: serveConn sends nothing, but collects
 			// the output (collect.go).
 			return resp
@@ -428,10 +424,21 @@ const endedByDaemon = "daemon stopping"
 // gone answers a request whose context ended: "daemon stopping" when the
 // daemon is, nothing when the client went away.
 func (s *Server) gone(ctx context.Context, id string) *wire.Response {
-	if context.Cause(ctx) == errClientGone {
+	if endCause(ctx) == errClientGone {
 		return nil
 	}
 	return errorResponse(id, wire.ErrStopping)
+}
+
+// endCause is why a request's context ends, or ended: errClientGone when
+// its client went away, else wire.ErrStopping, the daemon stopping (the
+// only other end of a request's context, and what a request that ended
+// neither way yet is told should the daemon end its wait).
+func endCause(ctx context.Context) error {
+	if context.Cause(ctx) == errClientGone {
+		return errClientGone
+	}
+	return wire.ErrStopping
 }
 
 // outcomeLine sums up a run for the approver who allowed it.

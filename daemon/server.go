@@ -496,7 +496,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 		return
 	}
 	id, output := resp.ID, outputLen(resp)
-	left := context.Cause(reqCtx) == errClientGone
+	left := endCause(reqCtx) == errClientGone
 	if !left {
 		resp.Version = s.cfg.Version
 		err = ans.finish(resp)
