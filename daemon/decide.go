@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -16,16 +14,17 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// decide is check 10: the policy first, then a person.
-// receive writes the received record: it is called once the request is
-// decided by the policy, or admitted to be put to a person.
-func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func(runsNothing bool) error) (approval.Decision, error) {
-	req := p.req
+// judge is check 10: the policy first, then a standing grant, then a
+// person. The request is received (receive) once it is decided by the
+// policy or a grant, or admitted to be put to a person; its error is
+// then receive's when its record cannot be written.
+func (r *request) judge() (approval.Decision, error) {
+	s, p, req, log := r.s, r.p, r.req, r.log
 	userName := userNameOf(p.peer.UID)
 	m := s.evaluate(p, userName)
 	switch m.Action {
 	case policy.ActionDeny:
-		if err := s.refusedUnasked(p, receive); err != nil {
+		if err := r.receiveUnasked(s.cfg.Now()); err != nil {
 			return approval.Decision{}, err
 		}
 		p.rule = m.Rule
@@ -38,7 +37,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
 			break
 		}
-		if err := receive(false); err != nil {
+		if err := r.receive(); err != nil {
 			return approval.Decision{}, err
 		}
 		p.rule, p.ruleLim = m.Rule, pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}
@@ -47,7 +46,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	// A person's standing grant for exactly this request decides it
 	// without asking; the policy's deny rules were read first.
 	if g := s.grantDecides(p, m, s.cfg.Now(), true); g != nil {
-		if err := receive(false); err != nil {
+		if err := r.receive(); err != nil {
 			return approval.Decision{}, err
 		}
 		p.grant = g
@@ -58,12 +57,19 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	// policy denial: refused at once.
 	if n, ok := s.cfg.Approver.(noneToAsker); ok {
 		if d, none := n.NoneToAsk(&approval.Prompt{ForwardAgent: req.ForwardAgent, Requester: approval.Requester{UID: p.peer.UID, User: userName}, Named: p.named, RunAs: p.account.Name}); none {
-			if err := s.refusedUnasked(p, receive); err != nil {
+			if err := r.receiveUnasked(s.cfg.Now()); err != nil {
 				return approval.Decision{}, err
 			}
 			return d, nil
 		}
 	}
+	return r.askPerson(userName)
+}
+
+// askPerson puts the request to a person: it is received once admitted
+// by the per-uid prompt caps, and the prompt is made.
+func (r *request) askPerson(userName string) (approval.Decision, error) {
+	s, p, req, log := r.s, r.p, r.req, r.log
 	// One requester must not flood the people who approve.
 	end, err := s.limit.begin(p.peer.UID, s.cfg.Now())
 	if err != nil {
@@ -71,7 +77,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		return approval.Decision{}, err
 	}
 	defer end()
-	if err := receive(false); err != nil {
+	if err := r.receive(); err != nil {
 		return approval.Decision{}, err
 	}
 	if r := p.notApplied; r != nil {
@@ -116,23 +122,10 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		return approval.Decision{}, err
 	}
 	log.Info("asking for approval")
-	p.progress(wire.ProgressApproval)
-	d := s.cfg.Approver.Approve(ctx, prompt)
+	r.progress(wire.ProgressApproval)
+	d := s.cfg.Approver.Approve(r.ctx, prompt)
 	p.prompt = prompt
 	return d, nil
-}
-
-// refusedUnasked records p's request as refused without a person (a
-// policy denial, or no one to ask): its record leaves a long pipeline out
-// and shares the per-uid budget of refused requests, so a flood of them
-// cannot fill the log and rotate older records away. Past the budget the
-// request is left unrecorded, and counted in a dropped record.
-func (s *Server) refusedUnasked(p *runPlan, receive func(runsNothing bool) error) error {
-	if !s.reject.allow(p.peer.UID, s.cfg.Now()) {
-		p.unrecorded = true
-		return nil
-	}
-	return receive(true)
 }
 
 // noneToAsker is an Approver that tells, before a request is recorded,

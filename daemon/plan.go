@@ -42,8 +42,6 @@ type runPlan struct {
 	// records for such requests (refusedUnasked); counted in a dropped
 	// record.
 	unrecorded bool
-	// progress writes a progress line when the request asked for them.
-	progress func(phase string)
 	// lim is the limits of the run's cgroup.
 	lim pipeline.Limits
 	// notApplied is the allow rule that matched but did not decide, for
