@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
@@ -19,7 +18,9 @@ import (
 
 // runPlan is a request made ready to run: executables resolved, identity and
 // environment fixed. What the approver is shown is made from it, and it is
-// what runs.
+// what runs. It is not changed once planned: what decides the request is
+// its verdict, and the run sets up a copy of its cmd; only the facts
+// at the end, found from it when first asked, are filled in later.
 type runPlan struct {
 	req     *wire.Request
 	peer    peerInfo
@@ -29,25 +30,12 @@ type runPlan struct {
 	dir     *os.File           // the cwd, held open
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
-	policy  *policy.Policy   // the policy in force when the request was received
-	rule    *policy.Rule     // the policy rule that decided, if one did
-	ruleLim pipeline.Limits  // the lowest limits of the rules that allowed the stages
-	grant   *grant           // the standing grant that decided, if one did
-	prompt  *approval.Prompt // what a person was shown, if one was asked
 	// named is the identity a request naming its account or group
 	// (run_as other than root, run_as_group) runs with; nil otherwise.
 	named *approval.NamedRun
-	shape string // shapeOf(p), once computed (see grantShape)
-	// unrecorded: refused without a person past its uid's budget of
-	// records for such requests (refusedUnasked); counted in a dropped
-	// record.
-	unrecorded bool
-	// lim is the limits of the run's cgroup.
+	// lim is the limits of the run's cgroup, as the daemon sets them
+	// (a rule that allows the run may lower them: request.limits).
 	lim pipeline.Limits
-	// notApplied is the allow rule that matched but did not decide, for
-	// the file that runs is not root's alone (othersMayChange), and why.
-	notApplied    *policy.Rule
-	notAppliedWhy error
 	// search is where a bare name is found and the run's PATH: the fixed
 	// search path, less its directories others than root may change for
 	// a privileged run another user asks for (pipeline.SafeSearchPath).
@@ -55,13 +43,16 @@ type runPlan struct {
 	// leftOut is why each directory of the fixed search path not in
 	// search was left out (pipeline.SafeSearchPath's reasons).
 	leftOut []pipeline.LeftOut
-	// interpChecked is set once interpretersMayChange has found
-	// interpErr, its answer for this request.
-	interpChecked bool
-	interpErr     error
 	// resolveOnly: the plan only resolves (requesterFirst's look with
 	// the requester's identity): nothing is captured.
 	resolveOnly bool
+
+	// Facts found from the plan once, when first asked, for they cost:
+	// shape is shapeOf(p) (grantShape), and interpErr the answer of
+	// interpretersMayChange, once interpChecked.
+	shape         string
+	interpChecked bool
+	interpErr     error
 }
 
 // close releases the pinned executables and the cwd.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -62,8 +63,11 @@ type request struct {
 	req      *wire.Request // decoded (what of it was, when decode failed)
 	received bool          // its received record is written
 	unasked  bool          // received as a request nothing runs for and no one is asked about
-	p        *runPlan      // planned
-	d        approval.Decision
+	p        *runPlan      // planned; not changed after
+	v        verdict       // decided
+	// cmd is what runs: the plan's, set up for the run (its output, its
+	// cgroup, its start gate, the SUDO_* and agent variables).
+	cmd pipeline.Cmd
 	// by is who decided it, as its answer says, once its decided record
 	// is written.
 	by    *wire.DecidedBy
@@ -225,7 +229,7 @@ func (r *request) admit() error {
 // which it does while its audit log's file system is stopped (frozen),
 // writing the record once it can.
 func (r *request) ping() error {
-	if err := r.receiveUnasked(r.now); err != nil {
+	if _, err := r.receiveUnasked(r.now); err != nil {
 		return notReceived(err)
 	}
 	return answered(r.s.pong(r.req.ID, r.peer))
@@ -243,7 +247,6 @@ func (r *request) plan() error {
 	if err != nil {
 		return rejected(honest(err))
 	}
-	p.policy = r.pol
 	r.p = p
 	return nil
 }
@@ -255,39 +258,40 @@ func (r *request) plan() error {
 func (r *request) decide() error {
 	if r.req.Check {
 		// Like a ping, a check runs nothing and asks no one.
-		if err := r.receiveUnasked(r.now); err != nil {
+		if _, err := r.receiveUnasked(r.now); err != nil {
 			return notReceived(err)
 		}
-		return answered(r.s.check(r.p))
+		return answered(r.s.check(r.p, r.pol))
 	}
 	// The client hears at once that the daemon is deciding its request.
 	r.progress(wire.ProgressReceived)
-	d, err := r.judge()
+	v, err := r.judge()
 	if err != nil {
 		return notReceived(err)
 	}
-	r.d = r.endedWait(d)
-	plan := r.p
-	by := r.s.decider(&r.d, plan.rule)
-	if plan.grant != nil {
-		by = grantDecider(plan.grant)
+	v.d = r.endedWait(v.d)
+	r.v = v
+	d := &r.v.d
+	by := r.s.decider(d, v.rule)
+	if v.grant != nil {
+		by = grantDecider(v.grant)
 	}
-	if plan.unrecorded {
-		return answered(&wire.Response{ID: r.req.ID, Status: wire.StatusDenied, Code: denialCode(r.d), Message: r.d.Message, DecidedBy: by})
+	if v.unrecorded {
+		return answered(&wire.Response{ID: r.req.ID, Status: wire.StatusDenied, Code: denialCode(*d), Message: d.Message, DecidedBy: by})
 	}
 	if r.record(eventDecided, nil) != nil {
 		return unrecorded(errAudit)
 	}
 	r.by = by
-	r.s.noteDecision(plan, userNameOf(r.peer.UID), &r.d)
+	r.s.noteDecision(r.p, userNameOf(r.peer.UID), &r.v)
 	r.keepAsked()
-	switch r.d.Verdict {
+	switch d.Verdict {
 	case approval.Allow:
 		return nil
 	case approval.Deny, approval.Unavailable:
-		return answered(&wire.Response{ID: r.req.ID, Status: wire.StatusDenied, Code: denialCode(r.d), Message: r.d.Message, DecidedBy: by})
+		return answered(&wire.Response{ID: r.req.ID, Status: wire.StatusDenied, Code: denialCode(*d), Message: d.Message, DecidedBy: by})
 	case approval.Expired:
-		return answered(&wire.Response{ID: r.req.ID, Status: wire.StatusTimeout, Code: wire.CodePromptTimeout, Message: r.d.Message})
+		return answered(&wire.Response{ID: r.req.ID, Status: wire.StatusTimeout, Code: wire.CodePromptTimeout, Message: d.Message})
 	}
 	return withdrawn // the client left or the daemon is stopping
 }
@@ -314,17 +318,17 @@ func (r *request) endedWait(d approval.Decision) approval.Decision {
 // request: a standing grant, or a policy rule, which then names itself
 // as the request's decider for the next.
 func (r *request) keepAsked() {
-	plan, d := r.p, &r.d
-	if plan.prompt == nil {
+	prompt, d := r.v.prompt, &r.v.d
+	if prompt == nil {
 		return
 	}
 	// A grant asked for on a group's prompt is made once, by the request
 	// that was shown.
 	if d.Grant > 0 && d.GroupOf == "" {
-		r.s.addGrant(plan, plan.prompt, d, r.s.cfg.Now())
+		r.s.addGrant(r.p, prompt, d, r.s.cfg.Now())
 	}
 	if d.Rule != "" && d.Verdict == approval.Allow && d.Member != nil {
-		if saved := r.s.saveRule(plan, d); saved != nil && r.by != nil {
+		if saved := r.s.saveRule(r.p, prompt, d); saved != nil && r.by != nil {
 			// The person decided; the rule they saved decides the next.
 			r.by.Rule, r.by.Source = saved.Text, fmt.Sprintf("%s:%d", saved.File, saved.Line)
 		}
@@ -354,19 +358,14 @@ func (r *request) run() error {
 	if r.ctx.Err() != nil {
 		return &outcome{record: eventFailed, err: fmt.Errorf("not started: %w", endCause(r.ctx)), gone: true}
 	}
-	plan := r.p
-	setSudoEnv(plan)
+	r.cmd = *r.p.cmd
+	setSudoEnv(&r.cmd, r.p)
 	if err := r.forwardAgent(); err != nil {
 		return err
 	}
-	if plan.rule != nil && plan.grant == nil {
-		// Each stage's rule limits the whole run: a first stage allowed
-		// without limits does not lift a later one's.
-		plan.lim = stricter(plan.lim, plan.ruleLim)
-	}
 	// A limit the operator asked for that cannot be enforced here
 	// refuses the run: it never runs without it.
-	if err := r.s.cfg.Cgroups.Check(plan.lim); err != nil {
+	if err := r.s.cfg.Cgroups.Check(r.limits()); err != nil {
 		r.log.Error("run refused", "err", err)
 		return failed(wire.StartError(err))
 	}
@@ -379,7 +378,7 @@ func (r *request) run() error {
 	}
 	r.output()
 	r.began = time.Now()
-	res, err := plan.cmd.Run(r.ctx)
+	res, err := r.cmd.Run(r.ctx)
 	r.untrack()
 	if err != nil {
 		return r.notRun(err, synced)
@@ -411,13 +410,23 @@ func (r *request) reserve() {
 	}
 }
 
+// limits are the run's cgroup's: the daemon's, lowered by the rules that
+// allowed the run. Each stage's rule limits the whole run: a first stage
+// allowed without limits does not lift a later one's.
+func (r *request) limits() pipeline.Limits {
+	if r.v.rule != nil && r.v.grant == nil {
+		return stricter(r.p.lim, r.v.ruleLim)
+	}
+	return r.p.lim
+}
+
 // forwardAgent lends the run the SSH agent of the person who approved
 // it, when the request asks for it.
 func (r *request) forwardAgent() error {
 	if !r.req.ForwardAgent {
 		return nil
 	}
-	a := r.d.Agent
+	a := r.v.d.Agent
 	if a == nil { // allowed by policy, or by an approver without one
 		return failed(wire.ErrNoAgent)
 	}
@@ -428,7 +437,7 @@ func (r *request) forwardAgent() error {
 		return failed(wire.AgentError(err))
 	}
 	r.relay = relay
-	r.p.cmd.Env = append(r.p.cmd.Env, "SSH_AUTH_SOCK="+relay.SocketPath())
+	r.cmd.Env = append(slices.Clip(r.cmd.Env), "SSH_AUTH_SOCK="+relay.SocketPath())
 	return nil
 }
 
@@ -444,7 +453,7 @@ func (r *request) started() (synced func() error, err error) {
 	if err != nil {
 		return nil, failed(errAudit)
 	}
-	r.p.cmd.Gate = func() error {
+	r.cmd.Gate = func() error {
 		if err := synced(); err != nil {
 			return err
 		}
@@ -457,11 +466,11 @@ func (r *request) started() (synced func() error, err error) {
 // contain gives the run its own cgroup, or, without cgroups, records it
 // for the next daemon.
 func (r *request) contain() error {
-	cmd := r.p.cmd
+	cmd := &r.cmd
 	if c := r.s.cfg.Cgroups; c != nil {
 		// Its own cgroup, or no run: a run that cannot be contained so
 		// is not run the weaker way behind the operator's back.
-		cg, err := c.newRun(r.req.ID, r.p.lim)
+		cg, err := c.newRun(r.req.ID, r.limits())
 		if err != nil {
 			r.log.Error("cannot make the run's cgroup", "err", err)
 			return failed(wire.StartError(err))
@@ -492,7 +501,7 @@ func (r *request) contain() error {
 
 // output sends the run's output where it goes.
 func (r *request) output() {
-	cmd := r.p.cmd
+	cmd := &r.cmd
 	if r.req.Stream != 0 {
 		// Every byte of the output goes to the client as frames, as the
 		// run writes it, and the daemon holds none of it.
@@ -514,10 +523,10 @@ func (r *request) notRun(err error, synced func() error) error {
 		return failed(errAudit)
 	}
 	r.log.Error("run failed to start", "err", err)
-	if r.d.After != nil {
+	if r.v.d.After != nil {
 		// The person who approved learns that nothing ran, and why: a
 		// file swapped after the approval is news to them.
-		r.d.After.Outcome(r.req.ID, "not run: "+termsafe.Sanitize(err.Error()))
+		r.v.d.After.Outcome(r.req.ID, "not run: "+termsafe.Sanitize(err.Error()))
 	}
 	if lacking(err) {
 		return failed(wire.ErrLacking)
@@ -559,8 +568,8 @@ func (r *request) finish(err error) *wire.Response {
 		// The run is over: a failure to record its end is logged, but
 		// the requester still gets its result.
 		r.record(endKind(r.ctx, r.res), nil)
-		if r.d.After != nil {
-			r.d.After.Outcome(r.req.ID, outcomeLine(r.res))
+		if r.v.d.After != nil {
+			r.v.d.After.Outcome(r.req.ID, outcomeLine(r.res))
 		}
 		resp := r.answer()
 		if r.keep != nil {
@@ -631,17 +640,14 @@ func (r *request) receive() error {
 // about: a ping, a check, a refusal without a person. Its record shares
 // the per-uid budget of refused requests (underRejectBudget), so a flood
 // of them cannot fill the log and rotate older records away; past the
-// budget the request is left unrecorded (p.unrecorded, when planned),
-// and counted in a dropped record.
-func (r *request) receiveUnasked(now time.Time) error {
+// budget the request is left unrecorded, and counted in a dropped
+// record. It reports whether the request was received.
+func (r *request) receiveUnasked(now time.Time) (bool, error) {
 	if !r.underRejectBudget(now) {
-		if r.p != nil {
-			r.p.unrecorded = true
-		}
-		return nil
+		return false, nil
 	}
 	r.unasked = true
-	return r.receive()
+	return true, r.receive()
 }
 
 // notReceived ends a request that could not be received with err: the
@@ -703,13 +709,13 @@ func (r *request) recordAsync(kind eventKind, err error) (wait func() error, _ e
 			e.Line = r.line
 		}
 	case eventDecided:
-		e.Decision, e.Rule, e.Grant = &r.d, r.p.rule, r.p.grant
+		e.Decision, e.Rule, e.Grant = &r.v.d, r.v.rule, r.v.grant
 	case eventFailed:
-		e.Decision = &r.d
+		e.Decision = &r.v.d
 	case eventStarted:
-		e.Decision, e.Plan = &r.d, r.p
+		e.Decision, e.Plan = &r.v.d, r.p
 	default: // the run's end
-		e.Decision, e.Result, e.Duration = &r.d, r.res, time.Since(r.began)
+		e.Decision, e.Result, e.Duration = &r.v.d, r.res, time.Since(r.began)
 	}
 	return r.s.eventAsync(e, kind == eventStarted)
 }

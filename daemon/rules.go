@@ -58,7 +58,8 @@ type savedRule struct {
 	Text string
 }
 
-// saveRule saves the rule d carries for p's request, which d approved:
+// saveRule saves the rule d carries for p's request, which d approved
+// on prompt:
 // it checks the rule again (never taking the approver's word), appends it
 // with a comment to the drop-in file (atomically), reloads the policy and
 // checks that the policy now allows the request. When it does not (a rule
@@ -67,7 +68,7 @@ type savedRule struct {
 // The request stays approved either way: the person approved it. The
 // outcome is recorded (rule_saved), logged, and told to the approver. It
 // returns the rule saved, or nil.
-func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
+func (s *Server) saveRule(p *runPlan, prompt *approval.Prompt, d *approval.Decision) *savedRule {
 	log := s.cfg.Log.With("request_id", p.req.ID)
 	approverUID := d.Member.UID
 	rec := &audit.RuleSaved{Text: d.Rule, ApproverUID: approverUID, Approver: d.Member.Name, RequesterUID: p.peer.UID}
@@ -88,7 +89,7 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	if file == "" {
 		return fail(errors.New("this daemon has no policy file to save a rule in"))
 	}
-	r, err := approval.CheckRule(p.prompt, d.Rule)
+	r, err := approval.CheckRule(prompt, d.Rule)
 	if err != nil {
 		return fail(err)
 	}
@@ -133,7 +134,7 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	if len(old) > 0 {
 		b.WriteByte('\n')
 	}
-	b.WriteString(ruleComment(p, d, s.cfg.Now()))
+	b.WriteString(ruleComment(p, prompt, d, s.cfg.Now()))
 	line := strings.Count(b.String(), "\n") + 1
 	b.WriteString(r.Text + "\n")
 	// What is written must read back as the policy it is meant to be: a
@@ -148,7 +149,7 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	why := ""
 	if err := s.ReloadPolicy(); err != nil {
 		why = "the policy does not reload with it: " + err.Error()
-	} else if m := s.policy.Load().Evaluate(p.subject(p.prompt.Requester.User)); m.Action != policy.ActionAllow {
+	} else if m := s.policy.Load().Evaluate(p.subject(prompt.Requester.User)); m.Action != policy.ActionAllow {
 		why = "the policy still does not allow this request"
 		if m.Rule != nil {
 			why = fmt.Sprintf("a stricter rule decides this request (%s:%d: %s): the saved rule would never be used; "+
@@ -183,13 +184,13 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 }
 
 // ruleComment is the comment above a saved rule: who saved it, when, and
-// from which request. Requester text in it is escaped, and the command
+// from which request, shown on prompt. Requester text in it is escaped, and the command
 // cut as the status cuts it: the file has a size limit, and a request's
 // arguments could otherwise take it all.
-func ruleComment(p *runPlan, d *approval.Decision, now time.Time) string {
+func ruleComment(p *runPlan, prompt *approval.Prompt, d *approval.Decision, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# saved from the prompt by %s at %s\n", termsafe.Sanitize(approverText(d.Member.Name, d.Member.UID)), now.UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(p.prompt.Requester.User), approval.QuoteArgv(clipPipeline([][]string{p.prompt.Stages[0].Argv})[0]))
+	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(prompt.Requester.User), approval.QuoteArgv(clipPipeline([][]string{prompt.Stages[0].Argv})[0]))
 	return b.String()
 }
 
