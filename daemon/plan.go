@@ -75,37 +75,9 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
 		return nil, wire.ErrNoAgent
 	}
-	uid := uint32(0)
-	if !req.Privileged || req.RunAs == "" && req.RunAsGroup != "" {
-		// Not privileged: the requester. A group and no account: the
-		// requester with that group, as sudo -g runs; a raw client
-		// must not get root with a group by leaving run_as out.
-		uid = uint32(peer.UID)
-	}
-	var account pipeline.Account
-	if req.RunAs != "" {
-		account, err = lookupRunAs(req.RunAs)
-	} else if account, err = pipeline.CachedAccount(uid); err != nil {
-		err = wire.NoUserError(int(uid))
-	}
+	account, named, err := runIdentity(req, peer)
 	if err != nil {
 		return nil, err
-	}
-	if !req.Privileged {
-		// The peer's own groups, as the kernel reported them at connect.
-		account.GID = uint32(peer.GID)
-		account.Groups = peer.Groups
-	}
-	var named *approval.NamedRun
-	if account.UID != 0 && req.Privileged || req.RunAsGroup != "" {
-		named = &approval.NamedRun{UID: account.UID, GID: account.GID}
-	}
-	if req.RunAsGroup != "" {
-		g, err := lookupRunGroup(req.RunAsGroup)
-		if err != nil {
-			return nil, err
-		}
-		account.GID, named.GID, named.Group = g.gid, g.gid, g.name
 	}
 	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline)), search: pipeline.SearchPath}
 	if req.Privileged && peer.UID != 0 {
@@ -118,18 +90,74 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 			p.close()
 		}
 	}()
+	if err := p.opener()(); err != nil {
+		return nil, err
+	}
+	p.cmd = s.command(p)
+	if s.cfg.Cgroups != nil {
+		p.lim = s.cfg.Cgroups.Limits
+	}
+	return p, nil
+}
+
+// runIdentity is the account req's run has, as peer asked for it, and
+// for a request naming its account or group (run_as other than root,
+// run_as_group), the identity it names.
+func runIdentity(req *wire.Request, peer peerInfo) (account pipeline.Account, named *approval.NamedRun, err error) {
+	uid := uint32(0)
+	if !req.Privileged || req.RunAs == "" && req.RunAsGroup != "" {
+		// Not privileged: the requester. A group and no account: the
+		// requester with that group, as sudo -g runs; a raw client
+		// must not get root with a group by leaving run_as out.
+		uid = uint32(peer.UID)
+	}
+	if req.RunAs != "" {
+		account, err = lookupRunAs(req.RunAs)
+	} else if account, err = pipeline.CachedAccount(uid); err != nil {
+		err = wire.NoUserError(int(uid))
+	}
+	if err != nil {
+		return pipeline.Account{}, nil, err
+	}
+	if !req.Privileged {
+		// The peer's own groups, as the kernel reported them at connect.
+		account.GID = uint32(peer.GID)
+		account.Groups = peer.Groups
+	}
+	if account.UID != 0 && req.Privileged || req.RunAsGroup != "" {
+		named = &approval.NamedRun{UID: account.UID, GID: account.GID}
+	}
+	if req.RunAsGroup != "" {
+		g, err := lookupRunGroup(req.RunAsGroup)
+		if err != nil {
+			return pipeline.Account{}, nil, err
+		}
+		account.GID, named.GID, named.Group = g.gid, g.gid, g.name
+	}
+	return account, named, nil
+}
+
+// opener is how p's cwd and executables are opened (open): with the
+// daemon's identity for a privileged run as root; else as the run will
+// reach them. A privileged request of a requester other than root opens
+// nothing the requester cannot see (seen.go).
+func (p *runPlan) opener() func() error {
 	open := p.open
-	if !req.Privileged || p.account.UID != 0 {
+	if !p.req.Privileged || p.account.UID != 0 {
 		// Not privileged, or a named account: the cwd and executables
 		// are reached as the run will reach them.
 		open = func() error { return pipeline.AsUser(&p.account, p.open) }
 	}
-	if req.Privileged && peer.UID != 0 {
-		open = p.requesterFirst(open) // nothing opened that the requester cannot see (seen.go)
+	if p.req.Privileged && p.peer.UID != 0 {
+		open = p.requesterFirst(open)
 	}
-	if err := open(); err != nil {
-		return nil, err
-	}
+	return open
+}
+
+// command is p's run, as planned: its time limit the daemon's, or the
+// request's when lower.
+func (s *Server) command(p *runPlan) *pipeline.Cmd {
+	req := p.req
 	timeout := s.cfg.ExecTimeout
 	if req.Timeout > 0 && req.Timeout < timeout {
 		timeout = req.Timeout
@@ -138,7 +166,7 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	for i, st := range p.stages {
 		paths[i] = st.Path
 	}
-	p.cmd = &pipeline.Cmd{
+	return &pipeline.Cmd{
 		Argv:      req.Pipeline,
 		Paths:     paths,
 		Env:       pipeline.EnvIn(p.search, p.account, req.Env),
@@ -151,10 +179,6 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 		KillGrace: s.cfg.KillGrace,
 		Cap:       wire.MaxCapture,
 	}
-	if s.cfg.Cgroups != nil {
-		p.lim = s.cfg.Cgroups.Limits
-	}
-	return p, nil
 }
 
 // open opens the cwd and resolves and pins every stage's executable, with
