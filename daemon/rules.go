@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,32 +147,10 @@ func (s *Server) saveRule(p *runPlan, prompt *approval.Prompt, d *approval.Decis
 		return fail(err)
 	}
 	rec.Line = line
-	why := ""
-	if err := s.ReloadPolicy(); err != nil {
-		why = "the policy does not reload with it: " + err.Error()
-	} else if m := s.policy.Load().Evaluate(p.subject(prompt.Requester.User)); m.Action != policy.ActionAllow {
-		why = "the policy still does not allow this request"
-		if m.Rule != nil {
-			why = fmt.Sprintf("a stricter rule decides this request (%s:%d: %s): the saved rule would never be used; "+
-				"edit or remove that rule", m.Rule.File, m.Rule.Line, m.Rule.Text)
-		}
-	}
-	if why != "" {
+	if why := s.ruleInForce(p, prompt); why != "" {
 		// Take it out again: a rule on disk that does nothing misleads.
-		if existed {
-			err = writeDropIn(dfd, name, old)
-		} else {
-			err = unix.Unlinkat(dfd, name, 0)
-			if err == nil {
-				err = unix.Fsync(dfd)
-			}
-		}
-		if err != nil {
-			log.Error("cannot take a saved rule out again", "file", file, "err", err)
+		if err := s.takeRuleOut(dfd, file, old, existed, log); err != nil {
 			why += fmt.Sprintf("; taking it out of %s failed: %v", file, err)
-		}
-		if err := s.ReloadPolicy(); err != nil {
-			log.Error("policy reload after taking a rule out failed", "err", err)
 		}
 		rec.Line = 0
 		return fail(errors.New(why))
@@ -181,6 +160,47 @@ func (s *Server) saveRule(p *runPlan, prompt *approval.Prompt, d *approval.Decis
 	s.ruleEvent(p.req.ID, rec)
 	tell(fmt.Sprintf("approved; rule saved to %s line %d: %s", termsafe.Quote(file), line, termsafe.Sanitize(r.Text)))
 	return &savedRule{File: file, Line: line, Text: r.Text}
+}
+
+// ruleInForce reloads the policy with a rule just saved for p's request,
+// shown on prompt, and says why the policy does not allow the request
+// now; "" when it does.
+func (s *Server) ruleInForce(p *runPlan, prompt *approval.Prompt) (why string) {
+	if err := s.ReloadPolicy(); err != nil {
+		return "the policy does not reload with it: " + err.Error()
+	}
+	m := s.policy.Load().Evaluate(p.subject(prompt.Requester.User))
+	switch {
+	case m.Action == policy.ActionAllow:
+		return ""
+	case m.Rule != nil:
+		return fmt.Sprintf("a stricter rule decides this request (%s:%d: %s): the saved rule would never be used; "+
+			"edit or remove that rule", m.Rule.File, m.Rule.Line, m.Rule.Text)
+	}
+	return "the policy still does not allow this request"
+}
+
+// takeRuleOut puts the drop-in file, in the directory dfd, back as it was
+// before a rule was saved in it (old, or none when it did not exist) and
+// reloads the policy; it returns the error of putting it back.
+func (s *Server) takeRuleOut(dfd int, file string, old []byte, existed bool, log *slog.Logger) error {
+	name := filepath.Base(file)
+	var err error
+	if existed {
+		err = writeDropIn(dfd, name, old)
+	} else {
+		err = unix.Unlinkat(dfd, name, 0)
+		if err == nil {
+			err = unix.Fsync(dfd)
+		}
+	}
+	if err != nil {
+		log.Error("cannot take a saved rule out again", "file", file, "err", err)
+	}
+	if err := s.ReloadPolicy(); err != nil {
+		log.Error("policy reload after taking a rule out failed", "err", err)
+	}
+	return err
 }
 
 // ruleComment is the comment above a saved rule: who saved it, when, and
