@@ -39,7 +39,7 @@ type runOutput interface {
 // decide, run; each returns nil to go on, or an *outcome that ends the
 // request there, which finish turns into the request's last record and
 // its answer (a run's answer is answer's). The records a request writes
-// are all made by record.
+// are all made by recordAsync.
 type request struct {
 	s    *Server
 	peer peerInfo
