@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -184,19 +185,22 @@ func TestBrokerLeaversNeverApprove(t *testing.T) {
 	b2.Attach(&Member{Name: "b", Approver: stays})
 	close(left.release)
 	go func() {
-		for {
+		// Released once asked, or after the wait's bound, when the
+		// Approve below fails the test if it was never asked.
+		testutil.Poll(20*time.Second, func() bool {
 			left.mu.Lock()
-			asked := left.asked
-			left.mu.Unlock()
-			if asked {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+			defer left.mu.Unlock()
+			return left.asked
+		})
 		close(stays.release)
 	}()
 	if d := b2.Approve(context.Background(), prompt(1)); d.Verdict != Allow {
 		t.Fatalf("got %+v", d)
+	}
+	left.mu.Lock()
+	defer left.mu.Unlock()
+	if !left.asked {
+		t.Fatal("the member that left was never asked")
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // shown is an approver that records the prompts it is shown and answers
@@ -40,11 +42,7 @@ func (s *shown) asked() []*Prompt {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testutil.WaitFor(t, what, 20*time.Second, cond)
 }
 
 func waitingCount(b *Broker) int {

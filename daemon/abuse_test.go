@@ -213,6 +213,7 @@ func TestSlowAndStuckPeers(t *testing.T) {
 			defer c.Close()
 			stop := time.Now().Add(3 * readWithin / 2)
 			go func() {
+				// not a wait: a client that writes a byte a while, slowly on purpose
 				for time.Now().Before(stop) {
 					if _, err := c.Write([]byte(" ")); err != nil {
 						return

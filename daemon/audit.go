@@ -132,15 +132,21 @@ func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err er
 	if s.cfg.Audit != nil {
 		within := cmp.Or(e.Within, auditWait)
 		var commit func() error
-		commit, err = s.stuckAudit(within, func() (func() error, error) {
+		commit, err = s.stuckAudit(within, func() (commit func() error, err error) {
 			switch {
 			case !durable(e):
-				return nil, s.cfg.Audit.AppendLater(r)
+				err = s.cfg.Audit.AppendLater(r)
 			case async:
-				return s.cfg.Audit.AppendAsync(r)
+				commit, err = s.cfg.Audit.AppendAsync(r)
 			default:
-				return nil, s.cfg.Audit.Append(r)
+				err = s.cfg.Audit.Append(r)
 			}
+			if err == nil {
+				// Charged once written, even past the request's wait
+				// (auditbudget.go).
+				s.auditBudget.charge(e.Peer.UID, r.Size, e.Kind == eventReceived && e.Line == nil, s.cfg.Now())
+			}
+			return commit, err
 		})
 		if commit != nil && err == nil {
 			wait = sync.OnceValue(func() error {
@@ -242,6 +248,8 @@ func (s *Server) dropped(r *audit.Record) {
 	if s.cfg.Audit != nil {
 		if err = s.cfg.Audit.Append(r); err != nil {
 			s.cfg.Log.Error("cannot write audit record", "event", string(r.Kind), "err", err)
+		} else {
+			s.auditBudget.charge(r.Peer.UID, r.Size, false, s.cfg.Now())
 		}
 	}
 	s.cfg.Log.Warn("audit: rejected records left out past the rate limit", "requester_uid", r.Peer.UID, "dropped", r.Dropped.Count, "since", r.Dropped.Since)
@@ -372,7 +380,9 @@ func record(e auditEvent) *audit.Record {
 			r.Request = requestRecord(e.Request)
 			if p.UID != 0 {
 				// Bounded (auditbudget.go): root's are kept whole.
-				r.Request.Pipeline, r.Request.Reason = excerptPipeline(r.Request.Pipeline), excerpt(r.Request.Reason, maxRecordedReason)
+				q := r.Request
+				q.Pipeline, q.Reason = excerptPipeline(q.Pipeline), excerpt(q.Reason, maxRecordedReason)
+				q.Env, q.EnvSHA256 = excerptEnv(q.Env, q.EnvSHA256)
 			}
 			if e.Kind == eventReceived && e.Line != nil {
 				// Compact (maxRecordedLine): only the short fields.

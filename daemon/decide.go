@@ -108,6 +108,9 @@ func (r *request) askPerson(userName string, na *notApplied) (verdict, error) {
 		// Once per prompt, so within the per-uid prompt limits.
 		log.Warn("allow rule not applied, a person is asked", "rule", na.rule.Text, "source", ruleSource(na.rule), "err", na.why)
 	}
+	// What each stage's program is, by its file: a copy of a listed
+	// program under another name, a script's interpreters.
+	s.identify(p)
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(mmapEnv); path != "" {
 		os.Exit(mmapWriter(path))
 	}
+	if path := os.Getenv(markEnv); path != "" {
+		os.Exit(markRan(path))
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "daemon tests run real daemons and need root")
 		os.Exit(1)
@@ -244,23 +247,16 @@ func addAccount(t *testing.T, name string, flags ...string) userAccount {
 	}
 	var out []byte
 	var err error
-	for range 50 {
-		if out, err = exec.Command("useradd", append(flags, name)...).CombinedOutput(); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
+	if !testutil.Poll(10*time.Second, func() bool {
+		out, err = exec.Command("useradd", append(flags, name)...).CombinedOutput()
+		return err == nil
+	}) {
 		t.Fatalf("useradd %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		for range 50 {
-			if exec.Command("userdel", "-r", name).Run() == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if !testutil.Poll(10*time.Second, func() bool { return exec.Command("userdel", "-r", name).Run() == nil }) {
+			t.Errorf("userdel %s failed", name)
 		}
-		t.Errorf("userdel %s failed", name)
 	})
 	u, err := user.Lookup(name)
 	if err != nil {

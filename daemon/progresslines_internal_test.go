@@ -35,10 +35,7 @@ func TestProgressLinesHeld(t *testing.T) {
 		var b testutil.SyncBuffer
 		p := &progressLines{w: &b, hold: time.Nanosecond, log: slog.New(slog.DiscardHandler)}
 		p.send("a", wire.ProgressRunning, 2*time.Second)
-		deadline := time.Now().Add(30 * time.Second)
-		for len(lines(&b)) == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		testutil.Poll(30*time.Second, func() bool { return len(lines(&b)) > 0 })
 		p.end()
 		if got := lines(&b); len(got) != 1 || got[0] != "{id:a,progress:running,within:2}" {
 			t.Fatalf("wrote %q, want the running line", got)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -51,6 +52,7 @@ const tapFor = 300 * time.Millisecond
 // the request on ch is answered meanwhile.
 func (a *approverProc) tapY(ch chan response, what string) {
 	a.T.Helper()
+	// not a wait: keys typed through the whole dwell
 	for start := time.Now(); time.Since(start) < tapFor; {
 		a.Key("y")
 		select {
@@ -106,30 +108,26 @@ func (a *approverProc) pageToEnd() {
 	}
 	// A key typed during the prompt's dwell is discarded, so a space
 	// the pager did not act on is typed again.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if time.Now().After(deadline) {
-			a.T.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.Screen.Text())
-		}
+	if !testutil.Poll(30*time.Second, func() bool {
 		st := last()
 		if st == nil {
 			// No status line in the latest drawing: the request fits
 			// (the drawing ends in the keys), or it is still drawn.
-			if strings.Contains(latest(), "y approve ·") {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-			continue
+			return strings.Contains(latest(), "y approve ·")
 		}
 		if st[2] == st[3] {
-			break
+			return true
 		}
 		a.Key(" ")
-		for retype := time.Now().Add(300 * time.Millisecond); time.Now().Before(retype); time.Sleep(10 * time.Millisecond) {
-			if now := last(); now == nil || now[2] != st[2] {
-				break // moved on, or drawn again
-			}
-		}
+		// Give the pager 300 ms to move on or draw again before the
+		// space is typed again.
+		testutil.Poll(300*time.Millisecond, func() bool {
+			now := last()
+			return now == nil || now[2] != st[2]
+		})
+		return false
+	}) {
+		a.T.Fatalf("timed out waiting for the pager to move on; the screen shows:\n%s", a.Screen.Text())
 	}
 	a.See("y approve ·")
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 )
 
-// DefaultRejectRate is Config.RejectRate's default.
-const DefaultRejectRate = 60
+// DefaultAuditRejectRate is Config.AuditRejectRate's default.
+const DefaultAuditRejectRate = 60
 
 // maxRecordedError bounds the error text of a rejected record: some
 // errors quote what the requester sent.

@@ -181,11 +181,11 @@ func (r *request) decode() error {
 }
 
 // admit is checks 4 to 8: the request's time, its environment and its
-// replay window (an id not seen before, within its uid's share). A
-// request refused here, and up to its received record, leaves one
-// compact rejected record, rate-limited per uid: its line's size and
-// SHA-256, never the line (docs/audit.md). A ping is answered once
-// admitted.
+// replay window (an id not seen before, within its uid's share), then
+// its uid's hourly audit budget. A request refused here, and up to its
+// received record, leaves one compact rejected record, rate-limited per
+// uid: its line's size and SHA-256, never the line (docs/audit.md). A
+// ping is answered once past the replay window.
 func (r *request) admit() error {
 	req, now := r.req, r.now
 	if err := req.CheckTime(now, r.s.cfg.MaxSkew); err != nil {
@@ -220,6 +220,11 @@ func (r *request) admit() error {
 	r.keys = keys
 	if req.Action == wire.ActionPing {
 		return r.ping()
+	}
+	// A uid whose records took its hourly budget is answered busy
+	// (auditbudget.go).
+	if err := r.s.auditBudget.admit(r.peer.UID, req.Check, now); err != nil {
+		return rejected(err)
 	}
 	return nil
 }
@@ -696,17 +701,13 @@ func (r *request) recordAsync(kind eventKind, err error) (wait func() error, _ e
 		// For a request nothing will run for (a ping, a check, a policy
 		// denial) whose line passes maxRecordedLine bytes, the record
 		// keeps the line's size and SHA-256 instead of its long fields;
-		// so does a uid's past its hourly budget of full records
-		// (auditbudget.go), which a ping's, waited for briefly, is not
-		// counted in.
-		compact := r.unasked && len(r.line) > maxRecordedLine
-		if r.req.Action == wire.ActionPing {
-			e.Within = pingAuditWait
-		} else if !compact && !r.s.auditBudget.take(r.peer.UID, min(len(r.line), maxRecordedPipeline+maxRecordedReason), r.now) {
-			compact = true
-		}
-		if compact {
+		// so does a uid's past its hourly share of full records
+		// (auditbudget.go).
+		if r.unasked && len(r.line) > maxRecordedLine || !r.s.auditBudget.full(r.peer.UID, r.now) {
 			e.Line = r.line
+		}
+		if r.req.Action == wire.ActionPing {
+			e.Within = pingAuditWait // waited for briefly
 		}
 	case eventDecided:
 		e.Decision, e.Rule, e.Grant = &r.v.d, r.v.rule, r.v.grant

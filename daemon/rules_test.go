@@ -92,6 +92,7 @@ func (a *approverProc) enterRuleTappingY(ch chan response, file string) {
 		a.See("SAVE A POLICY RULE")
 		a.See(file)
 		taps := 0
+		// not a wait: keys typed through the whole dwell
 		for ; time.Since(sent) < terminal.Dwell-margin; taps++ {
 			a.Key("y")
 			select {
@@ -513,6 +514,7 @@ func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 	ta.Wait("keys are not accepted yet")
 	// The clock is read before every key: each is a tmux exec, and all
 	// must land inside the dwell.
+	// not a wait: keys typed through the whole dwell
 	for start := time.Now(); time.Since(start) < tapFor; time.Sleep(20 * time.Millisecond) {
 		for _, k := range []string{"r", keyEnter, "y"} {
 			if time.Since(start) < tapFor {
@@ -728,8 +730,8 @@ func TestRuleNotSavedWhereNoRuleDecides(t *testing.T) {
 	a.notAnsweredKey(ch, "r")
 	a.See("SAVE A POLICY RULE: edit the rule below")
 	a.See("RULE: edit it")
-	a.Key(keyEnter)
-	a.See("RULE: y approve and save this rule")
+	// A script of sh's: sh runs it with the request's arguments.
+	a.secondConfirmation(ch, "is a script run by /bin/sh", "one confirmation of a rule for a script of sh's")
 	a.Key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "0\n" {
 		t.Fatalf("the approved run printed %q, want 0", r.Stdout)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -26,23 +27,16 @@ func addGroup(t *testing.T, name string) uint32 {
 	_ = exec.Command("groupdel", name).Run() // a leftover of a killed run
 	var out []byte
 	var err error
-	for range 50 {
-		if out, err = exec.Command("groupadd", name).CombinedOutput(); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
+	if !testutil.Poll(10*time.Second, func() bool {
+		out, err = exec.Command("groupadd", name).CombinedOutput()
+		return err == nil
+	}) {
 		t.Fatalf("groupadd %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		for range 50 {
-			if exec.Command("groupdel", name).Run() == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if !testutil.Poll(10*time.Second, func() bool { return exec.Command("groupdel", name).Run() == nil }) {
+			t.Errorf("groupdel %s failed", name)
 		}
-		t.Errorf("groupdel %s failed", name)
 	})
 	g, err := user.LookupGroup(name)
 	if err != nil {

@@ -87,16 +87,10 @@ func (s *tmuxSession) screen() string {
 func (s *tmuxSession) see(want string) {
 	s.t.Helper()
 	var last string
-	ok := false
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if last = s.screen(); strings.Contains(last, want) {
-			ok = true
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !ok {
+	if !testutil.Poll(30*time.Second, func() bool {
+		last = s.screen()
+		return strings.Contains(last, want)
+	}) {
 		s.t.Fatalf("the tmux pane never showed %q; it shows:\n%s", want, last)
 	}
 }
@@ -142,21 +136,27 @@ func attack(t *testing.T, sock string, agent userAccount, s *tmuxSession, id str
 		}
 		ch <- r
 	}()
-	deadline := time.After(30 * time.Second)
-	for {
+	var r response
+	var err error
+	if !testutil.Poll(30*time.Second, func() bool {
 		select {
-		case r := <-ch:
-			return r
-		case err := <-errs:
-			t.Fatal(err)
-		case <-deadline:
-			t.Fatalf("no answer; the pane shows:\n%s", s.screen())
-		case <-time.After(50 * time.Millisecond):
-			if promptShown(s.screen(), id) {
-				s.sendKeys("y") // the agent answers its own prompt
-			}
+		case r = <-ch:
+			return true
+		case err = <-errs:
+			return true
+		default:
 		}
+		if promptShown(s.screen(), id) {
+			s.sendKeys("y") // the agent answers its own prompt
+		}
+		return false
+	}) {
+		t.Fatalf("no answer; the pane shows:\n%s", s.screen())
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // promptShown reports whether screen shows the prompt of request id (its

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // TestStageSessionsKeepRunsApart: a stage running as root may share the
@@ -27,18 +29,15 @@ func TestStageSessionsKeepRunsApart(t *testing.T) {
 		stopped <- d.send(map[string]any{"id": "sess-stopped", "pipeline": [][]string{{"sh", "-c", "echo $$ > " + pidFile + "; kill -STOP $$; echo resumed"}}})
 	}()
 	var pid int
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-			if state(pid) == "T" {
-				break
-			}
+	if !testutil.Poll(20*time.Second, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the privileged run did not stop (pid %d, state %q)", pid, state(pid))
-		}
-		time.Sleep(10 * time.Millisecond)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return state(pid) == "T"
+	}) {
+		t.Fatalf("the privileged run did not stop (pid %d, state %q)", pid, state(pid))
 	}
 	t.Cleanup(func() {
 		_ = syscall.Kill(pid, syscall.SIGKILL)

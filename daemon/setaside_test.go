@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )
 
@@ -97,18 +98,15 @@ func TestSetAsideRuleLoggedOncePerPrompt(t *testing.T) {
 	// The line is written before the prompt is sent, so it is on its
 	// way; the checks' lines, had there been any, came before it.
 	var lines []string
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testutil.Poll(10*time.Second, func() bool {
 		lines = nil
 		for _, l := range strings.Split(d.Stderr.String(), "\n") {
 			if strings.Contains(l, logged) {
 				lines = append(lines, l)
 			}
 		}
-		if len(lines) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(lines) > 0
+	})
 	a.wantAsked(ch, "set-aside-logged")
 	if len(lines) != 1 || !strings.Contains(lines[0], "id=set-aside-logged") || !strings.Contains(lines[0], "level=WARN") {
 		t.Fatalf("want one WARN line %q with the prompted request's id, after 5 checks and one prompt; got %d:\n%s", logged, len(lines), strings.Join(lines, "\n"))

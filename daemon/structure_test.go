@@ -24,6 +24,7 @@ import (
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -151,18 +152,17 @@ func TestNoCopyBetweenStages(t *testing.T) {
 	// Until each stage has exec'd, its descriptors may still be the
 	// daemon's own: poll until the chain forms, and report what was seen.
 	var kids, chain []int
-	for deadline := time.Now().Add(15 * time.Second); chain == nil; time.Sleep(10 * time.Millisecond) {
-		kids = childrenOf(pid)
-		if len(kids) == 4 {
+	if !testutil.Poll(15*time.Second, func() bool {
+		if kids = childrenOf(pid); len(kids) == 4 {
 			chain = stageChain(kids, 4)
 		}
-		if chain == nil && time.Now().After(deadline) {
-			var fds []string
-			for _, k := range kids {
-				fds = append(fds, fmt.Sprintf("pid %d: stdin %s, stdout %s", k, fdTarget(k, 0), fdTarget(k, 1)))
-			}
-			t.Fatalf("the stages are not chained stdout to stdin by one pipe each:\n%s", strings.Join(fds, "\n"))
+		return chain != nil
+	}) {
+		var fds []string
+		for _, k := range kids {
+			fds = append(fds, fmt.Sprintf("pid %d: stdin %s, stdout %s", k, fdTarget(k, 0), fdTarget(k, 1)))
 		}
+		t.Fatalf("the stages are not chained stdout to stdin by one pipe each:\n%s", strings.Join(fds, "\n"))
 	}
 	waitFor(t, "the second cat to read all the data", 30*time.Second, func() bool {
 		return procIO(t, chain[2], "rchar") >= size
@@ -264,13 +264,9 @@ func TestNoGoroutineLeftPerRequest(t *testing.T) {
 	}
 	wg.Wait()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines after the requests, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return runtime.NumGoroutine() <= base }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines after the requests, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
 	}
 }
 

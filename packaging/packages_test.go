@@ -332,17 +332,16 @@ func pingInstalled(t *testing.T) {
 // holds it, and fails the test unless it succeeds. It returns the output.
 func dpkg(t *testing.T, args ...string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		out, err := exec.Command("dpkg", args...).CombinedOutput()
-		if err == nil {
-			return string(out)
-		}
-		if !strings.Contains(string(out), "lock") || time.Now().After(deadline) {
-			t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		time.Sleep(time.Second)
+	var out []byte
+	var err error
+	testutil.PollEvery(time.Second, 10*time.Minute, func() bool {
+		out, err = exec.Command("dpkg", args...).CombinedOutput()
+		return err == nil || !strings.Contains(string(out), "lock")
+	})
+	if err != nil {
+		t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	return string(out)
 }
 
 // status is the package's dpkg status, "" when dpkg knows nothing of it.

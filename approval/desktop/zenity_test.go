@@ -50,14 +50,13 @@ const rootTitle = "rootgate: run this command as ROOT?"
 // for the next dialog must not find the last one going away.
 func noDialog(t *testing.T) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		out, err := exec.Command("xdotool", "search", "--name", rootTitle).Output()
-		if err != nil && len(out) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the dialog is still there: %q", out)
-		}
+	var out []byte
+	if !testutil.PollEvery(20*time.Millisecond, 10*time.Second, func() bool {
+		var err error
+		out, err = exec.Command("xdotool", "search", "--name", rootTitle).Output()
+		return err != nil && len(out) == 0
+	}) {
+		t.Fatalf("the dialog is still there: %q", out)
 	}
 }
 
@@ -290,20 +289,20 @@ func TestDesktopZenityLongRequest(t *testing.T) {
 // failing the test if Approve decides first (no dialog could be shown).
 func waitDialog(t *testing.T, ch <-chan approval.Decision) string {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	var w string
+	if !testutil.PollEvery(20*time.Millisecond, 20*time.Second, func() bool {
 		select {
 		case d := <-ch:
 			t.Fatalf("decided with no dialog shown: %+v", d)
 		default:
 		}
 		out, err := exec.Command("xdotool", "search", "--onlyvisible", "--limit", "1", "--name", rootTitle).Output()
-		if w := strings.TrimSpace(string(out)); err == nil && w != "" {
-			return w
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no dialog was shown")
-		}
+		w = strings.TrimSpace(string(out))
+		return err == nil && w != ""
+	}) {
+		t.Fatal("no dialog was shown")
 	}
+	return w
 }
 
 // dialogText copies the dialog's text out through the clipboard (Debian
@@ -314,20 +313,19 @@ func dialogText(t *testing.T, w string) string {
 	xdotool(t, "key", "ctrl+a", "ctrl+c")
 	// The clipboard is empty until the dialog has taken the keys, and
 	// then holds all of the text.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	var out []byte
+	if !testutil.PollEvery(20*time.Millisecond, 10*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		out, err := exec.CommandContext(ctx, "xsel", "--clipboard", "--output").Output()
-		cancel()
-		if err != nil {
+		defer cancel()
+		var err error
+		if out, err = exec.CommandContext(ctx, "xsel", "--clipboard", "--output").Output(); err != nil {
 			t.Fatalf("xsel (apt-get install xsel): %v", err)
 		}
-		if len(out) > 0 {
-			return string(out)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("nothing was copied from the dialog")
-		}
+		return len(out) > 0
+	}) {
+		t.Fatal("nothing was copied from the dialog")
 	}
+	return string(out)
 }
 
 // unreadStdin is how many bytes wait unread in the pipe that is process

@@ -148,23 +148,17 @@ func TestHostClient(t *testing.T) {
 	}
 	// The client's prompt ended because the withdraw message reached it:
 	// the idle line names the request as withdrawn.
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.out.String(), "r-gone withdrawn") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the client never withdrew r-gone; it says:\n%s", p.out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(p.out.String(), "r-gone withdrawn") }) {
+		t.Fatalf("the client never withdrew r-gone; it says:\n%s", p.out.String())
 	}
 
 	if err := p.stop(); err != nil {
 		t.Errorf("Run after Ctrl-C: %v", err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for p.broker.Len() != 0 || !strings.Contains(p.out.String(), "rootgate: detached") {
-		if time.Now().After(deadline) {
-			t.Fatalf("still attached after Ctrl-C (%d); the client says:\n%s", p.broker.Len(), p.out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool {
+		return p.broker.Len() == 0 && strings.Contains(p.out.String(), "rootgate: detached")
+	}) {
+		t.Fatalf("still attached after Ctrl-C (%d); the client says:\n%s", p.broker.Len(), p.out.String())
 	}
 }
 

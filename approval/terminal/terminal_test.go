@@ -187,18 +187,14 @@ func pageToEnd(s *screen, at int) int {
 // waitQueued waits until n requests wait their turn at term.
 func waitQueued(t *testing.T, term *Terminal, n int) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
+	var q int
+	if !testutil.Poll(waitLimit, func() bool {
 		term.mu.Lock()
-		q := len(term.queue)
+		q = len(term.queue)
 		term.mu.Unlock()
-		if q == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests queued, want %d", q, n)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+		return q == n
+	}) {
+		t.Fatalf("%d requests queued, want %d", q, n)
 	}
 }
 

@@ -59,12 +59,7 @@ func userBus(t *testing.T) (dir, addr string) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "\n"); {
-		if time.Now().After(deadline) {
-			t.Fatal("dbus-daemon did not print its address")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "dbus-daemon to print its address", 10*time.Second, func() bool { return strings.Contains(out.String(), "\n") })
 	// A user's own bus socket is theirs to use; here it is root's.
 	if err := os.Chmod(sock, 0o777); err != nil {
 		t.Fatal(err)

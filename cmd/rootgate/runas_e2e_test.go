@@ -20,23 +20,17 @@ func addRunAsAccount(t *testing.T, name string) {
 	_ = exec.Command("userdel", "-r", name).Run() // a leftover of a killed run
 	var out []byte
 	var err error
-	for range 50 {
-		if out, err = exec.Command("useradd", "-M", "-U", "-s", "/bin/sh", name).CombinedOutput(); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
+	// Concurrent useradds may hold /etc/passwd's lock for a moment.
+	if !testutil.Poll(10*time.Second, func() bool {
+		out, err = exec.Command("useradd", "-M", "-U", "-s", "/bin/sh", name).CombinedOutput()
+		return err == nil
+	}) {
 		t.Fatalf("useradd %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
-		for range 50 {
-			if exec.Command("userdel", name).Run() == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		if !testutil.Poll(10*time.Second, func() bool { return exec.Command("userdel", name).Run() == nil }) {
+			t.Errorf("userdel %s failed", name)
 		}
-		t.Errorf("userdel %s failed", name)
 	})
 	if _, err := user.Lookup(name); err != nil {
 		t.Fatal(err)

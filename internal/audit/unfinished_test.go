@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // TestUnfinished: the runs a gone daemon started and never ended are
@@ -215,13 +217,7 @@ func TestCommitWithin(t *testing.T) {
 		t.Fatal("a record appended for later is synced already")
 	}
 	l.CommitWithin(time.Millisecond, func(err error) { t.Error(err) })
-	deadline := time.Now().Add(10 * time.Second)
-	for pending() {
-		if time.Now().After(deadline) {
-			t.Fatal("the pending commit never synced")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, "the pending commit to sync", 10*time.Second, func() bool { return !pending() })
 	if err := l.AppendLater(&Record{Kind: KindFinished, ID: "b"}); err != nil {
 		t.Fatal(err)
 	}

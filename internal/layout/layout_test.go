@@ -7,8 +7,10 @@ import (
 	"go/token"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -118,7 +120,7 @@ func TestDeps(t *testing.T) {
 		forbid []string
 		why    string
 	}{
-		{[]string{"wire", "pipeline", "internal/termsafe", "internal/rootpath"}, append([]string{"daemon", "approval", "cmd", "internal/client", "internal/audit"}, ui...),
+		{[]string{"wire", "pipeline", "internal/termsafe", "internal/rootpath", "internal/progid"}, append([]string{"daemon", "approval", "cmd", "internal/client", "internal/audit"}, ui...),
 			"the contract and the runner stand alone: no daemon, decider, client or UI"},
 		{[]string{"daemon"}, append([]string{"cmd"}, ui...),
 			"the daemon links no terminal or D-Bus library: its caller hands it the deciders"},
@@ -214,5 +216,52 @@ func TestPackageComments(t *testing.T) {
 		default:
 			t.Errorf("%s: package comments on %d files (%s): keep one", dir, len(files), strings.Join(files, ", "))
 		}
+	}
+}
+
+// handWait is a loop that reads the clock: a wait written by hand.
+var handWait = regexp.MustCompile(`^\s*for\b.*(\btime\.(Now|Since)\(|\bdeadline\b)`)
+
+// TestWaitsThroughTestutil checks that tests wait for a condition only
+// through testutil's one helper (WaitFor, over Poll and PollEvery; Holds
+// for what must not happen within a span): no test or test support code
+// loops on the clock by hand. A loop whose length is itself the point (keys
+// typed through a prompt's dwell, a deliberately slow client) says so with
+// "// not a wait:" on its line or the line before.
+func TestWaitsThroughTestutil(t *testing.T) {
+	found := 0
+	err := filepath.WalkDir("../..", func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if name := e.Name(); path != "../.." && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		support := strings.Contains(filepath.ToSlash(path), "/internal/testutil/")
+		if !strings.HasSuffix(path, "_test.go") && !(support && strings.HasSuffix(path, ".go")) || strings.HasSuffix(path, "internal/testutil/testutil.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		found++
+		lines := strings.Split(string(b), "\n")
+		for i, l := range lines {
+			if !handWait.MatchString(l) || strings.Contains(l, " range ") || strings.Contains(l, "// not a wait:") || i > 0 && strings.Contains(lines[i-1], "// not a wait:") {
+				continue
+			}
+			t.Errorf("%s:%d: a loop on the clock; wait through testutil.WaitFor (or Poll, PollEvery, Holds), or mark a deliberate span \"// not a wait: why\":\n\t%s", path, i+1, strings.TrimSpace(l))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found < 50 {
+		t.Fatalf("found only %d test files", found)
 	}
 }

@@ -88,15 +88,13 @@ func Tmpfs(t *testing.T, dir, size string) string {
 	t.Cleanup(func() {
 		// A loop device on a file here (FailingDisk) lets go of it only
 		// some time after its own unmount: busy until then.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			err := syscall.Unmount(dir, 0)
-			if err == nil {
-				return
-			}
-			if err != syscall.EBUSY || time.Now().After(deadline) {
-				t.Errorf("unmount %s: %v", dir, err)
-				return
-			}
+		var err error
+		Poll(10*time.Second, func() bool {
+			err = syscall.Unmount(dir, 0)
+			return err != syscall.EBUSY
+		})
+		if err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
 	return dir

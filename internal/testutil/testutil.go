@@ -96,14 +96,33 @@ func WaitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 
 // Poll polls cond every 10 ms until it holds, and reports whether it did
 // within timeout: WaitFor for callers without a testing.TB (a testscript
-// command).
+// command), or that say themselves what they saw.
 func Poll(timeout time.Duration, cond func() bool) bool {
+	return PollEvery(10*time.Millisecond, timeout, cond)
+}
+
+// PollEvery is Poll checking every interval: for a cond that costs a
+// process (a command in a container).
+func PollEvery(interval, timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(interval)
+	}
+	return true
+}
+
+// Holds checks cond every interval for the span d and reports whether it
+// held at every check: for what must not happen within a time the system
+// under test is given (a restart after RestartSec=), the one kind of
+// wait whose length is the point.
+func Holds(interval, d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(interval) {
+		if !cond() {
+			return false
+		}
 	}
 	return true
 }

@@ -52,17 +52,20 @@ func StartXvfb(t testing.TB, args ...string) (display string) {
 	// only told "cannot open display" if it is gone or not listening
 	// after all, so wait here for a connection it takes.
 	sock := "/tmp/.X11-unix/X" + num
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	if !Poll(20*time.Second, func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("Xvfb on :%s exited:\n%s", num, &stderr)
 		default:
 		}
-		if c, err := net.Dial("unix", sock); err == nil {
-			c.Close()
-			return ":" + num
-		} else if time.Now().After(deadline) {
-			t.Fatalf("Xvfb on :%s takes no connection on %s after 20s: %v\n%s", num, sock, err, &stderr)
+		var c net.Conn
+		if c, err = net.Dial("unix", sock); err != nil {
+			return false
 		}
+		c.Close()
+		return true
+	}) {
+		t.Fatalf("Xvfb on :%s takes no connection on %s after 20s: %v\n%s", num, sock, err, &stderr)
 	}
+	return ":" + num
 }

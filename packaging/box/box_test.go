@@ -365,12 +365,9 @@ func (b *Box) waitFor(what string, timeout time.Duration, cond func() bool) {
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Each check may run a command in the box: every 100 ms, not 10.
+	if !testutil.PollEvery(100*time.Millisecond, timeout, cond) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
 }
 

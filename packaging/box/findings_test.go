@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // The steps of the systemd suite that check what issue 16's run under a
@@ -106,13 +108,9 @@ func (e *escapee) cgroup(t *testing.T) string {
 // waitGone fails t unless the escapee is gone within a few seconds.
 func (e *escapee) waitGone(t *testing.T, when string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.stat(t) != nil {
-		if time.Now().After(deadline) {
-			ps, _ := e.b.exec("", "ps", "-o", "pid,ppid,sid,args", "-p", e.pid)
-			t.Fatalf("the process the hostile run left behind (setsid, double fork, env -i) survived %s:\n%s", when, ps)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.PollEvery(100*time.Millisecond, 5*time.Second, func() bool { return e.stat(t) == nil }) {
+		ps, _ := e.b.exec("", "ps", "-o", "pid,ppid,sid,args", "-p", e.pid)
+		t.Fatalf("the process the hostile run left behind (setsid, double fork, env -i) survived %s:\n%s", when, ps)
 	}
 }
 
@@ -320,12 +318,12 @@ func stepStop(t *testing.T, b *Box, ap *approver) {
 	ap.waitCount(t, "waiting for rootgated at /run/rootgate/approve.sock", waiting+1)
 	// The approver keeps trying (after 0.25, 0.5, 1 s, …, every 5 s at
 	// most) and starts nothing: watched over its next three tries.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if got := unitStates(b, "rootgate.socket", "rootgate-approve.socket", "rootgate.service"); got != "inactive inactive inactive" {
-			t.Fatalf("after %s with the approver attached: %q, want all inactive\napprover:\n%s", stopCommand, got, ap.screen(t))
-		}
-		time.Sleep(200 * time.Millisecond)
+	var got string
+	if !testutil.Holds(200*time.Millisecond, 3*time.Second, func() bool {
+		got = unitStates(b, "rootgate.socket", "rootgate-approve.socket", "rootgate.service")
+		return got == "inactive inactive inactive"
+	}) {
+		t.Fatalf("after %s with the approver attached: %q, want all inactive\napprover:\n%s", stopCommand, got, ap.screen(t))
 	}
 	out, err = b.exec("", "runuser", "-u", requester, "--", "rootgate", "ping")
 	if exitCode(err) != 70 || !strings.Contains(out, "systemctl start rootgate.socket rootgate-approve.socket") {
@@ -365,21 +363,17 @@ func stepPolicyTypo(t *testing.T, b *Box, ap *approver) {
 	}
 	// No restart loop: past RestartSec=2s it is still failed, never
 	// restarted.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if got := show(); got != failed {
-			t.Fatalf("rootgate.service with a typo in the policy is no longer failed as it was:\n%swant:\n%s", got, failed)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var got string
+	if !testutil.Holds(200*time.Millisecond, 3*time.Second, func() bool { got = show(); return got == failed }) {
+		t.Fatalf("rootgate.service with a typo in the policy is no longer failed as it was:\n%swant:\n%s", got, failed)
 	}
 	// journald reads the daemon's stderr stream on its own time: wait for
 	// the line rather than reading once.
 	var errLines string
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if errLines = b.sh(t, "journalctl -q -u rootgate.service -p err -o cat"); strings.Contains(errLines, want) || time.Now().After(deadline) {
-			break
-		}
-	}
+	testutil.PollEvery(200*time.Millisecond, 15*time.Second, func() bool {
+		errLines = b.sh(t, "journalctl -q -u rootgate.service -p err -o cat")
+		return strings.Contains(errLines, want)
+	})
 	if !strings.Contains(errLines, want) {
 		all, _ := b.exec("", "journalctl", "-q", "-u", "rootgate.service", "-n", "40", "-o", "verbose")
 		t.Errorf("journalctl -u rootgate -p err does not show %q:\n%s\nthe unit's last entries:\n%s", want, errLines, all)

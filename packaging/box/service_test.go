@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // The versions of the two packages: the first is installed, the second
@@ -250,12 +252,9 @@ func TestService(t *testing.T) {
 		// An attached approver is a connection: the daemon stays past
 		// --idle-exit and the replay window, both over 2 s after the
 		// request.
-		deadline := time.Now().Add(3 * time.Second)
-		for time.Now().Before(deadline) {
-			if got := unitStates(b, "rootgate.service"); got != "active" {
-				t.Fatalf("with rootgate approve attached the daemon exited idle (rootgate.service %s); the docs say it never does", got)
-			}
-			time.Sleep(200 * time.Millisecond)
+		var got string
+		if !testutil.Holds(200*time.Millisecond, 3*time.Second, func() bool { got = unitStates(b, "rootgate.service"); return got == "active" }) {
+			t.Fatalf("with rootgate approve attached the daemon exited idle (rootgate.service %s); the docs say it never does", got)
 		}
 		// Detached, the daemon exits --idle-exit after that connection.
 		t0 := time.Now()
@@ -452,14 +451,12 @@ func journal(t *testing.T, b *Box, args ...string) []map[string]string {
 // the last entries read.
 func journalUntil(t *testing.T, b *Box, ok func([]map[string]string) bool, args ...string) []map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		entries := journal(t, b, args...)
-		if ok(entries) || time.Now().After(deadline) {
-			return entries
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var entries []map[string]string
+	testutil.PollEvery(200*time.Millisecond, 15*time.Second, func() bool {
+		entries = journal(t, b, args...)
+		return ok(entries)
+	})
+	return entries
 }
 
 // journalLines parses journalctl -o json output, leaving out binary
@@ -589,12 +586,8 @@ func (a *approver) count(t *testing.T, want string) int {
 // waitCount waits until want is in the window's history n times.
 func (a *approver) waitCount(t *testing.T, want string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for a.count(t, want) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the approver's window did not show %q %d times within 30 s; it shows:\n%s", want, n, a.screen(t))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.PollEvery(100*time.Millisecond, 30*time.Second, func() bool { return a.count(t, want) >= n }) {
+		t.Fatalf("the approver's window did not show %q %d times within 30 s; it shows:\n%s", want, n, a.screen(t))
 	}
 }
 
@@ -602,12 +595,8 @@ func (a *approver) waitCount(t *testing.T, want string, n int) {
 func (a *approver) waitScreen(t *testing.T, want string) {
 	t.Helper()
 	var s string
-	deadline := time.Now().Add(30 * time.Second)
-	for s = a.screen(t); !strings.Contains(s, want); s = a.screen(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the approver's window did not show %q within 30 s; it shows:\n%s", want, s)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.PollEvery(100*time.Millisecond, 30*time.Second, func() bool { s = a.screen(t); return strings.Contains(s, want) }) {
+		t.Fatalf("the approver's window did not show %q within 30 s; it shows:\n%s", want, s)
 	}
 }
 
@@ -616,12 +605,11 @@ func (a *approver) waitScreen(t *testing.T, want string) {
 func (a *approver) waitPrompt(t *testing.T, reason string) {
 	t.Helper()
 	var s string
-	deadline := time.Now().Add(30 * time.Second)
-	for s = a.screen(t); !strings.Contains(s, reason) || !strings.Contains(s, "y approve · n or Esc deny"); s = a.screen(t) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the approver's window did not show the prompt for %q within 30 s; it shows:\n%s", reason, s)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.PollEvery(100*time.Millisecond, 30*time.Second, func() bool {
+		s = a.screen(t)
+		return strings.Contains(s, reason) && strings.Contains(s, "y approve · n or Esc deny")
+	}) {
+		t.Fatalf("the approver's window did not show the prompt for %q within 30 s; it shows:\n%s", reason, s)
 	}
 }
 

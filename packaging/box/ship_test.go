@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
 
 // shipJournal follows docs/audit.md, "Shipping the journal to another
@@ -47,22 +49,20 @@ systemctl enable --now systemd-journal-upload.service`)
 	}
 	// Step 4: what the receiving host sees.
 	var got map[string]string
-	deadline := time.Now().Add(60 * time.Second)
-	for got == nil {
+	if !testutil.PollEvery(200*time.Millisecond, 60*time.Second, func() bool {
 		// Until the first upload, the directory is not there.
 		out, err := b.output("journalctl", "-q", "-o", "json", "-D", "/var/log/journal/remote", "REQUEST_ID="+id, "EVENT=finished")
-		if err == nil && strings.TrimSpace(out) != "" {
-			got = map[string]string{}
-			for _, e := range journalLines(t, out) {
-				got = e
-			}
-			break
+		if err != nil || strings.TrimSpace(out) == "" {
+			return false
 		}
-		if time.Now().After(deadline) {
-			st, _ := b.exec("", "sh", "-c", "systemctl status --no-pager systemd-journal-upload.service systemd-journal-remote.service; ls -la /var/log/journal/remote")
-			t.Fatalf("REQUEST_ID=%s EVENT=finished did not reach the receiving journal within 60 s:\n%s", id, st)
+		got = map[string]string{}
+		for _, e := range journalLines(t, out) {
+			got = e
 		}
-		time.Sleep(200 * time.Millisecond)
+		return true
+	}) {
+		st, _ := b.exec("", "sh", "-c", "systemctl status --no-pager systemd-journal-upload.service systemd-journal-remote.service; ls -la /var/log/journal/remote")
+		t.Fatalf("REQUEST_ID=%s EVENT=finished did not reach the receiving journal within 60 s:\n%s", id, st)
 	}
 	if got["SYSLOG_IDENTIFIER"] != "rootgated" || got["AUDIT_SEQ"] == "" || got["AUDIT_HASH"] == "" || got["OUTCOME"] == "" {
 		t.Errorf("the shipped entry lacks rootgate's fields: %v", got)
