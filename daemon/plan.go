@@ -18,9 +18,11 @@ import (
 
 // runPlan is a request made ready to run: executables resolved, identity and
 // environment fixed. What the approver is shown is made from it, and it is
-// what runs. It is not changed once planned: what decides the request is
-// its verdict, and the run sets up a copy of its cmd; only the facts
-// at the end, found from it when first asked, are filled in later.
+// what runs. What decides the request is its verdict, not the plan's,
+// and the run sets up a copy of its cmd. Filled in after planning are
+// only what is found from it when first asked, for it costs: the facts
+// at the end, and, once a person is to be asked, what each stage's
+// program is (identify), which the prompt shows.
 type runPlan struct {
 	req     *wire.Request
 	peer    peerInfo
