@@ -113,7 +113,7 @@ func (s *Server) checkFree() error {
 // event records e in the audit log, if any, and logs it (to the journal
 // when the daemon logs there) with the request id, the requester, the
 // decision and the outcome as fields. It returns the audit log's error;
-// see handle for what each kind does with it.
+// see request.recordAsync for what each kind of a request's holds.
 func (s *Server) event(e auditEvent) error {
 	_, err := s.eventAsync(e, false)
 	return err
@@ -128,9 +128,6 @@ func (s *Server) event(e auditEvent) error {
 // returns nil.
 func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err error) {
 	wait = synced
-	if e.Kind == eventRejected && !s.reject.allow(e.Peer.UID, s.cfg.Now()) {
-		return wait, nil // counted in the uid's next dropped record
-	}
 	r := record(e)
 	if s.cfg.Audit != nil {
 		within := cmp.Or(e.Within, auditWait)
@@ -348,7 +345,7 @@ func endKind(ctx context.Context, res *pipeline.Result) eventKind {
 	switch {
 	case res.TimedOut:
 		return eventTimedOut
-	case res.Canceled && context.Cause(ctx) == errClientGone:
+	case res.Canceled && endCause(ctx) == errClientGone:
 		return eventCancelled
 	case res.Canceled:
 		return eventKilled
@@ -380,7 +377,7 @@ func record(e auditEvent) *audit.Record {
 		p := e.Peer
 		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe, ExeOwnNamespace: p.ExeOwnNS && p.Exe != ""}
 		if e.Request != nil {
-			r.Request = request(e.Request)
+			r.Request = requestRecord(e.Request)
 			if p.UID != 0 {
 				// Bounded (auditbudget.go): root's are kept whole.
 				q := r.Request
@@ -401,7 +398,7 @@ func record(e auditEvent) *audit.Record {
 	return r
 }
 
-func request(q *wire.Request) *audit.Request {
+func requestRecord(q *wire.Request) *audit.Request {
 	r := &audit.Request{
 		LineSHA256:   hex.EncodeToString(q.LineSHA256[:]),
 		IDGiven:      q.IDGiven,

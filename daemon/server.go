@@ -416,9 +416,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	// What a request leaves to do after its answer (the run's cgroup to
 	// remove) is done once the connection is closed: the client has its
 	// answer first.
-	var later []func()
+	r := &request{s: s, peer: peer}
 	defer func() {
-		for _, f := range later {
+		for _, f := range r.later {
 			f()
 		}
 	}()
@@ -485,13 +485,14 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	lines := &progressLines{w: ans.progress(), hold: progressHold, log: log}
 	defer lines.end()
 	ans.beforeStdout = lines.flush
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans, log)
+	r.ctx, r.line, r.log, r.eofWithdraws, r.lines, r.out = reqCtx, line, log, eofWithdraws, lines, ans
+	resp := r.serve()
 	lines.end()
 	if resp == nil {
 		return
 	}
 	id, output := resp.ID, outputLen(resp)
-	left := context.Cause(reqCtx) == errClientGone
+	left := endCause(reqCtx) == errClientGone
 	if !left {
 		resp.Version = s.cfg.Version
 		err = ans.finish(resp)
