@@ -133,10 +133,11 @@ func keptTotal(maxRuns int) int64 { return int64(maxRuns) * wire.MaxCapture }
 const ownRest = 128 << 20
 
 // ownMemoryMax is the memory.max of the daemon's own cgroup
-// (boundOwnMemory): the output it keeps for answers, at most, and the
-// rest with room. Past it the kernel's OOM killer stops the daemon alone
-// (systemd starts it again), never another process of the machine.
-func ownMemoryMax(maxRuns int) int64 { return keptTotal(maxRuns) + ownRest }
+// (boundOwnMemory): the output it keeps for answers and the content it
+// captured for requests not yet run, at most, and the rest with room.
+// Past it the kernel's OOM killer stops the daemon alone (systemd starts
+// it again), never another process of the machine.
+func ownMemoryMax(maxRuns int) int64 { return keptTotal(maxRuns) + capturedTotal + ownRest }
 
 // keptUIDShare is a uid's share of keptTotal: as many runs' stderr as it
 // has run slots (runShares), half of them.

@@ -48,6 +48,10 @@ type runPlan struct {
 	// resolveOnly: the plan only resolves (requesterFirst's look with
 	// the requester's identity): nothing is captured.
 	resolveOnly bool
+	// captures is the daemon's budget of captured content, and captured
+	// what the plan's captures reserved of it, given back by close.
+	captures *capturedBudget
+	captured int64
 
 	// Facts found from the plan once, when first asked, for they cost:
 	// shape is shapeOf(p) (grantShape), and interpErr the answer of
@@ -61,6 +65,10 @@ type runPlan struct {
 func (p *runPlan) close() {
 	for _, f := range p.pinned {
 		f.Close()
+	}
+	if p.captures != nil {
+		p.captures.give(p.peer.UID, p.captured)
+		p.captured = 0
 	}
 	if p.dir != nil {
 		p.dir.Close()
@@ -81,7 +89,7 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline)), search: pipeline.SearchPath}
+	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline)), search: pipeline.SearchPath, captures: &s.captures}
 	if req.Privileged && peer.UID != 0 {
 		// A directory of the search path the requester may write to
 		// would hand its file the run's identity, found by name.
@@ -228,7 +236,11 @@ func (p *runPlan) open() error {
 			continue
 		}
 		own := !req.Privileged || p.peer.UID == 0
-		used, err := pin.Capture(own, budget)
+		used, err := pin.Capture(own, budget, p.reserve)
+		var coded *wire.Error
+		if errors.As(err, &coded) {
+			return err // the daemon's budget of captures, spent
+		}
 		if err != nil {
 			return wire.ResolveError(i+1, err)
 		}
@@ -237,6 +249,17 @@ func (p *runPlan) open() error {
 			p.stages[i].Content = shownContent(pin, c)
 		}
 	}
+	return nil
+}
+
+// reserve takes n bytes of the daemon's budget of captured content for
+// the plan's capture (pipeline.Pinned.Capture), or says the daemon is
+// busy.
+func (p *runPlan) reserve(n int64) error {
+	if err := p.captures.take(p.peer.UID, n); err != nil {
+		return err
+	}
+	p.captured += n
 	return nil
 }
 

@@ -187,6 +187,7 @@ type Server struct {
 	limit          *promptLimit        // per-uid prompt caps
 	reject         *rejectLimit        // per-uid caps of rejected records
 	auditBudget    *auditBudget        // per-uid hourly budget of audit records
+	captures       capturedBudget      // content captured for requests not yet run
 	savingLimits   sync.Mutex          // one saveLimits at a time, so the file ends with the latest
 	// policy is the policy in force; each request takes it once, when
 	// it is received, and decides against that one.

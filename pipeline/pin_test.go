@@ -319,7 +319,7 @@ func TestShebangsAndSHA256(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pin.Close()
-	if _, err := pin.Capture(false, MaxCapture); err != nil || pin.Content() == nil {
+	if _, err := pin.Capture(false, MaxCapture, nil); err != nil || pin.Content() == nil {
 		t.Fatalf("capture: %v, content %v", err, pin.Content())
 	}
 	if err := os.WriteFile(outer, []byte("#!/usr/bin/cat\n"), 0o757); err != nil {

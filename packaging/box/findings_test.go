@@ -204,8 +204,8 @@ func stepCgroups(t *testing.T, b *Box, ap *approver) {
 	}
 	const unitCgroup = "/sys/fs/cgroup/system.slice/rootgate.service"
 	if strings.Contains(b.sh(t, "cat "+unitCgroup+"/cgroup.controllers"), "memory") {
-		if max := strings.TrimSpace(b.sh(t, "cat "+unitCgroup+"/daemon/memory.max")); !strings.HasPrefix(own, "the daemon's own memory is bounded") || max != "268435456" {
-			t.Errorf("with the memory controller the daemon says %q and its leaf's memory.max is %s; want it bounded at 268435456 (256 MiB)", own, max)
+		if max := strings.TrimSpace(b.sh(t, "cat "+unitCgroup+"/daemon/memory.max")); !strings.HasPrefix(own, "the daemon's own memory is bounded") || max != "402653184" {
+			t.Errorf("with the memory controller the daemon says %q and its leaf's memory.max is %s; want it bounded at 402653184 (384 MiB)", own, max)
 		}
 	} else if !strings.Contains(own, "not bounded") || !strings.Contains(own, "no memory controller") {
 		t.Errorf("without a memory controller the daemon says %q; want it to say its memory is not bounded, and why", own)
