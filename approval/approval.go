@@ -3,7 +3,7 @@
 // [Broker] that puts a prompt to every attached approver at once (the first
 // answer wins), [Nobody] (no person can be asked, so the answer is no), and
 // [Render], the one text of a prompt every approver shows. The deciders are
-// packages of their own: approval/policy (the operator's standing rules),
+// packages of their own: policy (the operator's standing rules),
 // approval/terminal (a form on a terminal), approval/desktop (a desktop
 // notification or dialog) and approval/remote (approver clients attached to
 // the daemon). This package knows nothing about the daemon's sockets or the

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/policy"
 )
 
 // Saving a policy rule from the prompt (docs/policy.md, "Saving a rule

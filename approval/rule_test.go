@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval/policy"
+	"github.com/rootgate/rootgate/policy"
 )
 
 func rulePrompt(argv ...string) *Prompt {

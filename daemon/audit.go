@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 )
 

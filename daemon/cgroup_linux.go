@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/policy"
 	"golang.org/x/sys/unix"
 )
 

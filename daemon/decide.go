@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 )
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/policy"
 )
 
 // A prompt's hint tells the operator which standing grant (held, or

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/policy"
 )
 
 // ErrNoReload is returned by [Server.ReloadPolicy] when the Config has no

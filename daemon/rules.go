@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/termsafe"
+	"github.com/rootgate/rootgate/policy"
 	"golang.org/x/sys/unix"
 )
 

@@ -28,10 +28,10 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/progid"
+	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"

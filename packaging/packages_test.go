@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+	"github.com/rootgate/rootgate/policy"
 )
 
 // testVersion is stamped into the packages the tests build.

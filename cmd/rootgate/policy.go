@@ -9,10 +9,10 @@ import (
 	"strings"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/policy"
 )
 
 // exitBadPolicy is policy check's and policy test's exit code when the

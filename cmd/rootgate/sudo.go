@@ -18,11 +18,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/internal/version"
+	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 )
 

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/approval/terminal"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 )
 

@@ -25,7 +25,6 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
@@ -34,6 +33,7 @@ import (
 	"github.com/rootgate/rootgate/internal/slogjournal"
 	"github.com/rootgate/rootgate/internal/version"
 	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/policy"
 )
 
 // synopsis is how rootgated is called, in its usage and manual page.

@@ -12,7 +12,7 @@ import (
 // example lines ("#   allow …").
 func docPolicyExamples(t *testing.T, file string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", file))
+	b, err := os.ReadFile(filepath.Join("..", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestDocPolicyExamples(t *testing.T) {
 // TestDocPolicyClaims checks what docs/policy.md says about its examples
 // of env= and of globs and path components, and its table of errors.
 func TestDocPolicyClaims(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestDocPolicyClaims(t *testing.T) {
 // lines and refuses at least one for its own command, and the option
 // injections the section is about are among the refused ones.
 func TestDocPlaceholders(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestDocPlaceholders(t *testing.T) {
 // "ACTION ACCOUNT[:GROUP] COMMAND", each what the rules decide for that
 // command run as that account (root: no account named) and group.
 func TestDocRunAs(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -497,7 +497,7 @@ func TestExamplePolicy(t *testing.T) {
 // TestDocs holds docs/policy.md to the code: it repeats the design's
 // example, and every block fenced as "policy" parses.
 func TestDocs(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "policy.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "policy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
