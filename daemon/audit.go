@@ -469,7 +469,7 @@ func result(res *pipeline.Result, d time.Duration) *audit.Result {
 		StdoutTruncated: res.Stdout.Truncated,
 		StdoutSHA256:    captureSHA256(&res.Stdout),
 	}
-	r.Usage = usageOf(res.Usage)
+	r.Usage = (*audit.Usage)(usageOf(res.Usage))
 	for i, st := range res.Stages {
 		r.Stages[i] = audit.StageResult{
 			ExitCode:        st.ExitCode,

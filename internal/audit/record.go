@@ -24,8 +24,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/rootgate/rootgate/wire"
 )
 
 // Kind names what a record records.
@@ -255,7 +253,17 @@ type Result struct {
 	StdoutTruncated bool          `json:"stdout_truncated"`
 	StdoutSHA256    string        `json:"stdout_sha256"`
 	// Usage is what the run's cgroup counted, when it had one.
-	Usage *wire.Usage `json:"usage,omitempty"`
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what a run's cgroup counted: its CPU time in microseconds, and
+// its memory's peak in bytes where the memory controller counted it (the
+// usage of the run's answer, docs/protocol.md).
+type Usage struct {
+	CPUUsec    int64  `json:"cpu_usec"`
+	UserUsec   int64  `json:"user_usec"`
+	SystemUsec int64  `json:"system_usec"`
+	MemoryPeak *int64 `json:"memory_peak,omitempty"`
 }
 
 // StageResult is how one stage ended.
