@@ -265,3 +265,88 @@ func TestWaitsThroughTestutil(t *testing.T) {
 		t.Fatalf("found only %d test files", found)
 	}
 }
+
+// drawing reads the arrows of docs/architecture.md's "What may import
+// what": each package drawn on the left, with the module's packages it
+// imports. cmd/... may import anything and is left out.
+func drawing(t *testing.T) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "## What may import what")
+	if !ok {
+		t.Fatal(`docs/architecture.md has no "What may import what"`)
+	}
+	_, block, _ := strings.Cut(after, "```\n")
+	block, _, _ = strings.Cut(block, "```")
+	arrows := map[string][]string{}
+	for line := range strings.Lines(block) {
+		left, right, ok := strings.Cut(line, "──►")
+		if !ok {
+			t.Fatalf("docs/architecture.md: a line of the drawing without an arrow: %q", line)
+		}
+		if strings.TrimSpace(left) == "cmd/..." {
+			continue
+		}
+		right, _, _ = strings.Cut(right, "(")
+		var to []string
+		if r := strings.TrimSpace(right); r != "nothing of the module" {
+			for _, p := range strings.Split(r, ",") {
+				to = append(to, strings.TrimSpace(p))
+			}
+		}
+		for _, p := range strings.Split(left, ",") {
+			p = strings.TrimSpace(p)
+			if _, dup := arrows[p]; dup {
+				t.Errorf("docs/architecture.md draws %s twice", p)
+			}
+			arrows[p] = to
+		}
+	}
+	return arrows
+}
+
+// TestDrawing holds the module to docs/architecture.md's drawing, as an
+// allowlist and both ways: every package outside cmd/ is drawn, imports
+// (its own code, not its tests) of the module's packages exactly what is
+// drawn from it, and nothing drawn is not imported.
+func TestDrawing(t *testing.T) {
+	mine, _ := listPackages(t)
+	arrows := drawing(t)
+	seen := map[string]bool{}
+	for _, p := range mine {
+		name := rel(p.ImportPath)
+		if under(p.ImportPath, "cmd") {
+			continue
+		}
+		seen[name] = true
+		drawn, ok := arrows[name]
+		if !ok {
+			t.Errorf("%s is not drawn in docs/architecture.md's \"What may import what\"", name)
+			continue
+		}
+		var imports []string
+		for _, i := range p.Imports {
+			if strings.HasPrefix(i, module) {
+				imports = append(imports, rel(i))
+			}
+		}
+		for _, i := range imports {
+			if !slices.Contains(drawn, i) {
+				t.Errorf("%s imports %s, which the drawing does not allow (docs/architecture.md)", name, i)
+			}
+		}
+		for _, d := range drawn {
+			if !slices.Contains(imports, d) {
+				t.Errorf("the drawing has %s ──► %s, which %s does not import: draw what is", name, d, name)
+			}
+		}
+	}
+	for p := range arrows {
+		if !seen[p] {
+			t.Errorf("docs/architecture.md draws %s, which is not a package of the module", p)
+		}
+	}
+}
