@@ -111,7 +111,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
-	if _, err := remote.PromptLine(prompt, time.Now()); err != nil {
+	if _, err := remote.PromptLine(prompt, time.Now(), ""); err != nil {
 		log.Warn("prompt refused", "err", err)
 		return approval.Decision{}, err
 	}

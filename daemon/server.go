@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/pipeline"
@@ -83,6 +84,10 @@ type Config struct {
 	Broker *approval.Broker
 	// Admission names who besides root may attach as an approver.
 	Admission Admission
+	// Passkeys is the file of enrolled passkeys (passkey.DefaultFile):
+	// passkey relays attach and are verified against it, and root enrols
+	// passkeys into it through the approver socket; "" means none.
+	Passkeys string
 	// ApproverPing is how often an attached approver client is pinged;
 	// 0 means remote.DefaultPingEvery.
 	ApproverPing time.Duration
@@ -280,6 +285,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Broker != nil {
 		s.host = &remote.Host{Broker: cfg.Broker, Version: cfg.Version, Log: cfg.Log, Grants: grantKeeper{s}, Status: statusSource{s},
 			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, SilentFor: cfg.ApproverSilent}
+		if cfg.Passkeys != "" {
+			s.host.Passkeys, s.host.PasskeyChanged = &passkey.Keeper{Path: cfg.Passkeys}, s.passkeysChanged
+		}
 		if cfg.Broker.OnChange == nil {
 			cfg.Broker.OnChange = s.statusChanged
 		}

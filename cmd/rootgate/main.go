@@ -105,7 +105,7 @@ func commands() []command {
 		{name: "grants revoke", args: "ID", summary: "end a standing grant", about: grantsAbout, flags: grantsFlags, run: cmdGrantsRevoke},
 		{name: "mcp", summary: "serve the MCP tools (execute, wait, cancel, output, ping, check) on stdio", about: mcpAbout, flags: mcpFlags, run: cmdMCP},
 		{name: "audit", args: "verify|show", summary: "check or print the audit log", about: auditAbout, hidden: true, run: cmdAudit},
-		{name: "audit verify", summary: "check the audit log's hash chain, across rotated files", about: auditAbout, flags: auditFlags, run: cmdAuditVerify},
+		{name: "audit verify", summary: "check the audit log's hash chain, across rotated files", about: auditAbout, flags: auditVerifyFlags, run: cmdAuditVerify},
 		{name: "audit show", summary: "print audit records readably", about: auditAbout, flags: auditShowFlags, run: cmdAuditShow},
 		{name: "policy", args: "check|test", summary: "check the policy files, or see what they decide", about: policyAbout, hidden: true, run: cmdPolicy},
 		{name: "policy check", args: "[FILE]", summary: "check that the policy and its drop-ins parse, as visudo -c", about: policyAbout, run: cmdPolicyCheck},

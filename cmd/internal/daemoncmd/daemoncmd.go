@@ -26,6 +26,7 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/approval/terminal"
@@ -86,6 +87,7 @@ type options struct {
 	approverSock      string
 	approvers         []string
 	runtimeDir        string
+	passkeys          string
 	policy            string
 	tty               bool
 	unsafeSelf        bool
@@ -166,6 +168,7 @@ var flags = []clidoc.Flag{
 	{Name: "socket", Default: client.DefaultSocket, Usage: "request socket `path`; ignored when socket-activated (LISTEN_FDS), as the handed-over sockets win"},
 	{Name: "approver-socket", Default: client.DefaultApproverSocket, Usage: "approver socket `path` (\"\" for none); ignored when socket-activated: only an fd named \"approvers\" serves approvers then"},
 	{Name: "approver", Default: clidoc.List(nil), Usage: "admit `USER` or @GROUP as an approver besides root (repeatable)"},
+	{Name: "passkeys", Default: passkey.DefaultFile, Usage: "enrolled passkeys `file` (rootgate passkeys add; root's, 0600): approvals signed by one are taken from passkey relays (rootgate web) for every requester; \"\" for none"},
 	{Name: "runtime-dir", Default: daemon.DefaultRuntimeDir, Usage: "`directory` for runtime state (the replay window, SSH agent relays); it must be root's and writable only by root"},
 	{Name: "policy", Default: defaultPolicy, Usage: "policy rules `file`; a missing file means ask for everything"},
 	{Name: "tty", Default: false, Usage: "prompt for approval on the daemon's controlling terminal"},
@@ -211,6 +214,7 @@ func parseOptions(v clidoc.Values) options {
 		approverSock:      v.String("approver-socket"),
 		approvers:         v.List("approver"),
 		runtimeDir:        v.String("runtime-dir"),
+		passkeys:          v.String("passkeys"),
 		policy:            v.String("policy"),
 		tty:               v.Bool("tty"),
 		unsafeSelf:        v.Bool("unsafe-self-approval"),
@@ -493,6 +497,7 @@ func serve(ctx context.Context, o *options, stderr io.Writer, hup hangups) error
 		Approver:          broker,
 		Broker:            broker,
 		Admission:         admit,
+		Passkeys:          o.passkeys,
 		ApproverPing:      o.approverPing,
 		ApproverSilent:    o.approverQuiet,
 		Audit:             alog,
