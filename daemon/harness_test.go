@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(mmapEnv); path != "" {
 		os.Exit(mmapWriter(path))
 	}
+	if sock := os.Getenv(proxyEnv); sock != "" {
+		os.Exit(relayProxy(sock))
+	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "daemon tests run real daemons and need root")
 		os.Exit(1)
