@@ -99,18 +99,24 @@ func (s *serving) open() (net.Listener, error) {
 	return ln, nil
 }
 
-// serve serves h on ln until ctx ends.
+// serve serves h on ln until ctx ends, then lets the requests under way
+// finish (a second at most) before it returns: the enrolment's answer is
+// written after its handler ended the serving.
 func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	err := srv.Serve(ln)
+	if !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-done
 	return nil
 }
 
