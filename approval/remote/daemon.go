@@ -94,8 +94,9 @@ type Host struct {
 	// passkeys once it is saved (the daemon's audit log).
 	PasskeyChanged func(PasskeyChange)
 
-	mu    sync.Mutex // guards conns
-	conns map[*remote]struct{}
+	mu     sync.Mutex // guards conns and relays
+	conns  map[*remote]struct{}
+	relays map[*remote]struct{} // the attached passkey relays
 }
 
 // A StatusSource gives the status message for an approver.
@@ -377,6 +378,14 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 		return
 	}
 	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", peer.Controllers, "passkey_relay", signed)
+	if signed {
+		h.mu.Lock()
+		if h.relays == nil {
+			h.relays = map[*remote]struct{}{}
+		}
+		h.relays[r] = struct{}{}
+		h.mu.Unlock()
+	}
 	if r.status != nil {
 		h.mu.Lock()
 		if h.conns == nil {
@@ -389,6 +398,7 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	defer func() {
 		h.mu.Lock()
 		delete(h.conns, r)
+		delete(h.relays, r)
 		h.mu.Unlock()
 		detach()
 		r.mu.Lock()

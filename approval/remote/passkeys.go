@@ -62,6 +62,7 @@ func (h *Host) passkeyChange(c *net.UnixConn, br *bufio.Reader, m *Message, peer
 			h.PasskeyChanged(ch)
 		}
 		log.Info("passkeys changed", "change", ch.Kind, "ids", ch.IDs, "confirmed_by", ch.ConfirmedBy)
+		h.tellRelays(ch)
 	}
 	switch m.Type {
 	case MsgPasskeyRemove:
@@ -101,6 +102,36 @@ func (h *Host) passkeyChange(c *net.UnixConn, br *bufio.Reader, m *Message, peer
 		_ = WriteMessage(c, &Message{Type: MsgPasskeyImported, Credentials: in.IDs()})
 	case MsgEnrol:
 		h.enrol(c, br, m, controlled, record)
+	}
+}
+
+// tellRelays tells every attached passkey relay of change ch, with the
+// passkeys now enrolled: its page shows the change, and asks for the new
+// credentials.
+func (h *Host) tellRelays(ch PasskeyChange) {
+	f, err := h.Passkeys.Load()
+	if err != nil {
+		return
+	}
+	what := fmt.Sprintf("%d passkey(s) imported by root", len(ch.IDs))
+	switch ch.Kind {
+	case "enrolled":
+		what = "passkey " + termsafe.Sanitize(ch.Name) + " (" + strings.Join(ch.IDs, "") + ") enrolled by root"
+		if ch.ConfirmedBy != "" {
+			what += ", confirmed by passkey " + ch.ConfirmedBy
+		}
+	case "removed":
+		what = "passkey " + termsafe.Sanitize(strings.Join(ch.IDs, "")) + " removed by root"
+	}
+	m := &Message{Type: MsgPasskeys, Reason: what, RPID: f.RPID, Credentials: f.IDs()}
+	h.mu.Lock()
+	relays := make([]*remote, 0, len(h.relays))
+	for r := range h.relays {
+		relays = append(relays, r)
+	}
+	h.mu.Unlock()
+	for _, r := range relays {
+		_ = r.send(m)
 	}
 }
 

@@ -59,6 +59,9 @@ const (
 	// MsgAccepted, daemon → passkey relay: its decision about prompt ID
 	// was taken (a refused one is answered with an error naming ID).
 	MsgAccepted = "accepted"
+	// MsgPasskeys, daemon → passkey relay: the enrolled passkeys changed
+	// (Reason says how); RPID and Credentials are the new ones.
+	MsgPasskeys = "passkeys"
 	// Passkey changes, root only, each on a connection of its own
 	// (docs/protocol.md, "Passkeys"): enrol (Name, Origin) is answered
 	// enrol_options (Options, Challenge, Confirm, Credentials), then the

@@ -34,7 +34,7 @@ async function approve(p, item, grant, anything) {
     const { challenge } = await post("/challenge", { key: p.key, grant, grant_runs_anything: anything });
     const cred = await navigator.credentials.get({ publicKey: {
       challenge: b64u.dec(challenge), rpId: p.rp_id, userVerification: "required",
-      allowCredentials: p.credentials.map(id => ({ type: "public-key", id: b64u.dec(id) })),
+      allowCredentials: (p.credentials || []).map(id => ({ type: "public-key", id: b64u.dec(id) })),
       timeout: Math.max(1000, p.deadline - Date.now()),
     } });
     const r = cred.response;
@@ -61,12 +61,18 @@ function render(p) {
   const item = el("div", { class: "req", "data-key": p.key, "data-id": p.id });
   item.append(el("p", {}, "from rootgated on host " + (p.host || "(unnamed)") + " at " + p.socket));
   if (p.count > 1) item.append(el("p", { class: "q" }, "ONE ANSWER DECIDES " + p.count + " IDENTICAL REQUESTS"));
-  item.append(el("pre", { class: "text" }, p.text));
+  if (p.own) item.append(el("p", { class: "own" }, "FROM YOUR OWN ACCOUNT (the uid this page runs as): your terminals are never asked about it; only your passkey approves it"));
+  const pre = el("pre", { class: "text" }, p.text);
+  item.append(pre);
+  // As at the terminal, a request taller than its box is read to its end
+  // before Approve works.
+  pre.onscroll = () => { if (pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 2) item.dataset.seen = "1"; };
   item.append(el("p", { class: "q" }, p.question));
   const left = el("p", { class: "left" });
   item.append(left);
   const yes = el("button", { class: "approve", disabled: "" }, "Approve with passkey");
-  yes.onclick = () => approve(p, item, 0, false);
+  const cur = () => (shown.get(p.key) || { p }).p; // the newest state of it: nonce, credentials
+  yes.onclick = () => approve(cur(), item, 0, false);
   const no = el("button", { class: "deny" }, "Deny");
   no.onclick = () => deny(p, item);
   item.append(yes, no);
@@ -80,7 +86,7 @@ function render(p) {
     const gb = el("button", { class: "grant-approve", disabled: "" }, "Approve and grant");
     gb.onclick = () => {
       if (p.anything && !any.checked) { item.querySelector(".msg").textContent = "confirm that this runs anything first"; return; }
-      approve(p, item, Number(sel.value), p.anything);
+      approve(cur(), item, Number(sel.value), p.anything);
     };
     g.append(el("span", {}, "Standing grant: requests exactly like this one (same requester, command, files, cwd, env, stdin, run-as) run without asking for "), sel, gb);
     if (p.anything) g.append(el("br"), any, el("span", {}, " I know this runs an interpreter or command runner: the grant lets it run anything"));
@@ -94,7 +100,9 @@ function tick() {
     const p = s.p;
     const ms = p.deadline - now;
     s.el.querySelector(".left").textContent = ms > 0 ? "times out in " + Math.ceil(ms / 1000) + " s" : "timed out";
-    const ready = now - s.first >= p.dwell_ms;
+    const pre = s.el.querySelector("pre.text");
+    if (pre.scrollHeight <= pre.clientHeight + 2) s.el.dataset.seen = "1";
+    const ready = now - s.first >= p.dwell_ms && s.el.dataset.seen === "1";
     for (const b of s.el.querySelectorAll(".approve, .grant-approve")) b.disabled = !ready || ms <= 0;
   }
 }
@@ -109,6 +117,8 @@ function update(st) {
     shown.set(p.key, { el: e, p, first: Date.now() });
   }
   document.getElementById("none").hidden = st.prompts.length > 0;
+  const ul = document.getElementById("notices");
+  ul.replaceChildren(...st.notices.map(n => el("li", {}, new Date(n.time).toLocaleString() + ", host " + (n.host || "(unnamed)") + ": " + n.text)));
   tick();
 }
 const es = new EventSource("/events");

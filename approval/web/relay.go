@@ -38,6 +38,7 @@ type Relay struct {
 	Log     *slog.Logger
 
 	mu      sync.Mutex // guards the fields that follow
+	notices []Notice   // the newest last, at most maxNotices
 	prompts map[string]*Waiting
 	daemons map[string]*daemonConn // by socket, while attached
 	subs    map[chan struct{}]struct{}
@@ -53,6 +54,23 @@ type Waiting struct {
 	Nonce    string
 	Deadline time.Time
 	Arrived  time.Time
+}
+
+// Notice is a change of a daemon's passkeys, as the page shows it.
+type Notice struct {
+	Host string    `json:"host"`
+	Text string    `json:"text"`
+	Time time.Time `json:"time"`
+}
+
+// maxNotices is how many notices the page keeps.
+const maxNotices = 20
+
+// Notices are the changes of the daemons' passkeys since the relay began.
+func (r *Relay) Notices() []Notice {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.notices)
 }
 
 // daemonConn is one attached daemon.
@@ -299,6 +317,12 @@ func (r *Relay) session(ctx context.Context, sock string) error {
 		case remote.MsgNonce:
 			if w := r.prompts[sock+"\x00"+m.ID]; w != nil {
 				w.Nonce = m.Nonce
+			}
+		case remote.MsgPasskeys:
+			dc.rpID, dc.credentials = m.RPID, m.Credentials
+			r.notices = append(r.notices, Notice{Host: dc.host, Text: termsafe.Sanitize(m.Reason), Time: time.Now()})
+			if len(r.notices) > maxNotices {
+				r.notices = r.notices[len(r.notices)-maxNotices:]
 			}
 		case remote.MsgAccepted:
 			delete(r.prompts, sock+"\x00"+m.ID)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -91,7 +92,8 @@ type Shown struct {
 	Host     string   `json:"host"`
 	Socket   string   `json:"socket"`
 	ID       string   `json:"id"`
-	Text     string   `json:"text"`     // approval.Render: what a terminal approver reads, escaped alike
+	Text     string   `json:"text"`     // approval.RenderWhole: what a terminal approver pages through, escaped alike
+	Own      bool     `json:"own"`      // the requester is the uid this page runs as
 	Question string   `json:"question"` // "Run this command as root?"
 	Deadline int64    `json:"deadline"` // Unix milliseconds
 	Arrived  int64    `json:"arrived"`  // Unix milliseconds
@@ -104,7 +106,8 @@ type Shown struct {
 }
 
 type state struct {
-	Prompts []Shown `json:"prompts"`
+	Prompts []Shown  `json:"prompts"`
+	Notices []Notice `json:"notices"`
 }
 
 func (s *Server) state() state {
@@ -112,14 +115,14 @@ func (s *Server) state() state {
 	if dwell <= 0 {
 		dwell = DefaultDwell
 	}
-	st := state{Prompts: []Shown{}}
+	st := state{Prompts: []Shown{}, Notices: s.Relay.Notices()}
 	for _, w := range s.Relay.Waiting() {
 		p := w.Prompt
 		rpID, creds, _ := s.Relay.Keys(w.Key)
-		sh := Shown{Key: w.Key, Host: w.Host, Socket: w.Socket, ID: p.ID, Text: approval.Render(p),
+		sh := Shown{Key: w.Key, Host: w.Host, Socket: w.Socket, ID: p.ID, Text: approval.RenderWhole(p), Own: p.Requester.UID == os.Getuid(),
 			Question: "Run this command as " + approval.RunAsWord(p) + "?",
 			Deadline: w.Deadline.UnixMilli(), Arrived: w.Arrived.UnixMilli(), Dwell: dwell.Milliseconds(),
-			Count: max(p.Group, 1), RPID: rpID, Creds: creds}
+			Count: max(p.Group, 1), RPID: rpID, Creds: append([]string{}, creds...)}
 		switch {
 		case p.ForwardAgent:
 			sh.NoGrant = "it forwards an SSH agent"
