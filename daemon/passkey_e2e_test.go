@@ -71,8 +71,9 @@ type pkTest struct {
 	op      userAccount
 	origin  string
 	browser context.Context
-	credID  string // the enrolled passkey's id
-	keys    string // the passkeys file
+	authn   cdpwebauthn.AuthenticatorID // the browser's virtual authenticator
+	credID  string                      // the enrolled passkey's id
+	keys    string                      // the passkeys file
 }
 
 // testCert writes a CA and a certificate for localhost signed by it into
@@ -165,7 +166,7 @@ func lineWith(t *testing.T, cmd *exec.Cmd, want string, out *syncBuffer) string 
 
 // newBrowser starts chromium, headless, with a virtual authenticator, and
 // trusting the test certificate's key.
-func newBrowser(t *testing.T, spki string) context.Context {
+func newBrowser(t *testing.T, spki string) (context.Context, cdpwebauthn.AuthenticatorID) {
 	t.Helper()
 	chrome := testutil.NeedTool(t, "chromium", "chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
@@ -174,20 +175,30 @@ func newBrowser(t *testing.T, spki string) context.Context {
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelA() })
-	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		if _, err := cdp.Call(ctx, tg, cdpwebauthn.Enable, cdpwebauthn.EnableParams{}); err != nil {
-			return err
-		}
-		_, err := cdp.Call(ctx, tg, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{Options: &cdpwebauthn.VirtualAuthenticatorOptions{
+	if _, err := chromedp.Run(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, cdpwebauthn.Enable, cdpwebauthn.EnableParams{})
+		return err
+	})); err != nil {
+		t.Fatalf("chromium's WebAuthn domain: %v", err)
+	}
+	return ctx, addAuthenticator(t, ctx)
+}
+
+// addAuthenticator adds a virtual authenticator to the browser: CTAP2,
+// internal (a platform authenticator, as a phone's), resident keys, user
+// verification that succeeds, presence simulated.
+func addAuthenticator(t *testing.T, ctx context.Context) cdpwebauthn.AuthenticatorID {
+	t.Helper()
+	res, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) (cdpwebauthn.AddVirtualAuthenticatorResult, error) {
+		return cdp.Call(ctx, tg, cdpwebauthn.AddVirtualAuthenticator, cdpwebauthn.AddVirtualAuthenticatorParams{Options: &cdpwebauthn.VirtualAuthenticatorOptions{
 			Protocol: cdpwebauthn.AuthenticatorProtocolCtap2, Transport: cdpwebauthn.AuthenticatorTransportInternal,
 			HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
 		}})
-		return err
-	}))
+	})
 	if err != nil {
-		t.Fatalf("chromium with a virtual authenticator: %v", err)
+		t.Fatalf("a virtual authenticator: %v", err)
 	}
-	return ctx
+	return res.AuthenticatorID
 }
 
 // run runs browser actions, each call within 60 s.
@@ -219,7 +230,7 @@ func setupPasskeys(t *testing.T) *pkTest {
 	op := addAccount(t, "pkyop")
 	dir := shortDir(t)
 	keys := filepath.Join(dir, "passkeys.json")
-	d := startDaemon(t, opts{Dir: dir, Policy: "ask any\n", Args: []string{"--prompt-timeout", "15s", "--approver", op.name, "--passkeys", keys}})
+	d := startDaemon(t, opts{Dir: dir, Policy: "ask any\n", Args: []string{"--prompt-timeout", "40s", "--approver", op.name, "--passkeys", keys}})
 	openToAll(t, d)
 	certDir, err := os.MkdirTemp("", "pkcert")
 	if err != nil {
@@ -234,7 +245,7 @@ func setupPasskeys(t *testing.T) *pkTest {
 	origin := "https://localhost:" + strconv.Itoa(port)
 	listen := "127.0.0.1:" + strconv.Itoa(port)
 	p := &pkTest{t: t, d: d, op: op, origin: origin, keys: keys}
-	p.browser = newBrowser(t, spki)
+	p.browser, p.authn = newBrowser(t, spki)
 
 	// Enrolment, by root from a session only root controls.
 	var out syncBuffer
@@ -272,7 +283,7 @@ func setupPasskeys(t *testing.T) *pkTest {
 	// session no user but root controls, as a first enrolment.
 	dir2 := shortDir(t)
 	keys2 := filepath.Join(dir2, "passkeys.json")
-	p.d2 = startDaemon(t, opts{Dir: dir2, Policy: "ask any\n", Args: []string{"--prompt-timeout", "15s", "--approver", op.name, "--passkeys", keys2}})
+	p.d2 = startDaemon(t, opts{Dir: dir2, Policy: "ask any\n", Args: []string{"--prompt-timeout", "12s", "--approver", op.name, "--passkeys", keys2}})
 	openToAll(t, p.d2)
 	exported, err := exec.Command(rootgateBin, "passkeys", "export", "--file", keys).Output()
 	if err != nil {
@@ -293,9 +304,17 @@ func setupPasskeys(t *testing.T) *pkTest {
 		cmd.Env = append(os.Environ(), c.env...)
 		cmd.Stdin = strings.NewReader(string(exported))
 		cmd.WaitDelay = time.Second
-		out, _ := cmd.CombinedOutput()
-		if !strings.Contains(string(out), c.want) {
-			t.Fatalf("%v passkeys %v: %s", c.env, c.args, out)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		kill := time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() }) // were an enrolment let in, it would wait for a browser
+		_ = cmd.Wait()
+		kill.Stop()
+		if !strings.Contains(out.String(), c.want) {
+			t.Fatalf("%v passkeys %v: %s", c.env, c.args, out.String())
 		}
 	}
 
@@ -321,11 +340,29 @@ func (p *pkTest) ask(id string, pipeline [][]string) chan response {
 
 // shown waits until the page shows request id, and returns its element's
 // selector.
+// Each test's request is the only one waiting when it is clicked: one
+// still on the page above it could go while the click is under way,
+// moving the button from under the pointer.
 func (p *pkTest) shown(id string) string {
 	p.t.Helper()
 	sel := fmt.Sprintf(`div.req[data-id=%q]`, id)
 	p.run(chromedp.WaitVisible(sel))
+	testutil.WaitFor(p.t, "request "+id+" alone on the page", 30*time.Second, func() bool {
+		n, err := chromedp.Run(p.browser, chromedp.Evaluate[int](`document.querySelectorAll("div.req").length`))
+		return err == nil && n == 1
+	})
 	return sel
+}
+
+// press reads request sel to its end (scrolls its box down, as a person
+// must before Approve works), then presses button (approve or
+// grant-approve) once it works.
+func (p *pkTest) press(sel, button string) {
+	p.t.Helper()
+	p.run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.scrollTop = e.scrollHeight; return true })()`, sel+" pre.text"))(ctx, tg)
+		return err
+	}), chromedp.WaitEnabled(sel+" button."+button), chromedp.Click(sel+" button."+button))
 }
 
 func answer(t *testing.T, ch chan response) response {
@@ -351,13 +388,16 @@ func TestPasskeyApproval(t *testing.T) {
 	t.Run("approved", func(t *testing.T) {
 		ch := p.ask("pk-approve", [][]string{{"echo", "approved by passkey"}})
 		sel := p.shown("pk-approve")
+		if own := get(p, chromedp.Text(sel+" p.own")); !strings.HasPrefix(own, "FROM YOUR OWN ACCOUNT") {
+			t.Errorf("the page does not say the request is from its own account: %q", own)
+		}
 		text := get(p, chromedp.Text(sel+" pre.text"))
 		for _, want := range []string{"pk-approve", "passkey test pk-approve", "/usr/bin/echo", p.op.name} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the page's request lacks %q:\n%s", want, text)
 			}
 		}
-		p.run(chromedp.WaitEnabled(sel+" button.approve"), chromedp.Click(sel+" button.approve"))
+		p.press(sel, "approve")
 		r := answer(t, ch)
 		if r.Status != wire.StatusOK || string(r.Stdout) != "approved by passkey\n" {
 			t.Fatalf("approved request: %s", r.raw)
@@ -369,8 +409,29 @@ func TestPasskeyApproval(t *testing.T) {
 	})
 
 	t.Run("denied", func(t *testing.T) {
-		ch := p.ask("pk-deny", [][]string{{"true"}})
+		// A request taller than its box (300 lines of stdin): Approve
+		// works only once it has been read to its end.
+		var stdin strings.Builder
+		for i := range 300 {
+			fmt.Fprintf(&stdin, "line %d\n", i)
+		}
+		ch := sendAsync(p.d.Sock, p.op, request(map[string]any{"id": "pk-deny", "pipeline": [][]string{{"cat"}},
+			"stdin": base64.StdEncoding.EncodeToString([]byte(stdin.String()))}))
 		sel := p.shown("pk-deny")
+		if text := get(p, chromedp.Text(sel+" pre.text")); !strings.Contains(text, "line 299") {
+			t.Fatalf("the page does not show the whole stdin:\n%s", text)
+		}
+		// Past the 2 s dwell, Approve is still off until the end is seen.
+		if !testutil.Holds(100*time.Millisecond, 3*time.Second, func() bool {
+			off, err := chromedp.Run(p.browser, chromedp.Evaluate[bool](`document.querySelector('div.req[data-id="pk-deny"] button.approve').disabled`))
+			return err == nil && off
+		}) {
+			t.Fatal("Approve worked before the request was read to its end")
+		}
+		p.run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](`(() => { const e = document.querySelector('div.req[data-id="pk-deny"] pre.text'); e.scrollTop = e.scrollHeight; return true })()`)(ctx, tg)
+			return err
+		}), chromedp.WaitEnabled(sel+" button.approve"))
 		p.run(chromedp.Click(sel + " button.deny"))
 		if r := answer(t, ch); r.Status != wire.StatusDenied {
 			t.Fatalf("denied request: %s", r.raw)
@@ -378,7 +439,8 @@ func TestPasskeyApproval(t *testing.T) {
 	})
 
 	t.Run("timed out", func(t *testing.T) {
-		ch := p.ask("pk-timeout", [][]string{{"true"}})
+		// On the second host, whose prompts time out sooner.
+		ch := sendAsync(p.d2.Sock, p.op, request(map[string]any{"id": "pk-timeout", "pipeline": [][]string{{"true"}}}))
 		p.shown("pk-timeout")
 		if r := answer(t, ch); r.Status != wire.StatusTimeout {
 			t.Fatalf("request left alone: %s", r.raw)
@@ -389,7 +451,7 @@ func TestPasskeyApproval(t *testing.T) {
 	t.Run("grant used again", func(t *testing.T) {
 		ch := p.ask("pk-grant1", [][]string{{"echo", "granted"}})
 		sel := p.shown("pk-grant1")
-		p.run(chromedp.WaitEnabled(sel+" button.grant-approve"), chromedp.Click(sel+" button.grant-approve"))
+		p.press(sel, "grant-approve")
 		if r := answer(t, ch); r.Status != wire.StatusOK {
 			t.Fatalf("granted request: %s", r.raw)
 		}
@@ -407,13 +469,106 @@ func TestPasskeyApproval(t *testing.T) {
 		// Its own copy of the public key verifies the same passkey.
 		ch := sendAsync(p.d2.Sock, p.op, request(map[string]any{"id": "pk-host2", "pipeline": [][]string{{"echo", "on host 2"}}}))
 		sel := p.shown("pk-host2")
-		p.run(chromedp.WaitEnabled(sel+" button.approve"), chromedp.Click(sel+" button.approve"))
+		p.press(sel, "approve")
 		if r := answer(t, ch); r.Status != wire.StatusOK || string(r.Stdout) != "on host 2\n" {
 			t.Fatalf("request to the second host: %s", r.raw)
 		}
 	})
 
 	t.Run("attacks", func(t *testing.T) { passkeyAttacks(t, p) })
+
+	t.Run("removed, shown on the page", func(t *testing.T) {
+		out, err := exec.Command(rootgateBin, "passkeys", "remove", "--socket", p.d2.asock(), p.credID).CombinedOutput()
+		if err != nil || string(out) != "removed "+p.credID+"\n" {
+			t.Fatalf("passkeys remove: %v: %s", err, out)
+		}
+		p.run(chromedp.WaitVisible(`//ul[@id="notices"]/li[contains(., "passkey ` + p.credID + ` removed by root")]`))
+		// The second host no longer takes it.
+		ch := sendAsync(p.d2.Sock, p.op, request(map[string]any{"id": "pk-removed", "pipeline": [][]string{{"true"}}}))
+		sel := p.shown("pk-removed")
+		p.press(sel, "approve")
+		var msg string
+		testutil.WaitFor(t, "the page's answer to the approval", 30*time.Second, func() bool {
+			msg, _ = chromedp.Run(p.browser, chromedp.Text(sel+" p.msg"))
+			return msg != ""
+		})
+		if !strings.Contains(msg, "passkey not enrolled") {
+			t.Fatalf("approval with a removed passkey: the page says %q", msg)
+		}
+		p.run(chromedp.Click(sel + " button.deny"))
+		if r := answer(t, ch); r.Status != wire.StatusDenied {
+			t.Fatalf("request to the host without passkeys: %s", r.raw)
+		}
+		var changes []string
+		_ = audit.ReadAll([]string{auditPath(p.d2.Dir)}, func(rd audit.Read) error {
+			if rd.Record != nil && rd.Record.Kind == audit.KindPasskey {
+				changes = append(changes, rd.Record.Passkeys.Change+" "+strings.Join(rd.Record.Passkeys.IDs, ","))
+			}
+			return nil
+		})
+		if want := []string{"imported " + p.credID, "removed " + p.credID}; strings.Join(changes, ";") != strings.Join(want, ";") {
+			t.Fatalf("the second host's passkeys_changed records: %q, want %q", changes, want)
+		}
+		// Its log's passkey approval no longer verifies without the key.
+		out, err = exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(p.d2.Dir), "--passkeys", filepath.Join(p.d2.Dir, "passkeys.json")).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "passkey approval of request pk-host2 by "+p.credID+" does not verify: passkey not enrolled") {
+			t.Fatalf("audit verify without the key: %v: %s", err, out)
+		}
+	})
+
+	t.Run("a second passkey, confirmed by the first", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		en, err := remote.StartEnrol(ctx, p.d.asock(), "second", p.origin)
+		if err != nil || !en.Options.Confirm {
+			t.Fatalf("a second enrolment: %v %+v", err, en)
+		}
+		if _, err := en.Finish(`{}`, nil); err == nil || !strings.Contains(err.Error(), "passkey change refused: an enrolled passkey must confirm this enrolment") {
+			t.Fatalf("unconfirmed: %v", err)
+		}
+		en, err = remote.StartEnrol(ctx, p.d.asock(), "second", p.origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		confirm := p.sign(p.origin, passkey.EnrolChallenge(en.Options.Challenge, "second"))
+		// The new passkey is another authenticator's: the first holds one
+		// for rootgate's user already, which the options exclude.
+		p.run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, cdpwebauthn.RemoveVirtualAuthenticator, cdpwebauthn.RemoveVirtualAuthenticatorParams{AuthenticatorID: p.authn})
+			return err
+		}))
+		p.authn = addAuthenticator(t, p.browser)
+		js := fmt.Sprintf(`(async () => {
+			const enc = b => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+			const dec = s => Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((s.length + 3) %% 4)), c => c.charCodeAt(0));
+			const o = JSON.parse(%q);
+			o.challenge = dec(o.challenge); o.user.id = dec(o.user.id);
+			for (const c of o.excludeCredentials || []) c.id = dec(c.id);
+			const c = await navigator.credentials.create({publicKey: o});
+			return JSON.stringify({id: c.id, rawId: enc(c.rawId), type: c.type, clientExtensionResults: {},
+				response: {attestationObject: enc(c.response.attestationObject), clientDataJSON: enc(c.response.clientDataJSON)}});
+		})()`, en.Options.Options)
+		att := get(p, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		id, err := en.Finish(att, confirm)
+		if err != nil {
+			t.Fatalf("confirmed enrolment: %v", err)
+		}
+		f, err := passkey.Load(p.keys)
+		if err != nil || len(f.Passkeys) != 2 || f.Passkeys[1].ID != id || f.Passkeys[1].Name != "second" {
+			t.Fatalf("after the second enrolment: %v %+v", err, f)
+		}
+		var confirmedBy string
+		_ = audit.ReadAll([]string{auditPath(p.d.Dir)}, func(rd audit.Read) error {
+			if rd.Record != nil && rd.Record.Kind == audit.KindPasskey && rd.Record.Passkeys.Name == "second" {
+				confirmedBy = rd.Record.Passkeys.ConfirmedBy
+			}
+			return nil
+		})
+		if confirmedBy != p.credID {
+			t.Fatalf("the second enrolment's record: confirmed by %q", confirmedBy)
+		}
+		p.run(chromedp.WaitVisible(`//ul[@id="notices"]/li[contains(., "passkey second (` + id + `) enrolled by root, confirmed by passkey ` + p.credID + `")]`))
+	})
 
 	// Every passkey approval in the log verifies against the enrolled key.
 	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(p.d.Dir), "--passkeys", p.keys).CombinedOutput()
