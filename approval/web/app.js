@@ -99,9 +99,10 @@ function tick() {
   for (const [, s] of shown) {
     const p = s.p;
     const ms = p.deadline - now;
-    s.el.querySelector(".left").textContent = ms > 0 ? "times out in " + Math.ceil(ms / 1000) + " s" : "timed out";
     const pre = s.el.querySelector("pre.text");
     if (pre.scrollHeight <= pre.clientHeight + 2) s.el.dataset.seen = "1";
+    s.el.querySelector(".left").textContent = (ms > 0 ? "times out in " + Math.ceil(ms / 1000) + " s" : "timed out") +
+      (s.el.dataset.seen === "1" ? "" : "; scroll the request to its end to approve");
     const ready = now - s.first >= p.dwell_ms && s.el.dataset.seen === "1";
     for (const b of s.el.querySelectorAll(".approve, .grant-approve")) b.disabled = !ready || ms <= 0;
   }
@@ -118,7 +119,7 @@ function update(st) {
   }
   document.getElementById("none").hidden = st.prompts.length > 0;
   const ul = document.getElementById("notices");
-  ul.replaceChildren(...st.notices.map(n => el("li", {}, new Date(n.time).toLocaleString() + ", host " + (n.host || "(unnamed)") + ": " + n.text)));
+  ul.replaceChildren(...(st.notices || []).map(n => el("li", {}, new Date(n.time).toLocaleString() + ", host " + (n.host || "(unnamed)") + ": " + n.text)));
   tick();
 }
 const es = new EventSource("/events");

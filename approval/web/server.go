@@ -115,7 +115,7 @@ func (s *Server) state() state {
 	if dwell <= 0 {
 		dwell = DefaultDwell
 	}
-	st := state{Prompts: []Shown{}, Notices: s.Relay.Notices()}
+	st := state{Prompts: []Shown{}, Notices: append([]Notice{}, s.Relay.Notices()...)}
 	for _, w := range s.Relay.Waiting() {
 		p := w.Prompt
 		rpID, creds, _ := s.Relay.Keys(w.Key)
