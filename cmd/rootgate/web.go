@@ -159,11 +159,11 @@ list and export read --file; remove ID and import FILE ask rootgated. An
 import is taken only while no passkey is enrolled, under the same rule as
 a first enrolment.
 
-Examples:
-  sudo rootgate passkeys add phone
-  sudo rootgate passkeys add --origin https://approve.example.org:8443 --cert c.pem --key k.pem yubikey
+Examples (as root; a first passkey from a root login, not through sudo):
+  rootgate passkeys add phone
+  rootgate passkeys add --origin https://approve.example.org:8443 --cert c.pem --key k.pem yubikey
   sudo rootgate passkeys list
-  sudo rootgate passkeys export > passkeys.json; ssh web2 sudo rootgate passkeys import - < passkeys.json
+  rootgate passkeys export > passkeys.json; ssh root@web2 rootgate passkeys import - < passkeys.json
 `
 
 var (
