@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -126,42 +127,52 @@ func freePort(t *testing.T) int {
 }
 
 // lineWith starts cmd and returns the first line of its stdout holding
-// want; the rest of its stdout goes to out.
+// want; all of its stdout goes to out (complete once cmd.Wait returns).
 func lineWith(t *testing.T, cmd *exec.Cmd, want string, out *syncBuffer) string {
 	t.Helper()
-	pr, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := &lineWatch{out: out, want: want, found: make(chan string, 1)}
+	cmd.Stdout = w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		sent := false
-		for sc.Scan() {
-			out.Write([]byte(sc.Text() + "\n"))
-			if !sent && strings.Contains(sc.Text(), want) {
-				found <- sc.Text()
-				sent = true
-			}
-		}
-		if !sent {
-			close(found)
-		}
-	}()
 	select {
-	case l, ok := <-found:
-		if !ok {
-			t.Fatalf("%s printed no line with %q: %s", cmd.Path, want, out.String())
-		}
+	case l := <-w.found:
 		return l
 	case <-time.After(60 * time.Second):
 		t.Fatalf("%s printed no line with %q in 60s: %s", cmd.Path, want, out.String())
 	}
 	return ""
+}
+
+// lineWatch copies to out and sends the first complete line holding want
+// on found.
+type lineWatch struct {
+	out     *syncBuffer
+	want    string
+	partial []byte
+	sent    bool
+	found   chan string
+}
+
+func (w *lineWatch) Write(b []byte) (int, error) {
+	w.out.Write(b)
+	if w.sent {
+		return len(b), nil
+	}
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		l := string(w.partial[:i])
+		w.partial = w.partial[i+1:]
+		if strings.Contains(l, w.want) {
+			w.sent = true
+			w.found <- l
+			return len(b), nil
+		}
+	}
 }
 
 // newBrowser starts chromium, headless, with a virtual authenticator, and
@@ -275,7 +286,7 @@ func setupPasskeys(t *testing.T) *pkTest {
 		t.Fatalf("after enrolment: %v %+v", err, f)
 	}
 	p.credID = f.Passkeys[0].ID
-	if !strings.Contains(out.String(), "enrolled admin as "+p.credID) {
+	if !strings.Contains(out.String(), "enrolled admin as "+p.credID) || !strings.Contains(out.String(), "█") {
 		t.Fatalf("passkeys add printed %q", out.String())
 	}
 
@@ -569,6 +580,16 @@ func TestPasskeyApproval(t *testing.T) {
 		}
 		p.run(chromedp.WaitVisible(`//ul[@id="notices"]/li[contains(., "passkey second (` + id + `) enrolled by root, confirmed by passkey ` + p.credID + `")]`))
 	})
+
+	// rootgate audit show says which passkey approved, and how the
+	// passkeys changed.
+	shown, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(p.d.Dir)).CombinedOutput()
+	for _, want := range []string{"passkey:   admin (" + p.credID + ") signed request hash ", ", with a standing grant of 900s",
+		"passkeys:  enrolled " + p.credID + " (admin) by root", "confirmed: by enrolled passkey " + p.credID} {
+		if err != nil || !strings.Contains(string(shown), want) {
+			t.Fatalf("audit show lacks %q: %v\n%s", want, err, shown)
+		}
+	}
 
 	// Every passkey approval in the log verifies against the enrolled key.
 	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(p.d.Dir), "--passkeys", p.keys).CombinedOutput()

@@ -320,6 +320,19 @@ func formatRecord(r *audit.Record) string {
 		line("run as", "%s in %s", q(g.RunAsUser), termsafe.Quote(g.Cwd))
 		line("shape", "sha256 %s", q(g.Shape))
 	}
+	if pc := r.Passkeys; pc != nil {
+		what := q(pc.Change) + " " + q(strings.Join(pc.IDs, " "))
+		if pc.Name != "" {
+			what += " (" + q(pc.Name) + ")"
+		}
+		line("passkeys", "%s by root", what)
+		if pc.ConfirmedBy != "" {
+			line("confirmed", "by enrolled passkey %s", q(pc.ConfirmedBy))
+		}
+		if who := approvalUIDs(pc.Controllers); who != "" {
+			line("session", "controlled by %s", who)
+		}
+	}
 	if ru := r.Rule; ru != nil {
 		by := fmt.Sprintf("%s (uid %d)", q(ru.Approver), ru.ApproverUID)
 		if ru.OK {
@@ -340,6 +353,13 @@ func formatRecord(r *audit.Record) string {
 		line("decision", "%s by %s", q(d.Verdict), by)
 		if d.Grant != "" {
 			line("grant", "%s, the standing grant of %s", q(d.Grant), by)
+		}
+		if pk := d.Passkey; pk != nil {
+			grant := ""
+			if pk.Grant > 0 {
+				grant = fmt.Sprintf(", with a standing grant of %ds", pk.Grant)
+			}
+			line("passkey", "%s (%s) signed request hash %s, nonce %s%s", q(pk.Name), q(pk.Credential), q(pk.RequestHash), q(pk.Nonce), grant)
 		}
 		if d.Group > 1 {
 			shown := "this request's"
@@ -490,3 +510,14 @@ func pipelineText(p [][]string) string {
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// approvalUIDs lists the uids but root, for a record's controller set.
+func approvalUIDs(uids []int) string {
+	var out []string
+	for _, u := range uids {
+		if u != 0 {
+			out = append(out, "uid "+strconv.Itoa(u))
+		}
+	}
+	return strings.Join(out, ", ")
+}
