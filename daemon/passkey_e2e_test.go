@@ -924,3 +924,117 @@ func ownAssertion(t *testing.T, challenge []byte, origin string) *passkey.Assert
 	enc := base64.RawURLEncoding.EncodeToString
 	return &passkey.Assertion{CredentialID: enc(id), AuthenticatorData: enc(ad), ClientData: enc(cd), Signature: enc(sig)}
 }
+
+// TestPasskeyRelayRefusals: what a daemon says to a passkey relay it will
+// not take, and to decisions that misuse an assertion (docs/protocol.md,
+// "Passkeys"), on a real rootgated, without a browser.
+func TestPasskeyRelayRefusals(t *testing.T) {
+	t.Parallel()
+	hello := func(t *testing.T, sock string, m *remote.Message) (*bufio.Reader, net.Conn, *remote.Message) {
+		t.Helper()
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := remote.WriteMessage(c, m); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		ans, err := remote.ReadMessage(br, remote.MaxDaemonLine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return br, c, ans
+	}
+	relayHello := &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Capabilities: []string{remote.CapPasskey}}
+
+	t.Run("no passkey enrolled", func(t *testing.T) {
+		d := approverDaemon(t, "--passkeys", "")
+		if _, _, m := hello(t, d.asock(), relayHello); m.Type != remote.MsgError || m.Message != wire.ApproverNoPasskeys {
+			t.Fatalf("relay to a daemon without passkeys: %+v", m)
+		}
+		dir := shortDir(t)
+		d2 := approverDaemon(t, "--passkeys", filepath.Join(dir, "none.json"))
+		if _, _, m := hello(t, d2.asock(), relayHello); m.Type != remote.MsgError || m.Message != wire.ApproverNoPasskeys {
+			t.Fatalf("relay to a daemon whose file is missing: %+v", m)
+		}
+	})
+
+	t.Run("misused assertions", func(t *testing.T) {
+		// A daemon with one passkey, made here: its key is a test key, as
+		// a virtual authenticator's would be; only the refusals before
+		// any signature is checked are looked at.
+		dir := shortDir(t)
+		keys := filepath.Join(dir, "passkeys.json")
+		id := base64.RawURLEncoding.EncodeToString([]byte("test-credential-1"))
+		f := &passkey.File{Version: passkey.FileVersion, RPID: "localhost", Origins: []string{"http://localhost:8443"}}
+		f.Passkeys = append(f.Passkeys, passkey.Enrolled{ID: id, Name: "test", Added: time.Now()})
+		f.Passkeys[0].Credential.ID = []byte("test-credential-1")
+		f.Passkeys[0].Credential.PublicKey = []byte{0xa0}
+		if err := f.Save(keys); err != nil {
+			t.Fatal(err)
+		}
+		d := approverDaemon(t, "--passkeys", keys)
+		if _, _, m := hello(t, d.asock(), &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion,
+			Capabilities: []string{remote.CapPasskey}, AgentSocket: "/run/agent.sock"}); m.Message != wire.ApproverPasskeyAgent {
+			t.Fatalf("relay offering an agent: %+v", m)
+		}
+		br, c, w := hello(t, d.asock(), relayHello)
+		if w.Type != remote.MsgWelcome || w.RPID != "localhost" || len(w.Credentials) != 1 || w.Credentials[0] != id || w.RuleFile != "" {
+			t.Fatalf("relay's welcome: %+v", w)
+		}
+		// A plain approver, root's, on a terminal of its own, beside it.
+		pbr, pc, pw := hello(t, d.asock(), &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Name: "plain"})
+		if pw.Type != remote.MsgWelcome {
+			t.Fatalf("plain approver: %+v", pw)
+		}
+		ch := sendAsync(d.Sock, userAccount{name: "root"}, request(map[string]any{"id": "pk-misuse", "pipeline": [][]string{{"true"}}}))
+		read := func(br *bufio.Reader, typ string) *remote.Message {
+			for {
+				m, err := remote.ReadMessage(br, remote.MaxDaemonLine)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Type == typ && (m.ID == "pk-misuse" || typ == remote.MsgPrompt && m.Request != nil && m.Request.ID == "pk-misuse") {
+					return m
+				}
+			}
+		}
+		pr, ppr := read(br, remote.MsgPrompt), read(pbr, remote.MsgPrompt)
+		if pr.Nonce == "" || ppr.Nonce != "" {
+			t.Fatalf("nonces: relay %q, plain approver %q", pr.Nonce, ppr.Nonce)
+		}
+		yes, no := true, false
+		as := &passkey.Assertion{CredentialID: id, AuthenticatorData: "AA", ClientData: "AA", Signature: "AA"}
+		for _, c := range []struct {
+			name string
+			conn net.Conn
+			br   *bufio.Reader
+			m    *remote.Message
+			want string
+		}{
+			{"a rule with a passkey approval", c, br, &remote.Message{Type: remote.MsgDecision, ID: pr.ID, Hash: pr.Hash, Approve: &yes, Assertion: as, Rule: "allow privileged true"}, wire.ApproverPasskeyRule},
+			{"an assertion on a denial", c, br, &remote.Message{Type: remote.MsgDecision, ID: pr.ID, Hash: pr.Hash, Approve: &no, Assertion: as}, wire.ApproverAssertionUnasked},
+			{"an assertion from a plain approver", pc, pbr, &remote.Message{Type: remote.MsgDecision, ID: ppr.ID, Hash: ppr.Hash, Approve: &yes, Assertion: as}, wire.ApproverAssertionUnasked},
+		} {
+			if err := remote.WriteMessage(c.conn, c.m); err != nil {
+				t.Fatal(err)
+			}
+			if m := read(c.br, remote.MsgError); m.Message != c.want {
+				t.Fatalf("%s: %q, want %q", c.name, m.Message, c.want)
+			}
+		}
+		// The relay's denial needs no assertion.
+		if err := remote.WriteMessage(c, &remote.Message{Type: remote.MsgDecision, ID: pr.ID, Hash: pr.Hash, Approve: &no}); err != nil {
+			t.Fatal(err)
+		}
+		if m := read(br, remote.MsgAccepted); m.ID != "pk-misuse" {
+			t.Fatalf("denial: %+v", m)
+		}
+		if r := <-ch; r.Status != wire.StatusDenied {
+			t.Fatalf("request: %s", r.raw)
+		}
+	})
+}
