@@ -151,6 +151,26 @@ type Stage struct {
 	// (or which file Path leads to): the daemon captured its bytes when
 	// the request was received, and the run executes exactly those.
 	Content *Content `json:"content,omitempty"`
+	// Is, set by the daemon, is the path of a listed program ([Listed])
+	// on this machine that the file that runs is, found by what the file
+	// is rather than by its names: the same file (a hard link) or a copy
+	// of it (the same size and SHA-256). It is set only when none of the
+	// stage's names is listed: for a root copy of python3.12 named
+	// mytool, "/usr/bin/python3.12".
+	Is string `json:"is,omitempty"`
+	// Interpreters, set by the daemon, are the interpreters the kernel
+	// runs for a #! script, in turn: the one its #! line names, then
+	// that one's when it is a script too (never the ELF loader). The
+	// stage is those programs run with the script as an argument.
+	Interpreters []Interpreter `json:"interpreters,omitempty"`
+}
+
+// Interpreter is one interpreter of a #! script ([Stage.Interpreters]).
+type Interpreter struct {
+	Path string `json:"path"` // as the #! line names it
+	// Is is [Stage.Is] for the interpreter: the listed program it is when
+	// Path's name is not listed (a link or a copy under another name).
+	Is string `json:"is,omitempty"`
 }
 
 // Content is a stage's captured file, as the daemon read it.

@@ -25,8 +25,13 @@ var DefaultGrantDurations = []time.Duration{15 * time.Minute, time.Hour}
 // ([RunsAnything]); so does any rule for one ([RuleRunsAnything]). This
 // is the one list of them, kept as data. It goes by each name a stage's
 // program goes by: as written, as resolved, and the real file that runs
-// (links and alternatives followed); a copy of an interpreter under
-// another name is not caught (docs/threat-model.md).
+// (links and alternatives followed); and by what that file is, which the
+// daemon finds and says in [Stage.Is]: the same file as a listed program
+// on the machine (a hard link), or a copy of one (the same size and
+// SHA-256), such as a root copy of python3 named mytool or a busybox
+// copied under another name. A script goes by its #! interpreters
+// ([Stage.Interpreters]) likewise. A program changed by a byte is
+// another file, and not caught (docs/threat-model.md).
 //
 //go:embed runsanything.txt
 var runsAnythingText string
@@ -165,11 +170,24 @@ func hasRunnerOption(name string, args, opts []string) bool {
 	return false
 }
 
-// runsAnythingName returns the first of a stage's names that is in
-// runsAnything, and why it runs anything; "" when none is.
-func runsAnythingName(st Stage) (name, why string) {
-	for _, base := range stageNames(st) {
-		if base == "." || base == "" {
+// Listed reports whether a program named name (a file's base name) is
+// in runsAnything, or in runsWith: a program that runs what it reads, or
+// a command one of its options says. The daemon finds the files of such
+// programs on the machine by it, to know a copy of one under another
+// name for what it is ([Stage.Is]).
+func Listed(name string) bool {
+	if _, ok := runsWith[name]; ok {
+		return true
+	}
+	_, why := listedName([]string{name})
+	return why != ""
+}
+
+// listedName returns the first of names that is in runsAnything, and why
+// it runs anything; "" when none is.
+func listedName(names []string) (name, why string) {
+	for _, base := range names {
+		if base == "." || base == "" || base == "/" {
 			continue
 		}
 		for _, g := range runsAnything {
@@ -183,15 +201,51 @@ func runsAnythingName(st Stage) (name, why string) {
 	return "", ""
 }
 
+// runsAnythingWhat says what a stage runs that runs anything, by each
+// name its program goes by, by what its file is ([Stage.Is]) and by the
+// interpreters of a script ([Stage.Interpreters]): the words that follow
+// "stage [N] " in [RunsAnything]; "" when it runs none.
+func runsAnythingWhat(st Stage) string {
+	if name, why := listedName(stageNames(st)); name != "" {
+		if st.Is != "" && name == filepath.Base(st.Is) {
+			return fmt.Sprintf("runs %s, the same program as %s, which %s", termsafe.Quote(st.Path), termsafe.Quote(st.Is), why)
+		}
+		return fmt.Sprintf("runs %s, which %s", termsafe.Quote(name), why)
+	}
+	for _, ip := range st.Interpreters {
+		// The kernel runs the interpreter with the script and the
+		// request's arguments after it: they are the interpreter's.
+		what := "is a script run by " + termsafe.Quote(ip.Path)
+		names := []string{filepath.Base(ip.Path)}
+		if ip.Is != "" {
+			what += ", the same program as " + termsafe.Quote(ip.Is)
+			names = append(names, filepath.Base(ip.Is))
+		}
+		if _, why := listedName(names); why != "" {
+			return what + ", which " + why
+		}
+		// The script's arguments are that program's (after the
+		// script's path): its options that run a command among them.
+		for _, n := range names {
+			if opts, ok := runsWith[n]; ok {
+				return fmt.Sprintf("%s, which runs a command its options say (%s)", what, strings.Join(opts, ", "))
+			}
+		}
+	}
+	return ""
+}
+
 // RunsAnything lists, one line per stage, why a grant for p would allow
 // more than the one command shown: a stage whose program (as written, as
-// resolved or as the file that runs) is in runsAnything, or is in
-// runsWith with an option that runs a command. Empty when no stage is.
+// resolved, as the file that runs, or as what that file is: a link or a
+// copy of one under another name) is in runsAnything, a script whose
+// interpreter is, or a stage in runsWith with an option that runs a
+// command. Empty when no stage is.
 func RunsAnything(p *Prompt) []string {
 	var why []string
 	for i, st := range p.Stages {
-		if name, runs := runsAnythingName(st); name != "" {
-			why = append(why, fmt.Sprintf("stage [%d] runs %s, which %s", i+1, termsafe.Quote(name), runs))
+		if what := runsAnythingWhat(st); what != "" {
+			why = append(why, fmt.Sprintf("stage [%d] %s", i+1, what))
 			continue
 		}
 		if name, opts := runnerOptions(st); name != "" && len(st.Argv) > 1 && hasRunnerOption(name, st.Argv[1:], opts) {
@@ -202,11 +256,14 @@ func RunsAnything(p *Prompt) []string {
 }
 
 // stageNames are the names a stage's program goes by: as resolved, as
-// the file that runs, and as written.
+// the file that runs, as written, and as the listed program its file is.
 func stageNames(st Stage) []string {
 	names := []string{filepath.Base(st.Path), filepath.Base(st.Target)}
 	if len(st.Argv) > 0 {
 		names = append(names, filepath.Base(st.Argv[0]))
+	}
+	if st.Is != "" {
+		names = append(names, filepath.Base(st.Is))
 	}
 	return names
 }

@@ -254,6 +254,9 @@ func describePath(s Stage) string {
 	if s.Target != "" {
 		path += ", which is the file " + termsafe.Quote(s.Target)
 	}
+	if s.Is != "" {
+		path += ", the same program as " + termsafe.Quote(s.Is)
+	}
 	return path
 }
 

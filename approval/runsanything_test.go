@@ -83,3 +83,56 @@ func TestParseRunsAnything(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsAnythingByWhatItIs: a stage whose names are all harmless but
+// whose file the daemon found to be a listed program (Stage.Is: a hard
+// link to it, or a copy of it) runs anything, and the reason says what
+// it is; so does a stage of runsWith with an option that runs a command
+// (a copy of find). A #! script runs anything when one of its
+// interpreters is listed, by the name on its #! line or by what that
+// file is, and not otherwise. Listed says which names the daemon looks
+// for, the among them.
+func TestRunsAnythingByWhatItIs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		st   Stage
+		want string // in the one reason; "" for none
+	}{
+		{"a copy of python", Stage{Argv: []string{"mytool", "-c", "x"}, Path: "/usr/local/bin/mytool", Is: "/usr/bin/python3.12"},
+			"/usr/local/bin/mytool, the same program as /usr/bin/python3.12"},
+		{"a copy of busybox", Stage{Argv: []string{"/opt/x/tool"}, Path: "/opt/x/tool", Is: "/usr/bin/busybox"}, "the same program as /usr/bin/busybox"},
+		{"a copy of find with -exec", Stage{Argv: []string{"lister", "/", "-exec", "id", ";"}, Path: "/usr/local/bin/lister", Is: "/usr/bin/find"}, "find with an option"},
+		{"a copy of find without", Stage{Argv: []string{"lister", "/var/log"}, Path: "/usr/local/bin/lister", Is: "/usr/bin/find"}, ""},
+		{"a script of sh", Stage{Argv: []string{"backup"}, Path: "/usr/local/sbin/backup", Interpreters: []Interpreter{{Path: "/bin/sh"}}},
+			"is a script run by /bin/sh, which"},
+		{"a script of env python3", Stage{Argv: []string{"x"}, Path: "/usr/local/bin/x", Interpreters: []Interpreter{{Path: "/usr/bin/env"}}}, "is a script run by /usr/bin/env"},
+		{"a script of a copy of python", Stage{Argv: []string{"x"}, Path: "/usr/local/bin/x", Interpreters: []Interpreter{{Path: "/usr/local/bin/mytool", Is: "/usr/bin/python3.12"}}},
+			"is a script run by /usr/local/bin/mytool, the same program as /usr/bin/python3.12"},
+		{"a script of find", Stage{Argv: []string{"x"}, Path: "/usr/local/bin/x", Interpreters: []Interpreter{{Path: "/usr/bin/find"}}}, "its options say"},
+		{"a script of a harmless interpreter", Stage{Argv: []string{"x"}, Path: "/usr/local/bin/x", Interpreters: []Interpreter{{Path: "/usr/bin/cat"}}}, ""},
+		{"a binary", Stage{Argv: []string{"id"}, Path: "/usr/bin/id"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			why := RunsAnything(&Prompt{Stages: []Stage{c.st}})
+			switch {
+			case c.want == "" && len(why) != 0:
+				t.Fatalf("RunsAnything = %q, want none", why)
+			case c.want != "" && (len(why) != 1 || !strings.Contains(why[0], c.want)):
+				t.Fatalf("RunsAnything = %q, want one reason with %q", why, c.want)
+			}
+		})
+	}
+	for _, n := range []string{
+		"sqlite3", "psql", "dc", "m4", "gnuplot", "ansible-playbook", "docker", "docker-compose", "hg", "terraform",
+		"vim.basic", "rvim", "zsh5", "ksh93", "pypy3", "irb", "toybox", "busybox", "python3.12", "find", "tar", "apt-get",
+	} {
+		if !Listed(n) {
+			t.Errorf("Listed(%q) = false", n)
+		}
+	}
+	for _, n := range []string{"ls", "id", "true", "systemctl", "pipewire", "cat", ".", ""} {
+		if Listed(n) {
+			t.Errorf("Listed(%q) = true", n)
+		}
+	}
+}

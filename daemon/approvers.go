@@ -94,6 +94,25 @@ func (s *Server) ServeApprovers(ctx context.Context, ln *net.UnixListener) error
 	}
 }
 
+// ServeTerminal serves the approver client rootgated --tty runs on its
+// own terminal, over c, the daemon's end of the socket pair it made for
+// that client, until the connection or ctx ends. peer is that terminal's
+// approver as the caller found it: the operator, and the uids that can
+// control the terminal (a socket pair's credentials name the daemon
+// itself, so none are read from c). attached, when set, is called once
+// the client is attached to the broker: requests are put to it from then
+// on. The broker names it as the daemon's own terminal (decided_by's via
+// "terminal").
+func (s *Server) ServeTerminal(ctx context.Context, c *net.UnixConn, peer remote.Peer, attached func()) error {
+	if s.host == nil {
+		c.Close()
+		return errors.New("daemon: ServeTerminal needs Config.Broker")
+	}
+	defer s.act.begin(s.cfg.Now)()
+	s.host.ServeTerminal(ctx, c, peer, attached)
+	return nil
+}
+
 // serveApprover runs one approver connection.
 func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()

@@ -114,7 +114,7 @@ func (s *Server) checkFree() error {
 // event records e in the audit log, if any, and logs it (to the journal
 // when the daemon logs there) with the request id, the requester, the
 // decision and the outcome as fields. It returns the audit log's error;
-// see handle for what each kind does with it.
+// see request.recordAsync for what each kind of a request's holds.
 func (s *Server) event(e auditEvent) error {
 	_, err := s.eventAsync(e, false)
 	return err
@@ -129,22 +129,25 @@ func (s *Server) event(e auditEvent) error {
 // returns nil.
 func (s *Server) eventAsync(e auditEvent, async bool) (wait func() error, err error) {
 	wait = synced
-	if e.Kind == eventRejected && !s.reject.allow(e.Peer.UID, s.cfg.Now()) {
-		return wait, nil // counted in the uid's next dropped record
-	}
 	r := record(e)
 	if s.cfg.Audit != nil {
 		within := cmp.Or(e.Within, auditWait)
 		var commit func() error
-		commit, err = s.stuckAudit(within, func() (func() error, error) {
+		commit, err = s.stuckAudit(within, func() (commit func() error, err error) {
 			switch {
 			case !durable(e):
-				return nil, s.cfg.Audit.AppendLater(r)
+				err = s.cfg.Audit.AppendLater(r)
 			case async:
-				return s.cfg.Audit.AppendAsync(r)
+				commit, err = s.cfg.Audit.AppendAsync(r)
 			default:
-				return nil, s.cfg.Audit.Append(r)
+				err = s.cfg.Audit.Append(r)
 			}
+			if err == nil {
+				// Charged once written, even past the request's wait
+				// (auditbudget.go).
+				s.auditBudget.charge(e.Peer.UID, r.Size, e.Kind == eventReceived && e.Line == nil, s.cfg.Now())
+			}
+			return commit, err
 		})
 		if commit != nil && err == nil {
 			wait = sync.OnceValue(func() error {
@@ -246,6 +249,8 @@ func (s *Server) dropped(r *audit.Record) {
 	if s.cfg.Audit != nil {
 		if err = s.cfg.Audit.Append(r); err != nil {
 			s.cfg.Log.Error("cannot write audit record", "event", string(r.Kind), "err", err)
+		} else {
+			s.auditBudget.charge(r.Peer.UID, r.Size, false, s.cfg.Now())
 		}
 	}
 	s.cfg.Log.Warn("audit: rejected records left out past the rate limit", "requester_uid", r.Peer.UID, "dropped", r.Dropped.Count, "since", r.Dropped.Since)
@@ -341,7 +346,7 @@ func endKind(ctx context.Context, res *pipeline.Result) eventKind {
 	switch {
 	case res.TimedOut:
 		return eventTimedOut
-	case res.Canceled && context.Cause(ctx) == errClientGone:
+	case res.Canceled && endCause(ctx) == errClientGone:
 		return eventCancelled
 	case res.Canceled:
 		return eventKilled
@@ -373,10 +378,12 @@ func record(e auditEvent) *audit.Record {
 		p := e.Peer
 		r.Peer = &audit.Peer{UID: p.UID, GID: p.GID, PID: p.PID, Groups: p.Groups, Exe: p.Exe, ExeOwnNamespace: p.ExeOwnNS && p.Exe != ""}
 		if e.Request != nil {
-			r.Request = request(e.Request)
+			r.Request = requestRecord(e.Request)
 			if p.UID != 0 {
 				// Bounded (auditbudget.go): root's are kept whole.
-				r.Request.Pipeline, r.Request.Reason = excerptPipeline(r.Request.Pipeline), excerpt(r.Request.Reason, maxRecordedReason)
+				q := r.Request
+				q.Pipeline, q.Reason = excerptPipeline(q.Pipeline), excerpt(q.Reason, maxRecordedReason)
+				q.Env, q.EnvSHA256 = excerptEnv(q.Env, q.EnvSHA256)
 			}
 			if e.Kind == eventReceived && e.Line != nil {
 				// Compact (maxRecordedLine): only the short fields.
@@ -392,7 +399,7 @@ func record(e auditEvent) *audit.Record {
 	return r
 }
 
-func request(q *wire.Request) *audit.Request {
+func requestRecord(q *wire.Request) *audit.Request {
 	r := &audit.Request{
 		LineSHA256:   hex.EncodeToString(q.LineSHA256[:]),
 		IDGiven:      q.IDGiven,

@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
+	"golang.org/x/sys/unix"
 )
 
 // The tests of this file hold the daemon to bounds of memory and CPU
@@ -510,45 +511,52 @@ func TestAuditFileNotFollowed(t *testing.T) {
 // closing. Before, 605 of 1,000 busy peers in a flood got the reset.
 func TestRefusedPeerReadsAnswer(t *testing.T) {
 	t.Parallel()
-	d := startDaemon(t, opts{Args: []string{"--max-conns", "1", "--first-byte-timeout", "60s", "--read-timeout", "60s"}})
-	// The one slot, held by a connection that has not sent its line. The
-	// daemon has it once another is refused; until then, a connection of
-	// the harness's (its readiness check) may still hold the slot, and
-	// the one meant to hold it was refused: dialled again.
-	var hold net.Conn
-	defer func() { hold.Close() }()
-	dialHold := func() {
-		if hold != nil {
-			hold.Close()
-		}
-		var err error
-		if hold, err = net.Dial("unix", d.Sock); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := hold.Write([]byte(`{"id":`)); err != nil {
-			t.Fatal(err)
-		}
+	// Started without a probe connection, whose end could still hold the
+	// slot when the test's first connection comes.
+	d := startDaemon(t, opts{NoProbe: true, Args: []string{"--max-conns", "1", "--first-byte-timeout", "60s", "--read-timeout", "60s"}})
+	// The one slot is held by a connection that has sent part of its
+	// line: once the daemon has read those bytes (none left in the
+	// socket's queue), it serves the connection, or it refused it and
+	// then the refusal is there to read.
+	hold, err := net.Dial("unix", d.Sock)
+	if err != nil {
+		t.Fatal(err)
 	}
-	dialHold()
-	waitFor(t, "the slot to be held", 10*time.Second, func() bool {
-		if d.send(map[string]any{"action": "ping", "pipeline": nil}).Code == wire.CodeBusy {
-			return true
-		}
-		dialHold()
-		return false
+	defer hold.Close()
+	if _, err := hold.Write([]byte(`{"id":`)); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := hold.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued, readable int
+	waitFor(t, "the daemon to read the holding connection's first bytes", 10*time.Second, func() bool {
+		_ = rc.Control(func(fd uintptr) {
+			queued, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+			readable, _, _ = unix.Recvfrom(int(fd), make([]byte, 1), unix.MSG_DONTWAIT|unix.MSG_PEEK)
+		})
+		return queued == 0
 	})
+	if readable > 0 {
+		t.Fatal("the daemon refused its first connection")
+	}
+	if r := d.send(map[string]any{"action": "ping", "pipeline": nil}); r.Code != wire.CodeBusy {
+		t.Fatalf("with the slot held, a ping is answered %s; want busy", r.raw)
+	}
 	// Each sends its whole request, without a half-close, then reads.
-	refused := func(line []byte, want string) {
+	answer := func(line []byte) ([]byte, error) {
 		c, err := net.Dial("unix", d.Sock)
 		if err != nil {
-			t.Error(err)
-			return
+			return nil, err
 		}
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 		_, _ = c.Write(line) // the daemon may have closed its end by now
-		got, err := io.ReadAll(c)
-		if err != nil || !bytes.Contains(got, []byte(want)) {
+		return io.ReadAll(c)
+	}
+	refused := func(line []byte, want string) {
+		if got, err := answer(line); err != nil || !bytes.Contains(got, []byte(want)) {
 			t.Errorf("read %q, %v; want the answer %s", got, err, want)
 		}
 	}
@@ -562,10 +570,18 @@ func TestRefusedPeerReadsAnswer(t *testing.T) {
 	}
 	wg.Wait()
 	hold.Close()
+	// A line too long, with the slot free, is answered too_large, and
+	// its peer reads that. The slot is free a moment after the hold's
+	// connection ends: until then the line is refused busy, and its
+	// sender, past what a refusal drains, may be reset.
+	var got []byte
 	waitFor(t, "the slot to be free", 10*time.Second, func() bool {
-		return d.send(map[string]any{"action": "ping", "pipeline": nil}).Status == wire.StatusOK
+		got, err = answer(append(bytes.Repeat([]byte("x"), wire.MaxLine+200<<10), '\n'))
+		return !bytes.Contains(got, []byte(`"code":"busy"`))
 	})
-	refused(append(bytes.Repeat([]byte("x"), wire.MaxLine+200<<10), '\n'), `"code":"too_large"`)
+	if err != nil || !bytes.Contains(got, []byte(`"code":"too_large"`)) {
+		t.Errorf("read %q, %v; want the answer too_large", got, err)
+	}
 }
 
 // TestFrozenAuditLog: while the audit log's file system is frozen

@@ -32,6 +32,9 @@ type Cgroups struct {
 	Limits pipeline.Limits
 
 	lock *os.File // Parent, held with an exclusive flock
+	// leaf is the daemon's own cgroup when it moved itself into one
+	// (OWN/daemon, under a unit with Delegate=yes); "" otherwise.
+	leaf string
 }
 
 // cgroupMark is the extended attribute (value "1") that marks a cgroup
@@ -77,7 +80,7 @@ func SetupCgroups(spec string) (*Cgroups, error) {
 	if spec == CgroupNone {
 		return nil, errors.New("turned off (--cgroup none)")
 	}
-	var parent string
+	var parent, leaf string
 	var chain []string // cgroups whose subtree_control must enable a controller, top first
 	if spec == CgroupAuto || spec == "" {
 		own, root, err := pipeline.OwnCgroup()
@@ -92,6 +95,7 @@ func SetupCgroups(spec string) (*Cgroups, error) {
 			if err := enterLeaf(own); err != nil {
 				return nil, err
 			}
+			leaf = filepath.Join(own, "daemon")
 			parent = filepath.Join(own, "runs")
 			chain = []string{own, parent}
 		default:
@@ -129,7 +133,7 @@ func SetupCgroups(spec string) (*Cgroups, error) {
 		lock.Close()
 		return nil, err
 	}
-	c := &Cgroups{Parent: parent, lock: lock}
+	c := &Cgroups{Parent: parent, lock: lock, leaf: leaf}
 	c.Memory = enable(chain, "memory")
 	c.Tasks = enable(chain, "pids")
 	return c, nil
@@ -201,6 +205,26 @@ func (c *Cgroups) Close() error {
 		return nil
 	}
 	return c.lock.Close()
+}
+
+// boundOwnMemory gives the daemon's own leaf cgroup a memory.max of
+// limit bytes: the MemoryMax= of the daemon alone, as a MemoryMax= on its
+// unit (Delegate=yes) would also cap every run's cgroup below it. It
+// reports where, or why not: the daemon has no leaf of its own (started
+// by hand, or --cgroup named a directory), or the unit's cgroup has no
+// memory controller.
+func (c *Cgroups) boundOwnMemory(limit int64) (string, error) {
+	switch {
+	case c.leaf == "":
+		return "", errors.New("the daemon has no cgroup of its own (it has one under rootgate.service, Delegate=yes)")
+	case c.Memory != nil:
+		return "", c.Memory
+	}
+	f := filepath.Join(c.leaf, "memory.max")
+	if err := os.WriteFile(f, []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+		return "", err
+	}
+	return f, nil
 }
 
 // delegated reports whether systemd delegated the cgroup at dir

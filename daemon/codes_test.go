@@ -111,7 +111,7 @@ func TestEveryCodeProduced(t *testing.T) {
 			return readResponse(t, c)
 		}},
 		{wire.CodeReadTimeout, func(t *testing.T) response {
-			p := startFaked(t, "", allow(), daemon.Config{FirstByte: 50 * time.Millisecond})
+			p := startFaked(t, "", allow(), daemon.Config{FirstByteTimeout: 50 * time.Millisecond})
 			return readResponse(t, dial(t, p.sock)) // and say nothing
 		}},
 		{wire.CodeStaleTime, func(t *testing.T) response {

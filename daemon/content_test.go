@@ -267,3 +267,56 @@ func TestCapturedScriptFindsItsSiblings(t *testing.T) {
 		t.Fatalf("got %s (stdout %q), want the installer run under its name, its library found", r.raw, r.Stdout)
 	}
 }
+
+// TestCapturesBounded: what the daemon captures for requests not yet run
+// is bounded (docs/performance.md, "Memory kept for answers"). A
+// requester's own scripts of 12 MiB each, asked to run as root, are
+// captured before anyone is asked and held while the person decides: a
+// first request of four of them (48 MiB) waits at the approver, and a
+// second of two more (24 MiB past the uid's 64 MiB) is answered busy at
+// once, saying why, instead of holding another 24 MiB of the daemon's
+// memory. Once the first is decided, the second goes to the approver.
+func TestCapturesBounded(t *testing.T) {
+	t.Parallel()
+	d := approverDaemon(t)
+	a := attachRaw(t, d)
+	openToAll(t, d)
+	agent := addTestUser(t, "rgcapb")
+	dir := shortDir(t)
+	if err := os.Chown(dir, int(agent.uid), int(agent.gid)); err != nil {
+		t.Fatal(err)
+	}
+	big := "#!/bin/sh\n#" + strings.Repeat("x", 12<<20) + "\necho ran\n"
+	var scripts []string
+	for i := range 6 {
+		f := filepath.Join(dir, fmt.Sprintf("s%d.sh", i))
+		writeFile(t, f, big, &agent)
+		scripts = append(scripts, f)
+	}
+	stages := func(s ...string) [][]string {
+		var p [][]string
+		for _, f := range s {
+			p = append(p, []string{f})
+		}
+		return p
+	}
+	first := askAs(d, agent, []uint32{}, request(map[string]any{"pipeline": stages(scripts[:4]...)}))
+	p := a.prompt()
+	if n := len(p.Request.Stages); n != 4 || p.Request.Stages[3].Content == nil {
+		t.Fatalf("the first request's prompt has %d stages, the last %+v; want four captured", n, p.Request.Stages[n-1].Content)
+	}
+	r := <-askAs(d, agent, []uint32{}, request(map[string]any{"pipeline": stages(scripts[4:]...)}))
+	if r.Code != wire.CodeBusy || !strings.Contains(r.Message, "files captured for requests not yet run") {
+		t.Fatalf("the second request, past the uid's captures: got %s; want busy, saying why", r.raw)
+	}
+	a.decide(p, false)
+	if r := <-first; r.Status != wire.StatusDenied {
+		t.Fatalf("the first request: got %s, want denied", r.raw)
+	}
+	second := askAs(d, agent, []uint32{}, request(map[string]any{"pipeline": stages(scripts[4:]...)}))
+	p = a.prompt()
+	a.decide(p, true)
+	if r := <-second; r.Status != wire.StatusOK || string(r.Stdout) != "ran\n" {
+		t.Fatalf("the second request once the first was decided: got %s; want it run", r.raw)
+	}
+}

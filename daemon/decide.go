@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -16,21 +14,45 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// decide is check 10: the policy first, then a person.
-// receive writes the received record: it is called once the request is
-// decided by the policy, or admitted to be put to a person.
-func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, receive func(runsNothing bool) error) (approval.Decision, error) {
-	req := p.req
+// A verdict is check 10's outcome for a planned request (judge): the
+// decision, and what made it. The plan it is about stays as planned.
+type verdict struct {
+	d       approval.Decision
+	rule    *policy.Rule     // the policy rule that decided, if one did
+	ruleLim pipeline.Limits  // with rule allowing: the lowest limits of the rules that allowed the stages
+	grant   *grant           // the standing grant that decided, if one did
+	prompt  *approval.Prompt // what a person was shown, if one was asked
+	// unrecorded: refused without a person past its uid's budget of
+	// records for such requests (receiveUnasked); counted in a dropped
+	// record.
+	unrecorded bool
+}
+
+// A notApplied is an allow rule that matched a request but does not
+// decide it, for the file that runs is not root's alone
+// (othersMayChange) or the run may approve (approverPower), and why.
+type notApplied struct {
+	rule *policy.Rule
+	why  error
+}
+
+// judge is check 10: the policy first, then a standing grant, then a
+// person. The request is received (receive) once it is decided by the
+// policy or a grant, or admitted to be put to a person; its error is
+// then receive's when its record cannot be written.
+func (r *request) judge() (verdict, error) {
+	s, p, req, log := r.s, r.p, r.req, r.log
 	userName := userNameOf(p.peer.UID)
-	m := s.evaluate(p, userName)
+	m, na := s.evaluate(r.pol, p, userName)
 	switch m.Action {
 	case policy.ActionDeny:
-		if err := s.refusedUnasked(p, receive); err != nil {
-			return approval.Decision{}, err
+		recorded, err := r.receiveUnasked(s.cfg.Now())
+		if err != nil {
+			return verdict{}, err
 		}
-		p.rule = m.Rule
 		denied := wire.DeniedByPolicyError(ruleSource(m.Rule), m.Rule.Text)
-		return approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: "policy " + ruleSource(m.Rule)}, nil
+		return verdict{d: approval.Decision{Verdict: approval.Deny, Message: denied.Error(), Code: wire.CodeOf(denied), By: "policy " + ruleSource(m.Rule)},
+			rule: m.Rule, unrecorded: !recorded}, nil
 	case policy.ActionAllow:
 		if req.ForwardAgent {
 			// Lending the operator's SSH agent is the operator's call:
@@ -38,46 +60,57 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 			log.Info("allowed by policy, but forward_agent asks a person", "line", m.Rule.Line)
 			break
 		}
-		if err := receive(false); err != nil {
-			return approval.Decision{}, err
+		if err := r.receive(); err != nil {
+			return verdict{}, err
 		}
-		p.rule, p.ruleLim = m.Rule, pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}
-		return approval.Decision{Verdict: approval.Allow, By: "policy " + ruleSource(m.Rule)}, nil
+		return verdict{d: approval.Decision{Verdict: approval.Allow, By: "policy " + ruleSource(m.Rule)},
+			rule: m.Rule, ruleLim: pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}}, nil
 	}
 	// A person's standing grant for exactly this request decides it
 	// without asking; the policy's deny rules were read first.
 	if g := s.grantDecides(p, m, s.cfg.Now(), true); g != nil {
-		if err := receive(false); err != nil {
-			return approval.Decision{}, err
+		if err := r.receive(); err != nil {
+			return verdict{}, err
 		}
-		p.grant = g
 		log.Info("allowed by a standing grant", "grant", g.id)
-		return approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, nil
+		return verdict{d: approval.Decision{Verdict: approval.Allow, By: "grant " + g.id + " from " + g.approver}, grant: g}, nil
 	}
 	// A request no one may be asked about now reaches no person, like a
 	// policy denial: refused at once.
 	if n, ok := s.cfg.Approver.(noneToAsker); ok {
 		if d, none := n.NoneToAsk(&approval.Prompt{ForwardAgent: req.ForwardAgent, Requester: approval.Requester{UID: p.peer.UID, User: userName}, Named: p.named, RunAs: p.account.Name}); none {
-			if err := s.refusedUnasked(p, receive); err != nil {
-				return approval.Decision{}, err
+			recorded, err := r.receiveUnasked(s.cfg.Now())
+			if err != nil {
+				return verdict{}, err
 			}
-			return d, nil
+			return verdict{d: d, unrecorded: !recorded}, nil
 		}
 	}
+	return r.askPerson(userName, na)
+}
+
+// askPerson puts the request to a person: it is received once admitted
+// by the per-uid prompt caps, and the prompt is made. na is the allow
+// rule that matched and does not decide, if one did.
+func (r *request) askPerson(userName string, na *notApplied) (verdict, error) {
+	s, p, req, log := r.s, r.p, r.req, r.log
 	// One requester must not flood the people who approve.
 	end, err := s.limit.begin(p.peer.UID, s.cfg.Now())
 	if err != nil {
 		log.Warn("prompt refused", "err", err)
-		return approval.Decision{}, err
+		return verdict{}, err
 	}
 	defer end()
-	if err := receive(false); err != nil {
-		return approval.Decision{}, err
+	if err := r.receive(); err != nil {
+		return verdict{}, err
 	}
-	if r := p.notApplied; r != nil {
+	if na != nil {
 		// Once per prompt, so within the per-uid prompt limits.
-		log.Warn("allow rule not applied, a person is asked", "rule", r.Text, "source", ruleSource(r), "err", p.notAppliedWhy)
+		log.Warn("allow rule not applied, a person is asked", "rule", na.rule.Text, "source", ruleSource(na.rule), "err", na.why)
 	}
+	// What each stage's program is, by its file: a copy of a listed
+	// program under another name, a script's interpreters.
+	s.identify(p)
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,
@@ -101,7 +134,7 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 		RunTimeout:   p.cmd.Timeout,
 		Limits:       s.limitsText(p),
 		Shape:        p.groupShape(),
-		Hint:         s.hintFor(p, s.cfg.Now()),
+		Hint:         s.hintFor(p, r.pol, na, s.cfg.Now()),
 		// The broker puts it only to approvers the run's account
 		// cannot control (Named), and it makes no grant or rule.
 		ApproverPower: s.approverPower(p),
@@ -113,26 +146,12 @@ func (s *Server) decide(ctx context.Context, p *runPlan, log *slog.Logger, recei
 	// plainly, rather than send a line they would have to skip.
 	if _, err := remote.PromptLine(prompt, time.Now(), ""); err != nil {
 		log.Warn("prompt refused", "err", err)
-		return approval.Decision{}, err
+		return verdict{}, err
 	}
 	log.Info("asking for approval")
-	p.progress(wire.ProgressApproval)
-	d := s.cfg.Approver.Approve(ctx, prompt)
-	p.prompt = prompt
-	return d, nil
-}
-
-// refusedUnasked records p's request as refused without a person (a
-// policy denial, or no one to ask): its record leaves a long pipeline out
-// and shares the per-uid budget of refused requests, so a flood of them
-// cannot fill the log and rotate older records away. Past the budget the
-// request is left unrecorded, and counted in a dropped record.
-func (s *Server) refusedUnasked(p *runPlan, receive func(runsNothing bool) error) error {
-	if !s.reject.allow(p.peer.UID, s.cfg.Now()) {
-		p.unrecorded = true
-		return nil
-	}
-	return receive(true)
+	r.progress(wire.ProgressApproval)
+	d := s.cfg.Approver.Approve(r.ctx, prompt)
+	return verdict{d: d, prompt: prompt}, nil
 }
 
 // noneToAsker is an Approver that tells, before a request is recorded,
@@ -141,29 +160,28 @@ type noneToAsker interface {
 	NoneToAsk(p *approval.Prompt) (approval.Decision, bool)
 }
 
-// evaluate is the policy's verdict on p's request from the user userName.
-// An allow rule does not decide a run as another identity than the
-// requester's whose file someone other than root may change: a person is
-// asked, who sees the file's real path.
-func (s *Server) evaluate(p *runPlan, userName string) policy.Match {
-	m := p.policy.Evaluate(p.subject(userName))
+// evaluate is the verdict of pol, the policy the request is decided
+// against, on p's request from the user userName. An allow rule does not
+// decide a run as another identity than the requester's whose file
+// someone other than root may change: a person is asked, who sees the
+// file's real path; the rule is then returned as not applied.
+func (s *Server) evaluate(pol *policy.Policy, p *runPlan, userName string) (policy.Match, *notApplied) {
+	m := pol.Evaluate(p.subject(userName))
 	if m.Action == policy.ActionAllow {
 		if err := p.othersMayChange(); err != nil {
 			// Said in the answer to a check, on the prompt, and in the
-			// log once a person is asked (decide), not here: a check is
-			// answered without a record, and must not log either.
-			p.notApplied, p.notAppliedWhy = m.Rule, err
-			return policy.Match{Action: policy.ActionAsk}
+			// log once a person is asked (askPerson), not here: a check
+			// is answered without a record, and must not log either.
+			return policy.Match{Action: policy.ActionAsk}, &notApplied{m.Rule, err}
 		}
 		if why := s.approverPower(p); why != "" {
 			// A run that may approve is root's equal: a person is
 			// asked, told what approving it means (docs/security.md,
 			// "Who can approve").
-			p.notApplied, p.notAppliedWhy = m.Rule, fmt.Errorf("the run as %s may approve rootgate requests (%s), so it is put to a person as a request for root", p.account.Name, why)
-			return policy.Match{Action: policy.ActionAsk}
+			return policy.Match{Action: policy.ActionAsk}, &notApplied{m.Rule, fmt.Errorf("the run as %s may approve rootgate requests (%s), so it is put to a person as a request for root", p.account.Name, why)}
 		}
 	}
-	return m
+	return m, nil
 }
 
 // othersMayChange says why a rule may not allow p's run: it is privileged
@@ -264,12 +282,13 @@ func (p *runPlan) runGroupName() string {
 	return p.named.Group
 }
 
-// check answers a check request: what check 10 (decide) would do with
-// p's request, as its requester sent it, now: the policy's verdict, then
-// a standing grant of the requester's that covers it, as decide takes
-// them. It asks no one, runs nothing and counts no use of a grant.
-func (s *Server) check(p *runPlan) *wire.Response {
-	m := s.evaluate(p, userNameOf(p.peer.UID))
+// check answers a check request: what check 10 (judge) would do with
+// p's request, as its requester sent it, now, against pol: the policy's
+// verdict, then a standing grant of the requester's that covers it, as
+// judge takes them. It asks no one, runs nothing and counts no use of a
+// grant.
+func (s *Server) check(p *runPlan, pol *policy.Policy) *wire.Response {
+	m, na := s.evaluate(pol, p, userNameOf(p.peer.UID))
 	resp := &wire.Response{ID: p.req.ID, Status: wire.StatusOK}
 	if g := s.grantDecides(p, m, s.cfg.Now(), false); g != nil {
 		resp.Check = wire.CheckAllow
@@ -284,13 +303,13 @@ func (s *Server) check(p *runPlan) *wire.Response {
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked: a policy rule allows it, but forward_agent is always put to a person"
 	case m.Action == policy.ActionAllow:
 		resp.Check, resp.Message = wire.CheckAllow, "the policy allows this request without asking"
-	case p.notApplied != nil:
+	case na != nil:
 		// The rule matched this request (so it applies to this
 		// requester); the reason names files the requester may have
 		// named, so both are made safe to print.
 		resp.Check = wire.CheckAsk
 		resp.Message = fmt.Sprintf("allow rule %s (%s) does not decide this: %s; a person would be asked",
-			termsafe.Sanitize(ruleSource(p.notApplied)), termsafe.Sanitize(p.notApplied.Text), termsafe.Sanitize(p.notAppliedWhy.Error()))
+			termsafe.Sanitize(ruleSource(na.rule)), termsafe.Sanitize(na.rule.Text), termsafe.Sanitize(na.why.Error()))
 	default:
 		resp.Check, resp.Message = wire.CheckAsk, "a person would be asked about this request"
 	}

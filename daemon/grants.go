@@ -154,7 +154,7 @@ func (p *runPlan) groupShape() string {
 // decides it (a deny rule, or an allow rule without forward_agent), the
 // request forwards an SSH agent (always put to a person) or its run may
 // approve rootgate requests (approverPower). The real
-// decision (decide) and a check request (check) both ask it; use counts
+// decision (judge) and a check request (check) both ask it; use counts
 // a use of the grant, which only a real decision does.
 func (s *Server) grantDecides(p *runPlan, m policy.Match, now time.Time, use bool) *grant {
 	if p.req.ForwardAgent || m.Action == policy.ActionDeny || m.Action == policy.ActionAllow {

@@ -196,6 +196,10 @@ func TestGrantFollowsTheFile(t *testing.T) {
 	ch := d.ask(map[string]any{"id": "file-1", "pipeline": run})
 	a.See("file-1")
 	a.grantIt(ch)
+	// A script of sh's: sh runs it with the request's arguments.
+	a.See("is a script run by /bin/sh")
+	a.See("SECOND CONFIRMATION: y approve and grant it anyway")
+	a.Key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "v1\n" {
 		t.Fatalf("got %s", r.raw)
 	}
@@ -217,6 +221,8 @@ func TestGrantFollowsTheFile(t *testing.T) {
 	a.Key("d")
 	a.See("STANDING GRANT for 1 h")
 	a.See("GRANT: y approve and grant for 1 h")
+	a.Key("y")
+	a.See("SECOND CONFIRMATION: y approve and grant it anyway")
 	a.Key("y")
 	wantOK(t, <-ch)
 	r := d.send(map[string]any{"id": "file-4", "pipeline": run})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
@@ -17,16 +18,17 @@ import (
 // anything: a near miss is only words on the prompt.
 
 // hintFor returns the hint for p's request at now: one or two lines, or
-// "".
-func (s *Server) hintFor(p *runPlan, now time.Time) string {
+// "". pol is the policy the request is decided against, and na the allow
+// rule of it that matched and does not decide, if one did.
+func (s *Server) hintFor(p *runPlan, pol *policy.Policy, na *notApplied, now time.Time) string {
 	var lines []string
 	if h := s.grantHint(p, now); h != "" {
 		lines = append(lines, h)
 	}
-	if r := p.notApplied; r != nil {
-		lines = append(lines, fmt.Sprintf("rule %s (%s) allows this command, but not the file that runs: %s", ruleSource(r),
-			termsafe.Sanitize(r.Text), termsafe.Sanitize(p.notAppliedWhy.Error())))
-	} else if h := ruleHint(p); h != "" {
+	if na != nil {
+		lines = append(lines, fmt.Sprintf("rule %s (%s) allows this command, but not the file that runs: %s", ruleSource(na.rule),
+			termsafe.Sanitize(na.rule.Text), termsafe.Sanitize(na.why.Error())))
+	} else if h := ruleHint(p, pol); h != "" {
 		lines = append(lines, h)
 	}
 	return strings.Join(lines, "\n")
@@ -117,11 +119,11 @@ func grantDiff(g *grant, p *runPlan) (diff string, ok bool) {
 	return "", true
 }
 
-// ruleHint names the first allow rule that would have allowed a stage of
-// p's request but for one argument or the env.
-func ruleHint(p *runPlan) string {
+// ruleHint names the first allow rule of pol that would have allowed a
+// stage of p's request but for one argument or the env.
+func ruleHint(p *runPlan, pol *policy.Policy) string {
 	req := p.req
-	nm := p.policy.NearMisses(p.subject(userNameOf(p.peer.UID)))
+	nm := pol.NearMisses(p.subject(userNameOf(p.peer.UID)))
 	if len(nm) == 0 {
 		return ""
 	}

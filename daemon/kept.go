@@ -125,6 +125,20 @@ func (k *kept) release() {
 // stderr (wire.MaxCapture, 16 MiB) for each.
 func keptTotal(maxRuns int) int64 { return int64(maxRuns) * wire.MaxCapture }
 
+// ownRest bounds what the daemon holds besides what it keeps for answers
+// and the content it captured: the Go runtime, request lines, the
+// connections' buffers, and the garbage its soft memory limit (48 MiB)
+// lets build; docs/performance.md measures under 64 MiB, and this is
+// twice that.
+const ownRest = 128 << 20
+
+// ownMemoryMax is the memory.max of the daemon's own cgroup
+// (boundOwnMemory): the output it keeps for answers and the content it
+// captured for requests not yet run, at most, and the rest with room.
+// Past it the kernel's OOM killer stops the daemon alone (systemd starts
+// it again), never another process of the machine.
+func ownMemoryMax(maxRuns int) int64 { return keptTotal(maxRuns) + capturedTotal + ownRest }
+
 // keptUIDShare is a uid's share of keptTotal: as many runs' stderr as it
 // has run slots (runShares), half of them.
 func keptUIDShare(maxRuns int) int64 { return int64(max(maxRuns/2, 1)) * wire.MaxCapture }

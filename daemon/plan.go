@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
@@ -19,7 +18,11 @@ import (
 
 // runPlan is a request made ready to run: executables resolved, identity and
 // environment fixed. What the approver is shown is made from it, and it is
-// what runs.
+// what runs. What decides the request is its verdict, not the plan's,
+// and the run sets up a copy of its cmd. Filled in after planning are
+// only what is found from it when first asked, for it costs: the facts
+// at the end, and, once a person is to be asked, what each stage's
+// program is (identify), which the prompt shows.
 type runPlan struct {
 	req     *wire.Request
 	peer    peerInfo
@@ -29,27 +32,12 @@ type runPlan struct {
 	dir     *os.File           // the cwd, held open
 	pinned  []*pipeline.Pinned // the stages' executables, held open
 	cmd     *pipeline.Cmd
-	policy  *policy.Policy   // the policy in force when the request was received
-	rule    *policy.Rule     // the policy rule that decided, if one did
-	ruleLim pipeline.Limits  // the lowest limits of the rules that allowed the stages
-	grant   *grant           // the standing grant that decided, if one did
-	prompt  *approval.Prompt // what a person was shown, if one was asked
 	// named is the identity a request naming its account or group
 	// (run_as other than root, run_as_group) runs with; nil otherwise.
 	named *approval.NamedRun
-	shape string // shapeOf(p), once computed (see grantShape)
-	// unrecorded: refused without a person past its uid's budget of
-	// records for such requests (refusedUnasked); counted in a dropped
-	// record.
-	unrecorded bool
-	// progress writes a progress line when the request asked for them.
-	progress func(phase string)
-	// lim is the limits of the run's cgroup.
+	// lim is the limits of the run's cgroup, as the daemon sets them
+	// (a rule that allows the run may lower them: request.limits).
 	lim pipeline.Limits
-	// notApplied is the allow rule that matched but did not decide, for
-	// the file that runs is not root's alone (othersMayChange), and why.
-	notApplied    *policy.Rule
-	notAppliedWhy error
 	// search is where a bare name is found and the run's PATH: the fixed
 	// search path, less its directories others than root may change for
 	// a privileged run another user asks for (pipeline.SafeSearchPath).
@@ -57,19 +45,30 @@ type runPlan struct {
 	// leftOut is why each directory of the fixed search path not in
 	// search was left out (pipeline.SafeSearchPath's reasons).
 	leftOut []pipeline.LeftOut
-	// interpChecked is set once interpretersMayChange has found
-	// interpErr, its answer for this request.
-	interpChecked bool
-	interpErr     error
 	// resolveOnly: the plan only resolves (requesterFirst's look with
 	// the requester's identity): nothing is captured.
 	resolveOnly bool
+	// captures is the daemon's budget of captured content, and captured
+	// what the plan's captures reserved of it, given back by close.
+	captures *capturedBudget
+	captured int64
+
+	// Facts found from the plan once, when first asked, for they cost:
+	// shape is shapeOf(p) (grantShape), and interpErr the answer of
+	// interpretersMayChange, once interpChecked.
+	shape         string
+	interpChecked bool
+	interpErr     error
 }
 
 // close releases the pinned executables and the cwd.
 func (p *runPlan) close() {
 	for _, f := range p.pinned {
 		f.Close()
+	}
+	if p.captures != nil {
+		p.captures.give(p.peer.UID, p.captured)
+		p.captured = 0
 	}
 	if p.dir != nil {
 		p.dir.Close()
@@ -86,39 +85,11 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	if req.ForwardAgent && (s.cfg.Broker == nil || !s.cfg.Broker.OffersAgent(peer.UID)) {
 		return nil, wire.ErrNoAgent
 	}
-	uid := uint32(0)
-	if !req.Privileged || req.RunAs == "" && req.RunAsGroup != "" {
-		// Not privileged: the requester. A group and no account: the
-		// requester with that group, as sudo -g runs; a raw client
-		// must not get root with a group by leaving run_as out.
-		uid = uint32(peer.UID)
-	}
-	var account pipeline.Account
-	if req.RunAs != "" {
-		account, err = lookupRunAs(req.RunAs)
-	} else if account, err = pipeline.CachedAccount(uid); err != nil {
-		err = wire.NoUserError(int(uid))
-	}
+	account, named, err := runIdentity(req, peer)
 	if err != nil {
 		return nil, err
 	}
-	if !req.Privileged {
-		// The peer's own groups, as the kernel reported them at connect.
-		account.GID = uint32(peer.GID)
-		account.Groups = peer.Groups
-	}
-	var named *approval.NamedRun
-	if account.UID != 0 && req.Privileged || req.RunAsGroup != "" {
-		named = &approval.NamedRun{UID: account.UID, GID: account.GID}
-	}
-	if req.RunAsGroup != "" {
-		g, err := lookupRunGroup(req.RunAsGroup)
-		if err != nil {
-			return nil, err
-		}
-		account.GID, named.GID, named.Group = g.gid, g.gid, g.name
-	}
-	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline)), search: pipeline.SearchPath}
+	p := &runPlan{req: req, peer: peer, account: account, named: named, stages: make([]approval.Stage, len(req.Pipeline)), search: pipeline.SearchPath, captures: &s.captures}
 	if req.Privileged && peer.UID != 0 {
 		// A directory of the search path the requester may write to
 		// would hand its file the run's identity, found by name.
@@ -129,18 +100,74 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 			p.close()
 		}
 	}()
+	if err := p.opener()(); err != nil {
+		return nil, err
+	}
+	p.cmd = s.command(p)
+	if s.cfg.Cgroups != nil {
+		p.lim = s.cfg.Cgroups.Limits
+	}
+	return p, nil
+}
+
+// runIdentity is the account req's run has, as peer asked for it, and
+// for a request naming its account or group (run_as other than root,
+// run_as_group), the identity it names.
+func runIdentity(req *wire.Request, peer peerInfo) (account pipeline.Account, named *approval.NamedRun, err error) {
+	uid := uint32(0)
+	if !req.Privileged || req.RunAs == "" && req.RunAsGroup != "" {
+		// Not privileged: the requester. A group and no account: the
+		// requester with that group, as sudo -g runs; a raw client
+		// must not get root with a group by leaving run_as out.
+		uid = uint32(peer.UID)
+	}
+	if req.RunAs != "" {
+		account, err = lookupRunAs(req.RunAs)
+	} else if account, err = pipeline.CachedAccount(uid); err != nil {
+		err = wire.NoUserError(int(uid))
+	}
+	if err != nil {
+		return pipeline.Account{}, nil, err
+	}
+	if !req.Privileged {
+		// The peer's own groups, as the kernel reported them at connect.
+		account.GID = uint32(peer.GID)
+		account.Groups = peer.Groups
+	}
+	if account.UID != 0 && req.Privileged || req.RunAsGroup != "" {
+		named = &approval.NamedRun{UID: account.UID, GID: account.GID}
+	}
+	if req.RunAsGroup != "" {
+		g, err := lookupRunGroup(req.RunAsGroup)
+		if err != nil {
+			return pipeline.Account{}, nil, err
+		}
+		account.GID, named.GID, named.Group = g.gid, g.gid, g.name
+	}
+	return account, named, nil
+}
+
+// opener is how p's cwd and executables are opened (open): with the
+// daemon's identity for a privileged run as root; else as the run will
+// reach them. A privileged request of a requester other than root opens
+// nothing the requester cannot see (seen.go).
+func (p *runPlan) opener() func() error {
 	open := p.open
-	if !req.Privileged || p.account.UID != 0 {
+	if !p.req.Privileged || p.account.UID != 0 {
 		// Not privileged, or a named account: the cwd and executables
 		// are reached as the run will reach them.
 		open = func() error { return pipeline.AsUser(&p.account, p.open) }
 	}
-	if req.Privileged && peer.UID != 0 {
-		open = p.requesterFirst(open) // nothing opened that the requester cannot see (seen.go)
+	if p.req.Privileged && p.peer.UID != 0 {
+		open = p.requesterFirst(open)
 	}
-	if err := open(); err != nil {
-		return nil, err
-	}
+	return open
+}
+
+// command is p's run, as planned: its time limit the daemon's, or the
+// request's when lower.
+func (s *Server) command(p *runPlan) *pipeline.Cmd {
+	req := p.req
 	timeout := s.cfg.ExecTimeout
 	if req.Timeout > 0 && req.Timeout < timeout {
 		timeout = req.Timeout
@@ -149,7 +176,7 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	for i, st := range p.stages {
 		paths[i] = st.Path
 	}
-	p.cmd = &pipeline.Cmd{
+	return &pipeline.Cmd{
 		Argv:      req.Pipeline,
 		Paths:     paths,
 		Env:       pipeline.EnvIn(p.search, p.account, req.Env),
@@ -162,10 +189,6 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 		KillGrace: s.cfg.KillGrace,
 		Cap:       wire.MaxCapture,
 	}
-	if s.cfg.Cgroups != nil {
-		p.lim = s.cfg.Cgroups.Limits
-	}
-	return p, nil
 }
 
 // open opens the cwd and resolves and pins every stage's executable, with
@@ -213,7 +236,11 @@ func (p *runPlan) open() error {
 			continue
 		}
 		own := !req.Privileged || p.peer.UID == 0
-		used, err := pin.Capture(own, budget)
+		used, err := pin.Capture(own, budget, p.reserve)
+		var coded *wire.Error
+		if errors.As(err, &coded) {
+			return err // the daemon's budget of captures, spent
+		}
 		if err != nil {
 			return wire.ResolveError(i+1, err)
 		}
@@ -222,6 +249,17 @@ func (p *runPlan) open() error {
 			p.stages[i].Content = shownContent(pin, c)
 		}
 	}
+	return nil
+}
+
+// reserve takes n bytes of the daemon's budget of captured content for
+// the plan's capture (pipeline.Pinned.Capture), or says the daemon is
+// busy.
+func (p *runPlan) reserve(n int64) error {
+	if err := p.captures.take(p.peer.UID, n); err != nil {
+		return err
+	}
+	p.captured += n
 	return nil
 }
 

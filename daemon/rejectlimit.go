@@ -8,8 +8,8 @@ import (
 	"github.com/rootgate/rootgate/internal/audit"
 )
 
-// DefaultRejectRate is Config.RejectRate's default.
-const DefaultRejectRate = 60
+// DefaultAuditRejectRate is Config.AuditRejectRate's default.
+const DefaultAuditRejectRate = 60
 
 // maxRecordedError bounds the error text of a rejected record: some
 // errors quote what the requester sent.
@@ -97,19 +97,59 @@ func (l *rejectLimit) endLocked(uid int, u *uidRejects) *audit.Record {
 	return &audit.Record{Kind: audit.KindDropped, Peer: &audit.Peer{UID: uid}, Dropped: &audit.Dropped{Count: u.dropped, Since: u.start.UTC()}}
 }
 
-// close writes the dropped records of every minute still open.
+// close writes the dropped records of every minute still open. The
+// minutes themselves (when each began, how many records it wrote) are
+// kept, for minutes to hand to the next daemon.
 func (l *rejectLimit) close() {
 	l.mu.Lock()
 	l.closed = true
 	var done []*audit.Record
 	for uid, u := range l.uids {
-		if r := l.endLocked(uid, u); r != nil {
-			done = append(done, r)
+		if u.timer != nil {
+			u.timer.Stop()
+			u.timer = nil
+		}
+		if u.dropped > 0 {
+			done = append(done, &audit.Record{Kind: audit.KindDropped, Peer: &audit.Peer{UID: uid}, Dropped: &audit.Dropped{Count: u.dropped, Since: u.start.UTC()}})
+			u.dropped = 0
 		}
 	}
 	l.mu.Unlock()
 	for _, r := range done {
 		l.flush(r)
+	}
+}
+
+// rejectMinute is what a restarted daemon takes up of a uid's minute:
+// when it began and how many rejected records it wrote. Its dropped
+// record, if any, was written when the daemon before stopped (close).
+type rejectMinute struct {
+	start time.Time
+	n     int
+}
+
+// minutes returns the minutes not over at now, by uid.
+func (l *rejectLimit) minutes(now time.Time) map[int]rejectMinute {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[int]rejectMinute, len(l.uids))
+	for uid, u := range l.uids {
+		if !now.Before(u.start) && now.Sub(u.start) < time.Minute {
+			out[uid] = rejectMinute{start: u.start, n: u.n}
+		}
+	}
+	return out
+}
+
+// restore takes up minutes a daemon before this one kept (minutes), for
+// the uids that have none yet.
+func (l *rejectLimit) restore(ms map[int]rejectMinute) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for uid, m := range ms {
+		if _, ok := l.uids[uid]; !ok && uid != 0 {
+			l.uids[uid] = &uidRejects{start: m.start, n: m.n}
+		}
 	}
 }
 

@@ -57,3 +57,33 @@ func TestClip(t *testing.T) {
 		t.Errorf("clip = %q", got)
 	}
 }
+
+// TestRejectLimitKept: a minute handed from a daemon that stopped to the
+// next (close, minutes, restore) goes on where it was: past its rate, a
+// uid's records are counted, not written, until the minute ends.
+func TestRejectLimitKept(t *testing.T) {
+	t.Parallel()
+	var got []*audit.Record
+	l := newRejectLimit(2, func(r *audit.Record) { got = append(got, r) })
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		l.allow(1000, t0.Add(time.Duration(i)*time.Second))
+	}
+	l.close()
+	ms := l.minutes(t0.Add(10 * time.Second))
+	if len(got) != 1 || got[0].Dropped.Count != 1 || len(ms) != 1 || ms[1000] != (rejectMinute{start: t0, n: 2}) {
+		t.Fatalf("closed with dropped records %+v, minutes %+v", got, ms)
+	}
+	next := newRejectLimit(2, func(r *audit.Record) { got = append(got, r) })
+	next.restore(ms)
+	if next.allow(1000, t0.Add(20*time.Second)) {
+		t.Error("a kept minute past its rate allowed a record")
+	}
+	if !next.allow(1001, t0.Add(20*time.Second)) || !next.allow(1000, t0.Add(61*time.Second)) {
+		t.Error("another uid, or the next minute, was limited")
+	}
+	if len(got) != 2 || got[1].Dropped.Count != 1 || !got[1].Dropped.Since.Equal(t0) {
+		t.Errorf("dropped records %+v", got)
+	}
+	next.close()
+}

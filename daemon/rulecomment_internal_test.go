@@ -18,9 +18,10 @@ func TestRuleCommentClipsTheCommand(t *testing.T) {
 	for range 1000 {
 		argv = append(argv, strings.Repeat("a", 1000))
 	}
-	p := &runPlan{req: &wire.Request{ID: "big"}, prompt: &approval.Prompt{Stages: []approval.Stage{{Argv: argv}}}}
+	p := &runPlan{req: &wire.Request{ID: "big"}}
+	prompt := &approval.Prompt{Stages: []approval.Stage{{Argv: argv}}}
 	d := &approval.Decision{Member: &approval.Member{Name: "root"}}
-	c := ruleComment(p, d, time.Now())
+	c := ruleComment(p, prompt, d, time.Now())
 	if len(c) > 16<<10 {
 		t.Fatalf("the comment of a saved rule is %d bytes for a 1 MB command", len(c))
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,8 @@ type savedRule struct {
 	Text string
 }
 
-// saveRule saves the rule d carries for p's request, which d approved:
+// saveRule saves the rule d carries for p's request, which d approved
+// on prompt:
 // it checks the rule again (never taking the approver's word), appends it
 // with a comment to the drop-in file (atomically), reloads the policy and
 // checks that the policy now allows the request. When it does not (a rule
@@ -67,7 +69,7 @@ type savedRule struct {
 // The request stays approved either way: the person approved it. The
 // outcome is recorded (rule_saved), logged, and told to the approver. It
 // returns the rule saved, or nil.
-func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
+func (s *Server) saveRule(p *runPlan, prompt *approval.Prompt, d *approval.Decision) *savedRule {
 	log := s.cfg.Log.With("request_id", p.req.ID)
 	approverUID := d.Member.UID
 	rec := &audit.RuleSaved{Text: d.Rule, ApproverUID: approverUID, Approver: d.Member.Name, RequesterUID: p.peer.UID}
@@ -88,7 +90,7 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	if file == "" {
 		return fail(errors.New("this daemon has no policy file to save a rule in"))
 	}
-	r, err := approval.CheckRule(p.prompt, d.Rule)
+	r, err := approval.CheckRule(prompt, d.Rule)
 	if err != nil {
 		return fail(err)
 	}
@@ -133,7 +135,7 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	if len(old) > 0 {
 		b.WriteByte('\n')
 	}
-	b.WriteString(ruleComment(p, d, s.cfg.Now()))
+	b.WriteString(ruleComment(p, prompt, d, s.cfg.Now()))
 	line := strings.Count(b.String(), "\n") + 1
 	b.WriteString(r.Text + "\n")
 	// What is written must read back as the policy it is meant to be: a
@@ -145,32 +147,10 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 		return fail(err)
 	}
 	rec.Line = line
-	why := ""
-	if err := s.ReloadPolicy(); err != nil {
-		why = "the policy does not reload with it: " + err.Error()
-	} else if m := s.policy.Load().Evaluate(p.subject(p.prompt.Requester.User)); m.Action != policy.ActionAllow {
-		why = "the policy still does not allow this request"
-		if m.Rule != nil {
-			why = fmt.Sprintf("a stricter rule decides this request (%s:%d: %s): the saved rule would never be used; "+
-				"edit or remove that rule", m.Rule.File, m.Rule.Line, m.Rule.Text)
-		}
-	}
-	if why != "" {
+	if why := s.ruleInForce(p, prompt); why != "" {
 		// Take it out again: a rule on disk that does nothing misleads.
-		if existed {
-			err = writeDropIn(dfd, name, old)
-		} else {
-			err = unix.Unlinkat(dfd, name, 0)
-			if err == nil {
-				err = unix.Fsync(dfd)
-			}
-		}
-		if err != nil {
-			log.Error("cannot take a saved rule out again", "file", file, "err", err)
+		if err := s.takeRuleOut(dfd, file, old, existed, log); err != nil {
 			why += fmt.Sprintf("; taking it out of %s failed: %v", file, err)
-		}
-		if err := s.ReloadPolicy(); err != nil {
-			log.Error("policy reload after taking a rule out failed", "err", err)
 		}
 		rec.Line = 0
 		return fail(errors.New(why))
@@ -182,14 +162,55 @@ func (s *Server) saveRule(p *runPlan, d *approval.Decision) *savedRule {
 	return &savedRule{File: file, Line: line, Text: r.Text}
 }
 
+// ruleInForce reloads the policy with a rule just saved for p's request,
+// shown on prompt, and says why the policy does not allow the request
+// now; "" when it does.
+func (s *Server) ruleInForce(p *runPlan, prompt *approval.Prompt) (why string) {
+	if err := s.ReloadPolicy(); err != nil {
+		return "the policy does not reload with it: " + err.Error()
+	}
+	m := s.policy.Load().Evaluate(p.subject(prompt.Requester.User))
+	switch {
+	case m.Action == policy.ActionAllow:
+		return ""
+	case m.Rule != nil:
+		return fmt.Sprintf("a stricter rule decides this request (%s:%d: %s): the saved rule would never be used; "+
+			"edit or remove that rule", m.Rule.File, m.Rule.Line, m.Rule.Text)
+	}
+	return "the policy still does not allow this request"
+}
+
+// takeRuleOut puts the drop-in file, in the directory dfd, back as it was
+// before a rule was saved in it (old, or none when it did not exist) and
+// reloads the policy; it returns the error of putting it back.
+func (s *Server) takeRuleOut(dfd int, file string, old []byte, existed bool, log *slog.Logger) error {
+	name := filepath.Base(file)
+	var err error
+	if existed {
+		err = writeDropIn(dfd, name, old)
+	} else {
+		err = unix.Unlinkat(dfd, name, 0)
+		if err == nil {
+			err = unix.Fsync(dfd)
+		}
+	}
+	if err != nil {
+		log.Error("cannot take a saved rule out again", "file", file, "err", err)
+	}
+	if err := s.ReloadPolicy(); err != nil {
+		log.Error("policy reload after taking a rule out failed", "err", err)
+	}
+	return err
+}
+
 // ruleComment is the comment above a saved rule: who saved it, when, and
-// from which request. Requester text in it is escaped, and the command
+// from which request, shown on prompt. Requester text in it is escaped, and the command
 // cut as the status cuts it: the file has a size limit, and a request's
 // arguments could otherwise take it all.
-func ruleComment(p *runPlan, d *approval.Decision, now time.Time) string {
+func ruleComment(p *runPlan, prompt *approval.Prompt, d *approval.Decision, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# saved from the prompt by %s at %s\n", termsafe.Sanitize(approverText(d.Member.Name, d.Member.UID)), now.UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(p.prompt.Requester.User), approval.QuoteArgv(clipPipeline([][]string{p.prompt.Stages[0].Argv})[0]))
+	fmt.Fprintf(&b, "# request %s from uid %d (%s): %s\n", termsafe.Quote(p.req.ID), p.peer.UID, termsafe.Sanitize(prompt.Requester.User), approval.QuoteArgv(clipPipeline([][]string{prompt.Stages[0].Argv})[0]))
 	return b.String()
 }
 

@@ -730,8 +730,8 @@ func TestRuleNotSavedWhereNoRuleDecides(t *testing.T) {
 	a.notAnsweredKey(ch, "r")
 	a.See("SAVE A POLICY RULE: edit the rule below")
 	a.See("RULE: edit it")
-	a.Key(keyEnter)
-	a.See("RULE: y approve and save this rule")
+	// A script of sh's: sh runs it with the request's arguments.
+	a.secondConfirmation(ch, "is a script run by /bin/sh", "one confirmation of a rule for a script of sh's")
 	a.Key("y")
 	if r := wantOK(t, <-ch); string(r.Stdout) != "0\n" {
 		t.Fatalf("the approved run printed %q, want 0", r.Stdout)

@@ -3,9 +3,11 @@ package daemon_test
 import (
 	"encoding/base64"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/wire"
@@ -65,5 +67,90 @@ func TestRuleReadsCodeNeedsSecondConfirmation(t *testing.T) {
 	}
 	if _, err := os.Lstat(dropIn(d)); !os.IsNotExist(err) {
 		t.Fatalf("a rule was saved: %v", err)
+	}
+}
+
+// TestCopyOfInterpreterNeedsSecondConfirmation (issue 27): the requester
+// has a root copy of a shell under a name no list holds (cp
+// /usr/bin/dash /usr/local/bin/mytool looks harmless when asked for),
+// and a root script whose #! line names that copy. A grant or a rule for
+// either, given with one confirmation, would run whatever the arguments
+// say (mytool -c ... with an open rule). The daemon knows the copy for
+// what it is by its file, tells the approver (Stage.Is, and the
+// script's Interpreters), and refuses such a grant or rule from a
+// client that does not say it was confirmed twice. A root copy of a
+// program that runs nothing it reads (id) keeps the one confirmation:
+// its grant is given and used.
+func TestCopyOfInterpreterNeedsSecondConfirmation(t *testing.T) {
+	t.Parallel()
+	shell, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := shortDir(t) // root's alone
+	mytool, whoru, report := filepath.Join(dir, "mytool"), filepath.Join(dir, "whoru"), filepath.Join(dir, "report")
+	for src, dst := range map[string]string{shell: mytool, "/usr/bin/id": whoru} {
+		if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
+			t.Fatalf("cp %s: %v: %s", src, err, out)
+		}
+	}
+	if err := os.WriteFile(report, []byte("#!"+mytool+"\necho report\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := ruleDaemon(t)
+	c := attachRaw(t, d)
+	yes := true
+	for _, tc := range []struct {
+		name string
+		argv []string
+		is   func(st approval.Stage) string // what the prompt must say the program is
+	}{
+		{"a copy of " + filepath.Base(shell), []string{mytool, "-c", "echo copied shell"}, func(st approval.Stage) string { return st.Is }},
+		{"a script of the copy", []string{report}, func(st approval.Stage) string {
+			if len(st.Interpreters) != 1 || st.Interpreters[0].Path != mytool {
+				return ""
+			}
+			return st.Interpreters[0].Is
+		}},
+	} {
+		ch := d.ask(map[string]any{"pipeline": [][]string{tc.argv}, "cwd": dir})
+		p := c.prompt()
+		if is := tc.is(p.Request.Stages[0]); is == "" || !approval.Listed(filepath.Base(is)) {
+			t.Errorf("%s: the prompt says it is %q, want the listed program it is a copy of (stage %+v)", tc.name, is, p.Request.Stages[0])
+		}
+		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600})
+		if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverGrantRunsAnything {
+			t.Errorf("%s: a grant without grant_runs_anything got %+v, want %q", tc.name, m, wire.ApproverGrantRunsAnything)
+		}
+		pending(t, ch, tc.name)
+		rule := "allow privileged,user=root,cwd=" + dir + ",stdin=none " + tc.argv[0] + " ..."
+		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
+		if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
+			t.Errorf("%s: the rule %q without rule_runs_anything got %+v, want %q", tc.name, rule, m, wire.ApproverRuleRunsAnything)
+		}
+		pending(t, ch, tc.name)
+		c.decide(p, false)
+		if r := <-ch; r.Status != wire.StatusDenied {
+			t.Fatalf("%s: %s, want denied", tc.name, r.raw)
+		}
+	}
+	if _, err := os.Lstat(dropIn(d)); !os.IsNotExist(err) {
+		t.Fatalf("a rule was saved: %v", err)
+	}
+
+	// The legitimate path: a root copy of id is no listed program, and
+	// a grant for it needs one confirmation.
+	run := map[string]any{"pipeline": [][]string{{whoru, "-u"}}, "cwd": dir}
+	ch := d.ask(run)
+	p := c.prompt()
+	if st := p.Request.Stages[0]; st.Is != "" || len(st.Interpreters) != 0 {
+		t.Fatalf("a copy of id is shown as %+v", st)
+	}
+	c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600})
+	if r := wantOK(t, <-ch); string(r.Stdout) != "0\n" {
+		t.Fatalf("got %s, want uid 0", r.raw)
+	}
+	if r := d.send(run); r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByGrant {
+		t.Fatalf("got %s, want the grant to decide", r.raw)
 	}
 }

@@ -31,7 +31,8 @@ import (
 	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/approval/policy"
 	"github.com/rootgate/rootgate/approval/remote"
-	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/progid"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
@@ -41,28 +42,34 @@ import (
 // every connection was answered.
 var ErrServerClosed = errors.New("daemon: server closed")
 
-// Defaults of Config's zero fields.
+// Defaults of Config's zero fields (see [Settings]).
 const (
-	DefaultExecTimeout  = 300 * time.Second
-	DefaultMaxSkew      = 60 * time.Second
-	DefaultMaxRuns      = 8
-	DefaultMaxConns     = 64
-	DefaultFirstByte    = 2 * time.Second
-	DefaultReadTimeout  = wire.ReadTimeout
-	DefaultStallTimeout = 10 * time.Second
-	DefaultMaxPending   = 4
-	DefaultPromptRate   = 20
+	DefaultExecTimeout      = 300 * time.Second
+	DefaultMaxSkew          = 60 * time.Second
+	DefaultMaxRuns          = 8
+	DefaultMaxConns         = 64
+	DefaultFirstByteTimeout = 2 * time.Second
+	DefaultReadTimeout      = wire.ReadTimeout
+	DefaultStallTimeout     = 10 * time.Second
+	DefaultMaxPending       = 4
+	DefaultPromptRate       = 20
 	// DefaultMaxRequestsPerUID bounds the requests of one uid other than
 	// root in the replay window.
 	DefaultMaxRequestsPerUID = 20000
 	DefaultRuntimeDir        = "/run/rootgate"
+	// DefaultAuditMinFree is rootgated's --audit-min-free; a zero
+	// Config.AuditMinFree is no guard.
+	DefaultAuditMinFree = 32 << 20
 )
 
-// Config is a Server's settings. Zero fields take the defaults above.
+// Config is a Server's settings. Those rootgated takes as flags are bound
+// to their flags, defaults and docs in [Settings], which New gives a zero
+// field its default from; their comments here are short.
 type Config struct {
 	// Version is the daemon's version, sent in every response.
 	Version string
-	// RuntimeDir holds the replay window's file.
+	// RuntimeDir holds the replay window's file, and the audit budgets'
+	// (auditbudgetfile.go) (--runtime-dir).
 	RuntimeDir string
 	// Policy holds the operator's rules; nil asks a person for everything.
 	// It is the policy in force until [Server.ReloadPolicy] replaces it.
@@ -84,67 +91,78 @@ type Config struct {
 	Broker *approval.Broker
 	// Admission names who besides root may attach as an approver.
 	Admission Admission
-	// Passkeys is the file of enrolled passkeys (passkey.DefaultFile):
-	// passkey relays attach and are verified against it, and root enrols
-	// passkeys into it through the approver socket; "" means none.
+	// Passkeys is the file of enrolled passkeys (--passkeys,
+	// passkey.DefaultFile): passkey relays attach and are verified against
+	// it, and root enrols passkeys into it through the approver socket;
+	// "" means none.
 	Passkeys string
-	// ApproverPing is how often an attached approver client is pinged;
-	// 0 means remote.DefaultPingEvery.
+	// ApproverPing is how often an attached approver client is pinged
+	// (--approver-ping).
 	ApproverPing time.Duration
-	// ApproverSilent is how long an attached approver client may send
-	// nothing before it is detached (its prompts then go on with the
-	// other approvers, or fail as when it closes); 0 means
-	// remote.DefaultSilentFor.
-	ApproverSilent time.Duration
+	// ApproverSilence is how long an attached approver client may send
+	// nothing before it is detached (--approver-silence); its prompts then
+	// go on with the other approvers, or fail as when it closes.
+	ApproverSilence time.Duration
 	// Audit stores every request's lifecycle events; nil means none
 	// beyond the log. A request whose records cannot be written does not
 	// run (see docs/audit.md).
 	Audit AuditLog
-	// ExecTimeout bounds a run; a request's timeout may only lower it.
+	// ExecTimeout bounds a run (--exec-timeout); a request's timeout may
+	// only lower it.
 	ExecTimeout time.Duration
-	// KillGrace is how long a run has between SIGTERM and SIGKILL.
+	// KillGrace is how long a run has between SIGTERM and SIGKILL
+	// (--kill-grace).
 	KillGrace time.Duration
-	// PromptTimeout is how long the approver waits for a person (zero:
-	// approval.DefaultPromptTimeout). The daemon only tells clients,
-	// in progress lines, how long they may have to wait.
+	// PromptTimeout is how long the approver waits for a person
+	// (--prompt-timeout). The daemon only tells clients, in progress
+	// lines, how long they may have to wait.
 	PromptTimeout time.Duration
-	// MaxSkew bounds the distance between a request's time and the clock;
-	// the replay window is twice as long.
+	// MaxSkew bounds the distance between a request's time and the clock
+	// (--max-skew); the replay window is twice as long.
 	MaxSkew time.Duration
-	// MaxRuns caps the runs in progress at once.
+	// MaxRuns caps the runs in progress at once (--max-runs).
 	MaxRuns int
-	// MaxConns caps the connections in flight; past it, "server busy".
+	// MaxConns caps the connections in flight; past it, "server busy"
+	// (--max-conns).
 	MaxConns int
 	// MaxConnsPerUID caps the connections of one uid other than root in
-	// flight; 0 means a quarter of MaxConns (at least 1).
+	// flight (--max-conns-per-uid); 0 means a quarter of MaxConns (at
+	// least 1).
 	MaxConnsPerUID int
 	// MaxRequestsPerUID caps the requests of one uid other than root within
 	// the replay window, whose ids it remembers; past it, such a request
-	// is refused. 0 means DefaultMaxRequestsPerUID.
+	// is refused (--max-requests-per-uid).
 	MaxRequestsPerUID int
-	// FirstByte is how long a connection may stay silent before it is
-	// answered with an error and closed; 0 means DefaultFirstByte.
-	FirstByte time.Duration
+	// FirstByteTimeout is how long a connection may stay silent before it
+	// is answered with an error and closed (--first-byte-timeout).
+	FirstByteTimeout time.Duration
 	// ReadTimeout is how long a connection has, from connecting, to send
-	// its whole request line; 0 means DefaultReadTimeout.
+	// its whole request line (--read-timeout).
 	ReadTimeout time.Duration
 	// StallTimeout is how long a client may leave its answer unread
-	// before it is dropped; 0 means DefaultStallTimeout.
+	// before it is dropped (--stall-timeout).
 	StallTimeout time.Duration
 	// MaxPending caps the requests of one uid waiting for a person's
-	// decision at once; past it, such a request is refused.
+	// decision at once; past it, such a request is refused (--max-pending).
 	MaxPending int
 	// PromptRate caps the requests of one uid put to a person per minute
-	// (a sliding minute); past it, such a request is refused.
+	// (a sliding minute); past it, such a request is refused
+	// (--prompt-rate).
 	PromptRate int
 	// AuditMinFree is the free-space guard: while the audit log's file
 	// system has fewer bytes left, requests are refused before they are
-	// received; 0 means no guard.
+	// received (--audit-min-free); 0 means no guard.
 	AuditMinFree int64
-	// RejectRate caps the rejected records of one uid other than root
-	// written per minute; past it they are counted, and one dropped record
-	// says how many (see docs/audit.md).
-	RejectRate int
+	// AuditRejectRate caps the rejected records of one uid other than
+	// root written per minute (--audit-reject-rate); past it they are
+	// counted, and one dropped record says how many (see docs/audit.md).
+	AuditRejectRate int
+	// AuditUIDBudget caps the bytes of audit records the requests of one
+	// uid other than root add an hour, from its first
+	// (--audit-uid-budget); past it, its requests that may run or reach
+	// a person are refused (busy) until the hour ends, and its received
+	// records are full only within a quarter of it (see docs/audit.md).
+	AuditUIDBudget int64
 	// EnvAllow is the env allowlist; nil means wire.DefaultEnvAllow.
 	EnvAllow wire.EnvPolicy
 	// Cgroups, when set, gives every run a cgroup of its own (see
@@ -174,7 +192,9 @@ type Server struct {
 	act            *activity           // what keeps the server from being idle
 	limit          *promptLimit        // per-uid prompt caps
 	reject         *rejectLimit        // per-uid caps of rejected records
-	auditBudget    auditBudget         // per-uid hourly budget of full received records
+	auditBudget    *auditBudget        // per-uid hourly budget of audit records
+	captures       capturedBudget      // content captured for requests not yet run
+	savingLimits   sync.Mutex          // one saveLimits at a time, so the file ends with the latest
 	// policy is the policy in force; each request takes it once, when
 	// it is received, and decides against that one.
 	policy atomic.Pointer[policy.Policy]
@@ -188,58 +208,20 @@ type Server struct {
 	// for their idle screens.
 	host      *remote.Host
 	decisions decisionLog
+	// programs finds the listed programs' files by what they are, for
+	// the prompt (identify).
+	programs *progid.Index
 }
 
-// New checks cfg, fills in defaults and opens the replay window in
-// cfg.RuntimeDir.
+// New checks cfg, fills in defaults, opens the replay window in
+// cfg.RuntimeDir and takes up the audit budgets kept there.
 func New(cfg Config) (*Server, error) {
-	if cfg.RuntimeDir == "" {
-		cfg.RuntimeDir = DefaultRuntimeDir
-	}
-	if cfg.Approver == nil {
-		cfg.Approver = approval.Nobody{}
-	}
-	if cfg.ExecTimeout <= 0 {
-		cfg.ExecTimeout = DefaultExecTimeout
-	}
-	if cfg.PromptTimeout <= 0 {
-		cfg.PromptTimeout = approval.DefaultPromptTimeout
-	}
-	if cfg.KillGrace <= 0 {
-		cfg.KillGrace = pipeline.DefaultKillGrace
-	}
-	if cfg.MaxSkew <= 0 {
-		cfg.MaxSkew = DefaultMaxSkew
-	}
-	if cfg.MaxRuns <= 0 {
-		cfg.MaxRuns = DefaultMaxRuns
-	}
-	if cfg.MaxConns <= 0 {
-		cfg.MaxConns = DefaultMaxConns
-	}
+	clidoc.Fill(Settings, &cfg)
 	if cfg.MaxConnsPerUID <= 0 {
 		cfg.MaxConnsPerUID = max(1, cfg.MaxConns/4)
 	}
-	if cfg.MaxRequestsPerUID <= 0 {
-		cfg.MaxRequestsPerUID = DefaultMaxRequestsPerUID
-	}
-	if cfg.FirstByte <= 0 {
-		cfg.FirstByte = DefaultFirstByte
-	}
-	if cfg.ReadTimeout <= 0 {
-		cfg.ReadTimeout = DefaultReadTimeout
-	}
-	if cfg.StallTimeout <= 0 {
-		cfg.StallTimeout = DefaultStallTimeout
-	}
-	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = DefaultMaxPending
-	}
-	if cfg.PromptRate <= 0 {
-		cfg.PromptRate = DefaultPromptRate
-	}
-	if cfg.RejectRate <= 0 {
-		cfg.RejectRate = DefaultRejectRate
+	if cfg.Approver == nil {
+		cfg.Approver = approval.Nobody{}
 	}
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = wire.DefaultEnvAllow()
@@ -271,20 +253,34 @@ func New(cfg Config) (*Server, error) {
 		approverShares: newConnShares(wire.MaxApproverConns),
 		act:            newActivity(cfg.Now()),
 		limit:          newPromptLimit(cfg.MaxPending, cfg.PromptRate),
+		programs:       newPrograms(),
 	}
-	s.reject = newRejectLimit(cfg.RejectRate, s.dropped)
+	s.reject = newRejectLimit(cfg.AuditRejectRate, s.dropped)
+	s.auditBudget = newAuditBudget(cfg.AuditUIDBudget, func(uid int, limit int64, renews time.Time) {
+		cfg.Log.Warn("a uid's requests took their hourly budget of the audit log (--audit-uid-budget); its requests that may run or reach a person are refused until the hour ends",
+			"requester_uid", uid, "budget_bytes", limit, "until", renews.UTC().Format(time.RFC3339))
+	})
+	s.auditBudget.saved = s.saveLimits
+	s.loadLimits()
 	s.policy.Store(cfg.Policy)
 	s.warnLimits(cfg.Policy)
 	var killed, swept map[string]bool
 	if cfg.Cgroups != nil {
 		killed = s.recoverOrphans()
+		limit := ownMemoryMax(cfg.MaxRuns)
+		// The reason is in the message: journalctl shows only that.
+		if f, err := cfg.Cgroups.boundOwnMemory(limit); err != nil {
+			cfg.Log.Info("the daemon's own memory is not bounded by a cgroup: " + err.Error())
+		} else {
+			cfg.Log.Info(fmt.Sprintf("the daemon's own memory is bounded: memory.max %d in %s", limit, f))
+		}
 	} else {
 		swept = s.recoverLeftovers()
 	}
 	s.recoverUnfinished(killed, swept)
 	if cfg.Broker != nil {
 		s.host = &remote.Host{Broker: cfg.Broker, Version: cfg.Version, Log: cfg.Log, Grants: grantKeeper{s}, Status: statusSource{s},
-			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, SilentFor: cfg.ApproverSilent}
+			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, Silence: cfg.ApproverSilence}
 		if cfg.Passkeys != "" {
 			s.host.Passkeys, s.host.PasskeyChanged = &passkey.Keeper{Path: cfg.Passkeys}, s.passkeysChanged
 		}
@@ -373,10 +369,11 @@ func isTemporary(err error) bool {
 	return false
 }
 
-// Close writes the dropped records still due and releases the replay
-// window's file.
+// Close writes the dropped records still due, keeps the audit budgets
+// for the next daemon (saveLimits) and releases the replay window's file.
 func (s *Server) Close() error {
 	s.reject.close()
+	s.saveLimits()
 	return s.replay.Close()
 }
 
@@ -429,9 +426,9 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	// What a request leaves to do after its answer (the run's cgroup to
 	// remove) is done once the connection is closed: the client has its
 	// answer first.
-	var later []func()
+	r := &request{s: s, peer: peer}
 	defer func() {
-		for _, f := range later {
+		for _, f := range r.later {
 			f()
 		}
 	}()
@@ -498,13 +495,14 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn, peer peerInfo) 
 	lines := &progressLines{w: ans.progress(), hold: progressHold, log: log}
 	defer lines.end()
 	ans.beforeStdout = lines.flush
-	resp := s.handle(reqCtx, peer, line, eofWithdraws, lines.send, func(f func()) { later = append(later, f) }, ans, log)
+	r.ctx, r.line, r.log, r.eofWithdraws, r.lines, r.out = reqCtx, line, log, eofWithdraws, lines, ans
+	resp := r.serve()
 	lines.end()
 	if resp == nil {
 		return
 	}
 	id, output := resp.ID, outputLen(resp)
-	left := context.Cause(reqCtx) == errClientGone
+	left := endCause(reqCtx) == errClientGone
 	if !left {
 		resp.Version = s.cfg.Version
 		err = ans.finish(resp)
@@ -621,16 +619,16 @@ func (p *progressLines) write(l *heldLine) {
 }
 
 // readLine reads the request line within Config.ReadTimeout of connecting,
-// and its first byte within Config.FirstByte: a connection that says
+// and its first byte within Config.FirstByteTimeout: a connection that says
 // nothing gives its slot back soon.
 func (s *Server) readLine(c *net.UnixConn) ([]byte, error) {
 	start := time.Now()
-	_ = c.SetReadDeadline(start.Add(min(s.cfg.FirstByte, s.cfg.ReadTimeout)))
+	_ = c.SetReadDeadline(start.Add(min(s.cfg.FirstByteTimeout, s.cfg.ReadTimeout)))
 	first := make([]byte, 1)
 	n, err := c.Read(first)
 	if n == 0 {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, wire.FirstByteError(s.cfg.FirstByte)
+			return nil, wire.FirstByteError(s.cfg.FirstByteTimeout)
 		}
 		return nil, err // io.EOF: left without a word
 	}

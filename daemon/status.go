@@ -31,12 +31,13 @@ func (l *decisionLog) add(d remote.DecisionInfo) {
 	}
 }
 
-// noteDecision remembers the decision d about plan's request for the
+// noteDecision remembers the verdict v on plan's request for the
 // approvers' idle screens, and tells them.
-func (s *Server) noteDecision(plan *runPlan, userName string, d *approval.Decision) {
+func (s *Server) noteDecision(plan *runPlan, userName string, v *verdict) {
+	d := &v.d
 	info := remote.DecisionInfo{
 		ID: plan.req.ID, UID: plan.peer.UID, User: userName, Pipeline: clipPipeline(plan.req.Pipeline),
-		Time: s.cfg.Now().UTC(), Verdict: d.Verdict.String(), By: decidedByText(plan, d),
+		Time: s.cfg.Now().UTC(), Verdict: d.Verdict.String(), By: decidedByText(v),
 	}
 	if d.Group > 1 {
 		info.Count = d.Group
@@ -45,13 +46,14 @@ func (s *Server) noteDecision(plan *runPlan, userName string, d *approval.Decisi
 	s.statusChanged()
 }
 
-// decidedByText says who made d, for an approver's idle screen.
-func decidedByText(plan *runPlan, d *approval.Decision) string {
+// decidedByText says who made v, for an approver's idle screen.
+func decidedByText(v *verdict) string {
+	d := &v.d
 	switch {
-	case plan.grant != nil:
-		return "grant " + plan.grant.id + " (given by " + plan.grant.approver + ")"
-	case plan.rule != nil:
-		return "rule " + ruleSource(plan.rule)
+	case v.grant != nil:
+		return "grant " + v.grant.id + " (given by " + v.grant.approver + ")"
+	case v.rule != nil:
+		return "rule " + ruleSource(v.rule)
 	case d.Member != nil && (d.Verdict == approval.Allow || d.Verdict == approval.Deny):
 		by := "person " + d.Member.Name
 		if d.SelfApproval {

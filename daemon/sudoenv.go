@@ -20,12 +20,13 @@ const maxSudoArgs = 4096
 // stage's SUDO_COMMAND is its own command line. Nothing of it comes from
 // the client: an entry of these names already in the environment (none
 // passes the env allowlist) is dropped first.
-func setSudoEnv(p *runPlan) {
+// They are set in cmd, p's command set up for its run.
+func setSudoEnv(cmd *pipeline.Cmd, p *runPlan) {
 	if !p.req.Privileged && p.req.RunAsGroup == "" {
 		return
 	}
-	env := p.cmd.Env[:0:0]
-	for _, kv := range p.cmd.Env {
+	env := cmd.Env[:0:0]
+	for _, kv := range cmd.Env {
 		if !isSudoEntry(kv) {
 			env = append(env, kv)
 		}
@@ -44,10 +45,10 @@ func setSudoEnv(p *runPlan) {
 	if home != "" {
 		env = append(env, "SUDO_HOME="+home)
 	}
-	p.cmd.Env = env
-	p.cmd.StageEnv = make([][]string, len(p.stages))
+	cmd.Env = env
+	cmd.StageEnv = make([][]string, len(p.stages))
 	for i, st := range p.stages {
-		p.cmd.StageEnv[i] = []string{"SUDO_COMMAND=" + sudoCommand(st)}
+		cmd.StageEnv[i] = []string{"SUDO_COMMAND=" + sudoCommand(st)}
 	}
 }
 

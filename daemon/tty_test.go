@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -184,4 +185,109 @@ func TestTerminalTimeoutAndTypeAhead(t *testing.T) {
 	td.waitScreen(t, pos, "n or Esc deny")
 	td.Stop()
 	wantError(t, <-ch, "daemon stopping")
+}
+
+// markEnv makes the test binary a rootgate that only leaves a file
+// behind (markRan), to show it was run.
+const markEnv = "ROOTGATE_TEST_MARK_RAN"
+
+// markRan creates path and exits.
+func markRan(path string) int {
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// TestTTYRunsNoClientOthersCanChange: rootgated --tty runs rootgate's
+// approver on its terminal as root, so a rootgate next to it that someone
+// other than root and rootgated's owner could change must never be run:
+// the attack is nobody's rootgate, or one others may write, beside a root
+// rootgated. The daemon refuses to start instead, naming the file (exit
+// 78). Next to a rootgated of nobody's own, as in a checkout built by its
+// user and started with sudo, nobody's rootgate runs, as that user could
+// change rootgated itself. The rootgate here is the test binary, which
+// leaves a file behind when run (markEnv, passed on by the daemon).
+func TestTTYRunsNoClientOthersCanChange(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nobody = 65534
+	for _, tc := range []struct {
+		name            string
+		daemonUID       int // rootgated's owner
+		clientUID, mode int // rootgate's owner and mode
+		refused         bool
+	}{
+		{"another user's", 0, nobody, 0o755, true},
+		{"writable by others", 0, 0, 0o757, true},
+		{"writable by its group", 0, 0, 0o775, true},
+		{"rootgated's owner's", nobody, nobody, 0o755, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := shortDir(t)
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			bin := filepath.Join(dir, "bin")
+			if err := os.Mkdir(bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			daemonExe, client := filepath.Join(bin, "rootgated"), filepath.Join(bin, "rootgate")
+			copyFile(t, rootgated, daemonExe, tc.daemonUID, 0o755)
+			copyFile(t, self, client, tc.clientUID, os.FileMode(tc.mode))
+			marker := filepath.Join(dir, "ran-as-root")
+			policy := filepath.Join(dir, "policy")
+			if err := os.WriteFile(policy, []byte("ask any\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(daemonExe, "--tty", "--socket", filepath.Join(dir, "s"), "--approver-socket", "",
+				"--runtime-dir", filepath.Join(dir, "run"), "--policy", policy, "--audit", auditPath(dir))
+			cmd.Env = append(os.Environ(), "TERM=xterm-256color", "SUDO_USER=", markEnv+"="+marker)
+			ptmx, err := pty.StartWithAttrs(cmd, &pty.Winsize{Rows: 40, Cols: 160}, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ptmx.Close()
+			screen := testutil.NewScreen(ptmx, nil)
+			// Either way the daemon stops by itself: refused, or its
+			// approver gone at once.
+			err = cmd.Wait()
+			_, serr := os.Stat(marker)
+			if ran := serr == nil; ran == tc.refused {
+				t.Fatalf("the rootgate next to rootgated ran as root: %v, want %v\n%s", ran, !tc.refused, screen.Text())
+			}
+			if !tc.refused {
+				return
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 78 {
+				t.Errorf("rootgated exited with %v, want exit status 78\n%s", err, screen.Text())
+			}
+			want := "will not run " + client + " as root"
+			testutil.WaitFor(t, "the refusal on the terminal", 10*time.Second, func() bool { return strings.Contains(screen.Text(), want) })
+		})
+	}
+}
+
+// copyFile copies src to dst, owned by uid (and the group of that
+// number) with mode.
+func copyFile(t *testing.T, src, dst string, uid int, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dst, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, mode); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -126,7 +126,7 @@ func BenchmarkScript(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := pin.Capture(!capture, MaxCapture); err != nil {
+			if _, err := pin.Capture(!capture, MaxCapture, nil); err != nil {
 				b.Fatal(err)
 			}
 			c := &Cmd{Argv: [][]string{{script}}, Paths: []string{exe.Path}, Pinned: []*Pinned{pin}}
@@ -145,7 +145,7 @@ func BenchmarkScript(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := pin.Capture(false, MaxCapture); err != nil || pin.Content() == nil {
+			if _, err := pin.Capture(false, MaxCapture, nil); err != nil || pin.Content() == nil {
 				b.Fatal(err)
 			}
 			pin.Close()

@@ -86,10 +86,12 @@ const maxCapture = 64 << 20
 // own says the run has the requester's own identity, which could change
 // the file in any case: then nothing is captured. budget is what is left
 // of the request's capture allowance ([MaxCapture]); Capture returns what
-// it used.
+// it used. reserve, when not nil, is asked for the bytes a capture will
+// hold at most before it is made, and its error is Capture's: the caller
+// bounds what all its requests' captures hold at once.
 //
 // It reads with the calling thread's file system identity (see [AsUser]).
-func (p *Pinned) Capture(own bool, budget int64) (used int64, err error) {
+func (p *Pinned) Capture(own bool, budget int64, reserve func(n int64) error) (used int64, err error) {
 	p.mode = byDescriptor
 	if p.interpreted {
 		p.mode = byPath
@@ -103,6 +105,13 @@ func (p *Pinned) Capture(own bool, budget int64) (used int64, err error) {
 	}
 	if budget < limit {
 		limit = budget
+	}
+	if reserve != nil {
+		// The file as pinned; one that grows meanwhile is too big.
+		limit = min(limit, max(p.st.Size, 0))
+		if err := reserve(limit); err != nil {
+			return 0, err
+		}
 	}
 	c, err := p.capture(limit)
 	if errors.Is(err, fs.ErrPermission) {

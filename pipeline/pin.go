@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -203,19 +205,40 @@ const maxInterpreters = 5
 // that file's #! line names, and so on, as the kernel follows them, and
 // last the loader the ELF image at the end of the chain names (its
 // PT_INTERP, ld.so for a dynamic binary): the kernel opens each by its
-// path when the run starts. Each file is read with the caller's
-// identity, for the kernel reads it whoever runs the file (an
-// execute-only script too), and an interpreter's own only once check
-// accepted its path. An error from check, or one reading a file, ends the
-// walk; so does a chain longer than the kernel follows.
+// path when the run starts. The chain starts from the captured content
+// when there is one ([Pinned.Capture]), which is what runs. Each file is
+// read with the caller's identity, for the kernel reads it whoever runs
+// the file (an execute-only script too), and an interpreter's own only
+// once check accepted its path. An error from check, or one reading a
+// file, ends the walk; so does a chain longer than the kernel follows.
 func (p *Pinned) Interpreters(check func(path string) error) error {
-	f, err := openRegular(p.fdPath())
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.Real, err)
+	return p.walk(check, true)
+}
+
+// Shebangs is [Pinned.Interpreters] without the ELF loader: the
+// interpreters of the #! lines alone, none for an ELF image.
+func (p *Pinned) Shebangs(check func(path string) error) error {
+	return p.walk(check, false)
+}
+
+// walk is [Pinned.Interpreters], the loader included when loader is set.
+func (p *Pinned) walk(check func(path string) error, loader bool) error {
+	var f *os.File
+	if c := p.content; c != nil {
+		f = c.f // not closed here: the content's own
+	} else {
+		var err error
+		if f, err = openRegular(p.fdPath()); err != nil {
+			return fmt.Errorf("%s: %w", p.Real, err)
+		}
 	}
 	// f is the file the chain has reached: each is opened once, its
 	// head read, and, at the end of the chain, its loader.
-	defer func() { f.Close() }()
+	defer func() {
+		if p.content == nil || f != p.content.f {
+			f.Close()
+		}
+	}()
 	for n := 0; ; n++ {
 		head, err := readHead(f)
 		if err != nil {
@@ -223,17 +246,17 @@ func (p *Pinned) Interpreters(check func(path string) error) error {
 		}
 		ip, _ := shebang(head)
 		if ip == "" {
-			if !isELF(head) {
+			if !isELF(head) || !loader {
 				return nil
 			}
-			loader, err := elfInterp(f)
+			ld, err := elfInterp(f)
 			switch {
 			case err != nil:
 				return fmt.Errorf("%s: the ELF loader of %s: %w", p.Real, f.Name(), err)
-			case loader == "":
+			case ld == "":
 				return nil // static
 			}
-			return check(loader)
+			return check(ld)
 		}
 		if n == maxInterpreters {
 			return fmt.Errorf("%s: more than %d interpreters: %w", p.Real, maxInterpreters, unix.ELOOP)
@@ -245,7 +268,9 @@ func (p *Pinned) Interpreters(check func(path string) error) error {
 		if err != nil {
 			return fmt.Errorf("%s: the interpreter %s: %w", p.Real, ip, err)
 		}
-		f.Close()
+		if p.content == nil || f != p.content.f {
+			f.Close()
+		}
 		f = next
 	}
 }
@@ -414,6 +439,35 @@ func sameFile(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino 
 func unchanged(a, b *unix.Stat_t) bool {
 	return sameFile(a, b) && a.Uid == b.Uid && a.Gid == b.Gid && a.Mode == b.Mode && a.Size == b.Size &&
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// Stat is the pinned file's status as it was when pinned.
+func (p *Pinned) Stat() unix.Stat_t { return p.st }
+
+// SHA256 is the SHA-256 of the pinned file, in lowercase hex: of its
+// captured content when there is one ([Pinned.Capture]), which is what
+// runs, else of the file as read through the held descriptor with the
+// calling thread's identity (see [AsUser]). A file whose length is not
+// its length when pinned was changed since: an error wrapping
+// [ErrChanged].
+func (p *Pinned) SHA256() (string, error) {
+	if p.content != nil {
+		return p.content.SHA256(), nil
+	}
+	f, err := openRegular(p.fdPath())
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p.Path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, p.st.Size+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", p.Path, err)
+	case n != p.st.Size:
+		return "", fmt.Errorf("%s %w", strconv.Quote(p.Path), ErrChanged)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Same reports whether p and q pinned the same file, unchanged between

@@ -2,10 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -256,5 +260,72 @@ func TestScriptWrittenDuringRun(t *testing.T) {
 	}
 	if got := string(res.Stdout.Bytes()); got != "original\n" {
 		t.Fatalf("stdout %q: what was appended during the run ran", got)
+	}
+}
+
+// TestShebangsAndSHA256: Shebangs names a script's #! interpreters, in
+// the kernel's order, and never the ELF loader that Interpreters ends
+// with; an ELF image has none. The chain starts from the captured
+// content, which is what runs: a script rewritten after its capture
+// still goes by the #! line captured. SHA256 is the file's.
+func TestShebangsAndSHA256(t *testing.T) {
+	dir, elf, script := pinDir(t)
+	outer := filepath.Join(dir, "outer")
+	if err := os.WriteFile(outer, []byte("#!"+script+" -x\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := func(pin *Pinned, walk func(*Pinned, func(string) error) error) []string {
+		var got []string
+		if err := walk(pin, func(ip string) error { got = append(got, ip); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		path     string
+		shebangs []string
+	}{
+		{elf, nil},
+		{script, []string{"/bin/sh"}},
+		{outer, []string{script, "/bin/sh"}},
+	} {
+		pin, err := Pin(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(pin, (*Pinned).Shebangs); !slices.Equal(got, c.shebangs) {
+			t.Errorf("%s: Shebangs = %q, want %q", filepath.Base(c.path), got, c.shebangs)
+		}
+		all := names(pin, (*Pinned).Interpreters)
+		if len(all) != len(c.shebangs)+1 || !strings.Contains(all[len(all)-1], "ld") {
+			t.Errorf("%s: Interpreters = %q, want the shebangs and the loader", filepath.Base(c.path), all)
+		}
+		body, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sha256.Sum256(body)
+		if sum, err := pin.SHA256(); err != nil || sum != hex.EncodeToString(want[:]) {
+			t.Errorf("%s: SHA256 = %s, %v", filepath.Base(c.path), sum, err)
+		}
+		pin.Close()
+	}
+	// Captured, then rewritten: the captured #! line counts.
+	if err := os.Chmod(outer, 0o757); err != nil { // others may write it: captured
+		t.Fatal(err)
+	}
+	pin, err := Pin(outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pin.Close()
+	if _, err := pin.Capture(false, MaxCapture, nil); err != nil || pin.Content() == nil {
+		t.Fatalf("capture: %v, content %v", err, pin.Content())
+	}
+	if err := os.WriteFile(outer, []byte("#!/usr/bin/cat\n"), 0o757); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(pin, (*Pinned).Shebangs); !slices.Equal(got, []string{script, "/bin/sh"}) {
+		t.Errorf("rewritten after its capture: Shebangs = %q, want the captured line's", got)
 	}
 }

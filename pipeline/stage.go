@@ -190,6 +190,12 @@ func (s *stage) start() error {
 	// The child moves at most its error pipe and four descriptors up.
 	above := func(f *os.File, what string) (string, func(), error) {
 		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
+		if errors.Is(err, unix.EINVAL) {
+			// high+8 is at or past the descriptor limit: the daemon is
+			// out of descriptors, as with EMFILE, which the caller
+			// takes for its own lack, not the request's fault.
+			err = unix.EMFILE
+		}
 		if err != nil {
 			return "", nil, fmt.Errorf("duplicate %s: %w", what, err)
 		}

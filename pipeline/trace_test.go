@@ -47,7 +47,7 @@ func TestInterpreterThatNeverOpensItsScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pin.Close()
-	if _, err := pin.Capture(false, MaxCapture); err != nil {
+	if _, err := pin.Capture(false, MaxCapture, nil); err != nil {
 		t.Fatal(err)
 	}
 	if pin.mode != fromMount {

@@ -31,6 +31,7 @@ func TestDocsQuoteErrors(t *testing.T) {
 		PromptRateError(1000, 20),
 		ReplayFullError(1000, 20000, 2*time.Minute),
 		TooManyConnsError(1000, 16),
+		AuditBudgetError(1000, 8<<20, time.Date(2026, 2, 13, 15, 30, 0, 0, time.UTC)),
 		FirstByteError(2 * time.Second),
 		ReadTimeoutError(ReadTimeout),
 		ErrInternal, ErrPeerCredentials, ErrReplayRecord, ErrAudit, ErrAuditFull, ErrNoAgent,

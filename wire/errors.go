@@ -116,6 +116,22 @@ func TooManyConnsError(uid, max int) error {
 	return coded(CodeBusy, fmt.Sprintf("server busy: too many connections from uid %d in flight (max %d)", uid, max))
 }
 
+// CapturedBusyError refuses a request of uid whose files the daemon would
+// capture (the content a person approves) while the captures held for
+// requests not yet run take all of total bytes, or share of them for uid.
+func CapturedBusyError(uid int, total, share int64) error {
+	return coded(CodeBusy, fmt.Sprintf("server busy: the files captured for requests not yet run take all of the %d MiB kept for them (%d MiB for uid %d); try again once they are decided", total>>20, share>>20, uid))
+}
+
+// AuditBudgetError refuses a request of uid, whose requests added limit
+// bytes to the audit log within the hour that ends at renews: its
+// requests that may run or reach a person are refused until then.
+func AuditBudgetError(uid int, limit int64, renews time.Time) error {
+	// Rounded up: a client that waits until the time said is served.
+	at := renews.UTC().Add(time.Second - 1).Truncate(time.Second).Format(time.RFC3339)
+	return coded(CodeBusy, fmt.Sprintf("server busy: the requests of uid %d added their hourly budget of %d bytes to the audit log; more are refused until %s", uid, limit, at))
+}
+
 // ReadTimeoutError answers a connection whose request line did not arrive
 // within d of connecting: ErrReadTimeout for the default ReadTimeout.
 func ReadTimeoutError(d time.Duration) error {

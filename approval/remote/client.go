@@ -69,6 +69,18 @@ type Client struct {
 	// see idleScreen), drawn again when the window is resized. The
 	// daemons are asked for status messages only then.
 	Size func() (width, height int)
+	// Conn, when set, is the one connection Run attaches over, made and
+	// handed over by rootgated itself for the approver it runs on its own
+	// terminal (--tty): Socket only names it in status lines, nothing is
+	// dialled, and Run returns nil once it ends, as the daemon has then
+	// stopped.
+	Conn *net.UnixConn
+	// Log, when set, carries lines that are printed as status lines, each
+	// escaped for a terminal: the log of the rootgated --tty that runs
+	// this client on its terminal, which must not write there itself
+	// while the client draws. It is read until it ends, in a goroutine of
+	// its own that Run does not wait for.
+	Log io.Reader
 
 	scr  *screen
 	last []string // the last few outcomes here, e.g. "ap-y approved"; the worker's
@@ -165,6 +177,9 @@ func (a *Client) Run(ctx context.Context) error {
 			a.scr.setStatus(Daemon{Socket: sock}, nil)
 		}
 	}
+	if a.Log != nil {
+		go a.printLog(a.Log)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var worker sync.WaitGroup
@@ -206,6 +221,13 @@ func (a *Client) Run(ctx context.Context) error {
 // its socket refuses the client (that error). many says other daemons
 // carry on meanwhile, so a refusal is told here too.
 func (a *Client) attach(ctx context.Context, sock string, many bool) error {
+	if a.Conn != nil {
+		_, _, err := a.session(ctx, a.Conn, sock, many)
+		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+			return refused
+		}
+		return nil
+	}
 	backoff := backoffMin
 	// said is the kind of failure last reported ("dial" or "welcome"):
 	// each kind is said once until an attach succeeds, and again when the
@@ -263,6 +285,29 @@ func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 		}
 	}
 	return nil
+}
+
+// maxLogLine bounds a line of [Client].Log; the rest of a longer one is
+// cut off.
+const maxLogLine = 16 << 10
+
+// printLog prints each line of r as a status line until r ends.
+func (a *Client) printLog(r io.Reader) {
+	br := bufio.NewReaderSize(r, maxLogLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		cut := errors.Is(err, bufio.ErrBufferFull)
+		if len(line) > 0 {
+			a.scr.println(termsafe.Sanitize(strings.TrimRight(string(line), "\r\n")))
+		}
+		for cut { // the rest of a line too long
+			_, err = br.ReadSlice('\n')
+			cut = errors.Is(err, bufio.ErrBufferFull)
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // sleep waits for d or the end of ctx.
@@ -594,12 +639,13 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 // below the status lines, each of which is printed once: the block is
 // erased, the line printed, and the block drawn again under it.
 type screen struct {
-	mu    sync.Mutex // guards the fields that follow
-	busy  bool
-	held  []string
-	out   io.Writer
-	size  func() (w, h int) // nil: plain lines, no idle screen
-	drawn int               // how many lines of the idle screen are on the terminal, ending at the cursor
+	mu      sync.Mutex // guards the fields that follow
+	busy    bool
+	held    []string
+	dropped int // lines past maxHeld while busy
+	out     io.Writer
+	size    func() (w, h int) // nil: plain lines, no idle screen
+	drawn   int               // how many lines of the idle screen are on the terminal, ending at the cursor
 	// order are the daemons' sockets, in the order their statuses are
 	// shown; labelled says there are several, so each is headed by its
 	// label. statuses and labels are by socket: the last status (nil:
@@ -616,11 +662,19 @@ func (s *screen) println(line string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.busy {
-		s.held = append(s.held, line)
+		if len(s.held) < maxHeld {
+			s.held = append(s.held, line)
+		} else {
+			s.dropped++
+		}
 		return
 	}
 	s.printLocked(line)
 }
+
+// maxHeld bounds the status lines held while a prompt is up; those past
+// it are counted, and the count printed after the prompt.
+const maxHeld = 1000
 
 // printLocked prints line, above the idle screen if there is one.
 func (s *screen) printLocked(line string) {
@@ -777,7 +831,10 @@ func (s *screen) end() {
 	defer s.mu.Unlock()
 	s.busy = false
 	held := s.held
-	s.held = nil
+	if s.dropped > 0 {
+		held = append(held, fmt.Sprintf("rootgate: %d status lines dropped while the prompt was up", s.dropped))
+	}
+	s.held, s.dropped = nil, 0
 	if s.size == nil {
 		for _, l := range held {
 			fmt.Fprintln(s.out, l)

@@ -21,7 +21,7 @@ import (
 
 // Connection timing. The daemon pings every [Host].PingEvery (default
 // DefaultPingEvery) and detaches an approver it has heard nothing from for
-// [Host].SilentFor (default DefaultSilentFor): an approver cut off without
+// [Host].Silence (default DefaultSilence): an approver cut off without
 // a close (a network gone silent under an ssh forward) is detached well
 // before a prompt would time out, and its prompt is no longer waiting on
 // it. The welcome tells the client the ping interval; the client drops a
@@ -31,7 +31,7 @@ import (
 // for the welcome. Each line's write must end within WriteWithin.
 const (
 	DefaultPingEvery       = 5 * time.Second
-	DefaultSilentFor       = 3 * DefaultPingEvery
+	DefaultSilence         = 3 * DefaultPingEvery
 	DaemonSilentPings      = 4
 	DefaultDaemonSilentFor = 60 * time.Second
 	HelloWithin            = 10 * time.Second
@@ -78,9 +78,9 @@ type Host struct {
 	// PingEvery is how often an attached client is pinged; 0 means
 	// DefaultPingEvery.
 	PingEvery time.Duration
-	// SilentFor is how long a client may send nothing (no pong, no
-	// decision) before it is detached; 0 means DefaultSilentFor.
-	SilentFor time.Duration
+	// Silence is how long a client may send nothing (no pong, no
+	// decision) before it is detached; 0 means DefaultSilence.
+	Silence time.Duration
 	// Status, when set, gives what an approver's idle screen shows; it is
 	// sent to approvers that offer CapStatus after the welcome and after
 	// each [Host.Changed].
@@ -164,6 +164,7 @@ type remote struct {
 	name  string // "USER on WHERE"
 	user  string // USER
 	where string // WHERE: the name it gave, e.g. "pts/3"
+	by    string // its decisions' By: "approver USER on WHERE", or the daemon's own terminal's "tty WHERE"
 	agent string // the SSH agent socket it offers, or ""
 	group bool   // it shows a prompt's group count (CapGroup)
 	// signed: a passkey relay (CapPasskey); keys verifies its approvals.
@@ -218,7 +219,7 @@ func (r *remote) sendLine(line []byte) error {
 
 // Approve implements [approval.Approver].
 func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decision {
-	by := "approver " + r.name
+	by := r.by
 	if p.Group > 1 && !r.group {
 		return approval.Decision{Verdict: approval.Unavailable, Message: wire.ApproverNoGroup(r.name), By: by}
 	}
@@ -289,6 +290,22 @@ func Refuse(c *net.UnixConn, msg string) {
 // attaches the client to the broker, welcomes it, pings it, and hands its
 // decisions to the prompts they answer. It closes c.
 func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
+	h.serve(ctx, c, peer, "remote", nil)
+}
+
+// ServeTerminal is [Host.Serve] for the approver client rootgated --tty
+// runs on its own terminal, over c, the daemon's end of a socket pair it
+// made for that client: the broker and the daemon's answers name it as the
+// daemon's own terminal (via "terminal"), and attached, when set, is
+// called once it is attached, before its welcome is sent. peer is who the
+// caller found that terminal's approver to be (a socket pair's credentials
+// name the process that made it, the daemon).
+func (h *Host) ServeTerminal(ctx context.Context, c *net.UnixConn, peer Peer, attached func()) {
+	h.serve(ctx, c, peer, "terminal", attached)
+}
+
+// serve is Serve, the broker's member reached via via.
+func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string, attached func()) {
 	defer c.Close()
 	log := h.Log
 	if log == nil {
@@ -348,10 +365,13 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 		where = "an approver client"
 	}
 	r := &remote{
-		c: c, peer: peer, name: peer.User + " on " + where, user: peer.User, where: where, agent: hello.AgentSocket,
+		c: c, peer: peer, name: peer.User + " on " + where, user: peer.User, where: where, by: "approver " + peer.User + " on " + where, agent: hello.AgentSocket,
 		pending: map[string]*pendingPrompt{}, timeout: h.Broker.Timeout, done: make(chan struct{}),
 		group:  slices.Contains(hello.Capabilities, CapGroup),
 		signed: signed, keys: h.Passkeys,
+	}
+	if via == "terminal" {
+		r.by = "tty " + where // as the daemon's own prompt said
 	}
 	if h.Status != nil && slices.Contains(hello.Capabilities, CapStatus) {
 		r.status = make(chan struct{}, 1)
@@ -361,9 +381,12 @@ func (h *Host) Serve(ctx context.Context, c *net.UnixConn, peer Peer) {
 	// at once, as tests and scripts do). Holding the write lock meanwhile
 	// keeps a prompt for such a request from going out before the welcome.
 	r.wmu.Lock()
-	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: "remote", Approver: r, Agent: r.agent, Controllers: peer.Controllers, Signed: signed})
+	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: via, Approver: r, Agent: r.agent, Controllers: peer.Controllers, Signed: signed})
+	if attached != nil {
+		attached()
+	}
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
-	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.SilentFor, DefaultSilentFor)
+	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.Silence, DefaultSilence)
 	welcome := &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
 		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
 		StandingGrants: h.Grants != nil, Hostname: h.Hostname, PingEvery: pingEvery.Seconds(), RuleFile: h.RuleFile}

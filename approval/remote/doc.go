@@ -6,7 +6,9 @@
 //
 // The daemon's end is [Host]: it attaches each admitted client to an
 // [github.com/rootgate/rootgate/approval.Broker] as a member whose Approve
-// sends a prompt and waits for the decision. The client's end is [Client]
+// sends a prompt and waits for the decision; [Host.ServeTerminal] serves
+// the client rootgated --tty runs on its own terminal, over a socket pair
+// it made, as that terminal's approver. The client's end is [Client]
 // (rootgate approve): it puts each prompt to the operator through an
 // Approver it is given (a terminal or desktop prompt) and sends the answer.
 // Neither end draws anything itself.

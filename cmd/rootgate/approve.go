@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,12 +37,15 @@ With --desktop, each request is a desktop notification instead: Approve
 approves; Deny, or closing it, denies. It is weaker than the terminal: any
 program of yours on the desktop can press Approve (docs/security.md).`
 
+// defaultGrantFor is --grant-for's default.
+const defaultGrantFor = "15m,1h"
+
 // approveFlags are rootgate approve's flags.
 var approveFlags = []clidoc.Flag{
 	{Name: "socket", Default: clidoc.List(nil), Usage: "approver socket `path`; repeat it to approve for several daemons (hosts) from this terminal"},
 	{Name: "forward-agent", Default: false, Usage: "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve"},
 	{Name: "accessible", Default: false, Usage: "ask in plain lines for screen readers: type y and Enter to approve; anything else denies"},
-	{Name: "grant-for", Default: "15m,1h", Usage: "the lengths of standing grant g offers at a prompt: a comma-separated `list` of durations, each at most 8h"},
+	{Name: "grant-for", Default: defaultGrantFor, Usage: "the lengths of standing grant g offers at a prompt: a comma-separated `list` of durations, each at most 8h"},
 	{Name: "desktop", Default: false, Usage: "ask with desktop notifications (Approve / Deny buttons) instead of this terminal; under sudo, on the sudo user's desktop"},
 }
 
@@ -102,6 +106,12 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		}
 		return runApprover(ctx, a, stderr)
 	}
+	return onTerminal(ctx, &remote.Client{Sockets: sockets, Agent: agentSock}, grantFor, accessible, stderr)
+}
+
+// onTerminal runs approver client a on this process's terminal until
+// Ctrl-C or a refusal, its prompts offering standing grants for grantFor.
+func onTerminal(ctx context.Context, a *remote.Client, grantFor []time.Duration, accessible bool, stderr io.Writer) int {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		errorf(stderr, "approve needs a terminal: %v", err)
@@ -113,7 +123,7 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	if restore, err := terminal.Quiet(tty); err == nil {
 		defer restore()
 	}
-	a := &remote.Client{Sockets: sockets, Name: approval.TerminalName(), Kind: "terminal", Operator: approval.OperatorName(), Out: tty, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
+	a.Name, a.Kind, a.Operator, a.Out, a.Version, a.AnswerWithin = approval.TerminalName(), "terminal", approval.OperatorName(), tty, version.String(), client.AnswerWithin()
 	if !accessible {
 		// A screen reader reads lines as they come: the accessible
 		// approver keeps plain lines, no idle screen drawn over them.
@@ -124,10 +134,38 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		if !from.Grants {
 			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
 		}
-		return &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
-			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: from.RuleFile, Machine: from.Host, Via: from.Socket}
+		t := &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
+			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: from.RuleFile}
+		if a.Conn == nil {
+			// The daemon's own terminal (rootgated --tty) is on its
+			// machine: only a client that dialled says where it asks from.
+			t.Machine, t.Via = from.Host, from.Socket
+		}
+		return t
 	}
 	return runApprover(ctx, a, stderr)
+}
+
+// daemonTTYArg, as the first argument of approve, makes rootgate the
+// approver rootgated --tty runs on its own terminal, so that the root
+// daemon links no terminal UI: descriptor 3 is its end of a socket pair
+// to the daemon, over which it approves as an attached client does, and
+// descriptor 4 carries the daemon's log lines, which it prints above its
+// screen. It stops when the daemon does. It is not for people.
+const daemonTTYArg = "--internal-daemon-tty"
+
+func cmdDaemonTTY(ctx context.Context, e *env, _ clidoc.Values, _ []string) int {
+	f := os.NewFile(3, "rootgated")
+	c, err := net.FileConn(f)
+	f.Close()
+	uc, ok := c.(*net.UnixConn)
+	if err != nil || !ok {
+		errorf(e.stderr, "%s: descriptor 3 is not rootgated's socket: %v", daemonTTYArg, err)
+		return exitUsage
+	}
+	a := &remote.Client{Socket: "its terminal", Conn: uc, Log: os.NewFile(4, "rootgated's log")}
+	grantFor, _ := parseGrantFor(defaultGrantFor)
+	return onTerminal(ctx, a, grantFor, false, e.stderr)
 }
 
 // runApprover runs an approver client until Ctrl-C or a refusal.

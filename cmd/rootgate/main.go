@@ -100,6 +100,7 @@ func commands() []command {
 		{name: "sudo", args: sudoArgsSyn, summary: "ask for a run with sudo's options: for agents that only know sudo", about: sudoAbout, raw: true, run: cmdSudo},
 		{name: "ping", summary: "check that rootgated answers", flags: []clidoc.Flag{socketFlag}, run: cmdPing},
 		{name: "approve", summary: "approve requests on this terminal or desktop", about: approveAbout, flags: approveFlags, run: cmdApprove},
+		{name: "approve " + daemonTTYArg, summary: "the approver rootgated --tty runs on its terminal", hidden: true, run: cmdDaemonTTY},
 		{name: "approve " + dialogHelperArg, summary: "the desktop dialog helper of approve --desktop", hidden: true, run: cmdDialogHelper},
 		{name: "grants", summary: "list the standing grants people gave at a prompt", about: grantsAbout, flags: grantsFlags, run: cmdGrants},
 		{name: "grants revoke", args: "ID", summary: "end a standing grant", about: grantsAbout, flags: grantsFlags, run: cmdGrantsRevoke},

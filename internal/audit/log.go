@@ -431,6 +431,7 @@ func (l *Log) writeLine(r *Record, line []byte) error {
 		return fmt.Errorf("audit: write %s: %w", l.path, err)
 	}
 	l.size += int64(len(line))
+	r.Size = len(line)
 	l.seq, l.prev = r.Seq, r.Hash
 	l.n++
 	l.written++

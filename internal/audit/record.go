@@ -113,6 +113,9 @@ type Record struct {
 
 	// Hash is the SHA-256 of the record's line without its hash field.
 	Hash string `json:"-"`
+	// Size is the length of the record's line, its newline included,
+	// once [Log.Append] (or its variants) wrote it.
+	Size int `json:"-"`
 }
 
 // Peer is the requesting process as the kernel named it at connect.

@@ -3,7 +3,11 @@
 // from the flags the command really accepts.
 //
 // Write each command's flags as a table of [Flag]s; the command parses
-// them with [NewFlagSet] and reads them through [Values]. Describe the
+// them with [NewFlagSet] and reads them through [Values]. Or declare each
+// setting once, as a [Setting]: its flag bound to the field of a settings
+// struct that holds it; [Bind] parses into that struct, and a library
+// whose Config the settings fill can give zero fields their defaults
+// from the same table ([Fill]). Describe the
 // program as a [Page]: its flag table (a program without subcommands, like
 // rootgated) or its [Command]s (like rootgate), each with its flag table,
 // plus prose sections. Then [Page.Man] writes roff for man(1), and

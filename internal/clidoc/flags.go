@@ -18,7 +18,7 @@ type Flag struct {
 	// with package flag.
 	Usage string
 	// Default is the default value, and its type is the flag's: bool,
-	// string, int, float64, time.Duration, [List] (repeatable) or
+	// string, int, float64, time.Duration, [List] (repeatable), [Size] or
 	// [Custom].
 	Default any
 }
@@ -61,6 +61,9 @@ func NewFlagSet(name string, flags []Flag, out io.Writer) *flag.FlagSet {
 			fs.Var(&l, f.Name, f.Usage)
 		case Custom:
 			fs.Var(d(), f.Name, f.Usage)
+		case Size:
+			v := sizeValue(d)
+			fs.Var(&v, f.Name, f.Usage)
 		default:
 			panic(fmt.Sprintf("clidoc: flag --%s: default of unknown type %T", f.Name, f.Default))
 		}

@@ -191,6 +191,25 @@ func stepCgroups(t *testing.T, b *Box, ap *approver) {
 	if got := strings.TrimSpace(b.sh(t, "cat /proc/$(systemctl show -p MainPID --value rootgate.service)/cgroup | grep ^0::")); got != "0::/system.slice/rootgate.service/daemon" {
 		t.Errorf("the daemon's cgroup is %q, want 0::/system.slice/rootgate.service/daemon", got)
 	}
+	// The daemon bounds its own leaf's memory where the unit's cgroup has
+	// the memory controller, and says why not where it has none
+	// (docs/operations.md, "The daemon's own memory").
+	var own string
+	for _, e := range journalUntil(t, b, func(entries []map[string]string) bool {
+		return slices.ContainsFunc(entries, func(e map[string]string) bool { return strings.Contains(e["MESSAGE"], "own memory") })
+	}, "-u", "rootgate.service", "SYSLOG_IDENTIFIER=rootgated") {
+		if strings.Contains(e["MESSAGE"], "own memory") {
+			own = e["MESSAGE"]
+		}
+	}
+	const unitCgroup = "/sys/fs/cgroup/system.slice/rootgate.service"
+	if strings.Contains(b.sh(t, "cat "+unitCgroup+"/cgroup.controllers"), "memory") {
+		if max := strings.TrimSpace(b.sh(t, "cat "+unitCgroup+"/daemon/memory.max")); !strings.HasPrefix(own, "the daemon's own memory is bounded") || max != "402653184" {
+			t.Errorf("with the memory controller the daemon says %q and its leaf's memory.max is %s; want it bounded at 402653184 (384 MiB)", own, max)
+		}
+	} else if !strings.Contains(own, "not bounded") || !strings.Contains(own, "no memory controller") {
+		t.Errorf("without a memory controller the daemon says %q; want it to say its memory is not bounded, and why", own)
+	}
 
 	installHostile(t, b)
 	// A raw request with an id of our own, through rootgate send; its

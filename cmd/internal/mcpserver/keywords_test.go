@@ -3,22 +3,12 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/testutil"
 )
-
-// strippedKeywords are the schema keywords that some clients drop before
-// their model sees a tool (Codex CLI drops default, minLength, maxLength,
-// minimum, maximum, exclusiveMinimum and maxItems): the value of each
-// must also be in the words of the description the model keeps.
-var strippedKeywords = []string{"default", "minLength", "maxLength", "minimum", "maximum",
-	"exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "minProperties", "maxProperties", "pattern"}
 
 // TestSchemaLimitsDescribed lists the tools through an MCP client and
 // walks every input schema: each default and limit a schema states must
@@ -57,13 +47,13 @@ func checkDescribed(t *testing.T, path, desc string, s map[string]any) int {
 		desc = d
 	}
 	n := 0
-	for _, k := range strippedKeywords {
+	for _, k := range testutil.SchemaLimitKeywords {
 		v, ok := s[k]
 		if !ok {
 			continue
 		}
 		n++
-		if !describes(desc, k, v) {
+		if !testutil.Describes(desc, k, v) {
 			t.Errorf("%s: %s %v is not in its description %q", path, k, v, desc)
 		}
 	}
@@ -82,49 +72,4 @@ func checkDescribed(t *testing.T, path, desc string, s map[string]any) int {
 		n += checkDescribed(t, path+"[]", desc, items)
 	}
 	return n
-}
-
-// describes reports whether desc states keyword k's value v: a number as
-// a number of its own (1 also as "at least one" or "not empty"), a
-// string or boolean as a word of its own.
-func describes(desc, k string, v any) bool {
-	var word string
-	switch v := v.(type) {
-	case float64:
-		if v == 1 && strings.HasPrefix(k, "min") && (strings.Contains(desc, "at least one") || strings.Contains(desc, "not empty")) {
-			return true
-		}
-		word = strconv.FormatFloat(v, 'f', -1, 64)
-	case string:
-		word = v
-	case bool:
-		word = strconv.FormatBool(v)
-	default:
-		word = fmt.Sprint(v)
-	}
-	return regexp.MustCompile(`(^|[^0-9A-Za-z_.])` + regexp.QuoteMeta(word) + `($|[^0-9A-Za-z_.]|\.($|[^0-9]))`).MatchString(desc)
-}
-
-func TestDescribes(t *testing.T) {
-	for _, c := range []struct {
-		desc, k string
-		v       any
-		want    bool
-	}{
-		{"At most 16 stages.", "maxItems", 16.0, true},
-		{"At most 160 stages.", "maxItems", 16.0, false},
-		{"up to 4096 bytes", "maxLength", 4096.0, true},
-		{"a list of words", "minItems", 1.0, false},
-		{"at least one word", "minItems", 1.0, true},
-		{"default 25.", "default", 25.0, true},
-		{"default 2.5", "default", 2.0, false},
-		{`"local" (the default)`, "default", "local", true},
-		{"localhost (the default)", "default", "local", false},
-		{"true (the default) runs as root", "default", true, true},
-		{"Default /.", "default", "/", true},
-	} {
-		if got := describes(c.desc, c.k, c.v); got != c.want {
-			t.Errorf("describes(%q, %s, %v) = %v, want %v", c.desc, c.k, c.v, got, c.want)
-		}
-	}
 }

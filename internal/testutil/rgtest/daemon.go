@@ -36,6 +36,10 @@ type Opts struct {
 	// DefaultCgroup leaves out the --cgroup CgroupParent a daemon gets
 	// when Args has no --cgroup: its default (auto) applies.
 	DefaultCgroup bool
+	// NoProbe waits for the daemon to say it serves without connecting
+	// to it: a test of the connection caps then knows that its first
+	// connection is the daemon's first (WaitServing).
+	NoProbe bool
 }
 
 // StartDaemon starts rootgated on a private socket and waits until it
@@ -73,7 +77,11 @@ func StartDaemon(t testing.TB, o Opts) *Daemon {
 	}
 	d.Cmd.Env = o.Env
 	d.Start()
-	d.WaitReady()
+	if o.NoProbe {
+		d.WaitServing()
+	} else {
+		d.WaitReady()
+	}
 	return d
 }
 
@@ -151,6 +159,20 @@ func (d *Daemon) Err() error { return d.err }
 
 // Wait waits for the daemon to exit and returns its exit error.
 func (d *Daemon) Wait() error { <-d.done; return d.err }
+
+// WaitServing waits until the daemon has logged that it serves (after
+// it listens and set the socket's mode), without connecting to it.
+func (d *Daemon) WaitServing() {
+	d.T.Helper()
+	testutil.WaitFor(d.T, "rootgated to say it serves on "+d.Sock, 30*time.Second, func() bool {
+		select {
+		case <-d.done:
+			d.T.Fatalf("rootgated exited early: %v\n%s", d.err, d.Stderr)
+		default:
+		}
+		return strings.Contains(d.Stderr.String(), "msg=serving")
+	})
+}
 
 // WaitReady waits until the daemon accepts connections and has logged
 // that it serves (after it set the socket's mode).

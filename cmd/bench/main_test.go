@@ -11,7 +11,7 @@ import (
 
 // TestDocFlags: docs/performance.md lists every flag with its default.
 func TestDocFlags(t *testing.T) {
-	doc, err := os.ReadFile("../docs/performance.md")
+	doc, err := os.ReadFile("../../docs/performance.md")
 	if err != nil {
 		t.Fatal(err)
 	}

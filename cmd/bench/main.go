@@ -21,7 +21,7 @@
 //
 // Usage (as root, from the repository):
 //
-//	go run ./bench [-n 300] [-runs 9] [-size 1073741824] [-figures 1,2,3,4,5]
+//	go run ./cmd/bench [-n 300] [-runs 9] [-size 1073741824] [-figures 1,2,3,4,5]
 package main
 
 import (
