@@ -93,6 +93,25 @@ type Decision struct {
 	// of the request whose prompt was shown, or "" for that one.
 	Group   int    `json:"-"`
 	GroupOf string `json:"-"`
+	// Passkey, on an Allow from a [Member] that is Signed, is the
+	// assertion the daemon checked, for the audit trail.
+	Passkey *PasskeyProof `json:"-"`
+}
+
+// PasskeyProof is an approval's passkey assertion as the daemon checked
+// it: the passkey, what its challenge was made of (see passkey.Challenge)
+// and the signed data, each base64url.
+type PasskeyProof struct {
+	Credential        string // the credential id
+	Name              string // the passkey's name
+	Hash              string // the prompt's request hash
+	Nonce             string
+	Grant             int64 // seconds of a standing grant signed for, or 0
+	GrantRunsAnything bool
+	AuthenticatorData string
+	ClientData        string
+	Signature         string
+	UserHandle        string
 }
 
 // AgentOffer is an SSH agent an approver offers: its socket, and the

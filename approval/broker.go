@@ -27,6 +27,12 @@ type Member struct {
 	// the owners of its terminals), sorted; see daemon.Controllers. A
 	// request from one of them is not put to it.
 	Controllers []int
+	// Signed: every approval from this member carries a passkey's
+	// assertion over the request, which the daemon checks before the
+	// approval reaches the broker (a passkey relay, `rootgate web`). No
+	// uid controlling its session can make that signature, so it is
+	// eligible for every requester; what it can do alone is deny.
+	Signed bool
 }
 
 // DefaultPromptTimeout is how long a request waits for an answer when
@@ -221,6 +227,7 @@ func (b *Broker) eligible(p *Prompt) (ms []asked, left int) {
 		}
 		why := leftNone
 		switch {
+		case m.Signed:
 		case !eligible(m, p.Requester.UID):
 			why = leftRequester
 		case run >= 0 && controls(m, run):

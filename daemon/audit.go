@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/policy"
@@ -432,12 +433,37 @@ func decision(d *approval.Decision, rule *policy.Rule) *audit.Decision {
 	if rule != nil {
 		r.PolicyFile, r.PolicyLine, r.PolicyRule = rule.File, rule.Line, rule.Text
 	}
+	if pk := d.Passkey; pk != nil {
+		r.Passkey = passkeyRecord(pk)
+	}
 	if m := d.Member; m != nil {
 		uid := m.UID
 		r.ApproverUID, r.Approver = &uid, m.Name
 		r.UnsafeSelfApproval = d.SelfApproval
 	}
 	return r
+}
+
+// passkeyRecord is a passkey assertion as the audit log keeps it.
+func passkeyRecord(pk *approval.PasskeyProof) *audit.Passkey {
+	return &audit.Passkey{Credential: pk.Credential, Name: pk.Name, RequestHash: pk.Hash, Nonce: pk.Nonce, Grant: pk.Grant,
+		GrantRunsAnything: pk.GrantRunsAnything, AuthenticatorData: pk.AuthenticatorData, ClientData: pk.ClientData,
+		Signature: pk.Signature, UserHandle: pk.UserHandle}
+}
+
+// passkeysChanged records a change of the enrolled passkeys.
+func (s *Server) passkeysChanged(ch remote.PasskeyChange) {
+	s.cfg.Log.Warn("passkeys changed", "change", ch.Kind, "ids", ch.IDs, "name", ch.Name, "confirmed_by", ch.ConfirmedBy)
+	if s.cfg.Audit == nil {
+		return
+	}
+	r := &audit.PasskeyChange{Change: ch.Kind, IDs: ch.IDs, Name: ch.Name, ConfirmedBy: ch.ConfirmedBy, Controllers: ch.Controllers}
+	if ch.Proof != nil {
+		r.Proof = passkeyRecord(ch.Proof)
+	}
+	if err := s.cfg.Audit.Append(&audit.Record{Kind: audit.KindPasskey, Passkeys: r}); err != nil {
+		s.cfg.Log.Error("cannot write audit record", "event", string(audit.KindPasskey), "err", err)
+	}
 }
 
 func run(p *runPlan) *audit.Run {

@@ -144,7 +144,7 @@ func (r *request) askPerson(userName string, na *notApplied) (verdict, error) {
 	}
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
-	if _, err := remote.PromptLine(prompt, time.Now()); err != nil {
+	if _, err := remote.PromptLine(prompt, time.Now(), ""); err != nil {
 		log.Warn("prompt refused", "err", err)
 		return verdict{}, err
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/progid"
@@ -90,6 +91,11 @@ type Config struct {
 	Broker *approval.Broker
 	// Admission names who besides root may attach as an approver.
 	Admission Admission
+	// Passkeys is the file of enrolled passkeys (--passkeys,
+	// passkey.DefaultFile): passkey relays attach and are verified against
+	// it, and root enrols passkeys into it through the approver socket;
+	// "" means none.
+	Passkeys string
 	// ApproverPing is how often an attached approver client is pinged
 	// (--approver-ping).
 	ApproverPing time.Duration
@@ -275,6 +281,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Broker != nil {
 		s.host = &remote.Host{Broker: cfg.Broker, Version: cfg.Version, Log: cfg.Log, Grants: grantKeeper{s}, Status: statusSource{s},
 			RuleFile: s.ruleFile(), Hostname: nodename(), PingEvery: cfg.ApproverPing, Silence: cfg.ApproverSilence}
+		if cfg.Passkeys != "" {
+			s.host.Passkeys, s.host.PasskeyChanged = &passkey.Keeper{Path: cfg.Passkeys}, s.passkeysChanged
+		}
 		if cfg.Broker.OnChange == nil {
 			cfg.Broker.OnChange = s.statusChanged
 		}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/pipeline"
@@ -16,6 +17,7 @@ import (
 // added as a Config field and one entry here, nowhere else.
 var Settings = []clidoc.Setting[Config]{
 	{Flag: clidoc.Flag{Name: "runtime-dir", Default: DefaultRuntimeDir, Usage: "`directory` for runtime state (the replay window, the audit budgets, SSH agent relays); it must be root's and writable only by root"}, Field: func(c *Config) any { return &c.RuntimeDir }},
+	{Flag: clidoc.Flag{Name: "passkeys", Default: passkey.DefaultFile, Usage: "enrolled passkeys `file` (rootgate passkeys add; root's, 0600): approvals signed by one are taken from passkey relays (rootgate web) for every requester; \"\" for none"}, Field: func(c *Config) any { return &c.Passkeys }, ZeroKept: true},
 	{Flag: clidoc.Flag{Name: "prompt-timeout", Default: approval.DefaultPromptTimeout, Usage: "how long an approval prompt waits for an answer"}, Field: func(c *Config) any { return &c.PromptTimeout }},
 	{Flag: clidoc.Flag{Name: "approver-ping", Default: remote.DefaultPingEvery, Usage: "how often each attached approver client (rootgate approve) is pinged; it answers even while a prompt is up"}, Field: func(c *Config) any { return &c.ApproverPing }},
 	{Flag: clidoc.Flag{Name: "approver-silence", Default: remote.DefaultSilence, Usage: "detach an approver client that has answered nothing for this long (a connection gone silent, such as a dead ssh forward); its prompts go on with the other approvers. Keep it longer than --approver-ping and well under --prompt-timeout"}, Field: func(c *Config) any { return &c.ApproverSilence }},

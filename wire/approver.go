@@ -117,3 +117,36 @@ func ApproverGrantRefused(why string) string {
 func ApproverNoGrant(id string) string {
 	return fmt.Sprintf("revoke refused: no standing grant %q", id)
 }
+
+// Refusals of a passkey relay and of a decision it sends (docs/protocol.md,
+// "Passkeys").
+const (
+	// ApproverNoPasskeys: a hello offering "passkey" to a daemon with no
+	// passkey enrolled.
+	ApproverNoPasskeys = "no passkey is enrolled here: enrol one with rootgate passkeys add NAME (as root)"
+	// ApproverPasskeyAgent: a passkey relay offering an SSH agent.
+	ApproverPasskeyAgent = "a passkey relay cannot offer an SSH agent"
+	// ApproverNoAssertion: an approval from a passkey relay without an
+	// assertion.
+	ApproverNoAssertion = "decision refused: an approval through a passkey relay must carry a passkey assertion"
+	// ApproverPasskeyRule: a rule to save on a passkey approval.
+	ApproverPasskeyRule = "decision refused: a passkey approval cannot save a policy rule"
+	// ApproverAssertionUnasked: an assertion on a decision of an
+	// approver that is no passkey relay.
+	ApproverAssertionUnasked = "decision refused: an assertion is taken only from a passkey relay"
+	// ApproverPasskeyRootOnly: a passkey change asked by another uid than
+	// root.
+	ApproverPasskeyRootOnly = "passkeys are enrolled, removed and imported by root only"
+)
+
+// ApproverAssertionRefused refuses an approval whose assertion does not
+// verify; why says what failed. The prompt waits on, with a new nonce.
+func ApproverAssertionRefused(id, why string) string {
+	return fmt.Sprintf("decision refused: the passkey assertion for request %q does not verify: %s", id, why)
+}
+
+// PasskeyEnrolRefused refuses an enrolment or import, why saying what it
+// lacks.
+func PasskeyEnrolRefused(why string) string {
+	return "passkey change refused: " + why
+}

@@ -177,6 +177,9 @@ func TestDocsQuoteApproverErrors(t *testing.T) {
 		ApproverNoPrompt("ID"),
 		ApproverHashMismatch("…"),
 		ApproverNoGroup("USER on WHERE"),
+		ApproverNoPasskeys, ApproverPasskeyAgent, ApproverNoAssertion, ApproverPasskeyRule, ApproverAssertionUnasked, ApproverPasskeyRootOnly,
+		ApproverAssertionRefused("ID", "…"),
+		PasskeyEnrolRefused(""),
 	} {
 		if !strings.Contains(doc, "`"+m+"`") && !strings.Contains(doc, `"message":"`+strings.ReplaceAll(m, `"`, `\"`)+`"`) {
 			t.Errorf("docs/protocol.md's approver protocol does not quote %q", m)

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -84,9 +85,18 @@ type Host struct {
 	// sent to approvers that offer CapStatus after the welcome and after
 	// each [Host.Changed].
 	Status StatusSource
+	// Passkeys, when set, is the file of enrolled passkeys: a passkey
+	// relay (CapPasskey) may attach while one is enrolled, each approval
+	// it sends is verified against the file, and root may enrol, remove
+	// and import passkeys. nil: none of that.
+	Passkeys *passkey.Keeper
+	// PasskeyChanged, when set, records a change of the enrolled
+	// passkeys once it is saved (the daemon's audit log).
+	PasskeyChanged func(PasskeyChange)
 
-	mu    sync.Mutex // guards conns
-	conns map[*remote]struct{}
+	mu     sync.Mutex // guards conns and relays
+	conns  map[*remote]struct{}
+	relays map[*remote]struct{} // the attached passkey relays
 }
 
 // A StatusSource gives the status message for an approver.
@@ -157,6 +167,9 @@ type remote struct {
 	by    string // its decisions' By: "approver USER on WHERE", or the daemon's own terminal's "tty WHERE"
 	agent string // the SSH agent socket it offers, or ""
 	group bool   // it shows a prompt's group count (CapGroup)
+	// signed: a passkey relay (CapPasskey); keys verifies its approvals.
+	signed bool
+	keys   *passkey.Keeper
 	// status is signalled when its status changed; nil when it takes no
 	// status messages.
 	status chan struct{}
@@ -172,6 +185,7 @@ type remote struct {
 
 type pendingPrompt struct {
 	hash   string
+	nonce  string // a passkey relay's: what the approval's challenge holds
 	p      *approval.Prompt
 	answer chan answer
 }
@@ -182,6 +196,7 @@ type answer struct {
 	note    string        // a deny note, sanitised
 	grant   time.Duration // a standing grant asked for with an approval
 	rule    string        // a policy rule to save, checked, with an approval
+	proof   *approval.PasskeyProof
 }
 
 var _ approval.Approver = (*remote)(nil)
@@ -209,6 +224,9 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 		return approval.Decision{Verdict: approval.Unavailable, Message: wire.ApproverNoGroup(r.name), By: by}
 	}
 	pp := &pendingPrompt{hash: RequestHash(p), p: p, answer: make(chan answer, 1)}
+	if r.signed {
+		pp.nonce = passkey.Nonce()
+	}
 	r.mu.Lock()
 	if r.pending == nil {
 		r.mu.Unlock()
@@ -223,7 +241,7 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 		}
 		r.mu.Unlock()
 	}()
-	line, err := PromptLine(p, time.Now().Add(r.timeout))
+	line, err := PromptLine(p, time.Now().Add(r.timeout), pp.nonce)
 	if err != nil { // the daemon checks this first: a request so large never gets here
 		return approval.Decision{Verdict: approval.Unavailable, Message: err.Error(), By: by}
 	}
@@ -233,7 +251,10 @@ func (r *remote) Approve(ctx context.Context, p *approval.Prompt) approval.Decis
 	select {
 	case a := <-pp.answer:
 		if a.approve {
-			d := approval.Decision{Verdict: approval.Allow, By: by, After: r, Grant: a.grant, Rule: a.rule}
+			d := approval.Decision{Verdict: approval.Allow, By: by, After: r, Grant: a.grant, Rule: a.rule, Passkey: a.proof}
+			if a.proof != nil {
+				d.By = "passkey " + termsafe.Sanitize(a.proof.Name) + " (" + a.proof.Credential + ") through " + by
+			}
 			if r.agent != "" {
 				d.Agent = &approval.AgentOffer{Socket: r.agent, UID: uint32(r.peer.UID), GID: uint32(r.peer.GID), Groups: r.peer.Groups}
 			}
@@ -302,6 +323,10 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 		h.grants(c, hello, peer, log)
 		return
 	}
+	if hello.Type == MsgEnrol || hello.Type == MsgPasskeyRemove || hello.Type == MsgPasskeyImport {
+		h.passkeyChange(c, br, hello, peer, log)
+		return
+	}
 	switch {
 	case hello.Type != MsgHello:
 		Refuse(c, wire.ApproverNotHello(hello.Type))
@@ -316,6 +341,25 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 		Refuse(c, wire.ApproverHelloAgent)
 		return
 	}
+	signed := slices.Contains(hello.Capabilities, CapPasskey)
+	var keys *passkey.File
+	if signed {
+		if hello.AgentSocket != "" {
+			Refuse(c, wire.ApproverPasskeyAgent)
+			return
+		}
+		if h.Passkeys != nil {
+			if keys, err = h.Passkeys.Load(); err != nil {
+				log.Error("passkey relay refused: cannot read the passkeys", "err", err)
+				Refuse(c, err.Error())
+				return
+			}
+		}
+		if keys == nil || len(keys.Passkeys) == 0 {
+			Refuse(c, wire.ApproverNoPasskeys)
+			return
+		}
+	}
 	where := hello.Name
 	if where == "" {
 		where = "an approver client"
@@ -323,7 +367,8 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 	r := &remote{
 		c: c, peer: peer, name: peer.User + " on " + where, user: peer.User, where: where, by: "approver " + peer.User + " on " + where, agent: hello.AgentSocket,
 		pending: map[string]*pendingPrompt{}, timeout: h.Broker.Timeout, done: make(chan struct{}),
-		group: slices.Contains(hello.Capabilities, CapGroup),
+		group:  slices.Contains(hello.Capabilities, CapGroup),
+		signed: signed, keys: h.Passkeys,
 	}
 	if via == "terminal" {
 		r.by = "tty " + where // as the daemon's own prompt said
@@ -336,21 +381,34 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 	// at once, as tests and scripts do). Holding the write lock meanwhile
 	// keeps a prompt for such a request from going out before the welcome.
 	r.wmu.Lock()
-	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: via, Approver: r, Agent: r.agent, Controllers: peer.Controllers})
+	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: via, Approver: r, Agent: r.agent, Controllers: peer.Controllers, Signed: signed})
 	if attached != nil {
 		attached()
 	}
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.Silence, DefaultSilence)
-	err = WriteMessage(r.c, &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
+	welcome := &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
 		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
-		StandingGrants: h.Grants != nil, Hostname: h.Hostname, PingEvery: pingEvery.Seconds(), RuleFile: h.RuleFile})
+		StandingGrants: h.Grants != nil, Hostname: h.Hostname, PingEvery: pingEvery.Seconds(), RuleFile: h.RuleFile}
+	if signed {
+		welcome.RPID, welcome.Credentials = keys.RPID, keys.IDs()
+		welcome.RuleFile = "" // a passkey approval saves no rule
+	}
+	err = WriteMessage(r.c, welcome)
 	r.wmu.Unlock()
 	if err != nil {
 		detach()
 		return
 	}
-	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", peer.Controllers)
+	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", peer.Controllers, "passkey_relay", signed)
+	if signed {
+		h.mu.Lock()
+		if h.relays == nil {
+			h.relays = map[*remote]struct{}{}
+		}
+		h.relays[r] = struct{}{}
+		h.mu.Unlock()
+	}
 	if r.status != nil {
 		h.mu.Lock()
 		if h.conns == nil {
@@ -363,6 +421,7 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 	defer func() {
 		h.mu.Lock()
 		delete(h.conns, r)
+		delete(h.relays, r)
 		h.mu.Unlock()
 		detach()
 		r.mu.Lock()
@@ -411,6 +470,9 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 		case MsgDecision:
 			msg := r.deliver(m, h.RuleFile)
 			if msg == "" {
+				if r.signed {
+					_ = r.send(&Message{Type: MsgAccepted, ID: m.ID})
+				}
 				continue
 			}
 			log.Warn("decision refused", "id", m.ID, "why", msg)
@@ -432,34 +494,53 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 }
 
 // deliver hands a decision to its waiting prompt; it returns why it was
-// refused, or "".
+// refused, or "". An approval from a passkey relay is handed on only once
+// its assertion verifies; one that does not uses up the prompt's nonce, and
+// the relay is sent a new one.
 func (r *remote) deliver(m *Message, ruleFile string) string {
 	if m.Approve == nil {
 		return wire.ApproverNoVerdict
 	}
 	r.mu.Lock()
 	pp := r.pending[m.ID]
-	var refused string
+	var refused, nonce string
+	var proof *approval.PasskeyProof
 	switch {
 	case pp == nil:
 		refused = wire.ApproverNoPrompt(m.ID)
 	case pp.hash != m.Hash:
 		refused = wire.ApproverHashMismatch(m.ID)
+	case m.Assertion != nil && (!r.signed || !*m.Approve):
+		refused = wire.ApproverAssertionUnasked
+	case r.signed && *m.Approve && (m.Rule != "" || m.RuleRunsAnything):
+		refused = wire.ApproverPasskeyRule
+	case r.signed && *m.Approve && m.Assertion == nil:
+		refused = wire.ApproverNoAssertion
 	default:
 		// A refused grant leaves the prompt waiting: the approver may
 		// answer it again.
 		if refused = checkGrant(m, pp.p); refused == "" {
 			refused = checkRule(m, pp.p, ruleFile)
 		}
+		if refused == "" && r.signed && *m.Approve {
+			proof, refused = r.verify(m, pp)
+			if refused != "" {
+				pp.nonce = passkey.Nonce()
+				nonce = pp.nonce
+			}
+		}
 		if refused == "" {
 			delete(r.pending, m.ID)
 		}
 	}
 	r.mu.Unlock()
+	if nonce != "" {
+		_ = r.send(&Message{Type: MsgNonce, ID: m.ID, Nonce: nonce})
+	}
 	if refused != "" {
 		return refused
 	}
-	a := answer{approve: *m.Approve}
+	a := answer{approve: *m.Approve, proof: proof}
 	if !a.approve {
 		a.note = wire.SanitizeNote(m.Note)
 	}
@@ -467,6 +548,23 @@ func (r *remote) deliver(m *Message, ruleFile string) string {
 	a.rule = m.Rule
 	pp.answer <- a
 	return ""
+}
+
+// verify checks the passkey assertion of m, an approval of pp from a
+// passkey relay: over pp's request hash, its nonce and the grant m asks
+// for (passkey.Challenge), by an enrolled passkey. It returns the proof
+// for the audit trail, or why it was refused.
+func (r *remote) verify(m *Message, pp *pendingPrompt) (*approval.PasskeyProof, string) {
+	if r.keys == nil {
+		return nil, wire.ApproverNoPasskeys
+	}
+	e, err := r.keys.Verify(m.Assertion, passkey.Challenge(pp.hash, pp.nonce, m.Grant, m.GrantRunsAnything))
+	if err != nil {
+		return nil, wire.ApproverAssertionRefused(m.ID, termsafe.Sanitize(err.Error()))
+	}
+	a := m.Assertion
+	return &approval.PasskeyProof{Credential: e.ID, Name: e.Name, Hash: pp.hash, Nonce: pp.nonce, Grant: m.Grant, GrantRunsAnything: m.GrantRunsAnything,
+		AuthenticatorData: a.AuthenticatorData, ClientData: a.ClientData, Signature: a.Signature, UserHandle: a.UserHandle}, ""
 }
 
 // checkGrant returns why the grant m asks for is refused, or "".

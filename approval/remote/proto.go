@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -52,6 +53,29 @@ const (
 	// CapStatus: what its idle screen shows (Queue, Grants, Hidden,
 	// Decisions), sent after the welcome and again whenever it changes.
 	MsgStatus = "status"
+	// MsgNonce, daemon → passkey relay: prompt ID's nonce was used by a
+	// refused assertion; Nonce is its new one.
+	MsgNonce = "nonce"
+	// MsgAccepted, daemon → passkey relay: its decision about prompt ID
+	// was taken (a refused one is answered with an error naming ID).
+	MsgAccepted = "accepted"
+	// MsgPasskeys, daemon → passkey relay: the enrolled passkeys changed
+	// (Reason says how); RPID and Credentials are the new ones.
+	MsgPasskeys = "passkeys"
+	// Passkey changes, root only, each on a connection of its own
+	// (docs/protocol.md, "Passkeys"): enrol (Name, Origin) is answered
+	// enrol_options (Options, Challenge, Confirm, Credentials), then the
+	// client sends enrol_finish (Attestation, and Assertion when Confirm)
+	// and is answered enrolled (ID) or error; passkey_remove (ID) is
+	// answered passkey_removed; passkey_import (Data) passkey_imported.
+	MsgEnrol           = "enrol"
+	MsgEnrolOptions    = "enrol_options"
+	MsgEnrolFinish     = "enrol_finish"
+	MsgEnrolled        = "enrolled"
+	MsgPasskeyRemove   = "passkey_remove"
+	MsgPasskeyRemoved  = "passkey_removed"
+	MsgPasskeyImport   = "passkey_import"
+	MsgPasskeyImported = "passkey_imported"
 )
 
 // Capabilities an approver client may offer in its hello besides how it
@@ -62,6 +86,11 @@ const (
 	// CapGroup: it shows a prompt's group count (approval.Prompt.Group).
 	// A client without it is not put a grouped prompt.
 	CapGroup = "group"
+	// CapPasskey: it is a passkey relay (`rootgate web`). Its prompts
+	// carry a nonce, it is asked about every requester's requests, and
+	// each approval it sends must carry a passkey assertion that the
+	// daemon verifies (docs/security.md, "Approving with a passkey").
+	CapPasskey = "passkey"
 )
 
 // StatusDecisions is how many of the last decisions a status message
@@ -107,6 +136,30 @@ type Message struct {
 	// the client drops a daemon silent for [DaemonSilentPings] times as
 	// long.
 	PingEvery float64 `json:"ping_every,omitempty"`
+
+	// welcome to a passkey relay, and enrol_options: the RP ID and the
+	// enrolled credential ids, for navigator.credentials.get.
+	RPID        string   `json:"rp_id,omitempty"`
+	Credentials []string `json:"credentials,omitempty"`
+
+	// prompt, to a passkey relay, and nonce: the nonce the approval's
+	// challenge must hold (passkey.Challenge).
+	Nonce string `json:"nonce,omitempty"`
+	// decision, approving, from a passkey relay; enrol_finish, when the
+	// enrolment must be confirmed: a passkey's assertion.
+	Assertion *passkey.Assertion `json:"assertion,omitempty"`
+	// enrol: the page origin the passkey is enrolled for (Name is its
+	// name). enrol_options: the creation options (JSON) for
+	// navigator.credentials.create, their challenge, and whether an
+	// enrolled passkey must confirm (sign passkey.EnrolChallenge).
+	// enrol_finish: the created credential (JSON). passkey_import: a
+	// passkeys file.
+	Origin      string `json:"origin,omitempty"`
+	Options     string `json:"options,omitempty"`
+	Challenge   string `json:"challenge,omitempty"`
+	Confirm     bool   `json:"confirm,omitempty"`
+	Attestation string `json:"attestation,omitempty"`
+	Data        string `json:"data,omitempty"`
 
 	// prompt, withdraw, decision, result
 	ID       string           `json:"id,omitempty"`
@@ -300,8 +353,9 @@ func WriteMessage(w io.Writer, m *Message) error {
 // twice its size (U+2028 and U+2029 become \u2028), stdin stays base64, and
 // the resolved paths and the requester's executable add at most 33 ×
 // PATH_MAX bytes, six each when they are not UTF-8 (\ufffd).
-func PromptLine(p *approval.Prompt, deadline time.Time) ([]byte, error) {
-	b, err := EncodeMessage(&Message{Type: MsgPrompt, ID: p.ID, Hash: RequestHash(p), Deadline: &deadline, Request: p})
+// nonce, when not "", is the prompt's nonce for a passkey relay.
+func PromptLine(p *approval.Prompt, deadline time.Time, nonce string) ([]byte, error) {
+	b, err := EncodeMessage(&Message{Type: MsgPrompt, ID: p.ID, Hash: RequestHash(p), Deadline: &deadline, Request: p, Nonce: nonce})
 	if err != nil {
 		return nil, err
 	}

@@ -214,7 +214,7 @@ func TestPromptLineBound(t *testing.T) {
 		}
 		p.Stages = append(p.Stages, approval.Stage{Argv: []string{"cat", arg}, Path: bad, Target: bad})
 	}
-	line, err := PromptLine(p, time.Now())
+	line, err := PromptLine(p, time.Now(), "")
 	if err != nil || len(line) > MaxDaemonLine {
 		t.Fatalf("a prompt for a 1 MiB request: %d bytes, %v; want at most %d", len(line), err, MaxDaemonLine)
 	}
@@ -223,11 +223,11 @@ func TestPromptLineBound(t *testing.T) {
 	}
 
 	p = &approval.Prompt{Stages: []approval.Stage{{Argv: []string{"echo", strings.Repeat("<", 3<<20)}}}}
-	if line, err := PromptLine(p, time.Now()); err != nil || !bytes.Contains(line, []byte(`"<<<`)) {
+	if line, err := PromptLine(p, time.Now(), ""); err != nil || !bytes.Contains(line, []byte(`"<<<`)) {
 		t.Fatalf("'<' is escaped or refused: %.40q, %v", line, err)
 	}
 	p.Stages[0].Argv[1] += strings.Repeat("<", 1<<20)
-	if _, err := PromptLine(p, time.Now()); err == nil || !strings.HasPrefix(err.Error(), "the request is too large to show to an approver: its prompt would be ") {
+	if _, err := PromptLine(p, time.Now(), ""); err == nil || !strings.HasPrefix(err.Error(), "the request is too large to show to an approver: its prompt would be ") {
 		t.Fatalf("an over-long prompt: %v, want it refused", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/termsafe"
@@ -23,7 +24,7 @@ import (
 // (a file could not be read).
 const exitBroken = 1 // the chain is broken; the first broken record is named
 
-const auditUsage = `usage: rootgate audit verify [--file F]...
+const auditUsage = `usage: rootgate audit verify [--file F]... [--passkeys F]
        rootgate audit show [--file F]... [--id ID] [--since T]
 
 ` + auditAbout
@@ -35,6 +36,11 @@ record (file, line, seq and what is wrong).
 show prints the records readably; control characters and other invisible
 text are escaped, as records hold requester-controlled text.
 
+--passkeys (verify) names the enrolled passkeys file (default
+` + passkey.DefaultFile + ` when it exists; "" for none): every passkey
+approval in the log is checked again against the public
+key enrolled there: its signature over the recorded request hash, nonce and
+grant, its origin and RP ID, user presence and verification.
 --file names one file; given once it also takes the rotated files beside it
 (FILE.NNNNNNNNNNNNNNNNNNNN), given more than once exactly the files named,
 oldest first. The default is ` + audit.DefaultPath + `.
@@ -53,7 +59,9 @@ unreadable records (show), 2 bad usage, 70 a file could not be read.
 // auditFlags are rootgate audit verify's flags; auditShowFlags are
 // rootgate audit show's.
 var (
-	auditFlags     = []clidoc.Flag{{Name: "file", Default: clidoc.List(nil), Usage: "audit log `file` (repeatable)"}}
+	auditFlags       = []clidoc.Flag{{Name: "file", Default: clidoc.List(nil), Usage: "audit log `file` (repeatable)"}}
+	auditVerifyFlags = append(slices.Clip(auditFlags),
+		clidoc.Flag{Name: "passkeys", Default: passkey.DefaultFile, Usage: "enrolled passkeys `file` to check passkey approvals against (\"\" for none)"})
 	auditShowFlags = append(slices.Clip(auditFlags),
 		clidoc.Flag{Name: "id", Default: "", Usage: "show only the records of request `ID`"},
 		clidoc.Flag{Name: "since", Default: "", Usage: "show only records from `T` on"})
@@ -116,6 +124,54 @@ func cmdAuditVerify(_ context.Context, e *env, fl clidoc.Values, _ []string) int
 		fmt.Fprintf(stdout, "starts with a rotated record after %s (pruned or not given): earlier records not checked\n", termsafe.Sanitize(sum.After))
 	}
 	fmt.Fprintf(stdout, "last hash %s\n", sum.LastHash)
+	return verifyPasskeys(e, fl, names)
+}
+
+// verifyPasskeys checks every passkey assertion recorded in the files
+// names against the enrolled passkeys file --passkeys (skipped when it is
+// the default and missing).
+func verifyPasskeys(e *env, fl clidoc.Values, names []string) int {
+	path := fl.String("passkeys")
+	if path == "" {
+		return exitOK
+	}
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) && !fl.Given("passkeys") {
+		return exitOK
+	}
+	keys, err := passkey.Load(path)
+	if err != nil {
+		return fail(e.stderr, err)
+	}
+	checked, broken := 0, 0
+	err = audit.ReadAll(names, func(rd audit.Read) error {
+		if rd.Err != nil {
+			return nil
+		}
+		var pk *audit.Passkey
+		var challenge []byte
+		switch r := rd.Record; {
+		case r.Decision != nil && r.Decision.Passkey != nil:
+			pk = r.Decision.Passkey
+			challenge = passkey.Challenge(pk.RequestHash, pk.Nonce, pk.Grant, pk.GrantRunsAnything)
+		default:
+			return nil
+		}
+		checked++
+		a := &passkey.Assertion{CredentialID: pk.Credential, AuthenticatorData: pk.AuthenticatorData, ClientData: pk.ClientData, Signature: pk.Signature, UserHandle: pk.UserHandle}
+		if _, err := keys.VerifyRecorded(a, challenge); err != nil {
+			broken++
+			sayf(e.stderr, "broken", "%s:%d: seq %d: passkey approval of request %s by %s does not verify: %s",
+				termsafe.Sanitize(rd.File), rd.Line, rd.Record.Seq, termsafe.Sanitize(rd.Record.ID), termsafe.Sanitize(pk.Credential), termsafe.Sanitize(err.Error()))
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(e.stderr, err)
+	}
+	fmt.Fprintf(e.stdout, "passkeys: %d approval(s) checked against %s, %d broken\n", checked, termsafe.Sanitize(path), broken)
+	if broken > 0 {
+		return exitBroken
+	}
 	return exitOK
 }
 
@@ -264,6 +320,19 @@ func formatRecord(r *audit.Record) string {
 		line("run as", "%s in %s", q(g.RunAsUser), termsafe.Quote(g.Cwd))
 		line("shape", "sha256 %s", q(g.Shape))
 	}
+	if pc := r.Passkeys; pc != nil {
+		what := q(pc.Change) + " " + q(strings.Join(pc.IDs, " "))
+		if pc.Name != "" {
+			what += " (" + q(pc.Name) + ")"
+		}
+		line("passkeys", "%s by root", what)
+		if pc.ConfirmedBy != "" {
+			line("confirmed", "by enrolled passkey %s", q(pc.ConfirmedBy))
+		}
+		if who := approvalUIDs(pc.Controllers); who != "" {
+			line("session", "controlled by %s", who)
+		}
+	}
 	if ru := r.Rule; ru != nil {
 		by := fmt.Sprintf("%s (uid %d)", q(ru.Approver), ru.ApproverUID)
 		if ru.OK {
@@ -284,6 +353,13 @@ func formatRecord(r *audit.Record) string {
 		line("decision", "%s by %s", q(d.Verdict), by)
 		if d.Grant != "" {
 			line("grant", "%s, the standing grant of %s", q(d.Grant), by)
+		}
+		if pk := d.Passkey; pk != nil {
+			grant := ""
+			if pk.Grant > 0 {
+				grant = fmt.Sprintf(", with a standing grant of %ds", pk.Grant)
+			}
+			line("passkey", "%s (%s) signed request hash %s, nonce %s%s", q(pk.Name), q(pk.Credential), q(pk.RequestHash), q(pk.Nonce), grant)
 		}
 		if d.Group > 1 {
 			shown := "this request's"
@@ -434,3 +510,14 @@ func pipelineText(p [][]string) string {
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// approvalUIDs lists the uids but root, for a record's controller set.
+func approvalUIDs(uids []int) string {
+	var out []string
+	for _, u := range uids {
+		if u != 0 {
+			out = append(out, "uid "+strconv.Itoa(u))
+		}
+	}
+	return strings.Join(out, ", ")
+}

@@ -49,6 +49,9 @@ const (
 	// request ID; Rule says where it was written, or (OK false, Error) why
 	// it was not, or was taken out again.
 	KindRuleSaved Kind = "rule_saved"
+	// KindPasskey: root enrolled, removed or imported passkeys; Passkeys
+	// says which, and which enrolled passkey confirmed an enrolment.
+	KindPasskey Kind = "passkeys_changed"
 
 	KindReceived  Kind = "received"  // a request decoded; Peer and Request
 	KindRejected  Kind = "rejected"  // a request refused by a check; Error
@@ -102,6 +105,9 @@ type Record struct {
 	Grant *Grant `json:"grant,omitempty"`
 	// Rule is a policy rule saved from the prompt, on rule_saved records.
 	Rule *RuleSaved `json:"rule,omitempty"`
+	// Passkeys is a change of the enrolled passkeys, on passkeys_changed
+	// records.
+	Passkeys *PasskeyChange `json:"passkeys,omitempty"`
 
 	// Hash is the SHA-256 of the record's line without its hash field.
 	Hash string `json:"-"`
@@ -194,6 +200,40 @@ type Decision struct {
 	// prompt was shown, when it is another.
 	Group   int    `json:"group,omitempty"`
 	GroupOf string `json:"group_of,omitempty"`
+	// Passkey is the passkey assertion that approved, when a passkey
+	// did: `rootgate audit verify --passkeys` checks it again.
+	Passkey *Passkey `json:"passkey,omitempty"`
+}
+
+// Passkey is a passkey's assertion as the daemon checked it: the
+// credential, what its challenge was made of (passkey.Challenge: the
+// prompt's request hash, the nonce, the grant signed for) and the signed
+// data, base64url.
+type Passkey struct {
+	Credential        string `json:"credential"`
+	Name              string `json:"name"`
+	RequestHash       string `json:"request_hash,omitempty"`
+	Nonce             string `json:"nonce,omitempty"`
+	Grant             int64  `json:"grant_seconds,omitempty"`
+	GrantRunsAnything bool   `json:"grant_runs_anything,omitempty"`
+	AuthenticatorData string `json:"authenticator_data"`
+	ClientData        string `json:"client_data"`
+	Signature         string `json:"signature"`
+	UserHandle        string `json:"user_handle,omitempty"`
+}
+
+// PasskeyChange is a change of the enrolled passkeys.
+type PasskeyChange struct {
+	Change string   `json:"change"` // enrolled, removed, imported
+	IDs    []string `json:"ids"`
+	Name   string   `json:"name,omitempty"`
+	// ConfirmedBy is the enrolled passkey whose assertion (Proof)
+	// confirmed an enrolment; empty for a first one.
+	ConfirmedBy string   `json:"confirmed_by,omitempty"`
+	Proof       *Passkey `json:"proof,omitempty"`
+	// Controllers are the uids that could control the session of the
+	// root process that asked.
+	Controllers []int `json:"controllers,omitempty"`
 }
 
 // Grant is a standing grant: requests from RequesterUID whose shape has

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(mmapEnv); path != "" {
 		os.Exit(mmapWriter(path))
 	}
+	if sock := os.Getenv(proxyEnv); sock != "" {
+		os.Exit(relayProxy(sock))
+	}
 	if path := os.Getenv(markEnv); path != "" {
 		os.Exit(markRan(path))
 	}

@@ -124,8 +124,10 @@ func TestDeps(t *testing.T) {
 			"the contract and the runner stand alone: no daemon, decider, client or UI"},
 		{[]string{"daemon"}, append([]string{"cmd"}, ui...),
 			"the daemon links no terminal or D-Bus library: its caller hands it the deciders"},
-		{[]string{"approval", "policy", "approval/remote"}, append([]string{"daemon", "pipeline", "cmd"}, ui...),
-			"the decision core, the policy and the approver protocol draw nothing and know no daemon or pipeline"},
+		{[]string{"approval", "policy", "approval/remote", "approval/passkey", "approval/web"}, append([]string{"daemon", "pipeline", "cmd"}, ui...),
+			"the decision core, the policy, the approver protocol and the passkey page draw nothing and know no daemon or pipeline"},
+		{[]string{"approval/passkey"}, []string{"approval", "wire", "internal", "daemon", "pipeline", "cmd"},
+			"the relying party checks signatures and knows nothing of prompts or the protocol"},
 		{[]string{"approval/terminal", "approval/desktop"}, []string{"daemon", "pipeline", "cmd", "approval/remote"},
 			"a prompt shows a request; it knows nothing of where it came from"},
 	}
