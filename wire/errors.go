@@ -248,7 +248,7 @@ func NoEligibleApproverError(uid int, user string) error {
 		who += " (" + user + ")"
 	}
 	return coded(CodeNoEligibleApprover, "no eligible approver: the attached approvers can be controlled by "+who+
-		`, who sent this request; run the agent under its own account (README: "Secure setup")`)
+		`, who sent this request; run the agent under its own account (README: "Secure setup"), or approve with a passkey (README: "Approving your own account's agent with a passkey")`)
 }
 
 // NoEligibleApproverRunAsError: the account a request would run as, uid

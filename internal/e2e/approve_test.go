@@ -195,7 +195,7 @@ func TestApproverAdmission(t *testing.T) {
 		a.See("as nobody")
 		// nobody's own request: not shown, so no one is left to ask.
 		r := sendAs(t, d.Sock, nobody, nobody, []uint32{}, request(map[string]any{"id": "nobodys-own"}))
-		if r.Status != wire.StatusDenied || (r.Message != `no eligible approver: the attached approvers can be controlled by uid 65534 (nobody), who sent this request; run the agent under its own account (README: "Secure setup")` || r.Code != wire.CodeNoEligibleApprover) {
+		if r.Status != wire.StatusDenied || (r.Message != `no eligible approver: the attached approvers can be controlled by uid 65534 (nobody), who sent this request; run the agent under its own account (README: "Secure setup"), or approve with a passkey (README: "Approving your own account's agent with a passkey")` || r.Code != wire.CodeNoEligibleApprover) {
 			t.Fatalf("%s", r.raw)
 		}
 		if strings.Contains(a.Screen.Text(), "nobodys-own") {

@@ -170,7 +170,7 @@ func render(host, socket string, pipeline [][]string, resp *wire.Response, maxTe
 				r.Next = "The account you asked to run as may approve rootgate requests and can control every attached approver, so a run as it is put to none of them (it could answer for the user). Do not retry: tell the user what you wanted to do as that account, and ask them how to proceed."
 				break
 			}
-			r.Next = "Every attached approver is in a terminal or session your own account can control, so rootgate will not ask them (you could answer for the user). Do not retry: tell the user to run you under an account of your own (README \"Secure setup\")."
+			r.Next = "Every attached approver is in a terminal or session your own account can control, so rootgate will not ask them (you could answer for the user). Do not retry: tell the user to run you under an account of your own (README \"Secure setup\"), or to approve with a passkey (README \"Approving your own account's agent with a passkey\")."
 		case wire.CodeDeniedByPolicy:
 			r.Next = "The operator's policy forbids this. Do not try to reach the same effect another way (through sh -c, another program, a script, or by splitting it into steps): that is what the rule forbids. Tell the user what you wanted to do and why, and ask them how to proceed."
 		default:
