@@ -39,9 +39,8 @@ type distro struct {
 	// script is debootstrap's script for suite, where debootstrap has
 	// none by suite's name.
 	script string
-	// keyring, when set, writes into dir the keyring debootstrap checks
-	// the archive's signature with and returns its name; unset,
-	// debootstrap uses the one its script names.
+	// keyring returns the keyring debootstrap checks the archive's
+	// signature with, written into dir if need be.
 	keyring func(t *testing.T, dir, mirror string) string
 	// sources writes the box's apt sources, as an installed system has
 	// them.
@@ -60,6 +59,7 @@ var debian12 = distro{
 	prefix:     "",
 	mirrorHas:  "debian",
 	mirrorElse: "http://deb.debian.org/debian",
+	keyring:    debianKeyring,
 	sources: func(root, mirror string) error {
 		return os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte("deb "+mirror+" bookworm main\n"), 0o644)
 	},
@@ -69,11 +69,13 @@ var debian12 = distro{
 // Debian 12's debootstrap (1.0.128) has no script named noble: its gutsy
 // script makes every Ubuntu release since, as later debootstraps do for
 // noble. Its apt has what an installed Ubuntu's has: the release, its
-// updates, security and backports, all four components.
+// updates, security and backports, all four components. tzdata, which
+// every installed Ubuntu has and Ubuntu's minbase lacks: without it the
+// README's test command's apt-get stops to ask for a time zone.
 var ubuntu2404 = distro{
 	name:       "Ubuntu 24.04",
 	suite:      "noble",
-	packages:   []string{"systemd", "systemd-sysv", "dbus", "tmux", "procps"},
+	packages:   []string{"systemd", "systemd-sysv", "dbus", "tmux", "procps", "tzdata"},
 	prefix:     "noble-",
 	mirrorHas:  "ubuntu",
 	mirrorElse: "http://archive.ubuntu.com/ubuntu",
@@ -185,12 +187,10 @@ func rootfs(t *testing.T, d distro) string {
 	tmp := dir + ".new"
 	_ = os.RemoveAll(tmp)
 	m := d.mirror()
-	args := []string{"--variant=minbase", "--include=" + strings.Join(d.packages, ",")}
-	if d.keyring != nil {
-		keys := t.TempDir()
-		args = append(args, "--keyring="+d.keyring(t, keys, m))
-	}
-	args = append(args, d.suite, tmp, m)
+	// An explicit keyring: debootstrap without one goes on unchecked,
+	// with a warning, where its script's is missing.
+	args := []string{"--variant=minbase", "--include=" + strings.Join(d.packages, ","),
+		"--keyring=" + d.keyring(t, t.TempDir(), m), d.suite, tmp, m}
 	if d.script != "" {
 		args = append(args, d.script)
 	}

@@ -14,7 +14,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 )
+
+// debianKeyring is the keyring of Debian's archive keys, which apt on a
+// Debian host depends on and an Ubuntu host lacks unless the README's test
+// command installed it.
+func debianKeyring(t *testing.T, _, _ string) string {
+	t.Helper()
+	const keyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+	if _, err := os.Stat(keyring); err != nil {
+		t.Fatalf("%s is needed to check Debian's archive: %s debian-archive-keyring)", keyring, testutil.TestCommand)
+	}
+	return keyring
+}
 
 // ubuntuArchiveKey is the fingerprint of the key that signs Ubuntu's
 // archive, "Ubuntu Archive Automatic Signing Key (2018)", as Ubuntu

@@ -73,7 +73,9 @@ func readmeFirstCommand(t *testing.T, d distro, start, testCmd string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := exec.Command("git", "-C", repo, "ls-files", "-z", "-co", "--exclude-standard").Output()
+	// safe.directory: root, running the tests in a user's checkout, is
+	// refused a tree that is not its own.
+	files, err := exec.Command("git", "-c", "safe.directory="+repo, "-C", repo, "ls-files", "-z", "-co", "--exclude-standard").Output()
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
 	}
