@@ -1,7 +1,9 @@
 # make packages: build rootgate's .deb and .rpm into $(DIST).
 #
 # The version comes from packaging/version.sh (a VERSION file, else git)
-# and is stamped into both binaries; nfpm runs through `go run`, pinned
+# and is stamped into both binaries, without go's VCS stamp (which root,
+# building in a user's checkout as the tests do, cannot get from git: the
+# tree is not its own); nfpm runs through `go run`, pinned
 # here and never in go.mod. Everything else is generated from the built
 # binaries themselves: the manual pages and the shell completions.
 
@@ -22,7 +24,7 @@ packages:
 	$(if $(VERSION),,$(error no version: packaging/version.sh failed; set VERSION=))
 	rm -rf $(BUILD)
 	mkdir -p $(BUILD)/doc
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BUILD)/ ./cmd/rootgate ./cmd/rootgated
+	$(GO) build -trimpath -buildvcs=false -ldflags '$(LDFLAGS)' -o $(BUILD)/ ./cmd/rootgate ./cmd/rootgated
 	$(BUILD)/rootgate man > $(BUILD)/rootgate.1
 	$(BUILD)/rootgated --man > $(BUILD)/rootgated.8
 	gzip -9n $(BUILD)/rootgate.1 $(BUILD)/rootgated.8

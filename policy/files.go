@@ -50,12 +50,18 @@ type LoadOptions struct {
 // main file's rules first, then each drop-in's. The order decides
 // nothing but which of several rules of the same action is reported:
 // the strictest rule that matches a stage decides it ([Policy.Evaluate]).
-// Each [Rule] keeps its file and line. A missing main file or directory adds no rules.
+// Each [Rule] keeps its file and line. A missing main file or directory
+// adds no rules. An empty path names no file (rootgated --policy ""): the
+// policy has no rules, and nothing is read, whatever the working
+// directory holds.
 //
 // The first file that does not parse stops the load with its
 // [*ParseError]; a file or directory refused by opts with a
 // [*FileError].
 func LoadFiles(path string, opts LoadOptions) (*Policy, error) {
+	if path == "" {
+		return &Policy{}, nil
+	}
 	p, err := loadPolicyFile(path, opts, true)
 	if err != nil {
 		return nil, err

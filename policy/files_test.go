@@ -7,6 +7,33 @@ import (
 	"testing"
 )
 
+// TestLoadFilesNoPath: an empty path is a policy without a file, from
+// any working directory: one another user owns (a checkout in a user's
+// home, where the tests run through sudo) is not checked as the place
+// of a missing file, and a .d directory there is not read as drop-ins.
+func TestLoadFilesNoPath(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ".d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".d", "x"+DropInSuffix), []byte("allow any echo ...\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, opts := range []LoadOptions{{Trusted: true}, {}} {
+		p, err := LoadFiles("", opts)
+		if err != nil {
+			t.Fatalf("LoadFiles(\"\", %+v): %v", opts, err)
+		}
+		if n := len(p.Rules); n != 0 || len(p.Files()) != 0 {
+			t.Errorf("LoadFiles(\"\", %+v): %d rules from %q, want none", opts, n, p.Files())
+		}
+	}
+}
+
 // TestLoadFilesOrder: the main file's rules come first, then each
 // drop-in's in byte order of the names; other names are skipped; each
 // rule keeps its file and line, and the first match wins across files.

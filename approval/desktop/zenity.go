@@ -70,8 +70,10 @@ func (d *Desktop) zenity(ctx, pctx context.Context, p *approval.Prompt, timeout 
 	case err == nil:
 		return approval.Decision{Verdict: approval.Allow, By: d.name()}, nil
 	case errors.As(err, &exit) && exit.ExitCode() == 1:
-		// zenity also exits 1 when it cannot open the display.
-		if strings.Contains(stderr.String(), "cannot open display") {
+		// zenity also exits 1 when it cannot open the display: GTK 3's
+		// (zenity 3, Debian 12) says "cannot open display: :0", GTK 4's
+		// (zenity 4, Ubuntu 24.04) "Failed to open display".
+		if s := stderr.String(); strings.Contains(s, "cannot open display") || strings.Contains(s, "Failed to open display") {
 			return approval.Decision{}, errors.New("zenity cannot open the display")
 		}
 		return deny, nil

@@ -251,7 +251,10 @@ func TestUserDialogZenity(t *testing.T) {
 	}
 	win := xdo("search", "--sync", "--onlyvisible", "--limit", "1", "--name", "rootgate: run this command as ROOT?")
 	xdo("windowfocus", "--sync", win)
-	xdo("key", "Tab", "space", "Return") // Tab to the box, tick it, then Approve
+	// Tab to the box, tick it, then two Tabs to Approve and press it: in
+	// zenity 4 (GTK 4, Ubuntu 24.04) the focus goes from the box to Deny,
+	// then to Approve; zenity 3 (Debian 12) presses Approve on Return.
+	xdo("key", "Tab", "space", "Tab", "Tab", "Return")
 	select {
 	case d := <-ch:
 		if d.Verdict != approval.Allow {

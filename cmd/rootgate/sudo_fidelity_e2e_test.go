@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
+	"github.com/rootgate/rootgate/pipeline"
 )
 
 // fidelityCase is a command line as an agent or an install script types
@@ -118,12 +120,33 @@ var fidelityCorpus = []fidelityCase{
 // with the reason; they are required to differ too, so that the list
 // stays true.
 var fidelityByDesign = map[string]string{
-	"sudo -u nobody env | sort": "SUDO_HOME: rootgate sets it as sudo 1.9.16 does, and this machine's sudo (1.9.13) predates it; " +
+	"sudo -u nobody env | sort": "SUDO_HOME: rootgate sets it as sudo 1.9.16 does, and the sudo of Debian 12 (1.9.13) and of Ubuntu 24.04 (1.9.15) predates it; " +
 		"MAIL: rootgate sets none, as no mail is read by a run; " +
 		"TERM: sudo sets \"unknown\" where its caller has none, rootgate passes TERM only when the request sends it",
 	"printf 'hunter2\\nrest\\n' | sudo -S cat": "with a NOPASSWD rule sudo reads no password and the command gets all of stdin; " +
 		"rootgate sudo -S always drops the first line, as sudo does when it asks for a password, since a password must never reach the daemon",
 	"sudo -v; echo $?": "rootgate sudo -v says on stderr that rootgated answers and that nothing is cached; sudo validates silently",
+}
+
+// securePathByDesign returns fidelityByDesign, with the lines whose PATH
+// differs where this machine's sudoers sets a secure_path other than
+// rootgate's fixed search path (docs/protocol.md): Ubuntu's adds
+// /snap/bin.
+func securePathByDesign(t *testing.T) map[string]string {
+	t.Helper()
+	byDesign := maps.Clone(fidelityByDesign)
+	b, err := os.ReadFile("/etc/sudoers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^Defaults\s+secure_path="?([^"\n]*)"?$`).FindSubmatch(b)
+	if m == nil || string(m[1]) == pipeline.SearchPath {
+		return byDesign
+	}
+	why := fmt.Sprintf("PATH: rootgate's is its fixed search path %s, this machine's sudo's its secure_path %s", pipeline.SearchPath, m[1])
+	byDesign["sudo printenv PATH"] = why
+	byDesign["sudo -u nobody env | sort"] += "; " + why
+	return byDesign
 }
 
 // appFixtures are scripts that find files next to themselves, the way
@@ -232,6 +255,7 @@ func TestSudoFidelity(t *testing.T) {
 		r.files = fidelityTree(t, work)
 		return r
 	}
+	byDesignHere := securePathByDesign(t)
 	seen := map[string]bool{}
 	for _, c := range fidelityCorpus {
 		if seen[c.line] {
@@ -241,7 +265,7 @@ func TestSudoFidelity(t *testing.T) {
 		real := run(c, "/usr/bin:/bin")
 		rg := run(c, bin+":/usr/bin:/bin")
 		diff := fidelityDiff(real, rg)
-		why, byDesign := fidelityByDesign[c.line]
+		why, byDesign := byDesignHere[c.line]
 		switch {
 		case byDesign:
 			if diff == "" {
@@ -253,12 +277,12 @@ func TestSudoFidelity(t *testing.T) {
 			t.Errorf("%s: differs from sudo: %s", c.line, diff)
 		}
 	}
-	for line := range fidelityByDesign {
+	for line := range byDesignHere {
 		if !seen[line] {
 			t.Errorf("%q is listed but not in the corpus", line)
 		}
 	}
-	if len(fidelityCorpus)-len(fidelityByDesign) < 40 {
+	if len(fidelityCorpus)-len(byDesignHere) < 40 {
 		t.Errorf("fewer than 40 lines are required to match sudo")
 	}
 }

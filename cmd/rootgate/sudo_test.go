@@ -365,6 +365,10 @@ func TestSudoRunAsAccount(t *testing.T) {
 	shell := func(script string) (stdout, stderr string) {
 		t.Helper()
 		cmd := exec.Command("/bin/sh", "-c", script)
+		// A directory the account may enter: the daemon refuses a run
+		// whose account cannot enter its cwd, and a checkout in a home
+		// of mode 0750 (Ubuntu's default) is not one.
+		cmd.Dir = "/"
 		cmd.Env = []string{"PATH=" + agentBin + ":/usr/bin:/bin", "ROOTGATE_SOCKET=" + d.Sock}
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e

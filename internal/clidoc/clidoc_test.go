@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -98,8 +99,10 @@ func TestManListsEveryFlag(t *testing.T) {
 	}
 }
 
-// plain strips man's overstrike formatting and joins its hyphenation.
+// plain strips man's formatting, overstrike (Debian 12's grotty) or SGR
+// escapes (Ubuntu 24.04's groff 1.23), and joins its hyphenation.
 func plain(s string) string {
+	s = regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(s, "")
 	var b strings.Builder
 	r := []rune(s)
 	for i := 0; i < len(r); i++ {

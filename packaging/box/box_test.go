@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,23 +18,81 @@ import (
 	"github.com/rootgate/rootgate/internal/testutil"
 )
 
-// The box: a Debian release booted with systemd as PID 1.
-const (
-	suite = "bookworm"
-	// recipe names the steps of makeRootfs below; change it with them, so
-	// that a machine's cached root filesystem is made again.
-	recipe = "rootgate-box 1"
-)
+// recipe names the steps of rootfs below; change it with them, so that a
+// machine's cached root filesystems are made again.
+const recipe = "rootgate-box 1"
 
-// packages are installed into the root filesystem by debootstrap, on top
-// of its minbase variant: systemd to boot, tmux for the approver, and
-// systemd-journal-remote for the audit shipping recipe (docs/audit.md).
-var packages = []string{
-	"systemd", "systemd-sysv", "dbus", "tmux", "procps", "systemd-journal-remote",
+// distro is a release the box boots with systemd as PID 1, and how
+// debootstrap makes its root filesystem.
+type distro struct {
+	name  string // as the README says it
+	suite string
+	// packages are installed by debootstrap on top of its minbase variant.
+	packages []string
+	// prefix starts the names of its cached root filesystem's directory
+	// and lock under the cache.
+	prefix string
+	// mirror is where debootstrap and the box's apt get packages: the
+	// first of this machine's apt sources whose URI has mirrorHas, or
+	// mirrorElse.
+	mirrorHas, mirrorElse string
+	// script is debootstrap's script for suite, where debootstrap has
+	// none by suite's name.
+	script string
+	// keyring returns the keyring debootstrap checks the archive's
+	// signature with, written into dir if need be.
+	keyring func(t *testing.T, dir, mirror string) string
+	// sources writes the box's apt sources, as an installed system has
+	// them.
+	sources func(root, mirror string) error
 }
 
-// cacheDir holds the root filesystems, one per key, and the runs'
-// overlays. ROOTGATE_BOX_CACHE moves it.
+// debian12 is the box of the systemd suite: Debian 12 with systemd to
+// boot, tmux for the approver, and systemd-journal-remote for the audit
+// shipping recipe (docs/audit.md).
+var debian12 = distro{
+	name:     "Debian 12",
+	suite:    "bookworm",
+	packages: []string{"systemd", "systemd-sysv", "dbus", "tmux", "procps", "systemd-journal-remote"},
+	// No prefix: its directory keeps the name it had before there was a
+	// second distribution, so machines keep their cache.
+	prefix:     "",
+	mirrorHas:  "debian",
+	mirrorElse: "http://deb.debian.org/debian",
+	keyring:    debianKeyring,
+	sources: func(root, mirror string) error {
+		return os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte("deb "+mirror+" bookworm main\n"), 0o644)
+	},
+}
+
+// ubuntu2404 is Ubuntu 24.04 (noble), for the README's first command.
+// Debian 12's debootstrap (1.0.128) has no script named noble: its gutsy
+// script makes every Ubuntu release since, as later debootstraps do for
+// noble. Its apt has what an installed Ubuntu's has: the release, its
+// updates, security and backports, all four components. tzdata, which
+// every installed Ubuntu has and Ubuntu's minbase lacks: without it the
+// README's test command's apt-get stops to ask for a time zone.
+var ubuntu2404 = distro{
+	name:       "Ubuntu 24.04",
+	suite:      "noble",
+	packages:   []string{"systemd", "systemd-sysv", "dbus", "tmux", "procps", "tzdata"},
+	prefix:     "noble-",
+	mirrorHas:  "ubuntu",
+	mirrorElse: "http://archive.ubuntu.com/ubuntu",
+	script:     "/usr/share/debootstrap/scripts/gutsy",
+	keyring:    ubuntuKeyring,
+	sources: func(root, mirror string) error {
+		src := "Types: deb\nURIs: " + mirror + "\nSuites: noble noble-updates noble-security noble-backports\n" +
+			"Components: main restricted universe multiverse\nSigned-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg\n"
+		if err := os.WriteFile(filepath.Join(root, "etc/apt/sources.list.d/ubuntu.sources"), []byte(src), 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte("# In /etc/apt/sources.list.d/ubuntu.sources.\n"), 0o644)
+	},
+}
+
+// cacheDir holds the root filesystems, one per distribution and key, and
+// the runs' overlays. ROOTGATE_BOX_CACHE moves it.
 func cacheDir() string {
 	if d := os.Getenv("ROOTGATE_BOX_CACHE"); d != "" {
 		return d
@@ -43,9 +100,9 @@ func cacheDir() string {
 	return "/var/tmp/rootgate-box"
 }
 
-// rootfsKey is the hash of everything that goes into the root filesystem.
-func rootfsKey() string {
-	h := sha256.Sum256([]byte(recipe + "\n" + suite + "\n" + strings.Join(packages, ",")))
+// rootfsKey is the hash of everything that goes into d's root filesystem.
+func (d distro) rootfsKey() string {
+	h := sha256.Sum256([]byte(recipe + "\n" + d.suite + "\n" + strings.Join(d.packages, ",")))
 	return hex.EncodeToString(h[:6])
 }
 
@@ -56,14 +113,14 @@ func needTools(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the systemd suite needs root (see the README's test command)")
 	}
-	for tool, pkg := range map[string]string{"debootstrap": "debootstrap", "systemd-nspawn": "systemd-container", "nsenter": "util-linux", "mount": "mount", "make": "make"} {
+	for tool, pkg := range map[string]string{"debootstrap": "debootstrap", "systemd-nspawn": "systemd-container", "nsenter": "util-linux", "mount": "mount", "make": "make", "dpkg-deb": "dpkg"} {
 		testutil.NeedTool(t, tool, pkg)
 	}
 }
 
-// mirror is the Debian mirror this machine's apt uses (the first that is
-// not a security mirror), or deb.debian.org.
-func mirror() string {
+// mirror is the mirror of d this machine's apt uses (the first that is
+// not a security mirror), or d's default.
+func (d distro) mirror() string {
 	var found []string
 	files, _ := filepath.Glob("/etc/apt/sources.list.d/*")
 	for _, f := range append([]string{"/etc/apt/sources.list"}, files...) {
@@ -91,24 +148,24 @@ func mirror() string {
 		}
 	}
 	for _, u := range found {
-		if strings.HasPrefix(u, "http") && !strings.Contains(u, "security") && strings.Contains(u, "debian") {
+		if strings.HasPrefix(u, "http") && !strings.Contains(u, "security") && strings.Contains(u, d.mirrorHas) {
 			return u
 		}
 	}
-	return "http://deb.debian.org/debian"
+	return d.mirrorElse
 }
 
-// rootfs returns the cached root filesystem, making it first when this
+// rootfs returns d's cached root filesystem, making it first when this
 // machine has none for the current key. Making it takes about a minute
-// (debootstrap from the Debian mirror; 213 MB on disk); other keys' copies
-// are removed then.
-func rootfs(t *testing.T) string {
+// (debootstrap from the mirror; Debian 12's is 213 MB on disk, Ubuntu
+// 24.04's 161 MB); d's other keys' copies are removed then.
+func rootfs(t *testing.T, d distro) string {
 	t.Helper()
 	base := cacheDir()
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lock, err := os.OpenFile(filepath.Join(base, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(base, d.prefix+"lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +177,7 @@ func rootfs(t *testing.T) string {
 	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
 
 	sweepRuns(t, base)
-	dir := filepath.Join(base, rootfsKey())
+	dir := filepath.Join(base, d.prefix+d.rootfsKey())
 	done := filepath.Join(dir, ".rootgate-box")
 	if _, err := os.Stat(done); err == nil {
 		t.Logf("box: cached root filesystem %s", dir)
@@ -129,14 +186,20 @@ func rootfs(t *testing.T) string {
 	start := time.Now()
 	tmp := dir + ".new"
 	_ = os.RemoveAll(tmp)
-	m := mirror()
-	cmd := exec.Command("debootstrap", "--variant=minbase", "--include="+strings.Join(packages, ","), suite, tmp, m)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("debootstrap %s from %s: %v\n%s", suite, m, err, tail(out, 40))
+	m := d.mirror()
+	// An explicit keyring: debootstrap without one goes on unchecked,
+	// with a warning, where its script's is missing.
+	args := []string{"--variant=minbase", "--include=" + strings.Join(d.packages, ","),
+		"--keyring=" + d.keyring(t, t.TempDir(), m), d.suite, tmp, m}
+	if d.script != "" {
+		args = append(args, d.script)
 	}
-	// An apt source, as on an installed system; no getty on the console
+	if out, err := exec.Command("debootstrap", args...).CombinedOutput(); err != nil {
+		t.Fatalf("debootstrap %s from %s: %v\n%s", d.suite, m, err, tail(out, 40))
+	}
+	// Apt's sources, as on an installed system; no getty on the console
 	// nspawn leaves passive; no downloaded packages kept.
-	if err := os.WriteFile(filepath.Join(tmp, "etc/apt/sources.list"), []byte("deb "+m+" "+suite+" main\n"), 0o644); err != nil {
+	if err := d.sources(tmp, m); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("/dev/null", filepath.Join(tmp, "etc/systemd/system/console-getty.service")); err != nil {
@@ -149,17 +212,18 @@ func rootfs(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(tmp, ".rootgate-box"), []byte(recipe+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Older keys' root filesystems are of no more use.
-	old, _ := filepath.Glob(filepath.Join(base, "[0-9a-f]*"))
+	// d's older keys' root filesystems are of no more use.
+	old, _ := filepath.Glob(filepath.Join(base, d.prefix+"[0-9a-f]*"))
+	ours := regexp.MustCompile("^" + regexp.QuoteMeta(d.prefix) + "[0-9a-f]{12}$")
 	for _, o := range old {
-		if regexp.MustCompile(`^[0-9a-f]{12}$`).MatchString(filepath.Base(o)) && o != dir {
+		if ours.MatchString(filepath.Base(o)) && o != dir {
 			_ = os.RemoveAll(o)
 		}
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("box: made the root filesystem %s in %s", dir, time.Since(start).Round(time.Second))
+	t.Logf("box: made the %s root filesystem %s in %s", d.name, dir, time.Since(start).Round(time.Second))
 	return dir
 }
 
@@ -230,7 +294,10 @@ type Box struct {
 // systemd says the system is running; t's cleanup powers it off.
 func boot(t *testing.T, lower string) *Box {
 	t.Helper()
-	b := &Box{t: t, Root: overlay(t, lower), name: fmt.Sprintf("rgbox%d", os.Getpid()), done: make(chan struct{})}
+	root := overlay(t, lower)
+	// Named for its overlay, so that boxes booted at once differ.
+	name := "rgbox" + strings.TrimPrefix(filepath.Base(filepath.Dir(root)), "run-")
+	b := &Box{t: t, Root: root, name: name, done: make(chan struct{})}
 	var err error
 	if b.log, err = os.Create(filepath.Join(filepath.Dir(b.Root), "boot.log")); err != nil {
 		t.Fatal(err)

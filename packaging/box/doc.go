@@ -5,12 +5,13 @@
 // activation, approval through `rootgate approve` in tmux, reload, stop,
 // idle exit, the journal, upgrade, remove and purge, and shipping the
 // journal's audit entries to another journal. TestReadmeFirstCommand runs
-// the README's first command there as a new user would, from a checkout.
+// the README's first command as a new user would, from a checkout, in
+// such a Debian 12 box and in an Ubuntu 24.04 one, side by side.
 //
-// The root filesystem is made once per machine with debootstrap and kept
+// Each root filesystem is made once per machine with debootstrap and kept
 // under /var/tmp/rootgate-box, keyed by a hash of what goes into it; each
 // run boots it through an overlay, so the cached copy is never changed.
 // The tests need root, debootstrap, systemd-nspawn (systemd-container)
-// and network access to a Debian mirror the first time; the README's test
-// command installs the tools.
+// and network access to a Debian mirror and Ubuntu's archive the first
+// time; the README's test command installs the tools.
 package box

@@ -59,7 +59,7 @@ func TestService(t *testing.T) {
 			deb2, buildOutput, buildErr = buildDeb(filepath.Join(dist, "2"), version2)
 		}
 	}()
-	lower := rootfs(t)
+	lower := rootfs(t, debian12)
 	wg.Wait()
 	if buildErr != nil {
 		t.Fatalf("make packages: %v\n%s", buildErr, buildOutput)
