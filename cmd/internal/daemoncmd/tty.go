@@ -195,8 +195,22 @@ func (t *ttyApprover) start(srv *daemon.Server, log *termLog) (*running, error) 
 		c.Close()
 		return nil, fmt.Errorf("--tty: %w", err)
 	}
+	// The child runs the client through a descriptor of its own: its
+	// descriptors 3 and 4 are the ExtraFiles, and the ones it moves them
+	// through while it sets them up are the next few, so one at 16 or
+	// above is still the client's when it executes it. (t.client's own
+	// number may be 3 or 4: the child would execute the socket there.)
+	exe, err := unix.FcntlInt(t.client.Fd(), unix.F_DUPFD_CLOEXEC, 16)
+	if err != nil {
+		theirs.Close()
+		c.Close()
+		pr.Close()
+		pw.Close()
+		return nil, fmt.Errorf("--tty: %w", err)
+	}
+	defer unix.Close(exe)
 	cmd := &exec.Cmd{
-		Path:  "/proc/self/fd/" + strconv.Itoa(int(t.client.Fd())),
+		Path:  "/proc/self/fd/" + strconv.Itoa(exe),
 		Args:  []string{"rootgate", "approve", clientArg},
 		Env:   childEnv(os.Environ()),
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
