@@ -164,7 +164,9 @@ func readmeFirstCommand(t *testing.T, d distro, start, testCmd string) {
 	}
 	// A fresh Debian 12 or Ubuntu 24.04 has no npm: the test command
 	// installs nodejs and npm.
-	for _, p := range []string{"Inst nodejs ", "Inst npm ", "Inst debootstrap ", "Inst zenity "} {
+	// Chromium (the passkey tests) as the distribution has it: Debian's
+	// chromium, Ubuntu's chromium-browser (which installs the snap).
+	for _, p := range []string{"Inst nodejs ", "Inst npm ", "Inst debootstrap ", "Inst zenity ", "Inst chromium"} {
 		if !strings.Contains(out, p) {
 			t.Errorf("apt-get would not install %s:\n%s", strings.TrimSpace(strings.TrimPrefix(p, "Inst ")), out)
 		}
