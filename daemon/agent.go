@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/peerid"
 	"github.com/rootgate/rootgate/pipeline"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/sys/unix"
@@ -132,7 +133,7 @@ func (r *agentRelay) serve(ctx context.Context) {
 		// The socket's owner and mode already keep others out; the peer
 		// check says so again in code, and rules out a socket passed on
 		// to another user.
-		peer, err := peerOf(c)
+		peer, err := peerid.Of(c)
 		if err != nil || (peer.UID != 0 && uint32(peer.UID) != r.uid) {
 			c.Close()
 			continue

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rootgate/rootgate/pipeline"
 	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rootgate/rootgate/pipeline"
 
 	"github.com/rootgate/rootgate/wire"
 )

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/peerid"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
 )
@@ -116,7 +117,7 @@ func (s *Server) ServeTerminal(ctx context.Context, c *net.UnixConn, peer remote
 // serveApprover runs one approver connection.
 func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
-	peer, err := peerOf(c)
+	peer, err := peerid.Of(c)
 	if err != nil {
 		remote.Refuse(c, wire.ApproverPeerCredentials)
 		return
@@ -139,17 +140,17 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	}
 	defer release()
 	run := s.runSigns()
-	controllers, err := peerControllers(c, peer.PID, run)
+	controllers, err := peerid.ControllersOf(c, peer.PID, run)
 	if err != nil {
 		log.Warn("approver refused: controller set unknown", "err", err)
 		remote.Refuse(c, wire.ApproverControllers(err))
 		return
 	}
-	if run.why != "" {
+	if run.Why != "" {
 		// A run (one as an admitted account, or as the operator, who
 		// approved it) must not approve the requests that follow it.
-		log.Warn("approver refused: part of a rootgate run", "why", run.why)
-		remote.Refuse(c, wire.ApproverInRun(run.why))
+		log.Warn("approver refused: part of a rootgate run", "why", run.Why)
+		remote.Refuse(c, wire.ApproverInRun(run.Why))
 		return
 	}
 	s.host.Serve(ctx, c,
@@ -160,15 +161,15 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 // others: the runs' cgroups when they have them, else the daemon's own
 // process when it is their orphans' subreaper; and the environment tag
 // every run's stages get (pipeline.RunEnvKey) in either case.
-func (s *Server) runSigns() *runSigns {
-	r := &runSigns{}
+func (s *Server) runSigns() *peerid.RunSigns {
+	r := &peerid.RunSigns{}
 	if s.cfg.Cgroups != nil {
-		r.cgroups = s.cfg.Cgroups.Parent
+		r.Cgroups = s.cfg.Cgroups.Parent
 	}
 	if pid := os.Getpid(); pid != 1 {
 		var v int32
 		if unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0) == nil && v != 0 {
-			r.daemon = pid
+			r.Daemon = pid
 		}
 	}
 	return r

@@ -31,6 +31,7 @@ import (
 	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/clidoc"
+	"github.com/rootgate/rootgate/internal/peerid"
 	"github.com/rootgate/rootgate/internal/progid"
 	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
@@ -332,7 +333,7 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 // of the peer's uid share, and serves the connection; past either, it
 // answers "server busy" without reading the request.
 func (s *Server) admit(ctx context.Context, c *net.UnixConn) {
-	peer, err := peerOf(c)
+	peer, err := peerid.Of(c)
 	if err != nil {
 		defer c.Close()
 		s.cfg.Log.Error("cannot identify peer", "err", err)
@@ -714,3 +715,6 @@ func outq(c *net.UnixConn) (int, bool) {
 	cerr := rc.Control(func(fd uintptr) { q, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
 	return q, cerr == nil && err == nil
 }
+
+// peerInfo is a client's identity as the kernel gave it at accept.
+type peerInfo = peerid.Info

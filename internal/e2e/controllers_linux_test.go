@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/peerid"
 )
 
 // startSleeper starts a long sleep as root with the given set-up and
@@ -34,7 +34,7 @@ func startSleeper(t *testing.T, setup func(*exec.Cmd)) *exec.Cmd {
 
 func controllers(t *testing.T, pid int) []int {
 	t.Helper()
-	c, err := daemon.Controllers(pid)
+	c, err := peerid.Controllers(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestControllers(t *testing.T) {
 		if err := cmd.Run(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := daemon.Controllers(cmd.Process.Pid); err == nil {
+		if _, err := peerid.Controllers(cmd.Process.Pid); err == nil {
 			t.Fatal("no error for a process that is gone")
 		}
 	})

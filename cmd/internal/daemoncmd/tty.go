@@ -20,6 +20,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/peerid"
 	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/pipeline"
 	"golang.org/x/sys/unix"
@@ -63,7 +64,7 @@ func openTTY() (*ttyApprover, error) {
 	// Who could type into this terminal: the daemon's ancestry (sudo, a
 	// tmux server, sshd), login uid, SUDO_UID and terminals, not only the
 	// owner of sudo's inner pty.
-	controllers, err := daemon.Controllers(os.Getpid())
+	controllers, err := peerid.Controllers(os.Getpid())
 	if err != nil {
 		return nil, fmt.Errorf("--tty: cannot tell who controls this terminal: %w", err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package peerid
 
 import (
 	"bytes"
@@ -47,11 +47,11 @@ func Controllers(pid int) ([]int, error) {
 	return controllersPinned(pidfd, pid, nil)
 }
 
-// peerControllers is [Controllers] of the process at the other end of c,
+// ControllersOf is [Controllers] of the process at the other end of c,
 // which SO_PEERCRED said is pid. When run is set, the walk also looks for
 // a sign that the process is part of a rootgate run and says which in
 // run.why.
-func peerControllers(c *net.UnixConn, pid int, run *runSigns) ([]int, error) {
+func ControllersOf(c *net.UnixConn, pid int, run *RunSigns) ([]int, error) {
 	if pid <= 0 {
 		return nil, errors.New("the peer's pid is not visible here")
 	}
@@ -59,7 +59,7 @@ func peerControllers(c *net.UnixConn, pid int, run *runSigns) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	pidfd, err := peerPidfd(rc, pid)
+	pidfd, err := pidfdOf(rc, pid)
 	if err != nil {
 		return nil, fmt.Errorf("pidfd of pid %d: %w", pid, err)
 	}
@@ -67,52 +67,53 @@ func peerControllers(c *net.UnixConn, pid int, run *runSigns) ([]int, error) {
 	return controllersPinned(pidfd, pid, run)
 }
 
-// runSigns is what tells a process of a rootgate run, or one descended
+// RunSigns is what tells a process of a rootgate run, or one descended
 // from a run, from any other: the daemon looks for them along an
-// approver's ancestry (see [Server.runSigns]).
-type runSigns struct {
-	// cgroups is the directory the runs' cgroups are made in, or "": a
+// approver's ancestry (rootgated's Server.runSigns fills one in).
+type RunSigns struct {
+	// Cgroups is the directory the runs' cgroups are made in, or "": a
 	// process in it or below is in a run. No process of a run can leave
 	// it, as a process without root cannot move itself out of a cgroup
 	// tree whose common ancestor it may not write.
-	cgroups string
-	// daemon is the daemon's pid when it is the subreaper of its runs'
+	Cgroups string
+	// Daemon is the daemon's pid when it is the subreaper of its runs'
 	// orphans (runs without cgroups), or 0: a run's stages are its
 	// children, and their orphans become its children, so a process that
 	// has it among its ancestors is part of a run.
-	daemon int
-	// why names the first sign found, or "" when none was.
-	why string
+	Daemon int
+	// Why names the first sign found, or "" when none was (set by
+	// ControllersOf).
+	Why string
 }
 
-// look records in r.why whether the process pid (the approver itself
+// look records in r.Why whether the process pid (the approver itself
 // when first) shows a sign of a run, env being its environment.
-func (r *runSigns) look(pid int, first bool, env []byte) {
-	if r == nil || r.why != "" {
+func (r *RunSigns) look(pid int, first bool, env []byte) {
+	if r == nil || r.Why != "" {
 		return
 	}
 	who := "its ancestor pid " + strconv.Itoa(pid)
 	if first {
 		who = "it"
 	}
-	if r.daemon > 0 && pid == r.daemon && !first {
-		r.why = "it descends from rootgated's own process, which runs only rootgate runs"
+	if r.Daemon > 0 && pid == r.Daemon && !first {
+		r.Why = "it descends from rootgated's own process, which runs only rootgate runs"
 		return
 	}
 	if bytes.HasPrefix(env, []byte(pipeline.RunEnvKey+"=")) || bytes.Contains(env, []byte("\x00"+pipeline.RunEnvKey+"=")) {
-		r.why = who + " has " + pipeline.RunEnvKey + " in its environment"
+		r.Why = who + " has " + pipeline.RunEnvKey + " in its environment"
 		return
 	}
-	if r.cgroups != "" {
-		if dir, err := pipeline.CgroupOf(pid); err == nil && (dir == r.cgroups || strings.HasPrefix(dir, r.cgroups+"/")) {
-			r.why = who + " is in a run's cgroup, " + dir
+	if r.Cgroups != "" {
+		if dir, err := pipeline.CgroupOf(pid); err == nil && (dir == r.Cgroups || strings.HasPrefix(dir, r.Cgroups+"/")) {
+			r.Why = who + " is in a run's cgroup, " + dir
 		}
 	}
 }
 
 // controllersPinned is [Controllers] for a process already held by pidfd;
-// run, when set, is told each process of the walk (see [runSigns]).
-func controllersPinned(pidfd, pid int, run *runSigns) ([]int, error) {
+// run, when set, is told each process of the walk (see [RunSigns]).
+func controllersPinned(pidfd, pid int, run *RunSigns) ([]int, error) {
 	if pidOfPidfd(pidfd) != pid {
 		return nil, fmt.Errorf("controllers of pid %d: the process is gone", pid)
 	}
@@ -166,7 +167,7 @@ func controllersPinned(pidfd, pid int, run *runSigns) ([]int, error) {
 // readProcess adds the controllers of the single process pid to set and
 // returns its parent's pid (0 for pid 1). first is set for the process
 // whose controllers are asked for, as opposed to an ancestor.
-func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners, run *runSigns) (ppid int, err error) {
+func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners, run *RunSigns) (ppid int, err error) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	ppid, ttyNr, err := readStat(dir)
 	if err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package peerid
 
 import (
 	"fmt"
@@ -7,16 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 	"unsafe"
 
-	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
 )
 
-// peerInfo is the identity of a connected client, read from the kernel once at
+// Info is the identity of a connected client, read from the kernel once at
 // accept (SO_PEERCRED) and never from the request.
-type peerInfo struct {
+type Info struct {
 	UID, GID, PID int
 	// Groups are the peer's supplementary groups (SO_PEERGROUPS) as they
 	// were when it connected: an unprivileged run gets these, not the
@@ -37,11 +35,11 @@ type peerInfo struct {
 	ExeOwnNS bool
 }
 
-// peerOf reads the credentials of the process at the other end of c.
-func peerOf(c *net.UnixConn) (peerInfo, error) {
+// Of reads the credentials of the process at the other end of c.
+func Of(c *net.UnixConn) (Info, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return peerInfo{}, fmt.Errorf("peer credentials: %w", err)
+		return Info{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	var cred *unix.Ucred
 	var groups []uint32
@@ -50,15 +48,15 @@ func peerOf(c *net.UnixConn) (peerInfo, error) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 		groups, groupsErr = peerGroups(int(fd))
 	}); err != nil {
-		return peerInfo{}, fmt.Errorf("peer credentials: %w", err)
+		return Info{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {
-		return peerInfo{}, fmt.Errorf("peer credentials: getsockopt SO_PEERCRED: %w", credErr)
+		return Info{}, fmt.Errorf("peer credentials: getsockopt SO_PEERCRED: %w", credErr)
 	}
 	if groupsErr != nil {
-		return peerInfo{}, fmt.Errorf("peer credentials: getsockopt SO_PEERGROUPS: %w", groupsErr)
+		return Info{}, fmt.Errorf("peer credentials: getsockopt SO_PEERGROUPS: %w", groupsErr)
 	}
-	p := peerInfo{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid), Groups: groups}
+	p := Info{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid), Groups: groups}
 	p.Exe, p.ExeOwnNS = pinnedExe(rc, p.PID)
 	return p, nil
 }
@@ -75,7 +73,7 @@ func pinnedExe(rc syscall.RawConn, pid int) (exe string, ownNS bool) {
 	if pid <= 0 {
 		return "", true // the peer is in a pid namespace we cannot see into
 	}
-	pidfd, err := peerPidfd(rc, pid)
+	pidfd, err := pidfdOf(rc, pid)
 	if err != nil {
 		return "", true
 	}
@@ -94,9 +92,9 @@ func sameMountNS(pid int) bool {
 	return mine.Dev == theirs.Dev && mine.Ino == theirs.Ino
 }
 
-// peerPidfd returns a pidfd of the socket's peer process pid: the
+// pidfdOf returns a pidfd of the socket's peer process pid: the
 // kernel's (SO_PEERPIDFD), or on older kernels pidfd_open(pid).
-func peerPidfd(rc syscall.RawConn, pid int) (int, error) {
+func pidfdOf(rc syscall.RawConn, pid int) (int, error) {
 	pidfd := -1
 	_ = rc.Control(func(fd uintptr) {
 		// SO_PEERPIDFD (Linux 6.5): a pidfd of the process that
@@ -110,7 +108,7 @@ func peerPidfd(rc syscall.RawConn, pid int) (int, error) {
 	}
 	// Older kernel: pin whatever process has pid now. That is the peer
 	// unless it exited and its pid was reused since accept, which nothing
-	// here can tell (see peerInfo.Exe).
+	// here can tell (see Info.Exe).
 	return unix.PidfdOpen(pid, 0)
 }
 
@@ -180,88 +178,5 @@ func peerGroups(fd int) ([]uint32, error) {
 			return nil, errno
 		}
 		return buf[:size/4], nil
-	}
-}
-
-// streamEnded reports whether the peer has ended its stream (half-closed
-// or closed) by now, without waiting or reading.
-func streamEnded(c *net.UnixConn) bool {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return false
-	}
-	ended := false
-	_ = rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		for {
-			_, err := unix.Poll(fds, 0)
-			if err == unix.EINTR {
-				continue
-			}
-			ended = err == nil && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
-			return
-		}
-	})
-	return ended
-}
-
-// watchHangup calls eof when the peer ends its stream (POLLRDHUP: a
-// half-close, or a full close), then hup if the peer fully closes its end
-// of c (POLLHUP), each at most once and from the watching goroutine; stop
-// ends the watch. What a half-close means is the caller's business: it
-// withdraws only a request that said so (eof_withdraws). The watch never
-// reads from c, so the bytes of the request line and anything after it
-// stay untouched; it looks (MSG_PEEK) at what the peer sent after its
-// line, and calls closed once, when that begins with the stream's
-// control line wire.CloseStdout.
-func watchHangup(c *net.UnixConn, eof, hup, closed func()) (stop func()) {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return func() {}
-	}
-	// The runtime's poller watches the socket (edge-triggered, for
-	// readability and for the peer's hangup), so no thread waits in
-	// poll(2) for each request: the goroutine sleeps until the socket's
-	// state changes, then looks without waiting. stop ends the wait with
-	// a read deadline in the past; nothing else reads c after its line.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		eofSeen, closeSeen := false, false
-		var peek [len(wire.CloseStdout)]byte
-		_ = rc.Read(func(fd uintptr) bool {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP | unix.POLLIN}}
-			for {
-				_, err := unix.Poll(fds, 0)
-				if err == unix.EINTR {
-					continue
-				}
-				if err != nil {
-					return true // cannot watch: a request is then only cancelled by its own limits
-				}
-				break
-			}
-			ev := fds[0].Revents
-			if ev&unix.POLLIN != 0 && !closeSeen {
-				n, _, err := unix.Recvfrom(int(fd), peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-				if err == nil && n == len(peek) && string(peek[:]) == wire.CloseStdout {
-					closeSeen = true
-					closed()
-				}
-			}
-			if ev&(unix.POLLRDHUP|unix.POLLHUP) != 0 && !eofSeen {
-				eofSeen = true
-				eof()
-			}
-			if ev&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-				hup()
-				return true
-			}
-			return false // wait for the socket's next change
-		})
-	}()
-	return func() {
-		_ = c.SetReadDeadline(time.Unix(1, 0))
-		<-done
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package peerid
 
 import (
 	"net"
@@ -64,7 +64,7 @@ func TestPeerExePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := peerOf(c)
+	p, err := Of(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestPeerExePinned(t *testing.T) {
 func TestPeerExeGone(t *testing.T) {
 	t.Parallel()
 	c, cmd := peerConn(t, true)
-	p, err := peerOf(c)
+	p, err := Of(c)
 	if err != nil {
 		t.Fatal(err)
 	}

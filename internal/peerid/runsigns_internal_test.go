@@ -1,4 +1,4 @@
-package daemon
+package peerid
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func TestRunSignsEnvTag(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := &runSigns{}
+		run := &RunSigns{}
 		_, err = controllersPinned(pidfd, cmd.Process.Pid, run)
 		unix.Close(pidfd)
 		cmd.Process.Kill()
@@ -47,8 +47,8 @@ func TestRunSignsEnvTag(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.why != tc.want {
-			t.Errorf("env %s: found %q, want %q", strings.Join(tc.env, " "), run.why, tc.want)
+		if run.Why != tc.want {
+			t.Errorf("env %s: found %q, want %q", strings.Join(tc.env, " "), run.Why, tc.want)
 		}
 	}
 }
