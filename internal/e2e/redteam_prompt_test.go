@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"os/exec"
 	"slices"
@@ -27,21 +28,51 @@ func TestPromptGroupKeepsTimeLimitsApart(t *testing.T) {
 	long := d.ask(map[string]any{"id": "tl-long", "pipeline": run, "privileged": true})
 	d.waitLog("asking for approval", "tl-long")
 
-	a.See("tl-short")
-	a.See("Time limit:  1s")
-	a.notAnswered(short, "no key yet")
-	if txt := a.Screen.Text(); strings.Contains(txt[strings.LastIndex(txt, "tl-short"):], "IDENTICAL REQUESTS") {
-		t.Fatalf("a request with another time limit was grouped with the one shown:\n%s", txt)
+	// Two prompts asked for at once reach the approver in either order:
+	// each is asked about on its own, showing its own limit, and its
+	// answer decides it alone. tl-short is approved (its run is killed at
+	// its 1 s limit), tl-long denied.
+	ask := func(id, limit string) {
+		t.Helper()
+		a.See("id:      " + id)
+		at := a.Pos
+		a.See(limit)
+		if txt := a.Screen.Text(); strings.Contains(txt[at:], "IDENTICAL REQUESTS") {
+			t.Fatalf("a request with another time limit was grouped with %s:\n%s", id, txt)
+		}
 	}
-	a.Key("y")
-	if r := <-short; r.Status != wire.StatusTimeout || r.Code != wire.CodeRunTimeout {
-		t.Fatalf("tl-short: got %s, want its run killed at its 1s limit", r.raw)
+	first := "tl-long"
+	testutil.WaitFor(t, "the first prompt", 30*time.Second, func() bool {
+		txt := a.Screen.Text()[a.Pos:]
+		s, l := strings.Index(txt, "id:      tl-short"), strings.Index(txt, "id:      tl-long")
+		if s >= 0 && (l < 0 || s < l) {
+			first = "tl-short"
+		}
+		return s >= 0 || l >= 0
+	})
+	approveShort := func() {
+		ask("tl-short", "Time limit:  1s")
+		a.notAnsweredKey(short, "y")
+		if r := <-short; r.Status != wire.StatusTimeout || r.Code != wire.CodeRunTimeout {
+			t.Fatalf("tl-short: got %s, want its run killed at its 1s limit", r.raw)
+		}
+		pending(t, long, "tl-long after tl-short's y")
 	}
-	// The other is asked about on its own, showing its own limit.
-	pending(t, long, "tl-long after tl-short's y")
-	a.See("tl-long")
-	a.See("Time limit:  300s")
-	a.wantAsked(long, "tl-long")
+	denyLong := func() {
+		ask("tl-long", "Time limit:  300s")
+		a.notAnsweredKey(long, "n")
+		if r := <-long; r.Status != wire.StatusDenied || r.DecidedBy == nil || r.DecidedBy.By != wire.DecidedByPerson {
+			t.Fatalf("tl-long: got %s, want a person's denial", r.raw)
+		}
+		pending(t, short, "tl-short after tl-long's n")
+	}
+	if first == "tl-short" {
+		approveShort()
+		denyLong()
+	} else {
+		denyLong()
+		approveShort()
+	}
 }
 
 // Runes whose width Go's grapheme measure and the terminal disagree on:
