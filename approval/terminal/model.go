@@ -36,10 +36,11 @@ type promptModel struct {
 	p        *approval.Prompt
 	text     string // the request, without its last newline
 	deadline time.Time
-	banner   bool   // the previous prompt was withdrawn: say this is another
-	machine  string // the line naming the daemon's machine, or ""
-	flush    func() // discards type-ahead
-	ended    bool   // the prompt's context ended before an answer
+	banner   bool          // the previous prompt was withdrawn: say this is another
+	machine  string        // the line naming the daemon's machine, or ""
+	flush    func()        // discards type-ahead
+	dwell    time.Duration // how long after it is drawn keys count
+	ended    bool          // the prompt's context ended before an answer
 
 	width, height int
 	minWidth      int      // the narrowest window the layout fits (layoutWidth)
@@ -47,7 +48,7 @@ type promptModel struct {
 	lines         []string // text wrapped to width
 	stages        []string // who asks and each stage, cut to width
 	top           int      // the first line of lines in the pager
-	armed         bool     // Dwell has passed: keys count
+	armed         bool     // the dwell has passed: keys count
 	wantNote      bool     // denied with m: ask for a note for the requester
 	seenEnd       bool     // the pager has shown the last line
 	refused       bool     // y was refused for want of paging or of room
@@ -91,7 +92,7 @@ func tick() tea.Cmd {
 
 func (m *promptModel) Init() tea.Cmd {
 	m.layout(80, 24)
-	return tea.Batch(m.form.Init(), tick(), tea.Tick(Dwell, func(time.Time) tea.Msg { return armMsg{} }))
+	return tea.Batch(m.form.Init(), tick(), tea.Tick(m.dwell, func(time.Time) tea.Msg { return armMsg{} }))
 }
 
 // show replaces the text in the pager, which must be paged to its end
@@ -105,7 +106,7 @@ func (m *promptModel) show(text string) tea.Cmd {
 	m.armed = false
 	m.armGen++
 	gen := m.armGen
-	return tea.Tick(Dwell, func(time.Time) tea.Msg { return armMsg{gen: gen} })
+	return tea.Tick(m.dwell, func(time.Time) tea.Msg { return armMsg{gen: gen} })
 }
 
 // grantText is the standing grant as step shows it.

@@ -26,7 +26,8 @@ import (
 // Dwell is how long a prompt is on screen before a key counts: keys typed
 // meanwhile are discarded, and type-ahead is flushed again when it ends, so
 // a key meant for something else (a double-tapped y, a prompt withdrawn and
-// replaced under the operator's finger) does not answer this request.
+// replaced under the operator's finger) does not answer this request. It is
+// the least a prompt waits: [Terminal.DwellFor] may make it longer.
 const Dwell = time.Second
 
 // withdrawnBanner opens a prompt that took the place of one withdrawn while
@@ -109,6 +110,9 @@ type Terminal struct {
 	// that g offers none (the daemon keeps none). Each is at most
 	// approval.MaxGrant.
 	GrantDurations []time.Duration
+	// DwellFor is how long each prompt discards keys (its dwell); less
+	// than [Dwell] (0 among them) is Dwell.
+	DwellFor time.Duration
 	// RuleFile is the policy drop-in a rule saved from the prompt (r) goes
 	// to, shown before it is confirmed; "" means r offers none (the daemon
 	// has no policy file, or saves no rules).
@@ -168,6 +172,9 @@ func (t *Terminal) Approve(ctx context.Context, p *approval.Prompt) approval.Dec
 	}
 	return d
 }
+
+// dwell is how long each prompt discards keys: DwellFor, at least Dwell.
+func (t *Terminal) dwell() time.Duration { return max(t.DwellFor, Dwell) }
 
 func (t *Terminal) name() string {
 	if t.Name != "" {
@@ -307,6 +314,7 @@ func (t *Terminal) ask(ctx context.Context, p *approval.Prompt) (approval.Decisi
 		banner:    t.AfterWithdrawn,
 		machine:   t.machineLine(),
 		flush:     func() { _ = flush() },
+		dwell:     t.dwell(),
 	}
 	v := &inlineView{m: m, out: out}
 	w, h := windowSize(fd)
@@ -446,7 +454,7 @@ func (t *Terminal) askAccessible(ctx context.Context, p *approval.Prompt, flush 
 	select {
 	case <-ctx.Done():
 		return false, nil
-	case <-time.After(Dwell):
+	case <-time.After(t.dwell()):
 	}
 	if err := flush(); err != nil {
 		return false, fmt.Errorf("failed to discard type-ahead: %w", err)

@@ -46,6 +46,7 @@ var approveFlags = []clidoc.Flag{
 	{Name: "forward-agent", Default: false, Usage: "offer this session's SSH agent ($SSH_AUTH_SOCK) to forward_agent runs you approve"},
 	{Name: "accessible", Default: false, Usage: "ask in plain lines for screen readers: type y and Enter to approve; anything else denies"},
 	{Name: "grant-for", Default: defaultGrantFor, Usage: "the lengths of standing grant g offers at a prompt: a comma-separated `list` of durations, each at most 8h"},
+	{Name: "dwell", Default: terminal.Dwell, Usage: "how long each prompt is on screen before a key counts (keys typed meanwhile are discarded); at least 1s"},
 	{Name: "desktop", Default: false, Usage: "ask with desktop notifications (Approve / Deny buttons) instead of this terminal; under sudo, on the sudo user's desktop"},
 }
 
@@ -79,6 +80,11 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		errorf(stderr, "--grant-for: %v", err)
 		return exitUsage
 	}
+	dwell := fl.Duration("dwell")
+	if dwell < terminal.Dwell {
+		errorf(stderr, "--dwell %s: at least %s", dwell, terminal.Dwell)
+		return exitUsage
+	}
 	var agentSock string
 	if agent {
 		agentSock = os.Getenv("SSH_AUTH_SOCK")
@@ -106,12 +112,12 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		}
 		return runApprover(ctx, a, stderr)
 	}
-	return onTerminal(ctx, &remote.Client{Sockets: sockets, Agent: agentSock}, grantFor, accessible, stderr)
+	return onTerminal(ctx, &remote.Client{Sockets: sockets, Agent: agentSock}, grantFor, dwell, accessible, stderr)
 }
 
 // onTerminal runs approver client a on this process's terminal until
 // Ctrl-C or a refusal, its prompts offering standing grants for grantFor.
-func onTerminal(ctx context.Context, a *remote.Client, grantFor []time.Duration, accessible bool, stderr io.Writer) int {
+func onTerminal(ctx context.Context, a *remote.Client, grantFor []time.Duration, dwell time.Duration, accessible bool, stderr io.Writer) int {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		errorf(stderr, "approve needs a terminal: %v", err)
@@ -135,7 +141,7 @@ func onTerminal(ctx context.Context, a *remote.Client, grantFor []time.Duration,
 			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
 		}
 		t := &terminal.Terminal{In: tty, Out: tty, Timeout: time.Until(deadline), Name: a.Name, Operator: a.Operator,
-			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, RuleFile: from.RuleFile}
+			Accessible: accessible, AfterWithdrawn: afterWithdrawn, GrantDurations: grantFor, DwellFor: dwell, RuleFile: from.RuleFile}
 		if a.Conn == nil {
 			// The daemon's own terminal (rootgated --tty) is on its
 			// machine: only a client that dialled says where it asks from.
@@ -165,7 +171,7 @@ func cmdDaemonTTY(ctx context.Context, e *env, _ clidoc.Values, _ []string) int 
 	}
 	a := &remote.Client{Socket: "its terminal", Conn: uc, Log: os.NewFile(4, "rootgated's log")}
 	grantFor, _ := parseGrantFor(defaultGrantFor)
-	return onTerminal(ctx, a, grantFor, false, e.stderr)
+	return onTerminal(ctx, a, grantFor, terminal.Dwell, false, e.stderr)
 }
 
 // runApprover runs an approver client until Ctrl-C or a refusal.

@@ -244,7 +244,9 @@ func TestGrantFollowsTheFile(t *testing.T) {
 // else) neither open a grant nor confirm one.
 func TestGrantKeysDuringDwell(t *testing.T) {
 	d := promptDaemon(t)
-	a := startApprover(t, d.asock(), 0)
+	// A dwell every key tapped for tapFor lands in, however loaded the
+	// machine.
+	a := startApproverArgs(t, d.asock(), 0, "--dwell", "3s")
 	a.See("attached to rootgated")
 	run := [][]string{{"echo", "dwell-grant"}}
 

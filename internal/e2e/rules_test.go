@@ -508,7 +508,10 @@ func TestRuleShadowedIsTakenOut(t *testing.T) {
 func TestRuleKeysDuringDwellDoNotCount(t *testing.T) {
 	t.Parallel()
 	d := ruleDaemon(t)
-	ta := rgtest.StartTmuxApprover(t, d.asock(), 120, 40)
+	// A dwell long enough that every key tapped for tapFor after the
+	// prompt is seen lands in it, however loaded the machine (each key is
+	// a tmux exec).
+	ta := rgtest.StartTmuxApprover(t, d.asock(), 120, 40, "--dwell", "3s")
 	ta.Wait("attached to rootgated")
 	ch := d.ask(map[string]any{"id": "dwell-rule", "pipeline": [][]string{{"echo", "dwell"}}, "privileged": true})
 	ta.Wait("keys are not accepted yet")
