@@ -298,6 +298,25 @@ func (s *stand) next(req map[string]any, names map[string]clientTool, body []byt
 	return turn{tool: ct.name, args: args}
 }
 
+// visit calls f with every value in v, depth first: maps, slices and
+// their elements, leaving out what is under a key "tools" when
+// skipTools (the tools offered, not the conversation).
+func visit(v any, skipTools bool, f func(any)) {
+	f(v)
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			if !skipTools || k != "tools" {
+				visit(c, skipTools, f)
+			}
+		}
+	case []any:
+		for _, c := range v {
+			visit(c, skipTools, f)
+		}
+	}
+}
+
 // countCalls counts the calls of rootgate's tools already in the
 // conversation: tool_use blocks (Anthropic), function_call items
 // (responses), functionCall parts (Gemini), everywhere but in the tools
@@ -309,28 +328,18 @@ func countCalls(req map[string]any) int {
 		ns, _ := v["namespace"].(string)
 		return strings.Contains(name+ns, "rootgate")
 	}
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if t, _ := v["type"].(string); (t == "tool_use" || t == "function_call") && ours(v) {
-				n++
-			}
-			if fc, ok := v["functionCall"].(map[string]any); ok && ours(fc) {
-				n++
-			}
-			for k, c := range v {
-				if k != "tools" {
-					walk(c)
-				}
-			}
-		case []any:
-			for _, c := range v {
-				walk(c)
-			}
+	visit(req, true, func(v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
 		}
-	}
-	walk(req)
+		if t, _ := m["type"].(string); (t == "tool_use" || t == "function_call") && ours(m) {
+			n++
+		}
+		if fc, ok := m["functionCall"].(map[string]any); ok && ours(fc) {
+			n++
+		}
+	})
 	return n
 }
 
@@ -338,25 +347,11 @@ func countCalls(req map[string]any) int {
 // name.
 func called(req map[string]any, name string) bool {
 	found := false
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if v["name"] == name && (v["type"] == "tool_use" || v["type"] == "function_call") {
-				found = true
-			}
-			for k, c := range v {
-				if k != "tools" {
-					walk(c)
-				}
-			}
-		case []any:
-			for _, c := range v {
-				walk(c)
-			}
+	visit(req, true, func(v any) {
+		if m, ok := v.(map[string]any); ok && m["name"] == name && (m["type"] == "tool_use" || m["type"] == "function_call") {
+			found = true
 		}
-	}
-	walk(req)
+	})
 	return found
 }
 
@@ -371,33 +366,24 @@ func deferred(body []byte) []clientTool {
 	var req any
 	json.Unmarshal(body, &req)
 	var out []clientTool
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case string:
-			for _, m := range fetched.FindAllStringSubmatch(v, -1) {
-				var f struct {
-					Name        string         `json:"name"`
-					Description string         `json:"description"`
-					Parameters  map[string]any `json:"parameters"`
-				}
-				if json.Unmarshal([]byte(m[1]), &f) == nil && strings.Contains(f.Name, "rootgate") {
-					ct := newClientTool(f.Name, f.Parameters)
-					ct.desc = f.Description
-					out = append(out, ct)
-				}
+	visit(req, false, func(v any) {
+		str, ok := v.(string)
+		if !ok {
+			return
+		}
+		for _, m := range fetched.FindAllStringSubmatch(str, -1) {
+			var f struct {
+				Name        string         `json:"name"`
+				Description string         `json:"description"`
+				Parameters  map[string]any `json:"parameters"`
 			}
-		case map[string]any:
-			for _, c := range v {
-				walk(c)
-			}
-		case []any:
-			for _, c := range v {
-				walk(c)
+			if json.Unmarshal([]byte(m[1]), &f) == nil && strings.Contains(f.Name, "rootgate") {
+				ct := newClientTool(f.Name, f.Parameters)
+				ct.desc = f.Description
+				out = append(out, ct)
 			}
 		}
-	}
-	walk(req)
+	})
 	return out
 }
 
