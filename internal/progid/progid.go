@@ -289,33 +289,62 @@ func (x *Index) sum(e *entry, size int64) (string, error) {
 	return w.sum, w.err
 }
 
+// openFile opens path to read, as a regular file only: without blocking
+// on a FIFO or taking a terminal as its controlling one, as a path a
+// requester names may be swapped for either between a stat and the open.
+// It returns the file's status as opened.
+func openFile(path string) (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, st, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, st, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, st, fmt.Errorf("%s: not a regular file", path)
+	}
+	return f, st, nil
+}
+
+// sum is the SHA-256 of f, read to at most size+1 bytes, and how many
+// bytes it read.
+func sum(f *os.File, size int64) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, size+1))
+	if err != nil {
+		return "", n, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
 // hashFile is the SHA-256 of the file at path, which must be the file
 // st was of, unchanged while it was read.
 func hashFile(path string, st stamp) (string, error) {
-	f, err := os.Open(path)
+	f, before, err := openFile(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	var before, after unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &before); err != nil {
-		return "", err
-	}
 	if stampOf(&before) != st {
 		return "", fmt.Errorf("%s: changed since it was found", path)
 	}
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, st.size+1))
+	h, n, err := sum(f, st.size)
 	if err != nil {
 		return "", err
 	}
+	var after unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &after); err != nil {
 		return "", err
 	}
 	if n != st.size || stampOf(&after) != st {
 		return "", fmt.Errorf("%s: changed while it was read", path)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return h, nil
 }
 
 // PathFile is the file at path, links followed, as a [File]: stat'ed
@@ -332,22 +361,15 @@ func PathFile(path string) (File, error) {
 	}
 	s := stampOf(&st)
 	return File{Dev: st.Dev, Ino: st.Ino, Size: st.Size, SHA256: func() (string, error) {
-		f, err := os.Open(path)
+		f, now, err := openFile(path)
 		if err != nil {
 			return "", err
 		}
 		defer f.Close()
-		var now unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &now); err != nil {
-			return "", err
-		}
 		if stampOf(&now).id != s.id {
 			return "", fmt.Errorf("%s: another file since it was found", path)
 		}
-		h := sha256.New()
-		if _, err := io.Copy(h, io.LimitReader(f, s.size+1)); err != nil {
-			return "", err
-		}
-		return hex.EncodeToString(h.Sum(nil)), nil
+		h, _, err := sum(f, s.size)
+		return h, err
 	}}, nil
 }

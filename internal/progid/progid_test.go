@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"syscall"
 )
 
 // listedForTest lists sh and every name starting with python, as
@@ -203,5 +205,40 @@ func TestIsConcurrent(t *testing.T) {
 		if s != hex.EncodeToString(sum[:]) {
 			t.Errorf("kept hash %s", s)
 		}
+	}
+}
+
+// TestPathFileSwappedForFIFO: the path of a requester's #! interpreter,
+// found a regular file, swapped for a FIFO before it is hashed: the hash
+// fails at once instead of blocking the daemon's thread on an open no
+// writer will ever complete.
+func TestPathFileSwappedForFIFO(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "interp")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := PathFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.SHA256()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a FIFO in the file's place was hashed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("hashing the path blocked on the FIFO put in the file's place")
 	}
 }
