@@ -3,6 +3,8 @@ package daemon
 import (
 	"sync"
 
+	"errors"
+	"fmt"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -30,12 +32,15 @@ const (
 	capturedShare = pipeline.MaxCapture
 )
 
+// errCapturesSpent is wrapped by take's error: the budget is spent.
+var errCapturesSpent = errors.New("the budget of captured content is spent")
+
 // take reserves n bytes for uid, or says why it cannot.
 func (b *capturedBudget) take(uid int, n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > capturedTotal || b.uids[uid]+n > capturedShare {
-		return wire.CapturedBusyError(uid, capturedTotal, capturedShare)
+		return fmt.Errorf("%w%.0w", wire.CapturedBusyError(uid, capturedTotal, capturedShare), errCapturesSpent)
 	}
 	if b.uids == nil {
 		b.uids = map[int]int64{}

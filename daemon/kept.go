@@ -55,7 +55,8 @@ type kept struct {
 // acquire waits until uid may keep n bytes more, or ctx ends (its error
 // then).
 func (b *keptBudget) acquire(ctx context.Context, uid int, n int64) (*kept, error) {
-	// Never more than its uid's share (root: the whole) holds.
+	// Never more than a uid's share holds (root's too, though it has
+	// no share of its own to wait for: n is at most one run's stderr).
 	n = min(n, b.share, b.total)
 	k := &kept{b: b, uid: uid, n: n}
 	if uid != 0 {

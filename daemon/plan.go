@@ -236,10 +236,20 @@ func (p *runPlan) open() error {
 			continue
 		}
 		own := !req.Privileged || p.peer.UID == 0
-		used, err := pin.Capture(own, budget, p.reserve)
-		var coded *wire.Error
-		if errors.As(err, &coded) {
-			return err // the daemon's budget of captures, spent
+		var reserved int64
+		used, err := pin.Capture(own, budget, func(n int64) error {
+			if err := p.reserve(n); err != nil {
+				return err
+			}
+			reserved = n
+			return nil
+		})
+		// What the capture did not hold (none for a file only the run
+		// may execute, less for one that shrank) goes back at once, not
+		// once a person has decided.
+		p.unreserve(reserved - used)
+		if errors.Is(err, errCapturesSpent) {
+			return err
 		}
 		if err != nil {
 			return wire.ResolveError(i+1, err)
@@ -254,13 +264,22 @@ func (p *runPlan) open() error {
 
 // reserve takes n bytes of the daemon's budget of captured content for
 // the plan's capture (pipeline.Pinned.Capture), or says the daemon is
-// busy.
+// busy (an error wrapping errCapturesSpent).
 func (p *runPlan) reserve(n int64) error {
 	if err := p.captures.take(p.peer.UID, n); err != nil {
 		return err
 	}
 	p.captured += n
 	return nil
+}
+
+// unreserve gives back n bytes of what the plan reserved.
+func (p *runPlan) unreserve(n int64) {
+	if n <= 0 {
+		return
+	}
+	p.captures.give(p.peer.UID, n)
+	p.captured -= n
 }
 
 // shownContent is what a prompt shows of a stage's captured file c: its

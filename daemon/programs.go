@@ -45,8 +45,12 @@ func (s *Server) identify(p *runPlan) {
 		_ = p.asRun(func() error {
 			return pin.Shebangs(func(ip string) error {
 				ips = append(ips, approval.Interpreter{Path: ip})
+				if approval.Listed(filepath.Base(ip)) {
+					files = append(files, nil) // listed by its name
+					return nil
+				}
 				f, err := progid.PathFile(ip)
-				if err != nil || approval.Listed(filepath.Base(ip)) {
+				if err != nil {
 					files = append(files, nil)
 					return nil
 				}
