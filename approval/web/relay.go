@@ -202,6 +202,12 @@ func (r *Relay) Decide(ctx context.Context, d Decision) error {
 		r.mu.Unlock()
 		return ErrGone
 	}
+	if dc.replies[w.Prompt.ID] != nil {
+		// A second decision (a double click, another tab) while the
+		// first waits would take its reply.
+		r.mu.Unlock()
+		return errDeciding
+	}
 	reply := make(chan string, 1)
 	dc.replies[w.Prompt.ID] = reply
 	r.mu.Unlock()
@@ -289,7 +295,7 @@ func (r *Relay) session(ctx context.Context, sock string) error {
 			}
 		}
 		for _, ch := range dc.replies {
-			ch <- "the daemon went away"
+			tell(ch, "the daemon went away")
 		}
 		r.changedLocked()
 		r.mu.Unlock()
@@ -327,11 +333,11 @@ func (r *Relay) session(ctx context.Context, sock string) error {
 		case remote.MsgAccepted:
 			delete(r.prompts, sock+"\x00"+m.ID)
 			if ch := dc.replies[m.ID]; ch != nil {
-				ch <- ""
+				tell(ch, "")
 			}
 		case remote.MsgError:
 			if ch := dc.replies[m.ID]; m.ID != "" && ch != nil {
-				ch <- termsafe.Sanitize(m.Message)
+				tell(ch, termsafe.Sanitize(m.Message))
 			} else if m.ID == "" {
 				r.mu.Unlock()
 				return &remote.RefusedError{Message: m.Message}
@@ -349,4 +355,19 @@ func token() string {
 		panic("web: no randomness: " + err.Error())
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// errDeciding refuses a decision on a request while another on it waits
+// for the daemon's reply.
+var errDeciding = errors.New("a decision on this request is already on its way")
+
+// tell gives a waiting decision its reply without blocking: the reply
+// channel holds one, and the relay's lock is held here, so a second
+// reply (the daemon's answer, then its going away) must not wait for a
+// reader that already has the first.
+func tell(ch chan string, reply string) {
+	select {
+	case ch <- reply:
+	default:
+	}
 }

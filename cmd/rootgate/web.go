@@ -103,7 +103,9 @@ func (s *serving) open() (net.Listener, error) {
 // finish (a second at most) before it returns: the enrolment's answer is
 // written after its handler ended the serving.
 func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: the live event stream stays open.
+	// An idle connection and a large header are bounded.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
