@@ -178,7 +178,7 @@ type running struct {
 // follow are put to it. log, when set, is the daemon's log on that
 // terminal, which goes to the approver while it runs.
 func (t *ttyApprover) start(srv *daemon.Server, log *termLog) (*running, error) {
-	defer t.client.Close()
+	// t.client is the caller's to close (run), once the child has it.
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("--tty: socketpair: %w", err)
@@ -251,6 +251,14 @@ func (t *ttyApprover) start(srv *daemon.Server, log *termLog) (*running, error) 
 	case <-attached:
 		return r, nil
 	case <-r.served:
+		select {
+		case <-attached:
+			// Attached, and already gone: the attach took pw (to the
+			// log, or closed it).
+			r.stop()
+			return nil, fmt.Errorf("--tty: rootgate approve attached on this terminal and ended at once: %v", r.err)
+		default:
+		}
 		if log != nil {
 			log.toTerminal()
 		}
