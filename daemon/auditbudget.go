@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/wire"
@@ -59,11 +58,7 @@ func excerpt(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := maxExcerpt
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…[%d bytes, sha256:%s]", s[:cut], len(s), audit.SHA256([]byte(s)))
+	return fmt.Sprintf("%s…[%d bytes, sha256:%s]", runeCut(s, maxExcerpt), len(s), audit.SHA256([]byte(s)))
 }
 
 // excerptPipeline returns the pipeline as a received record keeps it:

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rootgate/rootgate/internal/audit"
 )
@@ -159,9 +160,14 @@ func clip(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
+	return runeCut(s, max) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// runeCut is s's first n bytes at most, cut on a rune boundary; s is at
+// least n bytes long.
+func runeCut(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s[:cut] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+	return s[:n]
 }
