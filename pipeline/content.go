@@ -106,14 +106,19 @@ func (p *Pinned) Capture(own bool, budget int64, reserve func(n int64) error) (u
 	if budget < limit {
 		limit = budget
 	}
+	// At most the file as pinned: what it holds past that was written
+	// since, and the capture says the file changed.
+	allowed := limit
+	limit = min(limit, max(p.st.Size, 0))
 	if reserve != nil {
-		// The file as pinned; one that grows meanwhile is too big.
-		limit = min(limit, max(p.st.Size, 0))
 		if err := reserve(limit); err != nil {
 			return 0, err
 		}
 	}
 	c, err := p.capture(limit)
+	if errors.Is(err, ErrTooBig) && limit < allowed {
+		return 0, fmt.Errorf("%s %w", strconv.Quote(p.Path), ErrChanged)
+	}
 	if errors.Is(err, fs.ErrPermission) {
 		// Execute-only for this identity: no interpreter it runs could
 		// read it either, and the kernel maps an image whatever its

@@ -329,3 +329,37 @@ func TestShebangsAndSHA256(t *testing.T) {
 		t.Errorf("rewritten after its capture: Shebangs = %q, want the captured line's", got)
 	}
 }
+
+// TestCaptureOfGrownFile: a file others may write, grown between its pin
+// and its capture, is not captured: what it holds past its pinned size was
+// written since, and the capture says it changed, not that it is too big.
+func TestCaptureOfGrownFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "grows.sh")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\necho pinned\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o757); err != nil { // others may write it: captured
+		t.Fatal(err)
+	}
+	pin, err := Pin(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pin.Close()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("echo added\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var reserved int64
+	_, err = pin.Capture(false, MaxCapture, func(n int64) error { reserved = n; return nil })
+	if !errors.Is(err, ErrChanged) || pin.Content() != nil {
+		t.Fatalf("capture of a grown file: %v, content %v; want ErrChanged and none", err, pin.Content())
+	}
+	if reserved != int64(len("#!/bin/sh\necho pinned\n")) {
+		t.Errorf("reserved %d bytes, want the pinned size", reserved)
+	}
+}
