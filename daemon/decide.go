@@ -110,7 +110,7 @@ func (r *request) askPerson(userName string, na *notApplied) (verdict, error) {
 	}
 	// What each stage's program is, by its file: a copy of a listed
 	// program under another name, a script's interpreters.
-	s.identify(p)
+	stages := s.identify(p)
 	prompt := &approval.Prompt{
 		ID:      req.ID,
 		Host:    req.Host,
@@ -122,7 +122,7 @@ func (r *request) askPerson(userName string, na *notApplied) (verdict, error) {
 			UID: p.peer.UID, GID: p.peer.GID, PID: p.peer.PID,
 			User: userName, Exe: p.peer.Exe, ExeOwnNamespace: p.peer.ExeOwnNS,
 		},
-		Stages:       p.stages,
+		Stages:       stages,
 		Privileged:   req.Privileged,
 		RunAs:        p.account.Name,
 		Named:        p.named,
@@ -220,11 +220,10 @@ func (p *runPlan) othersMayChange() error {
 // It is found once per request (the rule, the grants and the prompt all
 // ask): paths found root's alone stay so unless root changes them, and a
 // refusal kept errs on the safe side.
-func (p *runPlan) interpretersMayChange() error {
-	if p.interpChecked {
-		return p.interpErr
-	}
-	p.interpChecked = true
+func (p *runPlan) interpretersMayChange() error { return p.interp() }
+
+// findInterpreters is interpretersMayChange's answer, found.
+func (p *runPlan) findInterpreters() error {
 	if p.peer.UID == 0 || !p.req.Privileged {
 		return nil
 	}
@@ -235,7 +234,6 @@ func (p *runPlan) interpretersMayChange() error {
 			}
 			return nil
 		}); err != nil {
-			p.interpErr = err
 			return err
 		}
 	}

@@ -124,12 +124,7 @@ func (gs *grantStore) endedLocked(now time.Time) []*grant {
 
 // grantShape is shapeOf(p), computed once per request: it hashes the
 // whole request, stdin included.
-func (p *runPlan) grantShape() string {
-	if p.shape == "" {
-		p.shape = shapeOf(p)
-	}
-	return p.shape
-}
+func (p *runPlan) grantShape() string { return p.shape() }
 
 // namedGroup is the name of the group the request named (run_as_group),
 // as the group database gives it, or "" when it named none.

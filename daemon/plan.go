@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/rootpath"
@@ -53,12 +54,11 @@ type runPlan struct {
 	captures *capturedBudget
 	captured int64
 
-	// Facts found from the plan once, when first asked, for they cost:
-	// shape is shapeOf(p) (grantShape), and interpErr the answer of
-	// interpretersMayChange, once interpChecked.
-	shape         string
-	interpChecked bool
-	interpErr     error
+	// Facts of the plan that cost, found once when first asked (set by
+	// plan, never assigned after): shape is shapeOf(p) (grantShape), and
+	// interp is interpretersMayChange's answer.
+	shape  func() string
+	interp func() error
 }
 
 // close releases the pinned executables and the cwd.
@@ -107,6 +107,8 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	if s.cfg.Cgroups != nil {
 		p.lim = s.cfg.Cgroups.Limits
 	}
+	p.shape = sync.OnceValue(func() string { return shapeOf(p) })
+	p.interp = sync.OnceValue(p.findInterpreters)
 	return p, nil
 }
 

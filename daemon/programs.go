@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"path/filepath"
+	"slices"
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/internal/progid"
@@ -15,7 +16,7 @@ func newPrograms() *progid.Index {
 	return progid.New(filepath.SplitList(pipeline.SearchPath), approval.Listed)
 }
 
-// identify fills in, for the prompt, what each stage's program is beyond
+// identify returns p's stages for the prompt, each with what its program is beyond
 // its names: the listed program its file is, a hard link to or a copy of
 // one under another name (approval.Stage.Is), when none of its names is
 // listed; and the interpreters the kernel runs for a #! script, each
@@ -27,9 +28,10 @@ func newPrograms() *progid.Index {
 // The index of the listed programs is read with the daemon's identity;
 // what the requester named (the stage's file, its #! interpreters) with
 // the identity the plan opened it with (asRun), as their resolution was.
-func (s *Server) identify(p *runPlan) {
+func (s *Server) identify(p *runPlan) []approval.Stage {
+	stages := slices.Clone(p.stages)
 	for i, pin := range p.pinned {
-		st := &p.stages[i]
+		st := &stages[i]
 		if !stageListed(st) {
 			ps := pin.Stat()
 			st.Is = s.programs.Is(progid.File{Dev: ps.Dev, Ino: ps.Ino, Size: ps.Size, SHA256: func() (sum string, err error) {
@@ -74,6 +76,7 @@ func (s *Server) identify(p *runPlan) {
 		}
 		st.Interpreters = ips
 	}
+	return stages
 }
 
 // stageListed reports whether one of the names a stage's program goes by
