@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -35,8 +33,9 @@ import (
 // read without following a symlink, holding nothing but well-formed
 // lines. Anything else at its path is not read, and is replaced at the
 // next save; the daemon warns and serves, every uid starting afresh. That
-// differs from the replay file, which the daemon does not start without
-// (a symlink there, or a file it cannot read, stops it): forgetting the
+// differs from the replay file, read by the same rule (readDaemonFile),
+// which the daemon does not start without (a file at its path that is
+// not the daemon's, or that it cannot read, stops it): forgetting the
 // replay window could let a request that ran run again, while forgetting
 // the budgets gives each uid at most one hour's budget more, which is
 // not worth refusing every requester, root included.
@@ -143,36 +142,9 @@ func (st limitState) parseLine(line string, seen map[string]bool, now time.Time)
 // readLimits reads the file at path, if the daemon wrote it (see the top
 // of this file); an error wrapping fs.ErrNotExist when there is none.
 func readLimits(path string, now time.Time) (limitState, error) {
-	// O_NONBLOCK: a FIFO put there must not hold the start.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return limitState{}, errors.New("it is a symlink")
-	}
+	data, err := readDaemonFile(path, maxBudgetFile)
 	if err != nil {
 		return limitState{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return limitState{}, err
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular():
-		return limitState{}, fmt.Errorf("it is not a regular file (%s)", fi.Mode().Type())
-	case st.Uid != uint32(os.Geteuid()):
-		return limitState{}, fmt.Errorf("it is owned by uid %d, not by the daemon's", st.Uid)
-	case fi.Mode().Perm()&0o077 != 0:
-		return limitState{}, fmt.Errorf("its mode %04o lets others than its owner at it", fi.Mode().Perm())
-	case st.Nlink != 1:
-		return limitState{}, fmt.Errorf("it has %d links", st.Nlink)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxBudgetFile+1))
-	if err != nil {
-		return limitState{}, err
-	}
-	if len(data) > maxBudgetFile {
-		return limitState{}, fmt.Errorf("it is larger than %d bytes", maxBudgetFile)
 	}
 	return parseLimits(data, now)
 }

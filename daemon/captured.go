@@ -1,10 +1,10 @@
 package daemon
 
 import (
-	"sync"
-
 	"errors"
 	"fmt"
+	"sync"
+
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 )

@@ -117,9 +117,9 @@ func openReplay(dir string, window time.Duration, perUID int, now time.Time) (*r
 		return nil, fmt.Errorf("runtime directory: %w", err)
 	}
 	w := &replayWindow{path: filepath.Join(dir, replayFile), window: window, seen: map[string]*replayEntry{}, live: map[string]bool{}, byUID: map[int][]time.Time{}, perUID: perUID}
-	data, err := readNoFollow(w.path)
+	data, err := readDaemonFile(w.path, 0)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("replay window: %w", err)
+		return nil, fmt.Errorf("replay window: %s: %w", w.path, err)
 	}
 	for line := range strings.Lines(string(data)) {
 		e, ok := parseReplayLine(line)
@@ -296,14 +296,47 @@ func writeNew(path string, data []byte) error {
 	return err
 }
 
-// readNoFollow reads the file at path, refusing a symlink.
-func readNoFollow(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+// readDaemonFile reads the file at path as the daemon wrote it, refusing
+// anything else: a symlink (not followed), a FIFO or device (opened
+// without blocking), a file of another uid, one others may read or
+// write, one with more than one link (another name for it elsewhere), or
+// one larger than limit bytes when limit > 0. An error wrapping
+// fs.ErrNotExist when there is none.
+func readDaemonFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errors.New("it is a symlink")
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("it is not a regular file (%s)", fi.Mode().Type())
+	case st.Uid != uint32(os.Geteuid()):
+		return nil, fmt.Errorf("it is owned by uid %d, not by the daemon's", st.Uid)
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("its mode %04o lets others than its owner at it", fi.Mode().Perm())
+	case st.Nlink != 1:
+		return nil, fmt.Errorf("it has %d links", st.Nlink)
+	}
+	if limit <= 0 {
+		return io.ReadAll(f)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("it is larger than %d bytes", limit)
+	}
+	return data, nil
 }
 
 // LastExpiry is when the newest key recorded (in this run or a previous

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,4 +176,83 @@ func TestReplayFileUIDs(t *testing.T) {
 		}
 	}
 	w.Close()
+}
+
+// TestReplayFileNotTrusted: the replay file is read only as the daemon
+// writes it. A file at its path that is another uid's, that others may
+// write, with a second link, a FIFO (which must not hold the start) or a
+// symlink stops the window's opening with an error naming the file and
+// why; the daemon's own 0600 file opens.
+func TestReplayFileNotTrusted(t *testing.T) {
+	t.Parallel()
+	exp := time.Now().Add(time.Hour).UnixNano()
+	line := []byte(fmt.Sprintf("%d 1000 \"id:a\"\n", exp))
+	for _, c := range []struct {
+		name, want string
+		plant      func(t *testing.T, path string)
+	}{
+		{"own", "", func(t *testing.T, path string) { writeFile(t, path, line, 0o600) }},
+		{"other uid", "owned by uid 65534", func(t *testing.T, path string) {
+			writeFile(t, path, line, 0o600)
+			if err := os.Chown(path, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"others may write", "mode 0622", func(t *testing.T, path string) { writeFile(t, path, line, 0o622) }},
+		{"second link", "2 links", func(t *testing.T, path string) {
+			writeFile(t, path, line, 0o600)
+			if err := os.Link(path, path+".other"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"fifo", "not a regular file", func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink", "symlink", func(t *testing.T, path string) {
+			writeFile(t, path+".target", line, 0o600)
+			if err := os.Symlink(path+".target", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if os.Geteuid() != 0 && c.name == "other uid" {
+				t.Fatal("needs root to plant another uid's file: run the tests as the README says")
+			}
+			dir := t.TempDir()
+			path := filepath.Join(dir, replayFile)
+			c.plant(t, path)
+			w, err := openReplay(dir, time.Hour, 10, time.Now())
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("the daemon's own file: %v", err)
+				}
+				defer w.Close()
+				if fresh, _ := w.Add([]string{"id:a"}, 1000, time.Now()); fresh {
+					t.Fatal("the own file's request was forgotten")
+				}
+				return
+			}
+			if err == nil {
+				w.Close()
+				t.Fatalf("a replay file that is not the daemon's (%s) was read", c.name)
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q, want one naming %s and saying %q", err, path, c.want)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path string, data []byte, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
 }
