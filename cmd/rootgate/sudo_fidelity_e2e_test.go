@@ -186,7 +186,7 @@ type fidelityResult struct {
 // TestSudoFidelity runs each line of fidelityCorpus through real sudo and
 // through rootgate sudo, as the same account (one with a NOPASSWD rule
 // for sudo, a daemon whose policy allows everything for rootgate), in the
-// same work tree made anew each time, and requires the same exit status,
+// same work tree (one per line) made anew each time, and requires the same exit status,
 // stdout, stderr (program names aside) and file effects, but for the
 // lines listed as differing, which must differ.
 func TestSudoFidelity(t *testing.T) {
@@ -223,14 +223,11 @@ func TestSudoFidelity(t *testing.T) {
 	if err := os.Symlink(rgtest.Rootgate(t), filepath.Join(bin, "sudo")); err != nil {
 		t.Fatal(err)
 	}
-	// The work tree: root's, under a directory only root can change.
-	work, err := os.MkdirTemp("/srv", "rgfid-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-
-	run := func(c fidelityCase, path string) fidelityResult {
+	// Each line runs in a work tree of its own (root's, under a
+	// directory only root can change), made anew for each run, so that
+	// lines run side by side: a few at a time, within the daemon's
+	// per-uid limits.
+	run := func(t *testing.T, work string, c fidelityCase, path string) fidelityResult {
 		t.Helper()
 		makeFidelityTree(t, work, uid, gid)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -257,26 +254,39 @@ func TestSudoFidelity(t *testing.T) {
 	}
 	byDesignHere := securePathByDesign(t)
 	seen := map[string]bool{}
-	for _, c := range fidelityCorpus {
-		if seen[c.line] {
-			t.Fatalf("%q is twice in the corpus", c.line)
-		}
-		seen[c.line] = true
-		real := run(c, "/usr/bin:/bin")
-		rg := run(c, bin+":/usr/bin:/bin")
-		diff := fidelityDiff(real, rg)
-		why, byDesign := byDesignHere[c.line]
-		switch {
-		case byDesign:
-			if diff == "" {
-				t.Errorf("%s: now matches sudo: take it off the list of lines that differ", c.line)
-			} else {
-				t.Logf("%s: differs, as listed (%s): %s", c.line, why, diff)
+	slots := make(chan struct{}, 3)
+	t.Run("lines", func(t *testing.T) {
+		for i, c := range fidelityCorpus {
+			if seen[c.line] {
+				t.Fatalf("%q is twice in the corpus", c.line)
 			}
-		case diff != "":
-			t.Errorf("%s: differs from sudo: %s", c.line, diff)
+			seen[c.line] = true
+			why, byDesign := byDesignHere[c.line]
+			t.Run(strconv.Itoa(i+1), func(t *testing.T) {
+				t.Parallel()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				work, err := os.MkdirTemp("/srv", "rgfid-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer os.RemoveAll(work)
+				real := run(t, work, c, "/usr/bin:/bin")
+				rg := run(t, work, c, bin+":/usr/bin:/bin")
+				diff := fidelityDiff(real, rg)
+				switch {
+				case byDesign:
+					if diff == "" {
+						t.Errorf("%s: now matches sudo: take it off the list of lines that differ", c.line)
+					} else {
+						t.Logf("%s: differs, as listed (%s): %s", c.line, why, diff)
+					}
+				case diff != "":
+					t.Errorf("%s: differs from sudo: %s", c.line, diff)
+				}
+			})
 		}
-	}
+	})
 	for line := range byDesignHere {
 		if !seen[line] {
 			t.Errorf("%q is listed but not in the corpus", line)
