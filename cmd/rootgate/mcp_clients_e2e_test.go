@@ -211,6 +211,7 @@ func (s *rawSession) send(msg []byte) (result json.RawMessage) {
 // captured with it (testdata/mcpclients/raw). An argument no client is
 // known to add stays refused.
 func TestMCPClientsAsRecorded(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/mcpclients/*.json")
 	if err != nil || len(files) < 3 {
 		t.Fatalf("recordings: %v %v", files, err)

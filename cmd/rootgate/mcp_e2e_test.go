@@ -263,6 +263,7 @@ func (e *mcpEnv) rule(n int) *mcpserver.DecidedBy {
 }
 
 func TestMCPExecute(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0, "--max-text", "4096", "--host", "gone="+e.dir+"/nothing-here")
 
@@ -535,6 +536,7 @@ stderr: empty
 // TestMCPUnprivileged runs rootgate mcp as nobody: an unprivileged request
 // runs as nobody, and a socket nobody may not use is a clear error.
 func TestMCPUnprivileged(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	const nobody = 65534
 	// The approver socket is 0600 root: connecting to it is refused just
@@ -630,6 +632,7 @@ func (a *testApprover) next(t *testing.T) *remote.Message {
 // pending; cancelling the call kills the run; a client that goes away
 // withdraws its prompt.
 func TestMCPWaitAndCancel(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0, "--progress-interval", "100ms")
 	a := attachApprover(t, e.asock)

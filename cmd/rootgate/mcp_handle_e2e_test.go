@@ -33,6 +33,7 @@ func (c *mcpClient) callTool(t *testing.T, ctx context.Context, tool string, arg
 // returns the whole output once the run ends; cancel kills a running
 // command with its processes.
 func TestMCPRunOutlivesCall(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0, "--wait", "1s", "--progress-interval", "100ms")
 	a := attachApprover(t, e.asock)
@@ -136,6 +137,7 @@ func TestMCPRunOutlivesCall(t *testing.T) {
 // belongs to the session: when the client closes rootgate mcp's stdin,
 // the prompt is withdrawn and rootgate mcp exits 0.
 func TestMCPSessionEndWithdrawsPending(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	a := attachApprover(t, e.asock)
 	cmd, stdin, stdout := e.startMCPPipes(t, "--wait", "1s")

@@ -30,6 +30,7 @@ func (c *mcpClient) checkCall(t *testing.T, args map[string]any) (*mcp.CallToolR
 // attached approver; a person who then denies the real request writes a
 // note that reaches the agent in the result.
 func TestMCPCheckAndNote(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0)
 	a := attachApprover(t, e.asock)
@@ -81,6 +82,7 @@ func TestMCPCheckAndNote(t *testing.T) {
 // only ask rule of the policy here is for env, a command runner: the
 // grant carries its second confirmation.)
 func TestMCPCheckSeesGrant(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0)
 	a := attachApprover(t, e.asock)
@@ -135,6 +137,7 @@ func TestMCPCheckSeesGrant(t *testing.T) {
 // agent is told that the command had started and was killed, with what it
 // wrote, and not to assume it did not run.
 func TestMCPStopDuringRun(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0)
 	flag := e.dir + "/started"
@@ -165,6 +168,7 @@ func TestMCPStopDuringRun(t *testing.T) {
 // stage succeeded says in its status line which earlier stage failed, and
 // an env refusal names the refused keys and the allowed ones.
 func TestMCPSaysWhatFailed(t *testing.T) {
+	t.Parallel()
 	e := startMCPEnv(t)
 	c := e.startMCP(t, 0)
 

@@ -26,6 +26,7 @@ const tsClientDir = "../internal/mcpserver/testdata/tsclient"
 // needs comes from a real approver connection, given once the client has
 // seen the approval phase.
 func TestMCPTypeScriptClient(t *testing.T) {
+	t.Parallel()
 	node := testutil.NeedTool(t, "node", "nodejs npm")
 	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		t.Fatalf("the MCP TypeScript SDK client is not installed (%v): the README's test command installs it (npm ci --no-audit --no-fund --prefix cmd/internal/mcpserver/testdata/tsclient, at the repository's root)", err)

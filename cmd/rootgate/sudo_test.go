@@ -351,6 +351,7 @@ func TestSudoShimAsAgentAccount(t *testing.T) {
 // it; the same command as root falls outside that rule (with -n: denied at
 // once), and an unknown account is the daemon's error.
 func TestSudoRunAsAccount(t *testing.T) {
+	t.Parallel()
 	const account = "rgsudo1"
 	addRunAsAccount(t, account)
 	u, err := user.Lookup(account)
