@@ -16,6 +16,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
@@ -300,7 +301,7 @@ func (s *Server) commitAudit() {
 // stopped before that record was written or synced. It alone writes
 // orphaned records, one per such run: killed holds the names (without
 // "~N") of the runs' cgroups recoverOrphans killed, and swept the
-// cgroupName of the ids of the runs whose processes recoverLeftovers
+// cgroup.RunName of the ids of the runs whose processes recoverLeftovers
 // looked for, which only says so in the record's error. A cgroup whose run's end is in the trail (the
 // daemon stopped before removing it), or whose run never started (a
 // cgroup is made after its run's started record is written, and a run
@@ -318,9 +319,9 @@ func (s *Server) recoverUnfinished(killed, swept map[string]bool) {
 	for _, id := range ids {
 		why := errUnfinished
 		switch {
-		case killed[cgroupName(id)]:
+		case killed[cgroup.RunName(id)]:
 			why = errOrphaned
-		case swept[cgroupName(id)]:
+		case swept[cgroup.RunName(id)]:
 			why = errSwept
 		}
 		s.event(auditEvent{Kind: eventOrphaned, ID: id, Err: why})

@@ -7,9 +7,9 @@ import (
 
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/internal/termsafe"
-	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -19,7 +19,7 @@ import (
 type verdict struct {
 	d       approval.Decision
 	rule    *policy.Rule     // the policy rule that decided, if one did
-	ruleLim pipeline.Limits  // with rule allowing: the lowest limits of the rules that allowed the stages
+	ruleLim cgroup.Limits    // with rule allowing: the lowest limits of the rules that allowed the stages
 	grant   *grant           // the standing grant that decided, if one did
 	prompt  *approval.Prompt // what a person was shown, if one was asked
 	// unrecorded: refused without a person past its uid's budget of
@@ -64,7 +64,7 @@ func (r *request) judge() (verdict, error) {
 			return verdict{}, err
 		}
 		return verdict{d: approval.Decision{Verdict: approval.Allow, By: "policy " + ruleSource(m.Rule)},
-			rule: m.Rule, ruleLim: pipeline.Limits{Memory: m.Memory, Tasks: m.Tasks}}, nil
+			rule: m.Rule, ruleLim: cgroup.Limits{Memory: m.Memory, Tasks: m.Tasks}}, nil
 	}
 	// A person's standing grant for exactly this request decides it
 	// without asking; the policy's deny rules were read first.

@@ -134,7 +134,7 @@ func keptTotal(maxRuns int) int64 { return int64(maxRuns) * wire.MaxCapture }
 const ownRest = 128 << 20
 
 // ownMemoryMax is the memory.max of the daemon's own cgroup
-// (boundOwnMemory): the output it keeps for answers and the content it
+// (cgroup.Runs.BoundOwnMemory): the output it keeps for answers and the content it
 // captured for requests not yet run, at most, and the rest with room.
 // Past it the kernel's OOM killer stops the daemon alone (systemd starts
 // it again), never another process of the machine.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/pipeline"
 )
 
@@ -89,7 +90,7 @@ func (s *Server) trackRun(id string, cmd *pipeline.Cmd) (end func(), err error) 
 // recoverLeftovers kills what is left of the runs a daemon without
 // cgroups recorded in runsDir and never saw end (it died mid-run), as far
 // as it can be found (pipeline.KillLeftovers), removes their records, and
-// returns the cgroupName of each such run's id, for its orphaned record.
+// returns the cgroup.RunName of each such run's id, for its orphaned record.
 func (s *Server) recoverLeftovers() map[string]bool {
 	dir := s.runsDir()
 	ents, err := os.ReadDir(dir)
@@ -119,7 +120,7 @@ func (s *Server) recoverLeftovers() map[string]bool {
 			leaders = append(leaders, rec.Stages...)
 			if rec.ID != "" {
 				ids = append(ids, rec.ID)
-				swept[cgroupName(rec.ID)] = true
+				swept[cgroup.RunName(rec.ID)] = true
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
@@ -38,7 +39,7 @@ type runPlan struct {
 	named *approval.NamedRun
 	// lim is the limits of the run's cgroup, as the daemon sets them
 	// (a rule that allows the run may lower them: request.limits).
-	lim pipeline.Limits
+	lim cgroup.Limits
 	// search is where a bare name is found and the run's PATH: the fixed
 	// search path, less its directories others than root may change for
 	// a privileged run another user asks for (pipeline.SafeSearchPath).

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/policy"
@@ -418,7 +419,7 @@ func (r *request) reserve() {
 // limits are the run's cgroup's: the daemon's, lowered by the rules that
 // allowed the run. Each stage's rule limits the whole run: a first stage
 // allowed without limits does not lift a later one's.
-func (r *request) limits() pipeline.Limits {
+func (r *request) limits() cgroup.Limits {
 	if r.v.rule != nil && r.v.grant == nil {
 		return stricter(r.p.lim, r.v.ruleLim)
 	}
@@ -475,7 +476,7 @@ func (r *request) contain() error {
 	if c := r.s.cfg.Cgroups; c != nil {
 		// Its own cgroup, or no run: a run that cannot be contained so
 		// is not run the weaker way behind the operator's back.
-		cg, err := c.newRun(r.req.ID, r.limits())
+		cg, err := c.NewRun(r.req.ID, r.limits())
 		if err != nil {
 			r.log.Error("cannot make the run's cgroup", "err", err)
 			return failed(wire.StartError(err))
@@ -814,7 +815,7 @@ func runResponse(id string, res *pipeline.Result) *wire.Response {
 
 // usageOf is a run's usage as the answer and the audit record give it;
 // nil without a cgroup.
-func usageOf(u *pipeline.Usage) *wire.Usage {
+func usageOf(u *cgroup.Usage) *wire.Usage {
 	if u == nil {
 		return nil
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/peerid"
 	"github.com/rootgate/rootgate/internal/progid"
@@ -167,11 +168,11 @@ type Config struct {
 	// EnvAllow is the env allowlist; nil means wire.DefaultEnvAllow.
 	EnvAllow wire.EnvPolicy
 	// Cgroups, when set, gives every run a cgroup of its own (see
-	// [SetupCgroups]); nil contains runs the fallback way (sessions,
+	// [cgroup.SetupRuns]); nil contains runs the fallback way (sessions,
 	// process groups, the subreaper and the environment tag). New kills
 	// the runs' cgroups it finds left in Cgroups.Parent (those marked as
 	// rootgated's: no other) and records each as orphaned.
-	Cgroups *Cgroups
+	Cgroups *cgroup.Runs
 	// Log receives the daemon's log; nil discards it.
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -270,7 +271,7 @@ func New(cfg Config) (*Server, error) {
 		killed = s.recoverOrphans()
 		limit := ownMemoryMax(cfg.MaxRuns)
 		// The reason is in the message: journalctl shows only that.
-		if f, err := cfg.Cgroups.boundOwnMemory(limit); err != nil {
+		if f, err := cfg.Cgroups.BoundOwnMemory(limit); err != nil {
 			cfg.Log.Info("the daemon's own memory is not bounded by a cgroup: " + err.Error())
 		} else {
 			cfg.Log.Info(fmt.Sprintf("the daemon's own memory is bounded: memory.max %d in %s", limit, f))

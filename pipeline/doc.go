@@ -66,7 +66,7 @@
 //
 // A process that leaves its stage's session or process group (setsid,
 // setpgid, a daemon that double-forks that way) escapes the group kill.
-// With a [Cgroup] ([Cmd].Cgroup), that does not matter: every stage is
+// With a [cgroup.Cgroup] ([Cmd].Cgroup), that does not matter: every stage is
 // created in the run's cgroup, all it starts stays there (but a process
 // running as root may move itself to another cgroup through its
 // cgroup.procs, as root may do anything), and once the
@@ -83,6 +83,6 @@
 // go to init and are not found. The limit: a process that also replaces
 // its environment escapes that too. If it still holds one of the run's output pipes, Run stops reading
 // it shortly after the stages have ended and closes it, so it cannot delay
-// the result; it may go on running. Give the run a [Cgroup] when that
+// the result; it may go on running. Give the run a [cgroup.Cgroup] when that
 // matters.
 package pipeline

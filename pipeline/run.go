@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,12 +107,12 @@ type Cmd struct {
 	// that stage's own goroutine: writers shared between stages must be
 	// safe for concurrent use. A stage it gives nil is captured as usual.
 	StderrTo func(stage int) io.Writer
-	// Cgroup, when set, is the run's own cgroup (see [Cgroup]): every
+	// Cgroup, when set, is the run's own cgroup (see [cgroup.Cgroup]): every
 	// stage is created in it, and when the run ends everything in it is
 	// killed, in place of the environment tag and the sweep (see the
 	// package documentation). Run does not remove it; the caller does,
 	// after reading what it needs ([Result].Usage holds its counters).
-	Cgroup *Cgroup
+	Cgroup *cgroup.Cgroup
 	// Gate, when set, is called once, after the pipes are made and the
 	// stages are on their way to start, before any stage's process is
 	// created; Run starts nothing when it returns an error, and returns
@@ -149,7 +150,7 @@ type Result struct {
 	Canceled bool          // ctx ended before the run finished and it was killed
 	// Usage is what the run's cgroup counted, read once everything in
 	// it was killed; nil without [Cmd].Cgroup.
-	Usage *Usage
+	Usage *cgroup.Usage
 	// KillErr, with [Cmd].Cgroup only, says why the end of the run could
 	// not make sure nothing of it is left (cgroup.kill failed, or a
 	// process outlived SIGKILL by 10 seconds); nil otherwise.
@@ -288,7 +289,7 @@ type runner struct {
 	outLeft budget              // what the stdout capture may still allocate
 	errLeft budget              // what the stderr captures, together, may still allocate
 	tag     string              // the run's RunEnvKey value, without a cgroup
-	cg      *Cgroup             // the run's cgroup, if it has one
+	cg      *cgroup.Cgroup      // the run's cgroup, if it has one
 	gate    func() error        // Cmd.Gate, called once, by the first stage to start
 
 	// What a caller recording the run for a later process needs.
@@ -345,7 +346,7 @@ func (c *Cmd) prepare() (r *runner, err error) {
 		if r.cg != nil {
 			// clone3 with CLONE_INTO_CGROUP: the stage is in the run's
 			// cgroup from its first instruction.
-			attr.UseCgroupFD, attr.CgroupFD = true, r.cg.fd()
+			attr.UseCgroupFD, attr.CgroupFD = true, r.cg.FD()
 		}
 		if a := c.Account; a != nil {
 			attr.Credential = &syscall.Credential{Uid: a.UID, Gid: a.GID, Groups: slices.Clone(a.Groups)}
@@ -591,7 +592,7 @@ func (r *runner) wait(ctx context.Context, timeout, grace time.Duration) *Result
 			if r.cg != nil {
 				// Every process of the run, whatever group it is in;
 				// a failure is the end of the run's too (Kill, below).
-				_ = r.cg.killAll()
+				_ = r.cg.KillNoWait()
 			}
 			for _, s := range r.stages {
 				s.signal(unix.SIGKILL)

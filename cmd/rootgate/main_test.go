@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
-	"github.com/rootgate/rootgate/pipeline"
 )
 
 // TestMain makes this test binary the command rootgate too: for the
@@ -60,11 +60,11 @@ func TestScripts(t *testing.T) {
 			// rgtest gives every test daemon: daemons sharing one would
 			// take turns at its lock, and the losers fall back.
 			cg := "none"
-			if own, _, err := pipeline.OwnCgroup(); err == nil {
+			if own, _, err := cgroup.Own(); err == nil {
 				if d, err := os.MkdirTemp(own, "rgscript-"); err == nil {
 					cg = d
 					e.Defer(func() {
-						if c, err := pipeline.OpenCgroup(d); err == nil {
+						if c, err := cgroup.Open(d); err == nil {
 							c.Remove()
 						}
 					})

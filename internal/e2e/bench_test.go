@@ -6,6 +6,7 @@ import (
 
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -31,7 +32,7 @@ func benchServer(b *testing.B) string {
 	b.Cleanup(func() { log.Close() })
 	cfg := daemon.Config{Audit: log}
 	if parent := rgtest.CgroupParent(b); parent != "" {
-		cg, err := daemon.SetupCgroups(parent)
+		cg, err := cgroup.SetupRuns(parent)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
-	"github.com/rootgate/rootgate/pipeline"
 	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
 )
@@ -513,7 +513,7 @@ func TestCgroupUsage(t *testing.T) {
 		t.Errorf("audit show: %v, no %q in:\n%s", err, want, out)
 	}
 	// memory.peak only where the memory controller is.
-	ctl, _ := pipeline.Controllers(filepath.Dir(d.cgroup(t)))
+	ctl, _ := cgroup.Controllers(filepath.Dir(d.cgroup(t)))
 	if has := slices.Contains(ctl, "memory"); has != (u.MemoryPeak != nil) {
 		t.Errorf("memory controller %v, memory_peak %v", has, u.MemoryPeak)
 	}
@@ -535,7 +535,7 @@ func TestCgroupStartupLine(t *testing.T) {
 	t.Parallel()
 	parent := cgroupParent(t)
 	d := startDaemon(t, opts{Args: []string{"--cgroup", parent}})
-	ctl, err := pipeline.Controllers(parent)
+	ctl, err := cgroup.Controllers(parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +604,7 @@ func TestCgroupLimits(t *testing.T) {
 		t.Run(c.limit, func(t *testing.T) {
 			t.Parallel()
 			parent := cgroupParent(t)
-			ctl, err := pipeline.Controllers(parent)
+			ctl, err := cgroup.Controllers(parent)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -664,7 +664,7 @@ func TestCgroupPolicyLimits(t *testing.T) {
 			if path.args == nil {
 				parent = filepath.Dir(d.cgroup(t))
 			}
-			ctl, _ := pipeline.Controllers(parent)
+			ctl, _ := cgroup.Controllers(parent)
 			if parent != "" && slices.Contains(ctl, "pids") {
 				wantOK(t, r)
 				if got := strings.TrimSpace(string(r.Stdout)); got != "50" {
@@ -706,7 +706,7 @@ func TestCgroupPipelineKeepsEveryStagesLimits(t *testing.T) {
 			if path.args == nil {
 				parent = filepath.Dir(d.cgroup(t))
 			}
-			if ctl, _ := pipeline.Controllers(parent); parent != "" && slices.Contains(ctl, "pids") {
+			if ctl, _ := cgroup.Controllers(parent); parent != "" && slices.Contains(ctl, "pids") {
 				wantOK(t, r)
 				if got := strings.TrimSpace(string(r.Stdout)); got != "50" {
 					t.Errorf("pids.max = %q, want 50 (the second stage's rule)", got)

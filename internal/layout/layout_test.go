@@ -120,7 +120,7 @@ func TestDeps(t *testing.T) {
 		forbid []string
 		why    string
 	}{
-		{[]string{"wire", "pipeline", "internal/termsafe", "internal/rootpath", "internal/progid"}, append([]string{"daemon", "approval", "cmd", "internal/client", "internal/audit"}, ui...),
+		{[]string{"wire", "pipeline", "internal/cgroup", "internal/termsafe", "internal/rootpath", "internal/progid"}, append([]string{"daemon", "approval", "cmd", "internal/client", "internal/audit"}, ui...),
 			"the contract and the runner stand alone: no daemon, decider, client or UI"},
 		{[]string{"daemon"}, append([]string{"cmd"}, ui...),
 			"the daemon links no terminal or D-Bus library: its caller hands it the deciders"},

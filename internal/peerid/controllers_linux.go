@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/pipeline"
 	"golang.org/x/sys/unix"
 )
@@ -105,7 +106,7 @@ func (r *RunSigns) look(pid int, first bool, env []byte) {
 		return
 	}
 	if r.Cgroups != "" {
-		if dir, err := pipeline.CgroupOf(pid); err == nil && (dir == r.Cgroups || strings.HasPrefix(dir, r.Cgroups+"/")) {
+		if dir, err := cgroup.Of(pid); err == nil && (dir == r.Cgroups || strings.HasPrefix(dir, r.Cgroups+"/")) {
 			r.Why = who + " is in a run's cgroup, " + dir
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/cliout"
@@ -161,7 +162,7 @@ var flags = append(clidoc.Within(daemon.Settings, func(c *config) *daemon.Config
 		{Flag: clidoc.Flag{Name: "audit", Default: audit.DefaultPath, Usage: "audit log `file` (created 0600, its directory 0700); it cannot be turned off"}, Field: func(c *config) any { return &c.Audit }},
 		{Flag: clidoc.Flag{Name: "audit-max-size", Default: clidoc.Size(defaultAuditMaxSize), Usage: "rotate the audit log before it grows past this `size` (bytes, or with K, M or G); 0 never rotates"}, Field: func(c *config) any { return &c.AuditMaxSize }},
 		{Flag: clidoc.Flag{Name: "audit-keep", Default: defaultAuditKeep, Usage: "rotated audit files kept; older ones are removed after a rotation (0 keeps all)"}, Field: func(c *config) any { return &c.AuditKeep }},
-		{Flag: clidoc.Flag{Name: "cgroup", Default: daemon.CgroupAuto, Usage: "where each run gets a cgroup v2 of its own: \"auto\" (a subtree of the daemon's own cgroup when it is the tree's root or was delegated to the daemon, as under rootgate.service), a cgroup2 `directory` to make the runs' cgroups in, or \"none\"; without one, runs are contained by sessions, process groups and an environment tag only (docs/security.md)"}, Field: func(c *config) any { return &c.Cgroup }},
+		{Flag: clidoc.Flag{Name: "cgroup", Default: cgroup.Auto, Usage: "where each run gets a cgroup v2 of its own: \"auto\" (a subtree of the daemon's own cgroup when it is the tree's root or was delegated to the daemon, as under rootgate.service), a cgroup2 `directory` to make the runs' cgroups in, or \"none\"; without one, runs are contained by sessions, process groups and an environment tag only (docs/security.md)"}, Field: func(c *config) any { return &c.Cgroup }},
 		{Flag: clidoc.Flag{Name: "cgroup-shared", Default: false, Usage: "start even though the runs' cgroup parent holds cgroups rootgated did not make, and leave them alone; without it the daemon refuses to start next to them, as a --cgroup naming such a directory is most likely a mistake. rootgated only ever kills and removes the cgroups it made and marked"}, Field: func(c *config) any { return &c.CgroupShared }},
 		{Flag: clidoc.Flag{Name: "run-memory-max", Default: clidoc.Size(0), Usage: "memory limit of every run (memory.max, `size` in bytes, or with K, M or G); 0 is none. The daemon refuses to start when its runs' cgroups have no memory controller"}, Field: func(c *config) any { return &c.RunMemoryMax }},
 		{Flag: clidoc.Flag{Name: "run-tasks-max", Default: 0, Usage: "limit on the processes and threads of every run (pids.max); 0 is none. The daemon refuses to start when its runs' cgroups have no pids controller"}, Field: func(c *config) any { return &c.RunTasksMax }},
@@ -275,7 +276,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, hup hangups) int 
 
 // foreignCgroups is why the daemon must not start with cgroups c: their
 // parent holds cgroups rootgated did not make, unless shared says it may.
-func foreignCgroups(c *daemon.Cgroups, shared bool) error {
+func foreignCgroups(c *cgroup.Runs, shared bool) error {
 	if shared {
 		return nil
 	}
@@ -301,18 +302,18 @@ func serve(ctx context.Context, o *config, stderr io.Writer, hup hangups) error 
 	}
 	// A cgroup of its own for every run, where the machine allows it;
 	// in the directory named, or not at all.
-	cgroups, noCgroup := daemon.SetupCgroups(o.Cgroup)
+	cgroups, noCgroup := cgroup.SetupRuns(o.Cgroup)
 	if cgroups != nil {
 		defer cgroups.Close()
 		if err := foreignCgroups(cgroups, o.CgroupShared); err != nil {
 			return configErr(err)
 		}
-	} else if o.Cgroup != daemon.CgroupAuto && o.Cgroup != daemon.CgroupNone && o.Cgroup != "" {
+	} else if o.Cgroup != cgroup.Auto && o.Cgroup != cgroup.None && o.Cgroup != "" {
 		return configErr(fmt.Errorf("--cgroup: %w (a directory named is used or the daemon does not start)", noCgroup))
 	}
 	// Limits this machine cannot enforce are a configuration error: the
 	// daemon never runs without a limit it was told to apply.
-	limits := pipeline.Limits{Memory: o.RunMemoryMax, Tasks: int64(o.RunTasksMax)}
+	limits := cgroup.Limits{Memory: o.RunMemoryMax, Tasks: int64(o.RunTasksMax)}
 	if err := cgroups.Check(limits); err != nil {
 		if cgroups == nil {
 			err = fmt.Errorf("%w: %v", err, noCgroup)

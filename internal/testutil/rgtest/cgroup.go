@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rootgate/rootgate/pipeline"
+	"github.com/rootgate/rootgate/internal/cgroup"
 )
 
 // CgroupParent is a cgroup v2 of its own for one test daemon's runs (its
@@ -24,7 +24,7 @@ func CgroupParent(t testing.TB) string {
 // CgroupParentErr is CgroupParent, with the reason when it is "".
 func CgroupParentErr(t testing.TB) (string, error) {
 	t.Helper()
-	own, _, err := pipeline.OwnCgroup()
+	own, _, err := cgroup.Own()
 	if err != nil {
 		return "", err
 	}
@@ -33,7 +33,7 @@ func CgroupParentErr(t testing.TB) (string, error) {
 		return "", err
 	}
 	t.Cleanup(func() {
-		if c, err := pipeline.OpenCgroup(dir); err == nil {
+		if c, err := cgroup.Open(dir); err == nil {
 			if err := c.Remove(); err != nil {
 				t.Errorf("test cgroup: %v", err)
 			}

@@ -1,4 +1,4 @@
-package daemon
+package cgroup
 
 import (
 	"strings"
@@ -18,16 +18,16 @@ func TestCgroupName(t *testing.T) {
 		"x~2":                                  "x%7E2",
 		"été 100%":                             "%C3%A9t%C3%A9%20100%25",
 	} {
-		got := cgroupName(id)
+		got := RunName(id)
 		if got != want {
-			t.Errorf("cgroupName(%q) = %q, want %q", id, got, want)
+			t.Errorf("RunName(%q) = %q, want %q", id, got, want)
 		}
 		if strings.Contains(got, "/") || got == "." || got == ".." {
-			t.Errorf("cgroupName(%q) = %q: not a directory name", id, got)
+			t.Errorf("RunName(%q) = %q: not a directory name", id, got)
 		}
 		for _, name := range []string{got, got + "~2"} {
-			if back := idOf(name); back != id {
-				t.Errorf("idOf(%q) = %q, want %q", name, back, id)
+			if back := RunID(name); back != id {
+				t.Errorf("RunID(%q) = %q, want %q", name, back, id)
 			}
 		}
 	}
@@ -37,11 +37,11 @@ func TestCgroupNameLong(t *testing.T) {
 	// The longest id, each of its characters four bytes escaped: still a
 	// directory name, read back as the id's start.
 	id := strings.Repeat("\U0001F600", 128)
-	name := cgroupName(id)
-	if len(name) > maxCgroupName || len(name) < maxCgroupName-12 {
+	name := RunName(id)
+	if len(name) > maxRunName || len(name) < maxRunName-12 {
 		t.Fatalf("%d bytes", len(name))
 	}
-	if back := idOf(name); !strings.HasPrefix(id, back) || back == "" {
-		t.Errorf("idOf = %q", back)
+	if back := RunID(name); !strings.HasPrefix(id, back) || back == "" {
+		t.Errorf("RunID = %q", back)
 	}
 }

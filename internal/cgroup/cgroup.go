@@ -1,4 +1,4 @@
-package pipeline
+package cgroup
 
 import (
 	"bytes"
@@ -16,12 +16,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Cgroup is a cgroup v2 directory that holds one run: with [Cmd].Cgroup
-// set, every stage is created inside it (clone3 with CLONE_INTO_CGROUP,
-// so no process of the run ever runs outside it), and the end of the run
-// kills everything in it through cgroup.kill, whatever the processes did
-// to their sessions, process groups or environment. Make one with
-// [NewCgroup] or [OpenCgroup]; [Cgroup.Remove] ends it.
+// Cgroup is a cgroup v2 directory that holds one run: with pipeline's
+// Cmd.Cgroup set, every stage is created inside it (clone3 with
+// CLONE_INTO_CGROUP through [Cgroup.FD], so no process of the run ever
+// runs outside it), and the end of the run kills everything in it
+// through cgroup.kill ([Cgroup.Kill]), whatever the processes did to
+// their sessions, process groups or environment. Make one with [New] or
+// [Open]; [Cgroup.Remove] ends it.
 type Cgroup struct {
 	// Path is the cgroup's directory in the cgroup2 file system.
 	Path string
@@ -79,10 +80,10 @@ type Usage struct {
 	MemoryPeak int64
 }
 
-// NewCgroup makes the cgroup name in parent, writes lim into it (see
+// New makes the cgroup name in parent, writes lim into it (see
 // [WriteLimits]) before anything runs there, and opens it. The error
 // wraps fs.ErrExist when the name is taken.
-func NewCgroup(parent, name string, lim Limits) (*Cgroup, error) {
+func New(parent, name string, lim Limits) (*Cgroup, error) {
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
 		return nil, fmt.Errorf("cgroup name %q is not a directory name", name)
 	}
@@ -94,7 +95,7 @@ func NewCgroup(parent, name string, lim Limits) (*Cgroup, error) {
 		_ = os.Remove(path)
 		return nil, err
 	}
-	c, err := OpenCgroup(path)
+	c, err := Open(path)
 	if err != nil {
 		_ = os.Remove(path)
 		return nil, err
@@ -102,8 +103,8 @@ func NewCgroup(parent, name string, lim Limits) (*Cgroup, error) {
 	return c, nil
 }
 
-// OpenCgroup opens the cgroup at path, which must exist.
-func OpenCgroup(path string) (*Cgroup, error) {
+// Open opens the cgroup at path, which must exist.
+func Open(path string) (*Cgroup, error) {
 	// Opened as a plain descriptor: os.OpenFile would try the runtime's
 	// poller, which refuses a directory, with five system calls.
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -151,8 +152,10 @@ func WriteLimits(dir string, lim Limits) error {
 	return nil
 }
 
-// fd is the descriptor stages are created in.
-func (c *Cgroup) fd() int { return int(c.dir.Fd()) }
+// FD is the descriptor of the cgroup's directory, which stages are
+// created in (CLONE_INTO_CGROUP); it stays c's, open until
+// [Cgroup.Remove].
+func (c *Cgroup) FD() int { return int(c.dir.Fd()) }
 
 // killWait bounds how long Kill waits for the killed processes to be
 // gone: SIGKILL cannot be caught, but a process in uninterruptible sleep
@@ -173,18 +176,19 @@ func (c *Cgroup) Kill() error {
 			return nil
 		}
 	}
-	if err := c.killAll(); err != nil {
+	if err := c.KillNoWait(); err != nil {
 		return err
 	}
 	return c.waitEmpty(time.Now().Add(killWait))
 }
 
-// killAll writes cgroup.kill: SIGKILL to every process in the cgroup and
-// below it. The kernel signals each process there through its first
-// thread, which a process whose first thread has exited (the exit system
-// call, not exit_group) while others run on never acts on: each such
-// process still listed is then killed as a whole (killListed).
-func (c *Cgroup) killAll() error {
+// KillNoWait is [Cgroup.Kill] without the wait: it writes cgroup.kill,
+// SIGKILL to every process in the cgroup and below it. The kernel
+// signals each process there through its first thread, which a process
+// whose first thread has exited (the exit system call, not exit_group)
+// while others run on never acts on: each such process still listed is
+// then killed as a whole (killListed).
+func (c *Cgroup) KillNoWait() error {
 	fd, err := c.openFile("cgroup.kill", unix.O_WRONLY)
 	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", err)
@@ -194,7 +198,7 @@ func (c *Cgroup) killAll() error {
 	if err != nil {
 		return fmt.Errorf("kill cgroup: %w", &fs.PathError{Op: "write", Path: filepath.Join(c.Path, "cgroup.kill"), Err: err})
 	}
-	killListed(c.fd(), c.Path)
+	killListed(c.FD(), c.Path)
 	return nil
 }
 
@@ -215,7 +219,7 @@ func killListed(dirfd int, path string) {
 	var left []int
 	for _, pid := range list() {
 		if n, err := strconv.Atoi(pid); err == nil {
-			if state, _, ok := procStat(n); ok && state == 'Z' {
+			if zombie(n) {
 				left = append(left, n)
 			}
 		}
@@ -272,13 +276,31 @@ func readAt(dirfd int, name string) []byte {
 	return b
 }
 
+// zombie reports whether process pid is a zombie (state Z in
+// /proc/PID/stat): for a process listed in a cgroup.procs, one whose
+// first thread has exited while others run on.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...": comm may hold anything, so the state is
+	// the first field after its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
 // openFile opens the file name of the cgroup through its held directory:
 // a plain descriptor, which the runtime's poller never sees (kernfs files
 // can be polled, and os.Open would register each one there and take it
 // out again on Close), and no walk of the path.
 func (c *Cgroup) openFile(name string, mode int) (int, error) {
 	for {
-		fd, err := unix.Openat(c.fd(), name, mode|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(c.FD(), name, mode|unix.O_CLOEXEC, 0)
 		if err == unix.EINTR {
 			continue
 		}
@@ -435,29 +457,29 @@ func removeTree(path string) error {
 	return nil
 }
 
-// ErrNoCgroup2 means no cgroup2 file system is mounted where this process
-// can see it, or the process is in no cgroup of it.
-var ErrNoCgroup2 = errors.New("no cgroup2 file system mounted")
+// ErrNotMounted means no cgroup2 file system is mounted where this
+// process can see it, or the process is in no cgroup of it.
+var ErrNotMounted = errors.New("no cgroup2 file system mounted")
 
-// OwnCgroup returns the directory of the calling process's cgroup v2 in
-// the cgroup2 file system mounted in its mount namespace (on a system
-// whose controllers are on cgroup v1, the v2 tree is often at
+// Own returns the directory of the calling process's cgroup v2 in the
+// cgroup2 file system mounted in its mount namespace (on a system whose
+// controllers are on cgroup v1, the v2 tree is often at
 // /sys/fs/cgroup/unified), and whether that cgroup is the root of the
-// tree. The error wraps [ErrNoCgroup2] when there is none.
-func OwnCgroup() (dir string, root bool, err error) {
-	return cgroupOf("/proc/self")
+// tree. The error wraps [ErrNotMounted] when there is none.
+func Own() (dir string, root bool, err error) {
+	return of("/proc/self")
 }
 
-// CgroupOf returns the directory of process pid's cgroup v2 in the
-// cgroup2 file system mounted in the caller's mount namespace, as
-// [OwnCgroup] does for the calling process.
-func CgroupOf(pid int) (string, error) {
-	dir, _, err := cgroupOf("/proc/" + strconv.Itoa(pid))
+// Of returns the directory of process pid's cgroup v2 in the cgroup2
+// file system mounted in the caller's mount namespace, as [Own] does for
+// the calling process.
+func Of(pid int) (string, error) {
+	dir, _, err := of("/proc/" + strconv.Itoa(pid))
 	return dir, err
 }
 
-// cgroupOf is [OwnCgroup] for the process whose /proc directory is proc.
-func cgroupOf(proc string) (dir string, root bool, err error) {
+// of is [Own] for the process whose /proc directory is proc.
+func of(proc string) (dir string, root bool, err error) {
 	b, err := os.ReadFile(proc + "/cgroup")
 	if err != nil {
 		return "", false, err
@@ -470,7 +492,7 @@ func cgroupOf(proc string) (dir string, root bool, err error) {
 		}
 	}
 	if !found {
-		return "", false, fmt.Errorf("%w: %s/cgroup has no 0:: line", ErrNoCgroup2, proc)
+		return "", false, fmt.Errorf("%w: %s/cgroup has no 0:: line", ErrNotMounted, proc)
 	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -490,7 +512,7 @@ func cgroupOf(proc string) (dir string, root bool, err error) {
 		}
 		return filepath.Join(mpoint, sub), sub == "" || sub == "/", nil
 	}
-	return "", false, fmt.Errorf("%w: none in /proc/self/mountinfo", ErrNoCgroup2)
+	return "", false, fmt.Errorf("%w: none in /proc/self/mountinfo", ErrNotMounted)
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

@@ -1,4 +1,4 @@
-package daemon
+package cgroup
 
 import (
 	"errors"
@@ -11,17 +11,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rootgate/rootgate/pipeline"
-	"github.com/rootgate/rootgate/policy"
 	"golang.org/x/sys/unix"
 )
 
-// Cgroups is where each run gets a cgroup v2 of its own: a directory
-// named for its request in Parent, which holds nothing else. Make it with
-// [SetupCgroups]; a nil *Cgroups means runs are contained the fallback
-// way (sessions, process groups, the subreaper and the environment tag:
-// docs/security.md).
-type Cgroups struct {
+// Runs is where each of rootgated's runs gets a cgroup v2 of its own: a
+// directory named for its request in Parent, which holds nothing else.
+// Make it with [SetupRuns]; a nil *Runs means runs are contained the
+// fallback way (sessions, process groups, the subreaper and the
+// environment tag: docs/security.md).
+type Runs struct {
 	// Parent is the cgroup the runs' cgroups are made in.
 	Parent string
 	// Memory and Tasks say whether a memory (memory.max) or a task
@@ -29,7 +27,7 @@ type Cgroups struct {
 	Memory, Tasks error
 	// Limits apply to every run (rootgated's --run-memory-max and
 	// --run-tasks-max).
-	Limits pipeline.Limits
+	Limits Limits
 
 	lock *os.File // Parent, held with an exclusive flock
 	// leaf is the daemon's own cgroup when it moved itself into one
@@ -41,25 +39,25 @@ type Cgroups struct {
 // as one rootgated made: each run's, as soon as it is made, and the
 // probe's. At start the daemon kills and removes only marked cgroups of
 // its parent, and a parent holding others is a configuration error (see
-// [Cgroups.Foreign]). Only a cgroup's owner (or CAP_FOWNER) can set a
+// [Runs.Foreign]). Only a cgroup's owner (or CAP_FOWNER) can set a
 // user.* attribute on it, and the cgroups rootgated makes are root's;
 // unlike trusted.*, which needs CAP_SYS_ADMIN in the initial user
 // namespace, it can be set by root in a container (Linux 5.7 and later:
 // older kernels lack cgroup.kill anyway).
 const cgroupMark = "user.rootgate.run"
 
-// Cgroup modes of [SetupCgroups].
+// Modes of [SetupRuns].
 const (
-	CgroupAuto = "auto"
-	CgroupNone = "none"
+	Auto = "auto"
+	None = "none"
 )
 
 // errNotDelegated: the daemon's own cgroup is not the tree's root and was
 // not delegated to it, so it must not make cgroups there.
 var errNotDelegated = errors.New("not delegated to rootgated (Delegate=yes in its unit)")
 
-// SetupCgroups works out where runs' cgroups go; spec is [CgroupAuto],
-// [CgroupNone] or a directory of a cgroup2 file system.
+// SetupRuns works out where runs' cgroups go; spec is [Auto], [None]
+// or a directory of a cgroup2 file system.
 //
 // Auto: when the daemon is in the cgroup v2 tree's root (no service
 // manager put it anywhere), runs go in ROOT/rootgate. When it is in a
@@ -74,16 +72,16 @@ var errNotDelegated = errors.New("not delegated to rootgated (Delegate=yes in it
 // tree offers them. Parent is held locked, so that two daemons never
 // share it (each kills the other's leftovers at start). The error says
 // why runs cannot have cgroups there: for auto the caller falls back,
-// for a directory named it stops. SetupCgroups looks at no cgroup in
-// Parent but its own probe: [Cgroups.Foreign] lists the others.
-func SetupCgroups(spec string) (*Cgroups, error) {
-	if spec == CgroupNone {
+// for a directory named it stops. SetupRuns looks at no cgroup in
+// Parent but its own probe: [Runs.Foreign] lists the others.
+func SetupRuns(spec string) (*Runs, error) {
+	if spec == None {
 		return nil, errors.New("turned off (--cgroup none)")
 	}
 	var parent, leaf string
 	var chain []string // cgroups whose subtree_control must enable a controller, top first
-	if spec == CgroupAuto || spec == "" {
-		own, root, err := pipeline.OwnCgroup()
+	if spec == Auto || spec == "" {
+		own, root, err := Own()
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +131,7 @@ func SetupCgroups(spec string) (*Cgroups, error) {
 		lock.Close()
 		return nil, err
 	}
-	c := &Cgroups{Parent: parent, lock: lock, leaf: leaf}
+	c := &Runs{Parent: parent, lock: lock, leaf: leaf}
 	c.Memory = enable(chain, "memory")
 	c.Tasks = enable(chain, "pids")
 	return c, nil
@@ -185,7 +183,7 @@ func marked(dir string) bool {
 // a --cgroup directory that was not empty. The daemon never kills nor
 // removes them; rootgated refuses to start next to them unless told
 // to share the directory.
-func (c *Cgroups) Foreign() ([]string, error) {
+func (c *Runs) Foreign() ([]string, error) {
 	entries, err := os.ReadDir(c.Parent)
 	if err != nil {
 		return nil, err
@@ -200,20 +198,20 @@ func (c *Cgroups) Foreign() ([]string, error) {
 }
 
 // Close releases the lock on Parent.
-func (c *Cgroups) Close() error {
+func (c *Runs) Close() error {
 	if c == nil || c.lock == nil {
 		return nil
 	}
 	return c.lock.Close()
 }
 
-// boundOwnMemory gives the daemon's own leaf cgroup a memory.max of
+// BoundOwnMemory gives the daemon's own leaf cgroup a memory.max of
 // limit bytes: the MemoryMax= of the daemon alone, as a MemoryMax= on its
 // unit (Delegate=yes) would also cap every run's cgroup below it. It
 // reports where, or why not: the daemon has no leaf of its own (started
 // by hand, or --cgroup named a directory), or the unit's cgroup has no
 // memory controller.
-func (c *Cgroups) boundOwnMemory(limit int64) (string, error) {
+func (c *Runs) BoundOwnMemory(limit int64) (string, error) {
 	switch {
 	case c.leaf == "":
 		return "", errors.New("the daemon has no cgroup of its own (it has one under rootgate.service, Delegate=yes)")
@@ -251,7 +249,7 @@ func enterLeaf(own string) error {
 // of chain, top first, and reports why it could not.
 func enable(chain []string, name string) error {
 	for _, dir := range chain {
-		have, err := pipeline.Controllers(dir)
+		have, err := Controllers(dir)
 		if err != nil {
 			return err
 		}
@@ -272,7 +270,7 @@ func enable(chain []string, name string) error {
 // Summary is the daemon's start-up line about containment, e.g.
 // "cgroup: /sys/fs/cgroup/unified/rootgate: runs contained; limits:
 // memory no (no memory controller ...), tasks yes".
-func (c *Cgroups) Summary() string {
+func (c *Runs) Summary() string {
 	yes := func(err error) string {
 		if err == nil {
 			return "yes"
@@ -287,7 +285,7 @@ var errNoCgroup = errors.New("runs have no cgroup")
 
 // Check reports the limits of l that cannot be enforced here, and why;
 // c may be nil (no cgroups).
-func (c *Cgroups) Check(l pipeline.Limits) error {
+func (c *Runs) Check(l Limits) error {
 	memErr, tasksErr := errNoCgroup, errNoCgroup
 	if c != nil {
 		memErr, tasksErr = c.Memory, c.Tasks
@@ -305,16 +303,16 @@ func (c *Cgroups) Check(l pipeline.Limits) error {
 	return fmt.Errorf("limits cannot be enforced here: %s", strings.Join(why, ", "))
 }
 
-// maxCgroupName bounds a run cgroup's name, below NAME_MAX (255) with
+// maxRunName bounds a run cgroup's name, below NAME_MAX (255) with
 // room for "~N".
-const maxCgroupName = 240
+const maxRunName = 240
 
-// cgroupName is a request id as a cgroup's name: every byte but ASCII
+// RunName is a request id as a cgroup's name: every byte but ASCII
 // letters, digits, '-' and '_' (and '.' not first) written %XX, so that
-// any id makes a valid directory name that idOf reads back; an id whose
-// name would pass maxCgroupName bytes is cut there (idOf then gives the
+// any id makes a valid directory name that RunID reads back; an id whose
+// name would pass maxRunName bytes is cut there (RunID then gives the
 // id's start).
-func cgroupName(id string) string {
+func RunName(id string) string {
 	var b strings.Builder
 	for i := 0; i < len(id); i++ {
 		ch := id[i]
@@ -325,7 +323,7 @@ func cgroupName(id string) string {
 		default:
 			s = fmt.Sprintf("%%%02X", ch)
 		}
-		if b.Len()+len(s) > maxCgroupName {
+		if b.Len()+len(s) > maxRunName {
 			break
 		}
 		b.WriteString(s)
@@ -333,9 +331,9 @@ func cgroupName(id string) string {
 	return b.String()
 }
 
-// idOf is the request id a run's cgroup is named for, without the "~N"
+// RunID is the request id a run's cgroup is named for, without the "~N"
 // that tells apart two runs of the same id.
-func idOf(name string) string {
+func RunID(name string) string {
 	name, _, _ = strings.Cut(name, "~")
 	if id, err := url.PathUnescape(name); err == nil {
 		return id
@@ -343,15 +341,15 @@ func idOf(name string) string {
 	return name
 }
 
-// newRun makes the cgroup of the run of request id, with limits l.
-func (c *Cgroups) newRun(id string, l pipeline.Limits) (*pipeline.Cgroup, error) {
-	base := cgroupName(id)
+// NewRun makes the cgroup of the run of request id, with limits l.
+func (c *Runs) NewRun(id string, l Limits) (*Cgroup, error) {
+	base := RunName(id)
 	for n := 1; ; n++ {
 		name := base
 		if n > 1 {
 			name += "~" + strconv.Itoa(n)
 		}
-		cg, err := pipeline.NewCgroup(c.Parent, name, l)
+		cg, err := New(c.Parent, name, l)
 		if errors.Is(err, fs.ErrExist) && n < 100 {
 			continue
 		}
@@ -370,10 +368,10 @@ func (c *Cgroups) newRun(id string, l pipeline.Limits) (*pipeline.Cgroup, error)
 	}
 }
 
-// leftovers lists the runs' cgroups in Parent: at start, those a daemon
+// Leftovers lists the runs' cgroups in Parent: at start, those a daemon
 // that did not stop cleanly left. A cgroup without rootgated's mark is
 // none of them, whatever its name.
-func (c *Cgroups) leftovers() ([]string, error) {
+func (c *Runs) Leftovers() ([]string, error) {
 	entries, err := os.ReadDir(c.Parent)
 	if err != nil {
 		return nil, err
@@ -385,72 +383,4 @@ func (c *Cgroups) leftovers() ([]string, error) {
 		}
 	}
 	return names, nil
-}
-
-// limitsText is the prompt's Limits line for p.
-func (s *Server) limitsText(p *runPlan) string {
-	if s.cfg.Cgroups == nil {
-		return "none; no cgroup (contained by sessions and an environment tag only)"
-	}
-	return p.lim.String() + " (the run's own cgroup)"
-}
-
-// recoverOrphans kills the runs' cgroups left in Cgroups.Parent by a
-// daemon that did not stop cleanly (those with rootgated's mark: no
-// other cgroup there is touched), removes them and logs each; it
-// returns the names, without "~N" (cgroupName of their ids), of those
-// it removed. It writes no audit record: the trail says which of those
-// runs started and never ended (recoverUnfinished), where a cgroup's name
-// may stand for a longer id, and a cgroup may be left of a run whose end
-// is recorded or that never started.
-func (s *Server) recoverOrphans() map[string]bool {
-	c := s.cfg.Cgroups
-	killed := make(map[string]bool)
-	names, err := c.leftovers()
-	if err != nil {
-		s.cfg.Log.Error("cannot look for runs' cgroups left by a previous daemon", "err", err)
-	}
-	for _, name := range names {
-		path := filepath.Join(c.Parent, name)
-		cg, err := pipeline.OpenCgroup(path)
-		if err == nil {
-			err = cg.Remove()
-		}
-		if err != nil {
-			s.cfg.Log.Error("cannot remove a run's cgroup left by a previous daemon", "cgroup", path, "err", err)
-			continue
-		}
-		base, _, _ := strings.Cut(name, "~")
-		killed[base] = true
-		s.cfg.Log.Warn("killed and removed a run's cgroup left by a daemon that did not stop cleanly", "cgroup", path, "id", idOf(name))
-	}
-	return killed
-}
-
-// stricter is l with the limits r (of the allow rules) where they are
-// lower (or l has none).
-func stricter(l pipeline.Limits, r pipeline.Limits) pipeline.Limits {
-	mem, tasks := r.Memory, r.Tasks
-	if mem > 0 && (l.Memory == 0 || mem < l.Memory) {
-		l.Memory = mem
-	}
-	if tasks > 0 && (l.Tasks == 0 || tasks < l.Tasks) {
-		l.Tasks = tasks
-	}
-	return l
-}
-
-// warnLimits warns about each rule of p whose limits cannot be enforced
-// here: the requests it allows will be refused.
-func (s *Server) warnLimits(p *policy.Policy) {
-	if p == nil {
-		return
-	}
-	for _, r := range p.Rules {
-		if mem, tasks := r.Limits(); mem > 0 || tasks > 0 {
-			if err := s.cfg.Cgroups.Check(pipeline.Limits{Memory: mem, Tasks: tasks}); err != nil {
-				s.cfg.Log.Warn("policy rule sets limits this machine cannot enforce: the requests it allows will be refused", "file", r.File, "line", r.Line, "rule", r.Text, "err", err)
-			}
-		}
-	}
 }
