@@ -1,15 +1,17 @@
 package e2e
 
 import (
-	"github.com/rootgate/rootgate/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rootgate/rootgate/internal/testutil"
 
 	"github.com/rootgate/rootgate/internal/audit"
 )
@@ -62,7 +64,21 @@ func TestCrashLeavesNoRunProcess(t *testing.T) {
 	t.Cleanup(func() { _ = send.Process.Kill(); _ = send.Wait() })
 	// Two sh stages and 4 + 1 + 2 sleeps with m in their command lines;
 	// the escapee and the sh that started it with the other.
-	if !testutil.Poll(20*time.Second, func() bool { return len(procsWith(m)) == 9 && len(procsWith(escapee)) == 2 }) {
+	// And the three runs' records name their stages' processes (written
+	// once every stage has started, a moment after the first runs: see
+	// trackRun), for a process that empties its environment is found by
+	// its stage's group or session alone.
+	recorded := func() bool {
+		ents, _ := os.ReadDir(filepath.Join(dir, "run", "runs"))
+		n := 0
+		for _, e := range ents {
+			if b, err := os.ReadFile(filepath.Join(dir, "run", "runs", e.Name())); err == nil && strings.Contains(string(b), `"stages"`) {
+				n++
+			}
+		}
+		return n == 3
+	}
+	if !testutil.Poll(20*time.Second, func() bool { return len(procsWith(m)) == 9 && len(procsWith(escapee)) == 2 && recorded() }) {
 		for _, p := range append(procsWith(m), procsWith(escapee)...) {
 			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
 			t.Logf("%d %q", p, b)
