@@ -1,4 +1,4 @@
-package remote
+package approver
 
 import (
 	"bufio"
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"golang.org/x/sys/unix"
 )
@@ -56,7 +57,7 @@ type Client struct {
 	// Out receives status lines; they are held while a prompt is up.
 	Out io.Writer
 	// AnswerWithin bounds each attempt to attach: the connect and the
-	// daemon's welcome; zero means HelloWithin.
+	// daemon's welcome; zero means [remote.HelloWithin].
 	AnswerWithin time.Duration
 	// Ask makes what asks the operator about one prompt from daemon from,
 	// which must be decided by deadline. afterWithdrawn says the prompt
@@ -116,7 +117,7 @@ func (a *Client) answerWithin() time.Duration {
 	if a.AnswerWithin > 0 {
 		return a.AnswerWithin
 	}
-	return HelloWithin
+	return remote.HelloWithin
 }
 
 // Label names the daemon in status lines: its host name and socket,
@@ -128,20 +129,9 @@ func (d Daemon) Label() string {
 	return termsafe.Sanitize(d.Host) + " at " + termsafe.Sanitize(d.Socket)
 }
 
-// RefusedError is a daemon's refusal to attach the client: retrying
-// cannot help.
-type RefusedError struct{ Message string }
-
-// Error escapes the daemon's words: what answers on a socket (a forward's
-// local end, say) need not be rootgated, and they go to the operator's
-// terminal.
-func (e *RefusedError) Error() string {
-	return "rootgated refused this approver: " + termsafe.Sanitize(e.Message)
-}
-
 // Run attaches to every socket, each re-attaching quietly after its
 // daemon goes away, until ctx ends (Ctrl-C; then it returns nil) or every
-// daemon has refused the client (a [*RefusedError]) or its socket has
+// daemon has refused the client (a [*remote.RefusedError]) or its socket has
 // ([os.ErrPermission]); it then returns the error of the first socket
 // listed. A daemon
 // that refuses is told on screen while the others keep working.
@@ -223,7 +213,7 @@ func (a *Client) Run(ctx context.Context) error {
 func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 	if a.Conn != nil {
 		_, _, err := a.session(ctx, a.Conn, sock, many)
-		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+		if refused := (*remote.RefusedError)(nil); errors.As(err, &refused) {
 			return refused
 		}
 		return nil
@@ -255,7 +245,7 @@ func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 			continue
 		}
 		d, attached, err := a.session(ctx, c.(*net.UnixConn), sock, many)
-		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+		if refused := (*remote.RefusedError)(nil); errors.As(err, &refused) {
 			if many {
 				a.scr.println(fmt.Sprintf("rootgate: %s: %v; the other daemons stay attached", sock, refused))
 			}
@@ -322,9 +312,9 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // prompt is a request waiting to be shown.
 type prompt struct {
-	msg    *Message
+	msg    *remote.Message
 	from   Daemon
-	send   func(*Message) error // to the daemon that asked, on its connection
+	send   func(*remote.Message) error // to the daemon that asked, on its connection
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	shown  chan struct{} // closed when the worker is done with it
@@ -397,50 +387,50 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 	defer stop()
 
 	var wmu sync.Mutex
-	send := func(m *Message) error {
+	send := func(m *remote.Message) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
-		return WriteMessage(c, m)
+		_ = c.SetWriteDeadline(time.Now().Add(remote.WriteWithin))
+		return remote.WriteMessage(c, m)
 	}
-	caps := []string{a.Kind, CapGroup}
+	caps := []string{a.Kind, remote.CapGroup}
 	if a.Agent != "" {
 		caps = append(caps, "forward-agent")
 	}
 	if a.Size != nil {
-		caps = append(caps, CapStatus)
+		caps = append(caps, remote.CapStatus)
 	}
 	// A daemon that refuses this approver (not admitted, too many) may
 	// say so and close before the hello is written: its words are read
 	// all the same, so the refusal is reported rather than retried.
-	herr := send(&Message{Type: MsgHello, Version: ProtoVersion, Client: a.Version,
+	herr := send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Client: a.Version,
 		Name: a.Name, Capabilities: caps, AgentSocket: a.Agent})
 	br := bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(a.answerWithin()))
-	welcome, err := ReadMessage(br, MaxDaemonLine)
+	welcome, err := remote.ReadMessage(br, remote.MaxDaemonLine)
 	if err != nil {
 		if herr != nil {
 			return d, false, herr
 		}
 		return d, false, err
 	}
-	if herr != nil && welcome.Type != MsgError {
+	if herr != nil && welcome.Type != remote.MsgError {
 		return d, false, herr
 	}
-	if welcome.Type == MsgError {
-		return d, false, &RefusedError{welcome.Message}
+	if welcome.Type == remote.MsgError {
+		return d, false, &remote.RefusedError{Message: welcome.Message}
 	}
-	if welcome.Type != MsgWelcome {
-		return d, false, &RefusedError{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
+	if welcome.Type != remote.MsgWelcome {
+		return d, false, &remote.RefusedError{Message: fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
 	}
 	d.Grants = welcome.StandingGrants
 	d.RuleFile = welcome.RuleFile
 	d.Host = welcome.Hostname
-	silentFor := DefaultDaemonSilentFor
+	silentFor := remote.DefaultDaemonSilentFor
 	if welcome.PingEvery > 0 {
 		// Bounded both ways: a daemon saying nonsense must neither make
 		// the client drop it at once, over and over, nor overflow.
-		secs := min(max(DaemonSilentPings*welcome.PingEvery, minDaemonSilentFor.Seconds()), maxDaemonSilentFor.Seconds())
+		secs := min(max(remote.DaemonSilentPings*welcome.PingEvery, minDaemonSilentFor.Seconds()), maxDaemonSilentFor.Seconds())
 		silentFor = time.Duration(secs * float64(time.Second))
 	}
 	on := ""
@@ -493,10 +483,10 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(silentFor))
 		m, err := readDaemonMessage(br)
-		if errors.Is(err, ErrLineTooLong) {
+		if errors.Is(err, remote.ErrLineTooLong) {
 			// One message we cannot take must not cost the session:
 			// the others' prompts are still waiting here.
-			a.scr.println(fmt.Sprintf("rootgate: skipped a message from rootgated over %d bytes; if it was a prompt, it times out unanswered here", MaxDaemonLine))
+			a.scr.println(fmt.Sprintf("rootgate: skipped a message from rootgated over %d bytes; if it was a prompt, it times out unanswered here", remote.MaxDaemonLine))
 			continue
 		}
 		if err != nil {
@@ -507,10 +497,10 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 			return d, true, err
 		}
 		switch m.Type {
-		case MsgPing:
-			_ = send(&Message{Type: MsgPong})
-		case MsgPrompt:
-			if m.Request == nil || m.Deadline == nil || RequestHash(m.Request) != m.Hash {
+		case remote.MsgPing:
+			_ = send(&remote.Message{Type: remote.MsgPong})
+		case remote.MsgPrompt:
+			if m.Request == nil || m.Deadline == nil || remote.RequestHash(m.Request) != m.Hash {
 				a.scr.println("rootgate: ignored a malformed prompt")
 				continue
 			}
@@ -532,17 +522,17 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 				mu.Unlock()
 			}()
 			a.enqueue(p)
-		case MsgWithdraw:
+		case remote.MsgWithdraw:
 			mu.Lock()
 			if p := byID[m.ID]; p != nil {
 				p.cancel(errors.New(m.Reason))
 			}
 			mu.Unlock()
-		case MsgStatus:
+		case remote.MsgStatus:
 			a.scr.setStatus(d, m)
-		case MsgResult:
+		case remote.MsgResult:
 			a.scr.println(fmt.Sprintf("rootgate: request %s %s", termsafe.Sanitize(m.ID), termsafe.Sanitize(m.Outcome)))
-		case MsgError:
+		case remote.MsgError:
 			a.scr.println("rootgate: rootgated says: " + termsafe.Sanitize(m.Message))
 		default:
 			a.scr.println(fmt.Sprintf("rootgate: ignored an unknown %q message", termsafe.Sanitize(m.Type)))
@@ -551,15 +541,15 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 }
 
 // readDaemonMessage reads one message line from the daemon. A line over
-// MaxDaemonLine is read to its end and dropped: the error is then
-// ErrLineTooLong and the next call reads the next line.
-func readDaemonMessage(br *bufio.Reader) (*Message, error) {
+// remote.MaxDaemonLine is read to its end and dropped: the error is then
+// remote.ErrLineTooLong and the next call reads the next line.
+func readDaemonMessage(br *bufio.Reader) (*remote.Message, error) {
 	var line []byte
 	n := 0
 	for {
 		chunk, err := br.ReadSlice('\n')
 		n += len(chunk)
-		if n <= MaxDaemonLine {
+		if n <= remote.MaxDaemonLine {
 			line = append(line, chunk...)
 		} else {
 			line = nil
@@ -575,10 +565,10 @@ func readDaemonMessage(br *bufio.Reader) (*Message, error) {
 		}
 		break
 	}
-	if n > MaxDaemonLine {
-		return nil, ErrLineTooLong
+	if n > remote.MaxDaemonLine {
+		return nil, remote.ErrLineTooLong
 	}
-	return ReadMessage(bufio.NewReader(bytes.NewReader(line)), MaxDaemonLine)
+	return remote.ReadMessage(bufio.NewReader(bytes.NewReader(line)), remote.MaxDaemonLine)
 }
 
 // remember keeps the outcome of the last few prompts for the idle line.
@@ -610,7 +600,7 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 	switch d.Verdict {
 	case approval.Allow, approval.Deny:
 		ok := d.Verdict == approval.Allow
-		m := &Message{Type: MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok}
+		m := &remote.Message{Type: remote.MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok}
 		if !ok {
 			m.Note = d.Note
 		}
@@ -652,7 +642,7 @@ type screen struct {
 	// none yet) and the daemon's label.
 	order    []string
 	labelled bool
-	statuses map[string]*Message
+	statuses map[string]*remote.Message
 	labels   map[string]string
 	// connected holds the sockets the client has a connection to now.
 	connected map[string]bool
@@ -691,11 +681,11 @@ func (s *screen) printLocked(line string) {
 
 // setStatus keeps m as the status the idle screen shows for daemon d
 // (nil: none, or no longer), and draws it.
-func (s *screen) setStatus(d Daemon, m *Message) {
+func (s *screen) setStatus(d Daemon, m *remote.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.statuses == nil {
-		s.statuses, s.labels = map[string]*Message{}, map[string]string{}
+		s.statuses, s.labels = map[string]*remote.Message{}, map[string]string{}
 	}
 	s.statuses[d.Socket], s.labels[d.Socket] = m, d.Label()
 	s.redrawLocked()

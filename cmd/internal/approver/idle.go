@@ -1,4 +1,4 @@
-package remote
+package approver
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
@@ -24,7 +25,7 @@ const idleRedraw = 5 * time.Second
 // idleLines is the idle screen for status st (nil: none came yet) at
 // now, in a window width cells wide and height rows high: each line cut
 // to width, and at most height-1 lines.
-func idleLines(st *Message, now time.Time, width, height int) []string {
+func idleLines(st *remote.Message, now time.Time, width, height int) []string {
 	return idleScreen([]daemonStatus{{st: st}}, now, width, height)
 }
 
@@ -34,7 +35,7 @@ func idleLines(st *Message, now time.Time, width, height int) []string {
 // name and socket, already escaped), heading its part.
 type daemonStatus struct {
 	label string
-	st    *Message
+	st    *remote.Message
 	down  bool
 }
 
@@ -63,7 +64,7 @@ func idleScreen(sts []daemonStatus, now time.Time, width, height int) []string {
 }
 
 // idleBody is what the idle screen says of one daemon's status st.
-func idleBody(st *Message, now time.Time) []string {
+func idleBody(st *remote.Message, now time.Time) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	switch {
