@@ -3,7 +3,6 @@ package approver
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/signal"
 	"os/user"
 	"slices"
 	"strconv"
@@ -22,7 +20,6 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/termsafe"
-	"golang.org/x/sys/unix"
 )
 
 // Bounds of how long the client waits on a silent daemon, whatever
@@ -141,34 +138,13 @@ func (a *Client) Run(ctx context.Context) error {
 	if len(socks) == 0 {
 		socks = []string{a.Socket}
 	}
-	a.scr = &screen{out: a.Out, size: a.Size, order: socks, labelled: len(socks) > 1}
-	if a.Size != nil {
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, unix.SIGWINCH)
-		defer signal.Stop(winch)
-		stopped := make(chan struct{})
-		defer close(stopped)
-		go func() {
-			// Ages and ends on the idle screen move on without a status.
-			tick := time.NewTicker(idleRedraw)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stopped:
-					return
-				case <-winch:
-					a.scr.resized()
-				case <-tick.C:
-					a.scr.redrawAging()
-				}
-			}
-		}()
-		for _, sock := range socks {
-			a.scr.setStatus(Daemon{Socket: sock}, nil)
-		}
-	}
+	a.scr = newScreen(a.Out, a.Size, socks)
 	if a.Log != nil {
-		go a.printLog(a.Log)
+		// The log goes on until the daemon closes it, maybe after the
+		// last connection ended: the screen closes when both are done.
+		go func() { a.printLog(a.Log); a.scr.close() }()
+	} else {
+		defer a.scr.close()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -593,7 +569,7 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 	a.scr.begin()
 	defer a.scr.end()
 	if queued > 0 {
-		fmt.Fprintf(a.scr.out, "rootgate: %d more request(s) queued after this one\n", queued)
+		fmt.Fprintf(a.Out, "rootgate: %d more request(s) queued after this one\n", queued)
 	}
 	d := a.Ask(*p.msg.Deadline, a.afterWithdrawn, p.from).Approve(p.ctx, p.msg.Request)
 	a.afterWithdrawn = d.Verdict == approval.Withdrawn
@@ -621,222 +597,6 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 		_ = p.send(m)
 	}
 	return d.Verdict
-}
-
-// screen serialises our status lines with the prompts: while a prompt is
-// up, lines are held and printed after it. With size set, Out is a
-// terminal, and between prompts the idle screen (idleLines) is kept
-// below the status lines, each of which is printed once: the block is
-// erased, the line printed, and the block drawn again under it.
-type screen struct {
-	mu      sync.Mutex // guards the fields that follow
-	busy    bool
-	held    []string
-	dropped int // lines past maxHeld while busy
-	out     io.Writer
-	size    func() (w, h int) // nil: plain lines, no idle screen
-	drawn   int               // how many lines of the idle screen are on the terminal, ending at the cursor
-	// order are the daemons' sockets, in the order their statuses are
-	// shown; labelled says there are several, so each is headed by its
-	// label. statuses and labels are by socket: the last status (nil:
-	// none yet) and the daemon's label.
-	order    []string
-	labelled bool
-	statuses map[string]*remote.Message
-	labels   map[string]string
-	// connected holds the sockets the client has a connection to now.
-	connected map[string]bool
-}
-
-func (s *screen) println(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.busy {
-		if len(s.held) < maxHeld {
-			s.held = append(s.held, line)
-		} else {
-			s.dropped++
-		}
-		return
-	}
-	s.printLocked(line)
-}
-
-// maxHeld bounds the status lines held while a prompt is up; those past
-// it are counted, and the count printed after the prompt.
-const maxHeld = 1000
-
-// printLocked prints line, above the idle screen if there is one.
-func (s *screen) printLocked(line string) {
-	if s.size == nil {
-		fmt.Fprintln(s.out, line)
-		return
-	}
-	var b strings.Builder
-	s.eraseTo(&b)
-	b.WriteString(line + "\r\n")
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
-}
-
-// setStatus keeps m as the status the idle screen shows for daemon d
-// (nil: none, or no longer), and draws it.
-func (s *screen) setStatus(d Daemon, m *remote.Message) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.statuses == nil {
-		s.statuses, s.labels = map[string]*remote.Message{}, map[string]string{}
-	}
-	s.statuses[d.Socket], s.labels[d.Socket] = m, d.Label()
-	s.redrawLocked()
-}
-
-// setConnected says whether the client has a connection to the daemon
-// at sock now, and draws it.
-func (s *screen) setConnected(sock string, up bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.connected == nil {
-		s.connected = map[string]bool{}
-	}
-	s.connected[sock] = up
-	s.redrawLocked()
-}
-
-// drop takes the daemon at sock off the idle screen: it refused this
-// client for good.
-func (s *screen) drop(sock string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.order = slices.DeleteFunc(slices.Clone(s.order), func(o string) bool { return o == sock })
-	s.redrawLocked()
-}
-
-// redrawAging draws the idle screen again if it shows ages or ends (a
-// queue, grants).
-func (s *screen) redrawAging() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.statuses {
-		if m != nil && (len(m.Queue) > 0 || len(m.Grants) > 0) {
-			s.redrawLocked()
-			return
-		}
-	}
-}
-
-// redrawLocked draws the idle screen again in place, unless a prompt is
-// up.
-func (s *screen) redrawLocked() {
-	if s.busy || s.size == nil {
-		return
-	}
-	var b strings.Builder
-	s.eraseTo(&b)
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
-}
-
-// resized draws the idle screen for the window's new size. The terminal
-// may have wrapped the lines drawn before anew, so they cannot be counted
-// back over: the window is cleared and the screen drawn at its top.
-func (s *screen) resized() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.busy || s.size == nil {
-		return
-	}
-	var b strings.Builder
-	b.WriteString("\x1b[H\x1b[2J")
-	s.drawn = 0
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
-}
-
-// eraseTo writes to b what erases the idle screen, which ends at the
-// cursor.
-func (s *screen) eraseTo(b *strings.Builder) {
-	if s.drawn > 0 {
-		fmt.Fprintf(b, "\x1b[%dA", s.drawn)
-	}
-	b.WriteString("\r\x1b[J")
-	s.drawn = 0
-}
-
-// drawTo writes the idle screen to b, below the cursor.
-func (s *screen) drawTo(b *strings.Builder) {
-	w, h := s.size()
-	if w <= 0 || h <= 0 {
-		w, h = 80, 24
-	}
-	sts := make([]daemonStatus, 0, len(s.order))
-	for _, sock := range s.order {
-		ds := daemonStatus{st: s.statuses[sock], down: !s.connected[sock]}
-		if s.labelled {
-			ds.label = cmp.Or(s.labels[sock], termsafe.Sanitize(sock))
-		}
-		sts = append(sts, ds)
-	}
-	lines := idleScreen(sts, time.Now(), w, h)
-	for _, l := range lines {
-		b.WriteString(l + "\r\n")
-	}
-	s.drawn = len(lines)
-}
-
-// finish takes the idle screen off the terminal for good and prints
-// line, if any, in its place.
-func (s *screen) finish(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.size == nil {
-		if line != "" {
-			fmt.Fprintln(s.out, line)
-		}
-		return
-	}
-	var b strings.Builder
-	s.eraseTo(&b)
-	if line != "" {
-		b.WriteString(line + "\r\n")
-	}
-	_, _ = io.WriteString(s.out, b.String())
-	s.size = nil
-}
-
-func (s *screen) begin() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.busy = true
-	if s.size != nil {
-		// The prompt is drawn where the idle screen was.
-		var b strings.Builder
-		s.eraseTo(&b)
-		_, _ = io.WriteString(s.out, b.String())
-	}
-}
-
-func (s *screen) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.busy = false
-	held := s.held
-	if s.dropped > 0 {
-		held = append(held, fmt.Sprintf("rootgate: %d status lines dropped while the prompt was up", s.dropped))
-	}
-	s.held, s.dropped = nil, 0
-	if s.size == nil {
-		for _, l := range held {
-			fmt.Fprintln(s.out, l)
-		}
-		return
-	}
-	var b strings.Builder
-	for _, l := range held {
-		b.WriteString(l + "\r\n")
-	}
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
 }
 
 // lookupUserName names uid, or "" when it has no passwd entry.

@@ -18,9 +18,9 @@ import (
 // a requester's (ids, argv, user names) goes through termsafe, as in a
 // prompt, so nothing on it can be a terminal control sequence.
 
-// idleRedraw is how often the idle screen is drawn again when nothing
-// changed, so the ages and ends it shows stay current.
-const idleRedraw = 5 * time.Second
+// headingMark opens the idle screen's headings: its first line, and
+// each daemon's when there are several. No other line starts with it.
+const headingMark = "── "
 
 // idleLines is the idle screen for status st (nil: none came yet) at
 // now, in a window width cells wide and height rows high: each line cut
@@ -42,10 +42,10 @@ type daemonStatus struct {
 // idleScreen is the idle screen for the statuses of every daemon
 // attached, in order, as idleLines draws one.
 func idleScreen(sts []daemonStatus, now time.Time, width, height int) []string {
-	out := []string{"── rootgate approve · idle · keys typed here are ignored: they answer nothing"}
+	out := []string{headingMark + "rootgate approve · idle · keys typed here are ignored: they answer nothing"}
 	for _, ds := range sts {
 		if ds.label != "" {
-			out = append(out, "── from rootgated on "+ds.label)
+			out = append(out, headingMark+"from rootgated on "+ds.label)
 		}
 		if ds.down {
 			out = append(out, "(not connected to rootgated: it is not running, or its socket cannot be reached; retrying)")
