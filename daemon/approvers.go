@@ -16,7 +16,6 @@ import (
 
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/peerid"
-	"github.com/rootgate/rootgate/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,14 +118,14 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
 	peer, err := peerid.Of(c)
 	if err != nil {
-		remote.Refuse(c, wire.ApproverPeerCredentials)
+		remote.Refuse(c, remote.ApproverPeerCredentials)
 		return
 	}
 	user := userNameOf(peer.UID)
 	log := s.cfg.Log.With("approver_uid", peer.UID, "approver_pid", peer.PID)
 	if !s.cfg.Admission.admits(peer) {
 		log.Warn("approver refused: not admitted")
-		remote.Refuse(c, wire.ApproverNotAdmitted(peer.UID, user))
+		remote.Refuse(c, remote.ApproverNotAdmitted(peer.UID, user))
 		return
 	}
 	// Each connection costs a walk of the peer's ancestry and keeps the
@@ -135,7 +134,7 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	release, ok := s.approverShares.take(peer.UID)
 	if !ok {
 		log.Warn("approver refused: too many connections")
-		remote.Refuse(c, wire.ApproverTooMany(peer.UID))
+		remote.Refuse(c, remote.ApproverTooMany(peer.UID))
 		return
 	}
 	defer release()
@@ -143,14 +142,14 @@ func (s *Server) serveApprover(ctx context.Context, c *net.UnixConn) {
 	controllers, err := peerid.ControllersOf(c, peer.PID, run)
 	if err != nil {
 		log.Warn("approver refused: controller set unknown", "err", err)
-		remote.Refuse(c, wire.ApproverControllers(err))
+		remote.Refuse(c, remote.ApproverControllers(err))
 		return
 	}
 	if run.Why != "" {
 		// A run (one as an admitted account, or as the operator, who
 		// approved it) must not approve the requests that follow it.
 		log.Warn("approver refused: part of a rootgate run", "why", run.Why)
-		remote.Refuse(c, wire.ApproverInRun(run.Why))
+		remote.Refuse(c, remote.ApproverInRun(run.Why))
 		return
 	}
 	s.host.Serve(ctx, c,

@@ -341,7 +341,7 @@ func (k grantKeeper) RevokeGrant(id string, peer remote.Peer) string {
 	gs.mu.Unlock()
 	s.grantsEnded(ended)
 	if g == nil {
-		return wire.ApproverNoGrant(id)
+		return remote.ApproverNoGrant(id)
 	}
 	uid := peer.UID
 	s.grantEvent(audit.KindGrantRevoked, g, "revoked", &uid, peer.User)

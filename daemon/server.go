@@ -252,7 +252,7 @@ func New(cfg Config) (*Server, error) {
 		fds:            fds,
 		auditWrites:    semaphore.NewWeighted(auditPending),
 		shares:         newConnShares(cfg.MaxConnsPerUID),
-		approverShares: newConnShares(wire.MaxApproverConns),
+		approverShares: newConnShares(remote.MaxApproverConns),
 		act:            newActivity(cfg.Now()),
 		limit:          newPromptLimit(cfg.MaxPending, cfg.PromptRate),
 		programs:       newPrograms(),

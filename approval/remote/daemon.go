@@ -316,7 +316,7 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 	_ = c.SetReadDeadline(time.Now().Add(HelloWithin))
 	hello, err := ReadMessage(br, MaxApproverLine)
 	if err != nil {
-		Refuse(c, wire.ApproverNoHello(err))
+		Refuse(c, ApproverNoHello(err))
 		return
 	}
 	if hello.Type == MsgGrants || hello.Type == MsgRevoke {
@@ -329,23 +329,23 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 	}
 	switch {
 	case hello.Type != MsgHello:
-		Refuse(c, wire.ApproverNotHello(hello.Type))
+		Refuse(c, ApproverNotHello(hello.Type))
 		return
 	case hello.Version != ProtoVersion:
-		Refuse(c, wire.ApproverVersion(hello.Version, ProtoVersion))
+		Refuse(c, ApproverVersion(hello.Version, ProtoVersion))
 		return
 	case utf8.RuneCountInString(hello.Name) > 64 || !termsafe.String(hello.Name, false):
-		Refuse(c, wire.ApproverHelloName)
+		Refuse(c, ApproverHelloName)
 		return
 	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):
-		Refuse(c, wire.ApproverHelloAgent)
+		Refuse(c, ApproverHelloAgent)
 		return
 	}
 	signed := slices.Contains(hello.Capabilities, CapPasskey)
 	var keys *passkey.File
 	if signed {
 		if hello.AgentSocket != "" {
-			Refuse(c, wire.ApproverPasskeyAgent)
+			Refuse(c, ApproverPasskeyAgent)
 			return
 		}
 		if h.Passkeys != nil {
@@ -356,7 +356,7 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 			}
 		}
 		if keys == nil || len(keys.Passkeys) == 0 {
-			Refuse(c, wire.ApproverNoPasskeys)
+			Refuse(c, ApproverNoPasskeys)
 			return
 		}
 	}
@@ -480,14 +480,14 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 			refused = append(slices.DeleteFunc(refused, func(t time.Time) bool { return now.Sub(t) >= refusedWithin }), now)
 			if len(refused) > maxRefused {
 				log.Warn("approver dropped: too many refused decisions")
-				Refuse(c, wire.ApproverTooManyRefused(maxRefused))
+				Refuse(c, ApproverTooManyRefused(maxRefused))
 				return
 			}
 			if r.send(&Message{Type: MsgError, ID: m.ID, Message: msg}) != nil {
 				return // it does not read what it is told: drop it
 			}
 		default:
-			Refuse(c, wire.ApproverUnknownType(m.Type))
+			Refuse(c, ApproverUnknownType(m.Type))
 			return
 		}
 	}
@@ -499,7 +499,7 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 // the relay is sent a new one.
 func (r *remote) deliver(m *Message, ruleFile string) string {
 	if m.Approve == nil {
-		return wire.ApproverNoVerdict
+		return ApproverNoVerdict
 	}
 	r.mu.Lock()
 	pp := r.pending[m.ID]
@@ -507,15 +507,15 @@ func (r *remote) deliver(m *Message, ruleFile string) string {
 	var proof *approval.PasskeyProof
 	switch {
 	case pp == nil:
-		refused = wire.ApproverNoPrompt(m.ID)
+		refused = ApproverNoPrompt(m.ID)
 	case pp.hash != m.Hash:
-		refused = wire.ApproverHashMismatch(m.ID)
+		refused = ApproverHashMismatch(m.ID)
 	case m.Assertion != nil && (!r.signed || !*m.Approve):
-		refused = wire.ApproverAssertionUnasked
+		refused = ApproverAssertionUnasked
 	case r.signed && *m.Approve && (m.Rule != "" || m.RuleRunsAnything):
-		refused = wire.ApproverPasskeyRule
+		refused = ApproverPasskeyRule
 	case r.signed && *m.Approve && m.Assertion == nil:
-		refused = wire.ApproverNoAssertion
+		refused = ApproverNoAssertion
 	default:
 		// A refused grant leaves the prompt waiting: the approver may
 		// answer it again.
@@ -556,11 +556,11 @@ func (r *remote) deliver(m *Message, ruleFile string) string {
 // for the audit trail, or why it was refused.
 func (r *remote) verify(m *Message, pp *pendingPrompt) (*approval.PasskeyProof, string) {
 	if r.keys == nil {
-		return nil, wire.ApproverNoPasskeys
+		return nil, ApproverNoPasskeys
 	}
 	e, err := r.keys.Verify(m.Assertion, passkey.Challenge(pp.hash, pp.nonce, m.Grant, m.GrantRunsAnything))
 	if err != nil {
-		return nil, wire.ApproverAssertionRefused(m.ID, termsafe.Sanitize(err.Error()))
+		return nil, ApproverAssertionRefused(m.ID, termsafe.Sanitize(err.Error()))
 	}
 	a := m.Assertion
 	return &approval.PasskeyProof{Credential: e.ID, Name: e.Name, Hash: pp.hash, Nonce: pp.nonce, Grant: m.Grant, GrantRunsAnything: m.GrantRunsAnything,
@@ -575,15 +575,15 @@ func checkGrant(m *Message, p *approval.Prompt) string {
 	maxSec := int64(approval.MaxGrant / time.Second)
 	switch {
 	case !*m.Approve:
-		return wire.ApproverGrantOnDeny
+		return ApproverGrantOnDeny
 	case m.Grant < 1 || m.Grant > maxSec:
-		return wire.ApproverGrantDuration(m.Grant, maxSec)
+		return ApproverGrantDuration(m.Grant, maxSec)
 	case p.ForwardAgent:
-		return wire.ApproverGrantAgent
+		return ApproverGrantAgent
 	case approval.Grantable(p) != "":
-		return wire.ApproverGrantRefused(approval.Grantable(p))
+		return ApproverGrantRefused(approval.Grantable(p))
 	case len(approval.RunsAnything(p)) > 0 && !m.GrantRunsAnything:
-		return wire.ApproverGrantRunsAnything
+		return ApproverGrantRunsAnything
 	}
 	return ""
 }
@@ -599,18 +599,18 @@ func checkRule(m *Message, p *approval.Prompt, ruleFile string) string {
 	}
 	switch {
 	case !*m.Approve:
-		return wire.ApproverRuleOnDeny
+		return ApproverRuleOnDeny
 	case ruleFile == "":
-		return wire.ApproverNoRules
+		return ApproverNoRules
 	case m.Grant != 0:
-		return wire.ApproverRuleAndGrant
+		return ApproverRuleAndGrant
 	}
 	r, err := approval.CheckRule(p, m.Rule)
 	if err != nil {
-		return wire.ApproverRuleRefused(err.Error())
+		return ApproverRuleRefused(err.Error())
 	}
 	if len(approval.RuleRunsAnything(p, r)) > 0 && !m.RuleRunsAnything {
-		return wire.ApproverRuleRunsAnything
+		return ApproverRuleRunsAnything
 	}
 	return ""
 }
@@ -621,9 +621,9 @@ func (h *Host) grants(c *net.UnixConn, m *Message, peer Peer, log *slog.Logger) 
 	_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	switch {
 	case m.Version != ProtoVersion:
-		Refuse(c, wire.ApproverVersion(m.Version, ProtoVersion))
+		Refuse(c, ApproverVersion(m.Version, ProtoVersion))
 	case h.Grants == nil:
-		Refuse(c, wire.ApproverNoGrants)
+		Refuse(c, ApproverNoGrants)
 	case m.Type == MsgGrants:
 		shown, hidden := h.Grants.ListGrants(peer)
 		_ = WriteMessage(c, &Message{Type: MsgGrants, Grants: shown, Hidden: hidden})

@@ -14,7 +14,6 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/passkey"
 	"github.com/rootgate/rootgate/internal/termsafe"
-	"github.com/rootgate/rootgate/wire"
 )
 
 // EnrolWithin is how long an enrolment may take from its options to the
@@ -46,13 +45,13 @@ func (h *Host) passkeyChange(c *net.UnixConn, br *bufio.Reader, m *Message, peer
 	_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	switch {
 	case m.Version != ProtoVersion:
-		Refuse(c, wire.ApproverVersion(m.Version, ProtoVersion))
+		Refuse(c, ApproverVersion(m.Version, ProtoVersion))
 		return
 	case peer.UID != 0:
-		Refuse(c, wire.ApproverPasskeyRootOnly)
+		Refuse(c, ApproverPasskeyRootOnly)
 		return
 	case h.Passkeys == nil:
-		Refuse(c, wire.PasskeyEnrolRefused("this daemon keeps no passkeys"))
+		Refuse(c, PasskeyEnrolRefused("this daemon keeps no passkeys"))
 		return
 	}
 	controlled := approval.Uninvolved(peer.Controllers, func(int) string { return "" })
@@ -73,7 +72,7 @@ func (h *Host) passkeyChange(c *net.UnixConn, br *bufio.Reader, m *Message, peer
 			return nil
 		})
 		if err != nil {
-			Refuse(c, wire.PasskeyEnrolRefused(err.Error()))
+			Refuse(c, PasskeyEnrolRefused(err.Error()))
 			return
 		}
 		record(PasskeyChange{Kind: "removed", IDs: []string{m.ID}})
@@ -81,7 +80,7 @@ func (h *Host) passkeyChange(c *net.UnixConn, br *bufio.Reader, m *Message, peer
 	case MsgPasskeyImport:
 		in, err := passkey.Parse([]byte(m.Data))
 		if err != nil {
-			Refuse(c, wire.PasskeyEnrolRefused(err.Error()))
+			Refuse(c, PasskeyEnrolRefused(err.Error()))
 			return
 		}
 		err = h.Passkeys.Update(func(f *passkey.File) error {
@@ -95,7 +94,7 @@ func (h *Host) passkeyChange(c *net.UnixConn, br *bufio.Reader, m *Message, peer
 			return nil
 		})
 		if err != nil {
-			Refuse(c, wire.PasskeyEnrolRefused(err.Error()))
+			Refuse(c, PasskeyEnrolRefused(err.Error()))
 			return
 		}
 		record(PasskeyChange{Kind: "imported", IDs: in.IDs()})
@@ -139,22 +138,22 @@ func (h *Host) tellRelays(ch PasskeyChange) {
 func (h *Host) enrol(c *net.UnixConn, br *bufio.Reader, m *Message, controlled string, record func(PasskeyChange)) {
 	name := m.Name
 	if name == "" || utf8.RuneCountInString(name) > 64 || !termsafe.String(name, false) {
-		Refuse(c, wire.PasskeyEnrolRefused("a passkey's name is 1 to 64 printable characters"))
+		Refuse(c, PasskeyEnrolRefused("a passkey's name is 1 to 64 printable characters"))
 		return
 	}
 	f, err := h.Passkeys.Load()
 	if err != nil {
-		Refuse(c, wire.PasskeyEnrolRefused(err.Error()))
+		Refuse(c, PasskeyEnrolRefused(err.Error()))
 		return
 	}
 	if len(f.Passkeys) == 0 && controlled != "" {
-		Refuse(c, wire.PasskeyEnrolRefused("the first passkey is enrolled only from a session no user but root controls; this one is controlled by "+
+		Refuse(c, PasskeyEnrolRefused("the first passkey is enrolled only from a session no user but root controls; this one is controlled by "+
 			controlled+" (a process of that uid could open the enrolment link first)"))
 		return
 	}
 	en, err := f.BeginEnrol(name, m.Origin)
 	if err != nil {
-		Refuse(c, wire.PasskeyEnrolRefused(err.Error()))
+		Refuse(c, PasskeyEnrolRefused(err.Error()))
 		return
 	}
 	confirm := len(f.Passkeys) > 0
@@ -170,17 +169,17 @@ func (h *Host) enrol(c *net.UnixConn, br *bufio.Reader, m *Message, controlled s
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
 	if fin.Type != MsgEnrolFinish {
-		Refuse(c, wire.ApproverUnknownType(fin.Type))
+		Refuse(c, ApproverUnknownType(fin.Type))
 		return
 	}
 	var confirmedBy *passkey.Enrolled
 	if confirm {
 		if fin.Assertion == nil {
-			Refuse(c, wire.PasskeyEnrolRefused("an enrolled passkey must confirm this enrolment"))
+			Refuse(c, PasskeyEnrolRefused("an enrolled passkey must confirm this enrolment"))
 			return
 		}
 		if confirmedBy, err = h.Passkeys.Verify(fin.Assertion, passkey.EnrolChallenge(en.Challenge, name)); err != nil {
-			Refuse(c, wire.PasskeyEnrolRefused("the confirming assertion does not verify: "+err.Error()))
+			Refuse(c, PasskeyEnrolRefused("the confirming assertion does not verify: "+err.Error()))
 			return
 		}
 	}
@@ -198,7 +197,7 @@ func (h *Host) enrol(c *net.UnixConn, br *bufio.Reader, m *Message, controlled s
 		return nil
 	})
 	if err != nil {
-		Refuse(c, wire.PasskeyEnrolRefused(err.Error()))
+		Refuse(c, PasskeyEnrolRefused(err.Error()))
 		return
 	}
 	ch := PasskeyChange{Kind: "enrolled", IDs: []string{added.ID}, Name: name}

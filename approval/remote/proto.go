@@ -364,3 +364,14 @@ func PromptLine(p *approval.Prompt, deadline time.Time, nonce string) ([]byte, e
 	}
 	return b, nil
 }
+
+// RefusedError is a daemon's refusal to attach the client: retrying
+// cannot help.
+type RefusedError struct{ Message string }
+
+// Error escapes the daemon's words: what answers on a socket (a forward's
+// local end, say) need not be rootgated, and they go to the operator's
+// terminal.
+func (e *RefusedError) Error() string {
+	return "rootgated refused this approver: " + termsafe.Sanitize(e.Message)
+}

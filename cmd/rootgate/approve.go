@@ -15,6 +15,7 @@ import (
 	"github.com/rootgate/rootgate/approval"
 	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/approval/terminal"
+	"github.com/rootgate/rootgate/cmd/internal/approver"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"
@@ -101,23 +102,23 @@ func cmdApprove(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 	if desktop {
 		// No terminal needed: status lines go to stderr, prompts to the
 		// desktop.
-		a := &remote.Client{Sockets: sockets, Name: desktopName, Kind: "desktop", Operator: approval.OperatorName(), Out: stderr, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
+		a := &approver.Client{Sockets: sockets, Name: desktopName, Kind: "desktop", Operator: approval.OperatorName(), Out: stderr, Agent: agentSock, Version: version.String(), AnswerWithin: client.AnswerWithin()}
 		ask, err := desktopAsker(a.Operator, stderr)
 		if err != nil {
 			errorf(stderr, "--desktop: %v", err)
 			return exitError
 		}
-		a.Ask = func(deadline time.Time, _ bool, _ remote.Daemon) approval.Approver {
+		a.Ask = func(deadline time.Time, _ bool, _ approver.Daemon) approval.Approver {
 			return reporting{ask(deadline), stderr}
 		}
 		return runApprover(ctx, a, stderr)
 	}
-	return onTerminal(ctx, &remote.Client{Sockets: sockets, Agent: agentSock}, grantFor, dwell, accessible, stderr)
+	return onTerminal(ctx, &approver.Client{Sockets: sockets, Agent: agentSock}, grantFor, dwell, accessible, stderr)
 }
 
 // onTerminal runs approver client a on this process's terminal until
 // Ctrl-C or a refusal, its prompts offering standing grants for grantFor.
-func onTerminal(ctx context.Context, a *remote.Client, grantFor []time.Duration, dwell time.Duration, accessible bool, stderr io.Writer) int {
+func onTerminal(ctx context.Context, a *approver.Client, grantFor []time.Duration, dwell time.Duration, accessible bool, stderr io.Writer) int {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		errorf(stderr, "approve needs a terminal: %v", err)
@@ -135,7 +136,7 @@ func onTerminal(ctx context.Context, a *remote.Client, grantFor []time.Duration,
 		// approver keeps plain lines, no idle screen drawn over them.
 		a.Size = func() (int, int) { return terminal.WindowSize(tty) }
 	}
-	a.Ask = func(deadline time.Time, afterWithdrawn bool, from remote.Daemon) approval.Approver {
+	a.Ask = func(deadline time.Time, afterWithdrawn bool, from approver.Daemon) approval.Approver {
 		grantFor := grantFor
 		if !from.Grants {
 			grantFor = []time.Duration{} // an older daemon: it would refuse the decision
@@ -169,13 +170,13 @@ func cmdDaemonTTY(ctx context.Context, e *env, _ clidoc.Values, _ []string) int 
 		errorf(e.stderr, "%s: descriptor 3 is not rootgated's socket: %v", daemonTTYArg, err)
 		return exitUsage
 	}
-	a := &remote.Client{Socket: "its terminal", Conn: uc, Log: os.NewFile(4, "rootgated's log")}
+	a := &approver.Client{Socket: "its terminal", Conn: uc, Log: os.NewFile(4, "rootgated's log")}
 	grantFor, _ := parseGrantFor(defaultGrantFor)
 	return onTerminal(ctx, a, grantFor, terminal.Dwell, false, e.stderr)
 }
 
 // runApprover runs an approver client until Ctrl-C or a refusal.
-func runApprover(ctx context.Context, a *remote.Client, stderr io.Writer) int {
+func runApprover(ctx context.Context, a *approver.Client, stderr io.Writer) int {
 	err := a.Run(ctx)
 	var refused *remote.RefusedError
 	switch {

@@ -9,7 +9,7 @@ import (
 // uiPackages are the import path prefixes of terminal and desktop UI code:
 // the charm libraries (bubbletea, lipgloss, huh, bubbles) and what they
 // bring (terminal capabilities, colours, text widths, the clipboard),
-// D-Bus, and the module's own prompts.
+// D-Bus, and the module's own prompts and approver client.
 var uiPackages = []string{
 	"charm.land/",
 	"github.com/charmbracelet/",
@@ -24,6 +24,7 @@ var uiPackages = []string{
 	"github.com/godbus/",
 	"github.com/rootgate/rootgate/approval/terminal",
 	"github.com/rootgate/rootgate/approval/desktop",
+	"github.com/rootgate/rootgate/cmd/internal/approver",
 }
 
 // TestNoUI: the root daemon links no UI library. Its --tty prompt is

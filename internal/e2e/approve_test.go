@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )
@@ -241,7 +242,7 @@ func TestApproverReattaches(t *testing.T) {
 }
 
 // TestApproverConnectionsCapped: an admitted uid other than root may hold
-// only wire.MaxApproverConns approver connections at once; the next is
+// only remote.MaxApproverConns approver connections at once; the next is
 // refused at once with a reason, before any walk of its ancestry.
 func TestApproverConnectionsCapped(t *testing.T) {
 	t.Parallel()
@@ -260,14 +261,14 @@ my $s = $ready[0] or die "no answer";
 my $line = <$s>;
 print $line;`
 	const nobody = 65534
-	cmd := exec.Command("perl", "-e", script, d.asock(), strconv.Itoa(wire.MaxApproverConns+1))
+	cmd := exec.Command("perl", "-e", script, d.asock(), strconv.Itoa(remote.MaxApproverConns+1))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("perl: %v: %s", err, out)
 	}
-	want := wire.ApproverTooMany(nobody)
+	want := remote.ApproverTooMany(nobody)
 	if !strings.Contains(string(out), `"type":"error"`) || !strings.Contains(string(out), want) {
-		t.Fatalf("the first answer of %d connections: %q, want the refusal %q", wire.MaxApproverConns+1, out, want)
+		t.Fatalf("the first answer of %d connections: %q, want the refusal %q", remote.MaxApproverConns+1, out, want)
 	}
 }

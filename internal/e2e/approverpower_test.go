@@ -279,7 +279,7 @@ func TestRunAsApproverNoGrantNoRule(t *testing.T) {
 	}{
 		{remote.Message{Approve: &yes, Grant: 60, GrantRunsAnything: true}, why},
 		{remote.Message{Approve: &yes, Rule: "allow privileged,runas=" + alice.name + " id -u", RuleRunsAnything: true},
-			wire.ApproverRuleRefused("the run as " + alice.name + " may approve rootgate requests, so each one is put to a person, as a request for root")},
+			remote.ApproverRuleRefused("the run as " + alice.name + " may approve rootgate requests, so each one is put to a person, as a request for root")},
 	} {
 		m := c.m
 		m.Type, m.ID, m.Hash = remote.MsgDecision, p.ID, p.Hash

@@ -319,10 +319,10 @@ func TestGrantDecisionChecks(t *testing.T) {
 		m    remote.Message
 		want string
 	}{
-		{remote.Message{Approve: &no, Grant: 60}, wire.ApproverGrantOnDeny},
-		{remote.Message{Approve: &yes, Grant: 8*3600 + 1, GrantRunsAnything: true}, wire.ApproverGrantDuration(8*3600+1, 8*3600)},
-		{remote.Message{Approve: &yes, Grant: -5, GrantRunsAnything: true}, wire.ApproverGrantDuration(-5, 8*3600)},
-		{remote.Message{Approve: &yes, Grant: 60}, wire.ApproverGrantRunsAnything},
+		{remote.Message{Approve: &no, Grant: 60}, remote.ApproverGrantOnDeny},
+		{remote.Message{Approve: &yes, Grant: 8*3600 + 1, GrantRunsAnything: true}, remote.ApproverGrantDuration(8*3600+1, 8*3600)},
+		{remote.Message{Approve: &yes, Grant: -5, GrantRunsAnything: true}, remote.ApproverGrantDuration(-5, 8*3600)},
+		{remote.Message{Approve: &yes, Grant: 60}, remote.ApproverGrantRunsAnything},
 	} {
 		m := c.m
 		m.Type, m.ID, m.Hash = remote.MsgDecision, p.ID, p.Hash

@@ -789,7 +789,7 @@ func passkeyAttacks(t *testing.T, p *pkTest) {
 	t.Run("decision without an assertion", func(t *testing.T) {
 		ch := p.ask("pk-atk-none", touch("pk-atk-none"))
 		pr := agent.prompt("pk-atk-none")
-		if msg := agent.approve(pr, nil); msg != wire.ApproverNoAssertion {
+		if msg := agent.approve(pr, nil); msg != remote.ApproverNoAssertion {
 			t.Fatalf("approval without an assertion: %q", msg)
 		}
 		denyOnPage(t, "pk-atk-none", ch)
@@ -862,7 +862,7 @@ func passkeyAttacks(t *testing.T, p *pkTest) {
 		add.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: p.op.uid, Gid: p.op.gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 		add.Stdout, add.Stderr = &out, &out
 		time.AfterFunc(20*time.Second, func() { _ = add.Process.Kill() }) // were it let in, it would wait for a browser
-		if err := add.Run(); err == nil || !strings.Contains(out.String(), wire.ApproverPasskeyRootOnly) {
+		if err := add.Run(); err == nil || !strings.Contains(out.String(), remote.ApproverPasskeyRootOnly) {
 			t.Fatalf("the agent's passkeys add: %v: %s", err, out.String())
 		}
 		denyOnPage(t, "pk-atk-own", ch)
@@ -952,12 +952,12 @@ func TestPasskeyRelayRefusals(t *testing.T) {
 
 	t.Run("no passkey enrolled", func(t *testing.T) {
 		d := approverDaemon(t, "--passkeys", "")
-		if _, _, m := hello(t, d.asock(), relayHello); m.Type != remote.MsgError || m.Message != wire.ApproverNoPasskeys {
+		if _, _, m := hello(t, d.asock(), relayHello); m.Type != remote.MsgError || m.Message != remote.ApproverNoPasskeys {
 			t.Fatalf("relay to a daemon without passkeys: %+v", m)
 		}
 		dir := shortDir(t)
 		d2 := approverDaemon(t, "--passkeys", filepath.Join(dir, "none.json"))
-		if _, _, m := hello(t, d2.asock(), relayHello); m.Type != remote.MsgError || m.Message != wire.ApproverNoPasskeys {
+		if _, _, m := hello(t, d2.asock(), relayHello); m.Type != remote.MsgError || m.Message != remote.ApproverNoPasskeys {
 			t.Fatalf("relay to a daemon whose file is missing: %+v", m)
 		}
 	})
@@ -978,7 +978,7 @@ func TestPasskeyRelayRefusals(t *testing.T) {
 		}
 		d := approverDaemon(t, "--passkeys", keys)
 		if _, _, m := hello(t, d.asock(), &remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion,
-			Capabilities: []string{remote.CapPasskey}, AgentSocket: "/run/agent.sock"}); m.Message != wire.ApproverPasskeyAgent {
+			Capabilities: []string{remote.CapPasskey}, AgentSocket: "/run/agent.sock"}); m.Message != remote.ApproverPasskeyAgent {
 			t.Fatalf("relay offering an agent: %+v", m)
 		}
 		br, c, w := hello(t, d.asock(), relayHello)
@@ -1015,9 +1015,9 @@ func TestPasskeyRelayRefusals(t *testing.T) {
 			m    *remote.Message
 			want string
 		}{
-			{"a rule with a passkey approval", c, br, &remote.Message{Type: remote.MsgDecision, ID: pr.ID, Hash: pr.Hash, Approve: &yes, Assertion: as, Rule: "allow privileged true"}, wire.ApproverPasskeyRule},
-			{"an assertion on a denial", c, br, &remote.Message{Type: remote.MsgDecision, ID: pr.ID, Hash: pr.Hash, Approve: &no, Assertion: as}, wire.ApproverAssertionUnasked},
-			{"an assertion from a plain approver", pc, pbr, &remote.Message{Type: remote.MsgDecision, ID: ppr.ID, Hash: ppr.Hash, Approve: &yes, Assertion: as}, wire.ApproverAssertionUnasked},
+			{"a rule with a passkey approval", c, br, &remote.Message{Type: remote.MsgDecision, ID: pr.ID, Hash: pr.Hash, Approve: &yes, Assertion: as, Rule: "allow privileged true"}, remote.ApproverPasskeyRule},
+			{"an assertion on a denial", c, br, &remote.Message{Type: remote.MsgDecision, ID: pr.ID, Hash: pr.Hash, Approve: &no, Assertion: as}, remote.ApproverAssertionUnasked},
+			{"an assertion from a plain approver", pc, pbr, &remote.Message{Type: remote.MsgDecision, ID: ppr.ID, Hash: ppr.Hash, Approve: &yes, Assertion: as}, remote.ApproverAssertionUnasked},
 		} {
 			if err := remote.WriteMessage(c.conn, c.m); err != nil {
 				t.Fatal(err)

@@ -445,8 +445,8 @@ func TestRuleOpenRunnerNeedsSecondConfirmation(t *testing.T) {
 				cl.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
 				return cl.next()
 			}
-			if m := decide("allow privileged,user=root,cwd=/,stdin=none " + c.open); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-				t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+			if m := decide("allow privileged,user=root,cwd=/,stdin=none " + c.open); m.Type != remote.MsgError || m.Message != remote.ApproverRuleRunsAnything {
+				t.Fatalf("got %+v, want %q", m, remote.ApproverRuleRunsAnything)
 			}
 			pending(t, ch, "an open rule for "+c.name+" without rule_runs_anything")
 			if m := decide("allow privileged,user=root,cwd=/,stdin=none " + c.exact); m.Type != remote.MsgResult {
@@ -573,8 +573,8 @@ func TestRuleNotOfferedWithoutPolicyFile(t *testing.T) {
 		t.Fatalf("got %+v, want a welcome without a rule file", m)
 	}
 	ch = d.ask(map[string]any{"id": "nofile-2", "pipeline": [][]string{{"echo", "nofile"}}})
-	if m := c.approveWithRule("allow privileged,cwd=/,stdin=none echo nofile"); m.Type != remote.MsgError || m.Message != wire.ApproverNoRules {
-		t.Fatalf("got %+v, want %q", m, wire.ApproverNoRules)
+	if m := c.approveWithRule("allow privileged,cwd=/,stdin=none echo nofile"); m.Type != remote.MsgError || m.Message != remote.ApproverNoRules {
+		t.Fatalf("got %+v, want %q", m, remote.ApproverNoRules)
 	}
 	pending(t, ch, "a rule for a daemon without a policy file")
 }
@@ -692,8 +692,8 @@ func (a *rawApprover) approveWithRule(rule string) *remote.Message {
 // the daemon must refuse it, and the request stays waiting.
 func (a *rawApprover) wantRunsAnythingRefused(ch chan response, rule, what string) {
 	a.t.Helper()
-	if m := a.approveWithRule(rule); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-		a.t.Fatalf("got %+v, want %q", m, wire.ApproverRuleRunsAnything)
+	if m := a.approveWithRule(rule); m.Type != remote.MsgError || m.Message != remote.ApproverRuleRunsAnything {
+		a.t.Fatalf("got %+v, want %q", m, remote.ApproverRuleRunsAnything)
 	}
 	pending(a.t, ch, what)
 }

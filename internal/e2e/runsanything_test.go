@@ -57,8 +57,8 @@ func TestRuleReadsCodeNeedsSecondConfirmation(t *testing.T) {
 		p := c.prompt()
 		yes := true
 		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: tc.rule})
-		if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-			t.Errorf("%s: the rule %q without rule_runs_anything got %+v, want %q", tc.name, tc.rule, m, wire.ApproverRuleRunsAnything)
+		if m := c.next(); m.Type != remote.MsgError || m.Message != remote.ApproverRuleRunsAnything {
+			t.Errorf("%s: the rule %q without rule_runs_anything got %+v, want %q", tc.name, tc.rule, m, remote.ApproverRuleRunsAnything)
 		}
 		c.decide(p, false)
 		if r := <-ch; r.Status != wire.StatusDenied {
@@ -119,14 +119,14 @@ func TestCopyOfInterpreterNeedsSecondConfirmation(t *testing.T) {
 			t.Errorf("%s: the prompt says it is %q, want the listed program it is a copy of (stage %+v)", tc.name, is, p.Request.Stages[0])
 		}
 		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Grant: 600})
-		if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverGrantRunsAnything {
-			t.Errorf("%s: a grant without grant_runs_anything got %+v, want %q", tc.name, m, wire.ApproverGrantRunsAnything)
+		if m := c.next(); m.Type != remote.MsgError || m.Message != remote.ApproverGrantRunsAnything {
+			t.Errorf("%s: a grant without grant_runs_anything got %+v, want %q", tc.name, m, remote.ApproverGrantRunsAnything)
 		}
 		pending(t, ch, tc.name)
 		rule := "allow privileged,user=root,cwd=" + dir + ",stdin=none " + tc.argv[0] + " ..."
 		c.send(&remote.Message{Type: remote.MsgDecision, ID: p.ID, Hash: p.Hash, Approve: &yes, Rule: rule})
-		if m := c.next(); m.Type != remote.MsgError || m.Message != wire.ApproverRuleRunsAnything {
-			t.Errorf("%s: the rule %q without rule_runs_anything got %+v, want %q", tc.name, rule, m, wire.ApproverRuleRunsAnything)
+		if m := c.next(); m.Type != remote.MsgError || m.Message != remote.ApproverRuleRunsAnything {
+			t.Errorf("%s: the rule %q without rule_runs_anything got %+v, want %q", tc.name, rule, m, remote.ApproverRuleRunsAnything)
 		}
 		pending(t, ch, tc.name)
 		c.decide(p, false)

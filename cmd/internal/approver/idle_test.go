@@ -1,10 +1,12 @@
-package remote
+package approver
 
 import (
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rootgate/rootgate/approval/remote"
 )
 
 // Whatever a status message holds, the idle screen is lines of visible
@@ -13,10 +15,10 @@ import (
 func TestIdleLinesEscapeEverything(t *testing.T) {
 	bad := "\x1b]0;title\x07\x1b[2J\r\n  g9  root (uid 0)  ends 23:59:59\t\u202e\u200b\x9b31m\xff"
 	now := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
-	st := &Message{
-		Queue:     []QueueItem{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{"echo", bad}, {bad}}, Since: now.Add(-time.Minute), Count: 2}},
-		Grants:    []GrantInfo{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{bad}}, RunAs: bad, Cwd: bad, Ends: now.Add(time.Hour)}},
-		Decisions: []DecisionInfo{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{bad}}, Time: now, Verdict: bad, By: bad}},
+	st := &remote.Message{
+		Queue:     []remote.QueueItem{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{"echo", bad}, {bad}}, Since: now.Add(-time.Minute), Count: 2}},
+		Grants:    []remote.GrantInfo{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{bad}}, RunAs: bad, Cwd: bad, Ends: now.Add(time.Hour)}},
+		Decisions: []remote.DecisionInfo{{ID: bad, UID: 1000, User: bad, Pipeline: [][]string{{bad}}, Time: now, Verdict: bad, By: bad}},
 	}
 	lines := idleLines(st, now, 300, 100)
 	entries := 0
@@ -53,9 +55,9 @@ func TestIdleLinesEscapeEverything(t *testing.T) {
 func TestIdleLinesIDAfterDaemonColumns(t *testing.T) {
 	id := "7f3a  denied    by person root (uid 0) on pts/1  cloudsdk (uid 1000)  id" + strings.Repeat(" ", 40)
 	now := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
-	st := &Message{
-		Queue:     []QueueItem{{ID: id, UID: 1000, User: "agent", Pipeline: [][]string{{"true"}}, Since: now}},
-		Decisions: []DecisionInfo{{ID: id, UID: 1000, User: "agent", Pipeline: [][]string{{"true"}}, Time: now, Verdict: "allow", By: "rule /p:1"}},
+	st := &remote.Message{
+		Queue:     []remote.QueueItem{{ID: id, UID: 1000, User: "agent", Pipeline: [][]string{{"true"}}, Since: now}},
+		Decisions: []remote.DecisionInfo{{ID: id, UID: 1000, User: "agent", Pipeline: [][]string{{"true"}}, Time: now, Verdict: "allow", By: "rule /p:1"}},
 	}
 	rows := 0
 	for _, l := range idleLines(st, now, 300, 100) {

@@ -1,4 +1,4 @@
-package remote
+package approver
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/testutil"
 )
 
@@ -20,7 +21,7 @@ type askFunc func(ctx context.Context, p *approval.Prompt) approval.Decision
 
 func (f askFunc) Approve(ctx context.Context, p *approval.Prompt) approval.Decision { return f(ctx, p) }
 
-// pair is a Host serving a socket and a Client attached to it, both ends of
+// pair is a remote.Host serving a socket and a Client attached to it, both ends of
 // the protocol in this process over a real Unix socket.
 type pair struct {
 	broker *approval.Broker
@@ -48,7 +49,7 @@ func attach(t *testing.T) *pair {
 		answer: make(chan approval.Verdict, 1),
 		shown:  make(chan *approval.Prompt, 1),
 	}
-	host := &Host{Broker: p.broker, Version: "test-daemon"}
+	host := &remote.Host{Broker: p.broker, Version: "test-daemon"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -62,7 +63,7 @@ func attach(t *testing.T) *pair {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				host.Serve(ctx, c, Peer{UID: 0, User: "root"})
+				host.Serve(ctx, c, remote.Peer{UID: 0, User: "root"})
 			}()
 		}
 	}()
@@ -132,7 +133,7 @@ func TestHostClient(t *testing.T) {
 		if d.Verdict != tt.want.Verdict || d.Message != tt.want.Message || d.By != tt.want.By {
 			t.Errorf("%s: got %+v, want %+v", tt.id, d, tt.want)
 		}
-		if got := <-p.shown; RequestHash(got) != RequestHash(remotePrompt(tt.id)) {
+		if got := <-p.shown; remote.RequestHash(got) != remote.RequestHash(remotePrompt(tt.id)) {
 			t.Errorf("%s: the operator was shown %+v", tt.id, got)
 		}
 	}
@@ -162,7 +163,7 @@ func TestHostClient(t *testing.T) {
 	}
 }
 
-// TestClientRefused: a daemon's refusal ends Run with a *RefusedError
+// TestClientRefused: a daemon's refusal ends Run with a *remote.RefusedError
 // carrying the daemon's words, without retrying.
 func TestClientRefused(t *testing.T) {
 	dir, err := os.MkdirTemp("/tmp", "rg-remote-")
@@ -181,7 +182,7 @@ func TestClientRefused(t *testing.T) {
 		if err != nil {
 			return
 		}
-		Refuse(c, "uid 1000 (agent) is not admitted")
+		remote.Refuse(c, "uid 1000 (agent) is not admitted")
 		c.Close()
 	}()
 	out := &testutil.SyncBuffer{}
@@ -189,7 +190,7 @@ func TestClientRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = c.Run(ctx)
-	var refused *RefusedError
+	var refused *remote.RefusedError
 	if !errors.As(err, &refused) || refused.Message != "uid 1000 (agent) is not admitted" {
 		t.Fatalf("Run = %v, want the refusal; the client says:\n%s", err, out.String())
 	}
@@ -200,7 +201,7 @@ func TestClientRefused(t *testing.T) {
 
 // serveHost serves h on a fresh socket until the test ends and returns
 // the socket's path.
-func serveHost(t *testing.T, h *Host) string {
+func serveHost(t *testing.T, h *remote.Host) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "rg-remote-") // short: sun_path holds 108 bytes
 	if err != nil {
@@ -219,7 +220,7 @@ func serveHost(t *testing.T, h *Host) string {
 			if err != nil {
 				return
 			}
-			wg.Go(func() { h.Serve(ctx, c, Peer{UID: 0, User: "root"}) })
+			wg.Go(func() { h.Serve(ctx, c, remote.Peer{UID: 0, User: "root"}) })
 		}
 	})
 	t.Cleanup(func() {
@@ -240,7 +241,7 @@ func TestClientManyDaemons(t *testing.T) {
 	hosts := map[string]*approval.Broker{"host-a": {Timeout: time.Minute}, "host-b": {Timeout: time.Minute}}
 	sockOf := map[string]string{}
 	for name, b := range hosts {
-		sockOf[name] = serveHost(t, &Host{Broker: b, Version: "test-daemon", Hostname: name})
+		sockOf[name] = serveHost(t, &remote.Host{Broker: b, Version: "test-daemon", Hostname: name})
 	}
 	type shown struct {
 		from Daemon

@@ -1,9 +1,8 @@
-package remote
+package approver
 
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/signal"
 	"os/user"
 	"slices"
 	"strconv"
@@ -20,8 +18,8 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/termsafe"
-	"golang.org/x/sys/unix"
 )
 
 // Bounds of how long the client waits on a silent daemon, whatever
@@ -56,7 +54,7 @@ type Client struct {
 	// Out receives status lines; they are held while a prompt is up.
 	Out io.Writer
 	// AnswerWithin bounds each attempt to attach: the connect and the
-	// daemon's welcome; zero means HelloWithin.
+	// daemon's welcome; zero means [remote.HelloWithin].
 	AnswerWithin time.Duration
 	// Ask makes what asks the operator about one prompt from daemon from,
 	// which must be decided by deadline. afterWithdrawn says the prompt
@@ -116,7 +114,7 @@ func (a *Client) answerWithin() time.Duration {
 	if a.AnswerWithin > 0 {
 		return a.AnswerWithin
 	}
-	return HelloWithin
+	return remote.HelloWithin
 }
 
 // Label names the daemon in status lines: its host name and socket,
@@ -128,20 +126,9 @@ func (d Daemon) Label() string {
 	return termsafe.Sanitize(d.Host) + " at " + termsafe.Sanitize(d.Socket)
 }
 
-// RefusedError is a daemon's refusal to attach the client: retrying
-// cannot help.
-type RefusedError struct{ Message string }
-
-// Error escapes the daemon's words: what answers on a socket (a forward's
-// local end, say) need not be rootgated, and they go to the operator's
-// terminal.
-func (e *RefusedError) Error() string {
-	return "rootgated refused this approver: " + termsafe.Sanitize(e.Message)
-}
-
 // Run attaches to every socket, each re-attaching quietly after its
 // daemon goes away, until ctx ends (Ctrl-C; then it returns nil) or every
-// daemon has refused the client (a [*RefusedError]) or its socket has
+// daemon has refused the client (a [*remote.RefusedError]) or its socket has
 // ([os.ErrPermission]); it then returns the error of the first socket
 // listed. A daemon
 // that refuses is told on screen while the others keep working.
@@ -151,34 +138,13 @@ func (a *Client) Run(ctx context.Context) error {
 	if len(socks) == 0 {
 		socks = []string{a.Socket}
 	}
-	a.scr = &screen{out: a.Out, size: a.Size, order: socks, labelled: len(socks) > 1}
-	if a.Size != nil {
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, unix.SIGWINCH)
-		defer signal.Stop(winch)
-		stopped := make(chan struct{})
-		defer close(stopped)
-		go func() {
-			// Ages and ends on the idle screen move on without a status.
-			tick := time.NewTicker(idleRedraw)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stopped:
-					return
-				case <-winch:
-					a.scr.resized()
-				case <-tick.C:
-					a.scr.redrawAging()
-				}
-			}
-		}()
-		for _, sock := range socks {
-			a.scr.setStatus(Daemon{Socket: sock}, nil)
-		}
-	}
+	a.scr = newScreen(a.Out, a.Size, socks)
 	if a.Log != nil {
-		go a.printLog(a.Log)
+		// The log goes on until the daemon closes it, maybe after the
+		// last connection ended: the screen closes when both are done.
+		go func() { a.printLog(a.Log); a.scr.close() }()
+	} else {
+		defer a.scr.close()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -223,7 +189,7 @@ func (a *Client) Run(ctx context.Context) error {
 func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 	if a.Conn != nil {
 		_, _, err := a.session(ctx, a.Conn, sock, many)
-		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+		if refused := (*remote.RefusedError)(nil); errors.As(err, &refused) {
 			return refused
 		}
 		return nil
@@ -255,7 +221,7 @@ func (a *Client) attach(ctx context.Context, sock string, many bool) error {
 			continue
 		}
 		d, attached, err := a.session(ctx, c.(*net.UnixConn), sock, many)
-		if refused := (*RefusedError)(nil); errors.As(err, &refused) {
+		if refused := (*remote.RefusedError)(nil); errors.As(err, &refused) {
 			if many {
 				a.scr.println(fmt.Sprintf("rootgate: %s: %v; the other daemons stay attached", sock, refused))
 			}
@@ -322,9 +288,9 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // prompt is a request waiting to be shown.
 type prompt struct {
-	msg    *Message
+	msg    *remote.Message
 	from   Daemon
-	send   func(*Message) error // to the daemon that asked, on its connection
+	send   func(*remote.Message) error // to the daemon that asked, on its connection
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	shown  chan struct{} // closed when the worker is done with it
@@ -397,50 +363,50 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 	defer stop()
 
 	var wmu sync.Mutex
-	send := func(m *Message) error {
+	send := func(m *remote.Message) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
-		return WriteMessage(c, m)
+		_ = c.SetWriteDeadline(time.Now().Add(remote.WriteWithin))
+		return remote.WriteMessage(c, m)
 	}
-	caps := []string{a.Kind, CapGroup}
+	caps := []string{a.Kind, remote.CapGroup}
 	if a.Agent != "" {
 		caps = append(caps, "forward-agent")
 	}
 	if a.Size != nil {
-		caps = append(caps, CapStatus)
+		caps = append(caps, remote.CapStatus)
 	}
 	// A daemon that refuses this approver (not admitted, too many) may
 	// say so and close before the hello is written: its words are read
 	// all the same, so the refusal is reported rather than retried.
-	herr := send(&Message{Type: MsgHello, Version: ProtoVersion, Client: a.Version,
+	herr := send(&remote.Message{Type: remote.MsgHello, Version: remote.ProtoVersion, Client: a.Version,
 		Name: a.Name, Capabilities: caps, AgentSocket: a.Agent})
 	br := bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(a.answerWithin()))
-	welcome, err := ReadMessage(br, MaxDaemonLine)
+	welcome, err := remote.ReadMessage(br, remote.MaxDaemonLine)
 	if err != nil {
 		if herr != nil {
 			return d, false, herr
 		}
 		return d, false, err
 	}
-	if herr != nil && welcome.Type != MsgError {
+	if herr != nil && welcome.Type != remote.MsgError {
 		return d, false, herr
 	}
-	if welcome.Type == MsgError {
-		return d, false, &RefusedError{welcome.Message}
+	if welcome.Type == remote.MsgError {
+		return d, false, &remote.RefusedError{Message: welcome.Message}
 	}
-	if welcome.Type != MsgWelcome {
-		return d, false, &RefusedError{fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
+	if welcome.Type != remote.MsgWelcome {
+		return d, false, &remote.RefusedError{Message: fmt.Sprintf("unexpected %q message instead of welcome", welcome.Type)}
 	}
 	d.Grants = welcome.StandingGrants
 	d.RuleFile = welcome.RuleFile
 	d.Host = welcome.Hostname
-	silentFor := DefaultDaemonSilentFor
+	silentFor := remote.DefaultDaemonSilentFor
 	if welcome.PingEvery > 0 {
 		// Bounded both ways: a daemon saying nonsense must neither make
 		// the client drop it at once, over and over, nor overflow.
-		secs := min(max(DaemonSilentPings*welcome.PingEvery, minDaemonSilentFor.Seconds()), maxDaemonSilentFor.Seconds())
+		secs := min(max(remote.DaemonSilentPings*welcome.PingEvery, minDaemonSilentFor.Seconds()), maxDaemonSilentFor.Seconds())
 		silentFor = time.Duration(secs * float64(time.Second))
 	}
 	on := ""
@@ -493,10 +459,10 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(silentFor))
 		m, err := readDaemonMessage(br)
-		if errors.Is(err, ErrLineTooLong) {
+		if errors.Is(err, remote.ErrLineTooLong) {
 			// One message we cannot take must not cost the session:
 			// the others' prompts are still waiting here.
-			a.scr.println(fmt.Sprintf("rootgate: skipped a message from rootgated over %d bytes; if it was a prompt, it times out unanswered here", MaxDaemonLine))
+			a.scr.println(fmt.Sprintf("rootgate: skipped a message from rootgated over %d bytes; if it was a prompt, it times out unanswered here", remote.MaxDaemonLine))
 			continue
 		}
 		if err != nil {
@@ -507,10 +473,10 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 			return d, true, err
 		}
 		switch m.Type {
-		case MsgPing:
-			_ = send(&Message{Type: MsgPong})
-		case MsgPrompt:
-			if m.Request == nil || m.Deadline == nil || RequestHash(m.Request) != m.Hash {
+		case remote.MsgPing:
+			_ = send(&remote.Message{Type: remote.MsgPong})
+		case remote.MsgPrompt:
+			if m.Request == nil || m.Deadline == nil || remote.RequestHash(m.Request) != m.Hash {
 				a.scr.println("rootgate: ignored a malformed prompt")
 				continue
 			}
@@ -532,17 +498,17 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 				mu.Unlock()
 			}()
 			a.enqueue(p)
-		case MsgWithdraw:
+		case remote.MsgWithdraw:
 			mu.Lock()
 			if p := byID[m.ID]; p != nil {
 				p.cancel(errors.New(m.Reason))
 			}
 			mu.Unlock()
-		case MsgStatus:
+		case remote.MsgStatus:
 			a.scr.setStatus(d, m)
-		case MsgResult:
+		case remote.MsgResult:
 			a.scr.println(fmt.Sprintf("rootgate: request %s %s", termsafe.Sanitize(m.ID), termsafe.Sanitize(m.Outcome)))
-		case MsgError:
+		case remote.MsgError:
 			a.scr.println("rootgate: rootgated says: " + termsafe.Sanitize(m.Message))
 		default:
 			a.scr.println(fmt.Sprintf("rootgate: ignored an unknown %q message", termsafe.Sanitize(m.Type)))
@@ -551,15 +517,15 @@ func (a *Client) session(ctx context.Context, c *net.UnixConn, sock string, many
 }
 
 // readDaemonMessage reads one message line from the daemon. A line over
-// MaxDaemonLine is read to its end and dropped: the error is then
-// ErrLineTooLong and the next call reads the next line.
-func readDaemonMessage(br *bufio.Reader) (*Message, error) {
+// remote.MaxDaemonLine is read to its end and dropped: the error is then
+// remote.ErrLineTooLong and the next call reads the next line.
+func readDaemonMessage(br *bufio.Reader) (*remote.Message, error) {
 	var line []byte
 	n := 0
 	for {
 		chunk, err := br.ReadSlice('\n')
 		n += len(chunk)
-		if n <= MaxDaemonLine {
+		if n <= remote.MaxDaemonLine {
 			line = append(line, chunk...)
 		} else {
 			line = nil
@@ -575,10 +541,10 @@ func readDaemonMessage(br *bufio.Reader) (*Message, error) {
 		}
 		break
 	}
-	if n > MaxDaemonLine {
-		return nil, ErrLineTooLong
+	if n > remote.MaxDaemonLine {
+		return nil, remote.ErrLineTooLong
 	}
-	return ReadMessage(bufio.NewReader(bytes.NewReader(line)), MaxDaemonLine)
+	return remote.ReadMessage(bufio.NewReader(bytes.NewReader(line)), remote.MaxDaemonLine)
 }
 
 // remember keeps the outcome of the last few prompts for the idle line.
@@ -603,14 +569,14 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 	a.scr.begin()
 	defer a.scr.end()
 	if queued > 0 {
-		fmt.Fprintf(a.scr.out, "rootgate: %d more request(s) queued after this one\n", queued)
+		fmt.Fprintf(a.Out, "rootgate: %d more request(s) queued after this one\n", queued)
 	}
 	d := a.Ask(*p.msg.Deadline, a.afterWithdrawn, p.from).Approve(p.ctx, p.msg.Request)
 	a.afterWithdrawn = d.Verdict == approval.Withdrawn
 	switch d.Verdict {
 	case approval.Allow, approval.Deny:
 		ok := d.Verdict == approval.Allow
-		m := &Message{Type: MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok}
+		m := &remote.Message{Type: remote.MsgDecision, ID: p.msg.ID, Hash: p.msg.Hash, Approve: &ok}
 		if !ok {
 			m.Note = d.Note
 		}
@@ -631,222 +597,6 @@ func (a *Client) show(p *prompt, queued int) approval.Verdict {
 		_ = p.send(m)
 	}
 	return d.Verdict
-}
-
-// screen serialises our status lines with the prompts: while a prompt is
-// up, lines are held and printed after it. With size set, Out is a
-// terminal, and between prompts the idle screen (idleLines) is kept
-// below the status lines, each of which is printed once: the block is
-// erased, the line printed, and the block drawn again under it.
-type screen struct {
-	mu      sync.Mutex // guards the fields that follow
-	busy    bool
-	held    []string
-	dropped int // lines past maxHeld while busy
-	out     io.Writer
-	size    func() (w, h int) // nil: plain lines, no idle screen
-	drawn   int               // how many lines of the idle screen are on the terminal, ending at the cursor
-	// order are the daemons' sockets, in the order their statuses are
-	// shown; labelled says there are several, so each is headed by its
-	// label. statuses and labels are by socket: the last status (nil:
-	// none yet) and the daemon's label.
-	order    []string
-	labelled bool
-	statuses map[string]*Message
-	labels   map[string]string
-	// connected holds the sockets the client has a connection to now.
-	connected map[string]bool
-}
-
-func (s *screen) println(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.busy {
-		if len(s.held) < maxHeld {
-			s.held = append(s.held, line)
-		} else {
-			s.dropped++
-		}
-		return
-	}
-	s.printLocked(line)
-}
-
-// maxHeld bounds the status lines held while a prompt is up; those past
-// it are counted, and the count printed after the prompt.
-const maxHeld = 1000
-
-// printLocked prints line, above the idle screen if there is one.
-func (s *screen) printLocked(line string) {
-	if s.size == nil {
-		fmt.Fprintln(s.out, line)
-		return
-	}
-	var b strings.Builder
-	s.eraseTo(&b)
-	b.WriteString(line + "\r\n")
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
-}
-
-// setStatus keeps m as the status the idle screen shows for daemon d
-// (nil: none, or no longer), and draws it.
-func (s *screen) setStatus(d Daemon, m *Message) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.statuses == nil {
-		s.statuses, s.labels = map[string]*Message{}, map[string]string{}
-	}
-	s.statuses[d.Socket], s.labels[d.Socket] = m, d.Label()
-	s.redrawLocked()
-}
-
-// setConnected says whether the client has a connection to the daemon
-// at sock now, and draws it.
-func (s *screen) setConnected(sock string, up bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.connected == nil {
-		s.connected = map[string]bool{}
-	}
-	s.connected[sock] = up
-	s.redrawLocked()
-}
-
-// drop takes the daemon at sock off the idle screen: it refused this
-// client for good.
-func (s *screen) drop(sock string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.order = slices.DeleteFunc(slices.Clone(s.order), func(o string) bool { return o == sock })
-	s.redrawLocked()
-}
-
-// redrawAging draws the idle screen again if it shows ages or ends (a
-// queue, grants).
-func (s *screen) redrawAging() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range s.statuses {
-		if m != nil && (len(m.Queue) > 0 || len(m.Grants) > 0) {
-			s.redrawLocked()
-			return
-		}
-	}
-}
-
-// redrawLocked draws the idle screen again in place, unless a prompt is
-// up.
-func (s *screen) redrawLocked() {
-	if s.busy || s.size == nil {
-		return
-	}
-	var b strings.Builder
-	s.eraseTo(&b)
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
-}
-
-// resized draws the idle screen for the window's new size. The terminal
-// may have wrapped the lines drawn before anew, so they cannot be counted
-// back over: the window is cleared and the screen drawn at its top.
-func (s *screen) resized() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.busy || s.size == nil {
-		return
-	}
-	var b strings.Builder
-	b.WriteString("\x1b[H\x1b[2J")
-	s.drawn = 0
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
-}
-
-// eraseTo writes to b what erases the idle screen, which ends at the
-// cursor.
-func (s *screen) eraseTo(b *strings.Builder) {
-	if s.drawn > 0 {
-		fmt.Fprintf(b, "\x1b[%dA", s.drawn)
-	}
-	b.WriteString("\r\x1b[J")
-	s.drawn = 0
-}
-
-// drawTo writes the idle screen to b, below the cursor.
-func (s *screen) drawTo(b *strings.Builder) {
-	w, h := s.size()
-	if w <= 0 || h <= 0 {
-		w, h = 80, 24
-	}
-	sts := make([]daemonStatus, 0, len(s.order))
-	for _, sock := range s.order {
-		ds := daemonStatus{st: s.statuses[sock], down: !s.connected[sock]}
-		if s.labelled {
-			ds.label = cmp.Or(s.labels[sock], termsafe.Sanitize(sock))
-		}
-		sts = append(sts, ds)
-	}
-	lines := idleScreen(sts, time.Now(), w, h)
-	for _, l := range lines {
-		b.WriteString(l + "\r\n")
-	}
-	s.drawn = len(lines)
-}
-
-// finish takes the idle screen off the terminal for good and prints
-// line, if any, in its place.
-func (s *screen) finish(line string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.size == nil {
-		if line != "" {
-			fmt.Fprintln(s.out, line)
-		}
-		return
-	}
-	var b strings.Builder
-	s.eraseTo(&b)
-	if line != "" {
-		b.WriteString(line + "\r\n")
-	}
-	_, _ = io.WriteString(s.out, b.String())
-	s.size = nil
-}
-
-func (s *screen) begin() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.busy = true
-	if s.size != nil {
-		// The prompt is drawn where the idle screen was.
-		var b strings.Builder
-		s.eraseTo(&b)
-		_, _ = io.WriteString(s.out, b.String())
-	}
-}
-
-func (s *screen) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.busy = false
-	held := s.held
-	if s.dropped > 0 {
-		held = append(held, fmt.Sprintf("rootgate: %d status lines dropped while the prompt was up", s.dropped))
-	}
-	s.held, s.dropped = nil, 0
-	if s.size == nil {
-		for _, l := range held {
-			fmt.Fprintln(s.out, l)
-		}
-		return
-	}
-	var b strings.Builder
-	for _, l := range held {
-		b.WriteString(l + "\r\n")
-	}
-	s.drawTo(&b)
-	_, _ = io.WriteString(s.out, b.String())
 }
 
 // lookupUserName names uid, or "" when it has no passwd entry.

@@ -1,4 +1,4 @@
-package remote
+package approver
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/approval/remote"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
 
@@ -17,14 +18,14 @@ import (
 // a requester's (ids, argv, user names) goes through termsafe, as in a
 // prompt, so nothing on it can be a terminal control sequence.
 
-// idleRedraw is how often the idle screen is drawn again when nothing
-// changed, so the ages and ends it shows stay current.
-const idleRedraw = 5 * time.Second
+// headingMark opens the idle screen's headings: its first line, and
+// each daemon's when there are several. No other line starts with it.
+const headingMark = "── "
 
 // idleLines is the idle screen for status st (nil: none came yet) at
 // now, in a window width cells wide and height rows high: each line cut
 // to width, and at most height-1 lines.
-func idleLines(st *Message, now time.Time, width, height int) []string {
+func idleLines(st *remote.Message, now time.Time, width, height int) []string {
 	return idleScreen([]daemonStatus{{st: st}}, now, width, height)
 }
 
@@ -34,17 +35,17 @@ func idleLines(st *Message, now time.Time, width, height int) []string {
 // name and socket, already escaped), heading its part.
 type daemonStatus struct {
 	label string
-	st    *Message
+	st    *remote.Message
 	down  bool
 }
 
 // idleScreen is the idle screen for the statuses of every daemon
 // attached, in order, as idleLines draws one.
 func idleScreen(sts []daemonStatus, now time.Time, width, height int) []string {
-	out := []string{"── rootgate approve · idle · keys typed here are ignored: they answer nothing"}
+	out := []string{headingMark + "rootgate approve · idle · keys typed here are ignored: they answer nothing"}
 	for _, ds := range sts {
 		if ds.label != "" {
-			out = append(out, "── from rootgated on "+ds.label)
+			out = append(out, headingMark+"from rootgated on "+ds.label)
 		}
 		if ds.down {
 			out = append(out, "(not connected to rootgated: it is not running, or its socket cannot be reached; retrying)")
@@ -63,7 +64,7 @@ func idleScreen(sts []daemonStatus, now time.Time, width, height int) []string {
 }
 
 // idleBody is what the idle screen says of one daemon's status st.
-func idleBody(st *Message, now time.Time) []string {
+func idleBody(st *remote.Message, now time.Time) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	switch {
