@@ -132,6 +132,11 @@ func TestDeps(t *testing.T) {
 			"a prompt shows a request; it knows nothing of where it came from"},
 	}
 	for _, r := range rules {
+		for _, q := range r.pkgs {
+			if !slices.ContainsFunc(mine, func(p *pkg) bool { return rel(p.ImportPath) == q }) {
+				t.Errorf("a rule names %s, which is no package of the module: the rule checks nothing", q)
+			}
+		}
 		for _, p := range mine {
 			if !slices.ContainsFunc(r.pkgs, func(q string) bool { return rel(p.ImportPath) == q }) {
 				continue
