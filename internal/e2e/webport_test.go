@@ -4,16 +4,19 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -271,4 +274,81 @@ func setIPv6(on bool) error {
 		v = "0"
 	}
 	return os.WriteFile("/proc/sys/net/ipv6/conf/lo/disable_ipv6", []byte(v), 0o644)
+}
+
+// TestWebCookieStaysOnItsPort: a browser that opened the page sends its
+// token to no other port of localhost. A browser sends a host's cookies
+// to each of its ports alike, so a page of the agent's on another port
+// (its dev server, which the operator opens in the same browser) would
+// receive a cookie set for the path "/" with every request, and with it
+// the page's token (to see and deny every request). rootgate web's
+// cookie is set for the page's own path, secret as the token is.
+func TestWebCookieStaysOnItsPort(t *testing.T) {
+	t.Parallel()
+	open, out, exit := startWeb(t, "--listen", "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	if open == "" {
+		t.Fatalf("rootgate web: %v: %s", exit, out.String())
+	}
+	token := open[strings.Index(open, "?t=")+3:]
+	browser, _ := newBrowser(t, "")
+	run := func(actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, 60*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(chromedp.Navigate(open), chromedp.WaitVisible("#none"))
+	page, err := chromedp.Run(browser, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent's server, on another port of localhost: it keeps every
+	// request's header, and its page asks it for the paths the page had
+	// when it lived at "/", then reads document.cookie.
+	var mu sync.Mutex
+	var got []string
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		_ = r.Header.Write(&b)
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.String()+"\n"+b.String())
+		mu.Unlock()
+		_, _ = io.WriteString(w, `<!doctype html><title>the agent's page</title><p id="done"></p><script>
+const get = p => fetch(p).catch(() => 0), post = p => fetch(p, {method: "POST", body: "{}"}).catch(() => 0);
+Promise.all([get("/events"), get("/app.js"), get("/?t=x"), post("/challenge"), post("/decide")])
+  .then(() => { document.getElementById("done").textContent = "cookies: " + document.cookie; });
+</script>`)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	agent := "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	run(chromedp.Navigate(agent + "/"))
+	var seen string
+	testutil.WaitFor(t, "the agent's page's requests", 30*time.Second, func() bool {
+		seen, _ = chromedp.Run(browser, chromedp.Text("#done"))
+		return seen != ""
+	})
+	if strings.Contains(seen, token) {
+		t.Errorf("the agent's page reads the token in document.cookie: %q", seen)
+	}
+	mu.Lock()
+	reqs := append([]string{}, got...)
+	mu.Unlock()
+	if len(reqs) < 6 { // the page and its five requests (and the favicon, perhaps)
+		t.Fatalf("the agent's server got %d requests: %q", len(reqs), reqs)
+	}
+	for _, r := range reqs {
+		if strings.Contains(r, token) {
+			t.Errorf("the agent's server on another port was sent the page's token:\n%s", r)
+		}
+	}
+	// The page's own port still gets it.
+	run(chromedp.Navigate(page), chromedp.WaitVisible("#none"))
 }
