@@ -31,7 +31,7 @@ async function approve(p, item, grant, anything) {
   const msg = item.querySelector(".msg");
   msg.textContent = "";
   try {
-    const { challenge } = await post("/challenge", { key: p.key, grant, grant_runs_anything: anything });
+    const { challenge } = await post("challenge", { key: p.key, grant, grant_runs_anything: anything });
     const cred = await navigator.credentials.get({ publicKey: {
       challenge: b64u.dec(challenge), rpId: p.rp_id, userVerification: "required",
       allowCredentials: (p.credentials || []).map(id => ({ type: "public-key", id: b64u.dec(id) })),
@@ -43,7 +43,7 @@ async function approve(p, item, grant, anything) {
       client_data: b64u.enc(r.clientDataJSON), signature: b64u.enc(r.signature),
     };
     if (r.userHandle && r.userHandle.byteLength) assertion.user_handle = b64u.enc(r.userHandle);
-    await post("/decide", { key: p.key, approve: true, grant, grant_runs_anything: anything, assertion });
+    await post("decide", { key: p.key, approve: true, grant, grant_runs_anything: anything, assertion });
     document.getElementById("log").textContent = "approved: " + p.id;
   } catch (e) {
     msg.textContent = "not approved: " + e.message;
@@ -51,7 +51,7 @@ async function approve(p, item, grant, anything) {
 }
 async function deny(p, item) {
   try {
-    await post("/decide", { key: p.key, approve: false });
+    await post("decide", { key: p.key, approve: false });
     document.getElementById("log").textContent = "denied: " + p.id;
   } catch (e) {
     item.querySelector(".msg").textContent = "not denied: " + e.message;
@@ -122,7 +122,7 @@ function update(st) {
   ul.replaceChildren(...(st.notices || []).map(n => el("li", {}, new Date(n.time).toLocaleString() + ", host " + (n.host || "(unnamed)") + ": " + n.text)));
   tick();
 }
-const es = new EventSource("/events");
+const es = new EventSource("events");
 es.onopen = () => { document.getElementById("conn").textContent = "live"; };
 es.onerror = () => { document.getElementById("conn").textContent = "reconnecting…"; };
 es.onmessage = ev => update(JSON.parse(ev.data));

@@ -2,14 +2,17 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	_ "embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rootgate/rootgate/approval"
@@ -23,6 +26,13 @@ const DefaultDwell = 2 * time.Second
 // link the page process prints has it (?t=), and the page's cookie keeps
 // it, so another user of the machine, or a page of another site, reaches
 // nothing.
+//
+// The page lives under a path of its own (see [Server.Base]), secret as
+// the token is, and its cookie is sent for that path only: a browser
+// sends a host's cookies to each of its ports alike, so a page on
+// another port of the same host (an agent's server on localhost:3000)
+// would otherwise receive the token with every request the browser makes
+// to it.
 type Server struct {
 	Relay *Relay
 	Token string        // see NewToken
@@ -38,7 +48,30 @@ var pageHTML []byte
 //go:embed app.js
 var appJS []byte
 
-const cookieName = "rootgate_web"
+// Base is the path the page is served under: "/", 32 hex digits derived
+// from Token, "/". Only who holds the token knows it.
+func (s *Server) Base() string {
+	return "/" + hex.EncodeToString(s.scope()[:16]) + "/"
+}
+
+// cookieName is the name of the page's cookie: one per token, so that
+// pages of several instances (other ports, other runs) keep their own,
+// and __Secure- over HTTPS, so that no plain-HTTP page of the host may
+// set it. Not __Host-: that prefix requires Path=/, which would send the
+// cookie to every port of the host.
+func (s *Server) cookieName(secure bool) string {
+	n := "rootgate_web_" + hex.EncodeToString(s.scope()[16:20])
+	if secure {
+		n = "__Secure-" + n
+	}
+	return n
+}
+
+// scope is what Base and the cookie's name are taken from.
+func (s *Server) scope() []byte {
+	sum := sha256.Sum256([]byte("rootgate web page v1\x00" + s.Token))
+	return sum[:]
+}
 
 // ServeHTTP implements [http.Handler].
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -48,15 +81,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
 	if t := req.URL.Query().Get("t"); t != "" && req.Method == http.MethodGet && req.URL.Path == "/" {
-		if !s.tokenOK(t) {
-			http.Error(w, "wrong token", http.StatusForbidden)
-			return
-		}
-		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: t, Path: "/", HttpOnly: true, Secure: req.TLS != nil, SameSite: http.SameSiteStrictMode})
-		http.Redirect(w, req, "/", http.StatusSeeOther)
+		s.link(w, req, t)
 		return
 	}
-	if c, err := req.Cookie(cookieName); err != nil || !s.tokenOK(c.Value) {
+	rest, under := strings.CutPrefix(req.URL.Path, s.Base())
+	if !under || !s.cookieOK(req) {
 		http.Error(w, "open the link rootgate web printed (it carries the page's token)", http.StatusForbidden)
 		return
 	}
@@ -65,21 +94,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	switch {
-	case req.Method == http.MethodGet && req.URL.Path == "/":
+	case req.Method == http.MethodGet && rest == "":
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write(pageHTML)
-	case req.Method == http.MethodGet && req.URL.Path == "/app.js":
+	case req.Method == http.MethodGet && rest == "app.js":
 		h.Set("Content-Type", "text/javascript; charset=utf-8")
 		_, _ = w.Write(appJS)
-	case req.Method == http.MethodGet && req.URL.Path == "/events":
+	case req.Method == http.MethodGet && rest == "events":
 		s.events(w, req)
-	case req.Method == http.MethodPost && req.URL.Path == "/challenge":
+	case req.Method == http.MethodPost && rest == "challenge":
 		s.challenge(w, req)
-	case req.Method == http.MethodPost && req.URL.Path == "/decide":
+	case req.Method == http.MethodPost && rest == "decide":
 		s.decide(w, req)
 	default:
 		http.NotFound(w, req)
 	}
+}
+
+// link answers the printed link (/?t=TOKEN): it sets the page's cookie
+// and sends the browser to the page's path.
+func (s *Server) link(w http.ResponseWriter, req *http.Request, t string) {
+	if !s.tokenOK(t) {
+		http.Error(w, "wrong token", http.StatusForbidden)
+		return
+	}
+	// HttpOnly: no script reads it; SameSite=Strict: no other site's
+	// page sends it; Path: no other port's page is sent it.
+	http.SetCookie(w, &http.Cookie{Name: s.cookieName(req.TLS != nil), Value: t, Path: s.Base(), HttpOnly: true, Secure: req.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, req, s.Base(), http.StatusSeeOther)
+}
+
+// cookieOK reports whether the request carries the page's cookie. Every
+// cookie of that name is looked at: a page of the same host may have set
+// another one (for another path) beside it.
+func (s *Server) cookieOK(req *http.Request) bool {
+	for _, c := range req.CookiesNamed(s.cookieName(req.TLS != nil)) {
+		if s.tokenOK(c.Value) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) tokenOK(t string) bool {

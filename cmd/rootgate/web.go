@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rootgate/rootgate/approval/passkey"
@@ -35,7 +36,10 @@ rootgate passkeys add, and takes none without one.
 It prints the page's link, which carries a token; only a browser that
 opened it reaches the page. Without --cert and --key it serves plain HTTP,
 which a browser takes for passkeys only on http://localhost: --listen must
-then be a loopback address. See docs/passkeys.md.
+then be a loopback address. For an origin on localhost it listens on both
+127.0.0.1 and ::1 at the origin's port, since a browser may take
+localhost to either, and does not start while another process holds
+one of them (rootgate passkeys add likewise). See docs/passkeys.md.
 
 Examples:
   rootgate web
@@ -44,7 +48,7 @@ Examples:
 
 var webFlags = []clidoc.Flag{
 	{Name: "socket", Default: clidoc.List(nil), Usage: "approver socket `path`; repeat it to show the requests of several daemons (hosts)"},
-	{Name: "listen", Default: "127.0.0.1:8443", Usage: "`address` to serve the page on"},
+	{Name: "listen", Default: "127.0.0.1:8443", Usage: "`address` to serve the page on (for an origin on localhost: its port, on 127.0.0.1 and ::1 both)"},
 	{Name: "origin", Default: "", Usage: "the page's `URL` as browsers reach it (default http://localhost:PORT, or https://localhost:PORT with --cert)"},
 	{Name: "cert", Default: "", Usage: "TLS certificate `file` (PEM, chain included)"},
 	{Name: "key", Default: "", Usage: "TLS private key `file` (PEM)"},
@@ -59,9 +63,10 @@ func servingOf(fl clidoc.Values) serving {
 	return serving{listen: fl.String("listen"), origin: fl.String("origin"), cert: fl.String("cert"), key: fl.String("key")}
 }
 
-// listen opens the listener and works out the origin; plain HTTP only on
-// a loopback address.
-func (s *serving) open() (net.Listener, error) {
+// open opens the listeners and works out the origin; plain HTTP only on
+// a loopback address. For a localhost origin, the page listens on both
+// loopback addresses at the origin's port (listenLocalhost).
+func (s *serving) open(warn io.Writer) ([]net.Listener, error) {
 	if (s.cert == "") != (s.key == "") {
 		return nil, errors.New("--cert and --key go together")
 	}
@@ -84,25 +89,74 @@ func (s *serving) open() (net.Listener, error) {
 	if _, err := passkey.RPIDOf(s.origin); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", s.listen)
+	lns, err := s.listenAll(host, port, warn)
 	if err != nil {
 		return nil, err
 	}
 	if s.cert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cert, s.key)
 		if err != nil {
-			ln.Close()
+			closeAll(lns)
 			return nil, err
 		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		for i, ln := range lns {
+			lns[i] = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		}
 	}
-	return ln, nil
+	return lns, nil
 }
 
-// serve serves h on ln until ctx ends, then lets the requests under way
+// listenAll listens where browsers reach the origin: on --listen, or for a
+// localhost origin on both loopback addresses at its port.
+func (s *serving) listenAll(host, port string, warn io.Writer) ([]net.Listener, error) {
+	u, err := url.Parse(s.origin)
+	if err != nil {
+		return nil, err
+	}
+	if !localhostName(u.Hostname()) {
+		ln, err := net.Listen("tcp", s.listen)
+		if err != nil {
+			return nil, err
+		}
+		return []net.Listener{ln}, nil
+	}
+	if op := portOf(u); op != port {
+		return nil, fmt.Errorf("--listen %s: the origin %s is at port %s: a browser would reach whatever listens there, not this page; listen on that port", s.listen, s.origin, op)
+	}
+	return listenLocalhost(host, port, s.origin, warn)
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
+}
+
+// addrs names the listeners' addresses.
+func addrs(lns []net.Listener) string {
+	var a []string
+	for _, ln := range lns {
+		a = append(a, ln.Addr().String())
+	}
+	return strings.Join(a, " and ")
+}
+
+// failOpen reports an error of serving.open, with what to do when another
+// process holds an address.
+func failOpen(stderr io.Writer, err error) int {
+	var held *heldError
+	if errors.As(err, &held) {
+		errorWithHint(stderr, err.Error(), held.hint())
+		return exitError
+	}
+	return fail(stderr, err)
+}
+
+// serve serves h on lns until ctx ends, then lets the requests under way
 // finish (a second at most) before it returns: the enrolment's answer is
-// written after its handler ended the serving.
-func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+// written after its handler ended the serving. A listener that fails
+// ends the serving on all.
+func serve(ctx context.Context, lns []net.Listener, h http.Handler) error {
 	// No ReadTimeout or WriteTimeout: the live event stream stays open.
 	// An idle connection and a large header are bounded.
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
@@ -114,8 +168,18 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	err := srv.Serve(ln)
-	if !errors.Is(err, http.ErrServerClosed) {
+	errs := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { errs <- srv.Serve(ln) }()
+	}
+	var err error
+	for range lns {
+		if e := <-errs; !errors.Is(e, http.ErrServerClosed) && err == nil {
+			err = e
+			_ = srv.Close()
+		}
+	}
+	if err != nil {
 		return err
 	}
 	<-done
@@ -128,17 +192,17 @@ func cmdWeb(ctx context.Context, e *env, fl clidoc.Values, _ []string) int {
 		sockets = []string{client.ApproverSocket("")}
 	}
 	sv := servingOf(fl)
-	ln, err := sv.open()
+	lns, err := sv.open(e.stderr)
 	if err != nil {
-		return fail(e.stderr, err)
+		return failOpen(e.stderr, err)
 	}
 	relay := &web.Relay{Sockets: sockets, Name: "web", Version: version.String()}
 	srv := &web.Server{Relay: relay, Token: web.NewToken()}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go relay.Run(ctx)
-	fmt.Fprintf(e.stdout, "rootgate: serving the approval page for %d daemon(s) on %s\nopen: %s/?t=%s\n", len(sockets), sv.listen, sv.origin, srv.Token)
-	if err := serve(ctx, ln, srv); err != nil {
+	fmt.Fprintf(e.stdout, "rootgate: serving the approval page for %d daemon(s) on %s\nopen: %s/?t=%s\n", len(sockets), addrs(lns), sv.origin, srv.Token)
+	if err := serve(ctx, lns, srv); err != nil {
 		return fail(e.stderr, err)
 	}
 	return exitOK
@@ -247,11 +311,11 @@ func cmdPasskeysAdd(ctx context.Context, e *env, fl clidoc.Values, args []string
 		return exitUsage
 	}
 	sv := servingOf(fl)
-	ln, err := sv.open()
+	lns, err := sv.open(e.stderr)
 	if err != nil {
-		return fail(e.stderr, err)
+		return failOpen(e.stderr, err)
 	}
-	defer ln.Close()
+	defer closeAll(lns)
 	sock := client.ApproverSocket(fl.String("socket"))
 	en, err := remote.StartEnrol(ctx, sock, args[0], sv.origin)
 	if err != nil {
@@ -277,7 +341,7 @@ func cmdPasskeysAdd(ctx context.Context, e *env, fl clidoc.Values, args []string
 	if en.Options.Confirm {
 		fmt.Fprintln(e.stdout, "rootgate: passkeys are enrolled already: one of them must confirm this enrolment on that page")
 	}
-	if err := serve(ctx, ln, page); err != nil {
+	if err := serve(ctx, lns, page); err != nil {
 		return fail(e.stderr, err)
 	}
 	if finErr != nil {

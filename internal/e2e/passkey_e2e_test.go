@@ -71,6 +71,7 @@ type pkTest struct {
 	d2      *daemonProc // a second host, its passkeys imported from d's
 	op      userAccount
 	origin  string
+	page    string // the page's URL, under its secret path (web.Server.Base)
 	browser context.Context
 	authn   cdpwebauthn.AuthenticatorID // the browser's virtual authenticator
 	credID  string                      // the enrolled passkey's id
@@ -340,6 +341,10 @@ func setupPasskeys(t *testing.T) *pkTest {
 		return strings.Contains(d.Stderr.String(), "passkey_relay=true") && strings.Contains(p.d2.Stderr.String(), "passkey_relay=true")
 	})
 	p.run(chromedp.Navigate(strings.TrimPrefix(open, "open: ")), chromedp.WaitVisible("#none"))
+	p.page = get(p, chromedp.Location())
+	if !strings.HasPrefix(p.page, origin+"/") || strings.Contains(p.page, "?t=") || len(p.page) != len(origin)+34 {
+		t.Fatalf("the page's link led to %s", p.page)
+	}
 	return p
 }
 
@@ -819,7 +824,7 @@ func passkeyAttacks(t *testing.T, p *pkTest) {
 				t.Fatalf("%s: %q", name, msg)
 			}
 		}
-		p.run(chromedp.Navigate(p.origin + "/"))
+		p.run(chromedp.Navigate(p.page))
 		denyOnPage(t, "pk-atk-other", ch)
 	})
 
@@ -845,7 +850,7 @@ func passkeyAttacks(t *testing.T, p *pkTest) {
 		if msg := agent.approve(pr, signed); !strings.Contains(msg, "does not verify") {
 			t.Fatalf("swapped request: %q", msg)
 		}
-		p.run(chromedp.Navigate(p.origin + "/"))
+		p.run(chromedp.Navigate(p.page))
 		denyOnPage(t, "pk-atk-swap", ch)
 	})
 
@@ -885,7 +890,7 @@ func passkeyAttacks(t *testing.T, p *pkTest) {
 		if msg := agent.approve(pr, as); !strings.Contains(msg, "does not verify") || !strings.Contains(msg, "rigin") {
 			t.Fatalf("assertion from another origin: %q", msg)
 		}
-		p.run(chromedp.Navigate(p.origin + "/"))
+		p.run(chromedp.Navigate(p.page))
 		denyOnPage(t, "pk-atk-origin", ch)
 	})
 
