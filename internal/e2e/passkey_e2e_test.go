@@ -38,13 +38,15 @@ import (
 	"github.com/rootgate/rootgate/wire"
 )
 
-// The passkey tests (docs/passkeys.md) run Debian's chromium, headless,
-// driven over the DevTools protocol, with a virtual authenticator (CTAP2,
-// internal transport, user verification), against a real rootgated, a
-// real `rootgate passkeys add` and a real `rootgate web` on a test
-// certificate. The operator account pkyop runs the page; the agent is the
-// same account: its requests are shown on the page and approved by the
-// passkey, and every way it has of approving them itself fails.
+// The passkey tests (docs/passkeys.md) run Debian's chromium (where the
+// distribution has none, a headless Chromium from npm: chromiumPath),
+// headless, driven over the DevTools protocol, with a virtual
+// authenticator (CTAP2, internal transport, user verification), against a
+// real rootgated, a real `rootgate passkeys add` and a real `rootgate
+// web` on a test certificate. The operator account pkyop runs the page;
+// the agent is the same account: its requests are shown on the page and
+// approved by the passkey, and every way it has of approving them itself
+// fails.
 
 // proxyEnv makes the test binary a line proxy between its stdin/stdout
 // and the unix socket named by the variable (relayProxy): a process of
@@ -176,11 +178,34 @@ func (w *lineWatch) Write(b []byte) (int, error) {
 	}
 }
 
+// fallbackChromium is the headless Chromium the README's test command
+// installs from npm where the distribution has no chromium package
+// (Ubuntu 24.04 has it only as a snap): testdata/chromium's npm ci
+// inflates the one @sparticuz/chromium carries into this file.
+const fallbackChromium = "testdata/chromium/chromium"
+
+// chromiumPath is chromium on PATH (Debian's package), else the fallback;
+// if neither is there, t fails with one line saying what installs them.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if p, err := filepath.Abs(fallbackChromium); err == nil {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	t.Fatalf("chromium is needed and neither on PATH nor in internal/e2e/%s: %s chromium; where the distribution has no chromium package, as Ubuntu, npm ci --no-audit --no-fund --prefix internal/e2e/testdata/chromium at the repository's root)",
+		fallbackChromium, testutil.TestCommand)
+	return ""
+}
+
 // newBrowser starts chromium, headless, with a virtual authenticator, and
 // trusting the test certificate's key.
 func newBrowser(t *testing.T, spki string) (context.Context, cdpwebauthn.AuthenticatorID) {
 	t.Helper()
-	chrome := testutil.NeedTool(t, "chromium", "chromium")
+	chrome := chromiumPath(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors-spki-list", spki), chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("renderer-process-limit", "1"), chromedp.UserDataDir(t.TempDir()))

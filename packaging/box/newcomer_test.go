@@ -142,11 +142,12 @@ func readmeFirstCommand(t *testing.T, d distro, start, testCmd string) {
 	// The test command, up to go test: its packages resolve (simulated),
 	// and the PATH it gives sudo has the Go built with and root's tools.
 	parts := strings.Split(testCmd, " && ")
-	if len(parts) != 4 || !strings.Contains(parts[1], "apt-get install -y -qq ") || !strings.HasSuffix(parts[3], " go test -race -count=1 -timeout 20m ./...") {
-		t.Fatalf("the README's test command is not apt-get update && apt-get install && npm ci && go test: %q", testCmd)
+	if len(parts) != 5 || !strings.Contains(parts[1], "apt-get install -y -qq ") || !strings.Contains(parts[3], "--prefix internal/e2e/testdata/chromium") ||
+		!strings.HasSuffix(parts[4], " go test -race -count=1 -timeout 20m ./...") {
+		t.Fatalf("the README's test command is not apt-get update && apt-get install && npm ci && the chromium fallback && go test: %q", testCmd)
 	}
 	sim := strings.Replace(parts[1], "apt-get install -y -qq ", "apt-get install -s ", 1)
-	sudoEnv := strings.TrimSuffix(parts[3], " go test -race -count=1 -timeout 20m ./...")
+	sudoEnv := strings.TrimSuffix(parts[4], " go test -race -count=1 -timeout 20m ./...")
 	want := strings.TrimPrefix(regexp.MustCompile(`(?m)^go (\S+)$`).FindString(readFile(t, "../../go.mod")), "go ")
 	tools := []string{"go", "useradd", "groupadd", "usermod", "userdel", "groupdel", "mkfs.ext2", "ldconfig",
 		"start-stop-daemon", "dpkg", "dpkg-deb", "mount", "nsenter", "unshare", "setsid", "tmux", "systemd-analyze", "systemd-socket-activate"}
@@ -164,9 +165,23 @@ func readmeFirstCommand(t *testing.T, d distro, start, testCmd string) {
 	}
 	// A fresh Debian 12 or Ubuntu 24.04 has no npm: the test command
 	// installs nodejs and npm.
-	// Chromium (the passkey tests) as the distribution has it: Debian's
-	// chromium, Ubuntu's chromium-browser (which installs the snap).
-	for _, p := range []string{"Inst nodejs ", "Inst npm ", "Inst debootstrap ", "Inst zenity ", "Inst chromium"} {
+	pkgs := []string{"Inst nodejs ", "Inst npm ", "Inst debootstrap ", "Inst zenity "}
+	// Chromium (the passkey tests): Debian's chromium package. Ubuntu
+	// 24.04 has only chromium-browser, whose install waits up to 30
+	// minutes for the snap store and fails where it is out of reach: the
+	// command installs instead the library that the npm fallback needs
+	// and a fresh Ubuntu lacks.
+	if d.suite == "bookworm" {
+		pkgs = append(pkgs, "Inst chromium ")
+	} else {
+		pkgs = append(pkgs, "Inst libnss3 ")
+		for _, p := range []string{"Inst chromium", "Inst snapd "} {
+			if strings.Contains(out, p) {
+				t.Errorf("apt-get would install %s on %s:\n%s", strings.TrimSpace(strings.TrimPrefix(p, "Inst ")), d.name, out)
+			}
+		}
+	}
+	for _, p := range pkgs {
 		if !strings.Contains(out, p) {
 			t.Errorf("apt-get would not install %s:\n%s", strings.TrimSpace(strings.TrimPrefix(p, "Inst ")), out)
 		}
