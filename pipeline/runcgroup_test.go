@@ -10,6 +10,7 @@ import (
 
 	"github.com/rootgate/rootgate/internal/cgroup"
 	"github.com/rootgate/rootgate/internal/testutil"
+	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 
 // testRunCgroup is a run's cgroup, without limits, in a test parent;
@@ -24,25 +25,14 @@ func testRunCgroup(t *testing.T) *cgroup.Cgroup {
 	return cg
 }
 
-// testCgroupParent makes a cgroup of its own under this process's cgroup
-// v2 for one test, and removes it (and what is left in it) afterwards.
+// testCgroupParent is a cgroup of its own under this process's cgroup v2
+// for one test (rgtest's), removed with what is left in it afterwards.
 func testCgroupParent(t *testing.T) string {
 	t.Helper()
-	own, _, err := cgroup.Own()
+	dir, err := rgtest.CgroupParentErr(t)
 	if err != nil {
 		t.Fatal(testutil.NoCgroupV2(err))
 	}
-	dir, err := os.MkdirTemp(own, "rootgate-test-")
-	if err != nil {
-		t.Fatal(testutil.NoCgroupV2(err))
-	}
-	t.Cleanup(func() {
-		if c, err := cgroup.Open(dir); err == nil {
-			if err := c.Remove(); err != nil {
-				t.Error(err)
-			}
-		}
-	})
 	return dir
 }
 
