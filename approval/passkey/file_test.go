@@ -27,8 +27,8 @@ func enrolSoft(t *testing.T, path string) (*File, *testutil.SoftKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.ID != base64.RawURLEncoding.EncodeToString(k.ID) {
-		t.Fatalf("enrolled %s", e.ID)
+	if want := Fingerprint(k.CreationData("localhost")); e.Fingerprint != want || e.ID != base64.RawURLEncoding.EncodeToString(k.ID) {
+		t.Fatalf("enrolled %s, fingerprint %q; want %q", e.ID, e.Fingerprint, want)
 	}
 	f.Add(en, e)
 	if err := f.Save(path); err != nil {

@@ -10,6 +10,12 @@
 // signature counter, the origin and RP ID, and that challenge. Whoever relays
 // it (the page process, `rootgate web`) holds no key and cannot make one.
 //
+// An enrolment is confirmed over the new credential itself: the browser
+// creates it first, and then either an enrolled passkey signs
+// [EnrolChallenge], which names the new credential's id and public key, or
+// (for the first passkey) root confirms its [Fingerprint] on the console of
+// `rootgate passkeys add`.
+//
 // The file ([DefaultFile]) is root's alone: [Load] refuses one that is not a
 // regular file owned by root with no group or other access, that is a
 // symlink, or that someone other than root could replace (a directory on
@@ -21,6 +27,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +66,9 @@ type Enrolled struct {
 	Name       string              `json:"name"`
 	Added      time.Time           `json:"added"`
 	Credential webauthn.Credential `json:"credential"` // public key, flags, signature counter
+	// Fingerprint is the [Fingerprint] of the authenticator data it was
+	// created with, as root confirmed it, or as the enrolment page showed it.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // Assertion is a WebAuthn assertion as a browser returns it, each part
@@ -143,16 +153,43 @@ func Challenge(hash, nonce string, grant int64, grantRunsAnything bool) []byte {
 }
 
 // EnrolChallenge is what an enrolled passkey signs to confirm the
-// enrolment of another: SHA-256 of "rootgate enrol v1", the new
-// credential's creation challenge (base64url) and its name, each followed
-// by a NUL byte.
-func EnrolChallenge(creation, name string) []byte {
+// enrolment of another, once the browser created it: SHA-256 of
+// "rootgate enrol v2", the enrolment's creation challenge (base64url, as
+// the daemon gave it), the new passkey's name, its credential id (the
+// raw id, base64url without padding, as [Enrolled.ID]) and its public key
+// (the COSE key as the file keeps it, base64url without padding), each
+// followed by a NUL byte. A confirmation made for another credential,
+// or another key under the same id, confirms nothing else.
+func EnrolChallenge(creation, name, id string, publicKey []byte) []byte {
 	h := sha256.New()
-	for _, s := range []string{"rootgate enrol v1", creation, name} {
+	for _, s := range []string{"rootgate enrol v2", creation, name, id, base64.RawURLEncoding.EncodeToString(publicKey)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
 	return h.Sum(nil)
+}
+
+// Fingerprint is how a person compares a new credential with the one
+// their device made: the first 8 bytes of the SHA-256 of the
+// authenticator data it was created with (which holds its id, its public
+// key and its authenticator's AAGUID), in hex, in four groups
+// ("1a2b 3c4d 5e6f 7a8b"). The enrolment page computes it from what the
+// browser returned, rootgated from what it checked.
+func Fingerprint(authData []byte) string {
+	sum := sha256.Sum256(authData)
+	x := hex.EncodeToString(sum[:8])
+	return x[0:4] + " " + x[4:8] + " " + x[8:12] + " " + x[12:16]
+}
+
+// AAGUID is the AAGUID of e's authenticator (its model), as a UUID, or ""
+// when it gave none (all zero, as most do without attestation).
+func (e *Enrolled) AAGUID() string {
+	g := e.Credential.Authenticator.AAGUID
+	if len(g) != 16 || !slices.ContainsFunc(g, func(b byte) bool { return b != 0 }) {
+		return ""
+	}
+	x := hex.EncodeToString(g)
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
 
 // user is rootgate's one WebAuthn user, holding the enrolled credentials.
@@ -298,7 +335,9 @@ func (f *File) BeginEnrol(name, origin string) (*Enrolment, error) {
 }
 
 // Finish checks the browser's answer (a PublicKeyCredential of a
-// create(), as JSON) and returns the passkey to add; [File.Add] adds it.
+// create(), as JSON) and returns the passkey to add, with the
+// [Fingerprint] of the authenticator data it came with; [File.Add] adds
+// it. Nothing is added yet: the enrolment is confirmed first.
 func (en *Enrolment) Finish(f *File, response []byte) (*Enrolled, error) {
 	parsed, err := protocol.ParseCredentialCreationResponseBytes(response)
 	if err != nil {
@@ -321,7 +360,8 @@ func (en *Enrolment) Finish(f *File, response []byte) (*Enrolled, error) {
 	if f.Find(id) != nil {
 		return nil, fmt.Errorf("passkey %s is enrolled already", id)
 	}
-	return &Enrolled{ID: id, Name: en.Name, Added: time.Now().UTC(), Credential: *cred}, nil
+	return &Enrolled{ID: id, Name: en.Name, Added: time.Now().UTC(), Credential: *cred,
+		Fingerprint: Fingerprint(parsed.Response.AttestationObject.RawAuthData)}, nil
 }
 
 // Add adds e, enrolled by en, to f: the first passkey fixes f's RP ID, and
