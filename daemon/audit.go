@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -454,11 +455,16 @@ func passkeyRecord(pk *approval.PasskeyProof) *audit.Passkey {
 
 // passkeysChanged records a change of the enrolled passkeys.
 func (s *Server) passkeysChanged(ch remote.PasskeyChange) {
-	s.cfg.Log.Warn("passkeys changed", "change", ch.Kind, "ids", ch.IDs, "name", ch.Name, "confirmed_by", ch.ConfirmedBy)
+	s.cfg.Log.Warn("passkeys changed", "change", ch.Kind, "ids", ch.IDs, "name", ch.Name, "confirmed_by", ch.ConfirmedBy,
+		"console_confirmed", ch.ConsoleConfirmed, "fingerprint", ch.Fingerprint)
 	if s.cfg.Audit == nil {
 		return
 	}
-	r := &audit.PasskeyChange{Change: ch.Kind, IDs: ch.IDs, Name: ch.Name, ConfirmedBy: ch.ConfirmedBy, Controllers: ch.Controllers}
+	r := &audit.PasskeyChange{Change: ch.Kind, IDs: ch.IDs, Name: ch.Name, ConfirmedBy: ch.ConfirmedBy, ConsoleConfirmed: ch.ConsoleConfirmed,
+		Controllers: ch.Controllers, Creation: ch.Creation, Origin: ch.Origin, Fingerprint: ch.Fingerprint, AAGUID: ch.AAGUID}
+	if len(ch.PublicKey) > 0 {
+		r.PublicKey = base64.RawURLEncoding.EncodeToString(ch.PublicKey)
+	}
 	if ch.Proof != nil {
 		r.Proof = passkeyRecord(ch.Proof)
 	}

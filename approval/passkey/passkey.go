@@ -10,32 +10,34 @@
 // signature counter, the origin and RP ID, and that challenge. Whoever relays
 // it (the page process, `rootgate web`) holds no key and cannot make one.
 //
+// An enrolment is confirmed over the new credential itself: the browser
+// creates it first, and then either an enrolled passkey signs
+// [EnrolChallenge], which names the new credential's id and public key, or
+// (for the first passkey) root confirms its [Fingerprint] on the console of
+// `rootgate passkeys add`.
+//
 // The file ([DefaultFile]) is root's alone: [Load] refuses one that is not a
-// regular file owned by root with no group or other access, or that is
-// reached through a symlink, and [File.Save] writes a new file and renames it
-// into place.
+// regular file owned by root with no group or other access, that is a
+// symlink, or that someone other than root could replace (a directory on
+// its path writable by another), and [File.Save] writes a new file and
+// renames it into place. rootgated keeps it in memory ([Keeper]).
 package passkey
 
 import (
-	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/webauthn"
-	"golang.org/x/sys/unix"
 )
 
 // DefaultFile is where rootgated keeps the enrolled passkeys.
@@ -64,6 +66,9 @@ type Enrolled struct {
 	Name       string              `json:"name"`
 	Added      time.Time           `json:"added"`
 	Credential webauthn.Credential `json:"credential"` // public key, flags, signature counter
+	// Fingerprint is the [Fingerprint] of the authenticator data it was
+	// created with, as root confirmed it, or as the enrolment page showed it.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // Assertion is a WebAuthn assertion as a browser returns it, each part
@@ -88,110 +93,6 @@ var (
 // userID is the WebAuthn user handle of rootgate's one user: passkeys
 // approve for the machine, not for an account.
 var userID = []byte("rootgate")
-
-// Load reads the file at path; a missing file is an empty one.
-func Load(path string) (*File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return &File{Version: FileVersion}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("passkeys %s: %w", path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("passkeys %s: %w", path, err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("passkeys %s: not a regular file", path)
-	case st.Uid != 0:
-		return nil, fmt.Errorf("passkeys %s: owned by uid %d, not by root", path, st.Uid)
-	case fi.Mode().Perm()&0o077 != 0:
-		return nil, fmt.Errorf("passkeys %s: mode %04o: group or others may access it (it must be 0600)", path, fi.Mode().Perm())
-	}
-	b, err := readAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("passkeys %s: %w", path, err)
-	}
-	pf, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("passkeys %s: %w", path, err)
-	}
-	return pf, nil
-}
-
-func readAll(f *os.File) ([]byte, error) {
-	var b bytes.Buffer
-	_, err := b.ReadFrom(f)
-	return b.Bytes(), err
-}
-
-// Parse reads a passkeys file's content (as [File.Save] or `rootgate
-// passkeys export` writes it).
-func Parse(b []byte) (*File, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var f File
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("bad passkeys file: %w", err)
-	}
-	if f.Version != FileVersion {
-		return nil, fmt.Errorf("bad passkeys file: version %d, want %d", f.Version, FileVersion)
-	}
-	for _, o := range f.Origins {
-		if _, err := RPIDOf(o); err != nil {
-			return nil, fmt.Errorf("bad passkeys file: %w", err)
-		}
-	}
-	for _, e := range f.Passkeys {
-		if e.ID != base64.RawURLEncoding.EncodeToString(e.Credential.ID) || len(e.Credential.PublicKey) == 0 {
-			return nil, fmt.Errorf("bad passkeys file: passkey %q: id and credential disagree", e.ID)
-		}
-	}
-	if len(f.Passkeys) > 0 && f.RPID == "" {
-		return nil, errors.New("bad passkeys file: passkeys without an rp_id")
-	}
-	return &f, nil
-}
-
-// Save writes f to path: a new file, mode 0600, renamed over the old one,
-// so a symlink at path is replaced, never followed.
-func (f *File) Save(path string) error {
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	_ = os.Remove(tmp)
-	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("passkeys %s: %w", path, err)
-	}
-	out := os.NewFile(uintptr(fd), tmp)
-	_, err = out.Write(append(b, '\n'))
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("passkeys %s: %w", path, err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
-}
 
 // IDs are the enrolled credential ids.
 func (f *File) IDs() []string {
@@ -252,16 +153,43 @@ func Challenge(hash, nonce string, grant int64, grantRunsAnything bool) []byte {
 }
 
 // EnrolChallenge is what an enrolled passkey signs to confirm the
-// enrolment of another: SHA-256 of "rootgate enrol v1", the new
-// credential's creation challenge (base64url) and its name, each followed
-// by a NUL byte.
-func EnrolChallenge(creation, name string) []byte {
+// enrolment of another, once the browser created it: SHA-256 of
+// "rootgate enrol v2", the enrolment's creation challenge (base64url, as
+// the daemon gave it), the new passkey's name, its credential id (the
+// raw id, base64url without padding, as [Enrolled.ID]) and its public key
+// (the COSE key as the file keeps it, base64url without padding), each
+// followed by a NUL byte. A confirmation made for another credential,
+// or another key under the same id, confirms nothing else.
+func EnrolChallenge(creation, name, id string, publicKey []byte) []byte {
 	h := sha256.New()
-	for _, s := range []string{"rootgate enrol v1", creation, name} {
+	for _, s := range []string{"rootgate enrol v2", creation, name, id, base64.RawURLEncoding.EncodeToString(publicKey)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
 	return h.Sum(nil)
+}
+
+// Fingerprint is how a person compares a new credential with the one
+// their device made: the first 8 bytes of the SHA-256 of the
+// authenticator data it was created with (which holds its id, its public
+// key and its authenticator's AAGUID), in hex, in four groups
+// ("1a2b 3c4d 5e6f 7a8b"). The enrolment page computes it from what the
+// browser returned, rootgated from what it checked.
+func Fingerprint(authData []byte) string {
+	sum := sha256.Sum256(authData)
+	x := hex.EncodeToString(sum[:8])
+	return x[0:4] + " " + x[4:8] + " " + x[8:12] + " " + x[12:16]
+}
+
+// AAGUID is the AAGUID of e's authenticator (its model), as a UUID, or ""
+// when it gave none (all zero, as most do without attestation).
+func (e *Enrolled) AAGUID() string {
+	g := e.Credential.Authenticator.AAGUID
+	if len(g) != 16 || !slices.ContainsFunc(g, func(b byte) bool { return b != 0 }) {
+		return ""
+	}
+	x := hex.EncodeToString(g)
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
 }
 
 // user is rootgate's one WebAuthn user, holding the enrolled credentials.
@@ -407,7 +335,9 @@ func (f *File) BeginEnrol(name, origin string) (*Enrolment, error) {
 }
 
 // Finish checks the browser's answer (a PublicKeyCredential of a
-// create(), as JSON) and returns the passkey to add; [File.Add] adds it.
+// create(), as JSON) and returns the passkey to add, with the
+// [Fingerprint] of the authenticator data it came with; [File.Add] adds
+// it. Nothing is added yet: the enrolment is confirmed first.
 func (en *Enrolment) Finish(f *File, response []byte) (*Enrolled, error) {
 	parsed, err := protocol.ParseCredentialCreationResponseBytes(response)
 	if err != nil {
@@ -430,7 +360,8 @@ func (en *Enrolment) Finish(f *File, response []byte) (*Enrolled, error) {
 	if f.Find(id) != nil {
 		return nil, fmt.Errorf("passkey %s is enrolled already", id)
 	}
-	return &Enrolled{ID: id, Name: en.Name, Added: time.Now().UTC(), Credential: *cred}, nil
+	return &Enrolled{ID: id, Name: en.Name, Added: time.Now().UTC(), Credential: *cred,
+		Fingerprint: Fingerprint(parsed.Response.AttestationObject.RawAuthData)}, nil
 }
 
 // Add adds e, enrolled by en, to f: the first passkey fixes f's RP ID, and
@@ -453,49 +384,4 @@ func Nonce() string {
 		panic("passkey: no randomness: " + err.Error())
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// Keeper is the passkeys file at Path, read afresh for each use (so a
-// change by `rootgate passkeys` is seen at once) and changed one caller at
-// a time.
-type Keeper struct {
-	Path string
-	mu   sync.Mutex
-}
-
-// Load reads the file.
-func (k *Keeper) Load() (*File, error) { return Load(k.Path) }
-
-// Verify checks a as [File.Verify] does, and saves the passkey's new
-// signature counter.
-func (k *Keeper) Verify(a *Assertion, challenge []byte) (*Enrolled, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	f, err := Load(k.Path)
-	if err != nil {
-		return nil, err
-	}
-	e, err := f.Verify(a, challenge)
-	if err != nil {
-		return nil, err
-	}
-	*f.Find(e.ID) = *e
-	if err := f.Save(k.Path); err != nil {
-		return nil, err
-	}
-	return e, nil
-}
-
-// Update reads the file, lets fn change it, and saves it unless fn fails.
-func (k *Keeper) Update(fn func(*File) error) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	f, err := Load(k.Path)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		return err
-	}
-	return f.Save(k.Path)
 }

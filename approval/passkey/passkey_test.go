@@ -99,8 +99,17 @@ func TestChallengeBindsEverything(t *testing.T) {
 			t.Errorf("another %s gives the same challenge", name)
 		}
 	}
-	if bytes.Equal(EnrolChallenge("c", "phone"), EnrolChallenge("c", "phone2")) {
-		t.Error("the enrolment challenge ignores the name")
+	enrol := EnrolChallenge("c", "phone", "id", []byte("key"))
+	for name, c := range map[string][]byte{
+		"creation challenge": EnrolChallenge("c2", "phone", "id", []byte("key")),
+		"name":               EnrolChallenge("c", "phone2", "id", []byte("key")),
+		"credential id":      EnrolChallenge("c", "phone", "id2", []byte("key")),
+		"public key":         EnrolChallenge("c", "phone", "id", []byte("key2")),
+		"shifted":            EnrolChallenge("c", "phoneid", "", []byte("key")),
+	} {
+		if bytes.Equal(c, enrol) {
+			t.Errorf("another %s gives the same enrolment challenge", name)
+		}
 	}
 }
 

@@ -3,10 +3,12 @@ package remote
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -26,13 +28,21 @@ type PasskeyChange struct {
 	IDs  []string // the credential ids enrolled, removed or imported
 	Name string   // the passkey's name, when one
 	// ConfirmedBy is the enrolled passkey that confirmed an enrolment, or
-	// "" for the first one, allowed by the session it came from.
-	ConfirmedBy string
+	// "" for the first one, allowed by the session it came from and
+	// confirmed on its terminal (ConsoleConfirmed).
+	ConfirmedBy      string
+	ConsoleConfirmed bool
 	// Controllers are the uids that could control the session of the
 	// root process that asked.
 	Controllers []int
-	// Proof is the confirming passkey's assertion.
+	// Proof is the confirming passkey's assertion, over
+	// passkey.EnrolChallenge(Creation, Name, IDs[0], PublicKey).
 	Proof *approval.PasskeyProof
+	// An enrolment's creation challenge, origin, and the new passkey's
+	// public key (COSE), fingerprint and AAGUID.
+	Creation, Origin    string
+	PublicKey           []byte
+	Fingerprint, AAGUID string
 }
 
 // passkeyChange answers a connection that opened with enrol,
@@ -118,6 +128,8 @@ func (h *Host) tellRelays(ch PasskeyChange) {
 		what = "passkey " + termsafe.Sanitize(ch.Name) + " (" + strings.Join(ch.IDs, "") + ") enrolled by root"
 		if ch.ConfirmedBy != "" {
 			what += ", confirmed by passkey " + ch.ConfirmedBy
+		} else if ch.ConsoleConfirmed {
+			what += ", its fingerprint " + ch.Fingerprint + " confirmed on root's terminal"
 		}
 	case "removed":
 		what = "passkey " + termsafe.Sanitize(strings.Join(ch.IDs, "")) + " removed by root"
@@ -134,7 +146,12 @@ func (h *Host) tellRelays(ch PasskeyChange) {
 	}
 }
 
-// enrol runs one enrolment (see passkeyChange).
+// enrol runs one enrolment (see passkeyChange): the options, the
+// credential the browser created (checked, not yet added), and then its
+// confirmation, bound to that credential: an enrolled passkey's signature
+// over passkey.EnrolChallenge, which names it, or, for the first passkey,
+// root's word that it confirmed the credential's fingerprint on the
+// terminal of the enrolling process (which no other uid controls).
 func (h *Host) enrol(c *net.UnixConn, br *bufio.Reader, m *Message, controlled string, record func(PasskeyChange)) {
 	name := m.Name
 	if name == "" || utf8.RuneCountInString(name) > 64 || !termsafe.String(name, false) {
@@ -162,45 +179,34 @@ func (h *Host) enrol(c *net.UnixConn, br *bufio.Reader, m *Message, controlled s
 		Credentials: f.IDs(), RPID: rpID}); err != nil {
 		return
 	}
-	_ = c.SetReadDeadline(time.Now().Add(EnrolWithin))
-	fin, err := ReadMessage(br, MaxApproverLine)
-	if err != nil {
+	att := readEnrolStep(c, br, MsgEnrolAttest)
+	if att == nil {
 		return
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
-	if fin.Type != MsgEnrolFinish {
-		Refuse(c, ApproverUnknownType(fin.Type))
-		return
-	}
-	var confirmedBy *passkey.Enrolled
-	if confirm {
-		if fin.Assertion == nil {
-			Refuse(c, PasskeyEnrolRefused("an enrolled passkey must confirm this enrolment"))
-			return
-		}
-		if confirmedBy, err = h.Passkeys.Verify(fin.Assertion, passkey.EnrolChallenge(en.Challenge, name)); err != nil {
-			Refuse(c, PasskeyEnrolRefused("the confirming assertion does not verify: "+err.Error()))
-			return
-		}
-	}
-	var added *passkey.Enrolled
-	err = h.Passkeys.Update(func(f *passkey.File) error {
-		if confirm != (len(f.Passkeys) > 0) {
-			return errString("the enrolled passkeys changed meanwhile")
-		}
-		e, err := en.Finish(f, []byte(fin.Attestation))
-		if err != nil {
-			return err
-		}
-		f.Add(en, e)
-		added = e
-		return nil
-	})
+	e, err := en.Finish(f, []byte(att.Attestation))
 	if err != nil {
 		Refuse(c, PasskeyEnrolRefused(err.Error()))
 		return
 	}
-	ch := PasskeyChange{Kind: "enrolled", IDs: []string{added.ID}, Name: name}
+	challenge := passkey.EnrolChallenge(en.Challenge, name, e.ID, e.Credential.PublicKey)
+	ans := &Message{Type: MsgEnrolAttested, ID: e.ID, Name: name, Fingerprint: e.Fingerprint, AAGUID: e.AAGUID(), Confirm: confirm}
+	if confirm {
+		ans.Challenge, ans.Credentials, ans.RPID = base64.RawURLEncoding.EncodeToString(challenge), f.IDs(), rpID
+	}
+	if err := WriteMessage(c, ans); err != nil {
+		return
+	}
+	fin := readEnrolStep(c, br, MsgEnrolFinish)
+	if fin == nil {
+		return
+	}
+	confirmedBy, err := h.addEnrolled(en, e, fin, confirm, challenge)
+	if err != nil {
+		Refuse(c, PasskeyEnrolRefused(err.Error()))
+		return
+	}
+	ch := PasskeyChange{Kind: "enrolled", IDs: []string{e.ID}, Name: name, ConsoleConfirmed: confirmedBy == nil,
+		Creation: en.Challenge, Origin: en.Origin, PublicKey: e.Credential.PublicKey, Fingerprint: e.Fingerprint, AAGUID: e.AAGUID()}
 	if confirmedBy != nil {
 		a := fin.Assertion
 		ch.ConfirmedBy = confirmedBy.ID
@@ -208,7 +214,65 @@ func (h *Host) enrol(c *net.UnixConn, br *bufio.Reader, m *Message, controlled s
 			ClientData: a.ClientData, Signature: a.Signature, UserHandle: a.UserHandle}
 	}
 	record(ch)
-	_ = WriteMessage(c, &Message{Type: MsgEnrolled, ID: added.ID, Name: name})
+	_ = WriteMessage(c, &Message{Type: MsgEnrolled, ID: e.ID, Name: name})
+}
+
+// readEnrolStep reads the client's next enrolment message, which must be
+// of type want, within EnrolWithin (a person creates the passkey, or
+// confirms it); nil when there is none (the connection is refused or
+// gone).
+func readEnrolStep(c *net.UnixConn, br *bufio.Reader, want string) *Message {
+	_ = c.SetReadDeadline(time.Now().Add(EnrolWithin))
+	m, err := ReadMessage(br, MaxApproverLine)
+	if err != nil {
+		return nil
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(WriteWithin))
+	if m.Type != want {
+		Refuse(c, ApproverUnknownType(m.Type))
+		return nil
+	}
+	return m
+}
+
+// addEnrolled adds e, the credential the browser created for en, once
+// fin confirms it: when confirm, an enrolled passkey's assertion over
+// challenge (passkey.EnrolChallenge of e), whose signature counter is
+// saved with it, and which it returns; otherwise root's word that it
+// confirmed e on the enrolling process's terminal. The passkeys must be
+// as they were when the enrolment began (none, or some).
+func (h *Host) addEnrolled(en *passkey.Enrolment, e *passkey.Enrolled, fin *Message, confirm bool, challenge []byte) (*passkey.Enrolled, error) {
+	var by *passkey.Enrolled
+	err := h.Passkeys.Update(func(f *passkey.File) error {
+		switch {
+		case confirm != (len(f.Passkeys) > 0):
+			return errString("the enrolled passkeys changed meanwhile")
+		case f.Find(e.ID) != nil:
+			return errString("passkey " + e.ID + " is enrolled already")
+		case confirm && fin.Assertion == nil:
+			return errString("an enrolled passkey must confirm this enrolment")
+		case !confirm && !fin.ConsoleConfirmed:
+			return errString("the first passkey is stored only once root confirmed its fingerprint on the terminal of rootgate passkeys add")
+		}
+		if confirm {
+			// The confirmation is made on the enrolment's page, at the
+			// origin root gave it, which joins the origins with the
+			// new passkey (f.Add); the new passkey itself is not
+			// enrolled yet, so it cannot confirm itself.
+			if !slices.Contains(f.Origins, en.Origin) {
+				f.Origins = append(f.Origins, en.Origin)
+			}
+			v, err := f.Verify(fin.Assertion, challenge)
+			if err != nil {
+				return errString("the confirming assertion does not verify: " + err.Error())
+			}
+			*f.Find(v.ID) = *v
+			by = v
+		}
+		f.Add(en, e)
+		return nil
+	})
+	return by, err
 }
 
 type errString string
@@ -234,7 +298,8 @@ func ImportPasskeys(ctx context.Context, socket string, data []byte) ([]string, 
 }
 
 // Enrolment is an enrolment under way with a daemon (root only): Options
-// is its enrol_options message; Finish sends the browser's answer.
+// is its enrol_options message; Attest sends the credential the browser
+// created, Finish its confirmation.
 type Enrolment struct {
 	Options *Message
 	c       net.Conn
@@ -242,7 +307,7 @@ type Enrolment struct {
 }
 
 // StartEnrol asks the daemon at the approver socket to enrol a passkey
-// called name for a page at origin.
+// called name for a page at origin; then Attest and Finish follow.
 func StartEnrol(ctx context.Context, socket, name, origin string) (*Enrolment, error) {
 	d := net.Dialer{Timeout: HelloWithin}
 	c, err := d.DialContext(ctx, "unix", socket)
@@ -270,25 +335,43 @@ func StartEnrol(ctx context.Context, socket, name, origin string) (*Enrolment, e
 	return &Enrolment{Options: m, c: c, br: br}, nil
 }
 
-// Finish sends the created credential (JSON) and, when the daemon asked
-// for one, an enrolled passkey's confirming assertion; it returns the new
-// passkey's id.
-func (e *Enrolment) Finish(attestation string, a *passkey.Assertion) (string, error) {
+// Attest sends the credential the browser created (JSON) and returns the
+// daemon's enrol_attested: the new credential's id, fingerprint and
+// AAGUID, and when Options.Confirm the challenge an enrolled passkey must
+// sign to confirm it. Nothing is enrolled yet.
+func (e *Enrolment) Attest(attestation string) (*Message, error) {
+	return e.step(&Message{Type: MsgEnrolAttest, Attestation: attestation}, MsgEnrolAttested)
+}
+
+// Finish confirms the credential sent with Attest: with an enrolled
+// passkey's assertion over the challenge Attest returned, or, for a first
+// passkey, consoleConfirmed: root confirmed its fingerprint on this
+// process's terminal. It returns the new passkey's id.
+func (e *Enrolment) Finish(a *passkey.Assertion, consoleConfirmed bool) (string, error) {
 	defer e.c.Close()
-	_ = e.c.SetDeadline(time.Now().Add(HelloWithin))
-	if err := WriteMessage(e.c, &Message{Type: MsgEnrolFinish, Attestation: attestation, Assertion: a}); err != nil {
+	m, err := e.step(&Message{Type: MsgEnrolFinish, Assertion: a, ConsoleConfirmed: consoleConfirmed}, MsgEnrolled)
+	if err != nil {
 		return "", err
 	}
-	m, err := ReadMessage(e.br, MaxDaemonLine)
+	return m.ID, nil
+}
+
+// step sends m and reads the daemon's answer, of type want.
+func (e *Enrolment) step(m *Message, want string) (*Message, error) {
+	_ = e.c.SetDeadline(time.Now().Add(HelloWithin))
+	if err := WriteMessage(e.c, m); err != nil {
+		return nil, err
+	}
+	ans, err := ReadMessage(e.br, MaxDaemonLine)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("no answer from rootgated: %w", err)
-	case m.Type == MsgError:
-		return "", &RefusedError{Message: m.Message}
-	case m.Type != MsgEnrolled:
-		return "", errors.New("unexpected answer from rootgated: " + m.Type)
+		return nil, fmt.Errorf("no answer from rootgated: %w", err)
+	case ans.Type == MsgError:
+		return nil, &RefusedError{Message: ans.Message}
+	case ans.Type != want:
+		return nil, errors.New("unexpected answer from rootgated: " + ans.Type)
 	}
-	return m.ID, nil
+	return ans, nil
 }
 
 // Close gives the enrolment up.

@@ -65,11 +65,17 @@ const (
 	// Passkey changes, root only, each on a connection of its own
 	// (docs/protocol.md, "Passkeys"): enrol (Name, Origin) is answered
 	// enrol_options (Options, Challenge, Confirm, Credentials), then the
-	// client sends enrol_finish (Attestation, and Assertion when Confirm)
-	// and is answered enrolled (ID) or error; passkey_remove (ID) is
-	// answered passkey_removed; passkey_import (Data) passkey_imported.
+	// client sends enrol_attest (Attestation: the credential the browser
+	// created) and is answered enrol_attested (ID, Fingerprint, AAGUID,
+	// and when Confirm the Challenge an enrolled passkey signs:
+	// passkey.EnrolChallenge, over that credential), then sends
+	// enrol_finish (Assertion when Confirm, ConsoleConfirmed when not) and
+	// is answered enrolled (ID) or error; passkey_remove (ID) is answered
+	// passkey_removed; passkey_import (Data) passkey_imported.
 	MsgEnrol           = "enrol"
 	MsgEnrolOptions    = "enrol_options"
+	MsgEnrolAttest     = "enrol_attest"
+	MsgEnrolAttested   = "enrol_attested"
 	MsgEnrolFinish     = "enrol_finish"
 	MsgEnrolled        = "enrolled"
 	MsgPasskeyRemove   = "passkey_remove"
@@ -151,15 +157,22 @@ type Message struct {
 	// enrol: the page origin the passkey is enrolled for (Name is its
 	// name). enrol_options: the creation options (JSON) for
 	// navigator.credentials.create, their challenge, and whether an
-	// enrolled passkey must confirm (sign passkey.EnrolChallenge).
-	// enrol_finish: the created credential (JSON). passkey_import: a
-	// passkeys file.
-	Origin      string `json:"origin,omitempty"`
-	Options     string `json:"options,omitempty"`
-	Challenge   string `json:"challenge,omitempty"`
-	Confirm     bool   `json:"confirm,omitempty"`
-	Attestation string `json:"attestation,omitempty"`
-	Data        string `json:"data,omitempty"`
+	// enrolled passkey must confirm. enrol_attest: the created credential
+	// (JSON). enrol_attested: the new credential (ID), its fingerprint
+	// (passkey.Fingerprint), its authenticator's AAGUID when it gave one,
+	// and when Confirm the challenge (base64url) an enrolled passkey must
+	// sign (passkey.EnrolChallenge). enrol_finish, for a first passkey:
+	// root confirmed that fingerprint on the terminal of the enrolling
+	// process. passkey_import: a passkeys file.
+	Origin           string `json:"origin,omitempty"`
+	Options          string `json:"options,omitempty"`
+	Challenge        string `json:"challenge,omitempty"`
+	Confirm          bool   `json:"confirm,omitempty"`
+	Attestation      string `json:"attestation,omitempty"`
+	Fingerprint      string `json:"fingerprint,omitempty"`
+	AAGUID           string `json:"aaguid,omitempty"`
+	ConsoleConfirmed bool   `json:"console_confirmed,omitempty"`
+	Data             string `json:"data,omitempty"`
 
 	// prompt, withdraw, decision, result
 	ID       string           `json:"id,omitempty"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	_ "embed"
-	"encoding/base64"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,18 +20,46 @@ var enrolJS []byte
 
 // Enrol serves one enrolment's page at /enrol/Token, for `rootgate
 // passkeys add`: the creation options the daemon gave (Options, an
-// enrol_options message), and the browser's answer, handed to Finish once.
-// After the first answer every request is refused.
+// enrol_options message); the credential the browser created, handed to
+// Attest once; then its confirmation, handed to Finish once. Once a
+// credential was posted the page and its options are no longer served,
+// and no other credential is taken.
 type Enrol struct {
 	Token   string
 	Name    string
 	Options *remote.Message
-	// Finish relays the browser's answer to the daemon and returns the
-	// enrolled credential id, or the daemon's refusal.
-	Finish func(ctx context.Context, attestation string, a *passkey.Assertion) (string, error)
+	// Attest relays the created credential (JSON) to the daemon and
+	// returns its enrol_attested answer (the credential's id and
+	// fingerprint, and the challenge an enrolled passkey signs to confirm
+	// it when Options.Confirm), or its refusal.
+	Attest func(ctx context.Context, attestation string) (*remote.Message, error)
+	// Finish relays the confirmation and returns the enrolled credential
+	// id, or the refusal: an enrolled passkey's assertion when
+	// Options.Confirm; for a first passkey, nil, and root confirms on the
+	// terminal of passkeys add (Finish waits for that answer).
+	Finish func(ctx context.Context, a *passkey.Assertion) (string, error)
 
-	mu   sync.Mutex
-	used bool
+	mu    sync.Mutex
+	stage int // enrolFresh, enrolAttested or enrolUsed
+}
+
+// The stages of an Enrol.
+const (
+	enrolFresh    = iota // no credential posted yet
+	enrolAttested        // the daemon took a credential; its confirmation is awaited
+	enrolUsed            // done, or failed: nothing more is taken
+)
+
+// advance moves e from stage from to enrolUsed and reports whether it
+// was at from: each step is taken once.
+func (e *Enrol) advance(from int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stage != from {
+		return false
+	}
+	e.stage = enrolUsed
+	return true
 }
 
 // ServeHTTP implements [http.Handler].
@@ -48,13 +75,11 @@ func (e *Enrol) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	e.mu.Lock()
-	used := e.used
+	stage := e.stage
 	e.mu.Unlock()
-	if used {
-		http.Error(w, "this enrolment link was used", http.StatusGone)
-		return
-	}
 	switch {
+	case req.Method == http.MethodGet && stage != enrolFresh:
+		http.Error(w, "this enrolment link was used", http.StatusGone)
 	case req.Method == http.MethodGet && sub == "":
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write(enrolHTML)
@@ -62,32 +87,56 @@ func (e *Enrol) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		h.Set("Content-Type", "text/javascript; charset=utf-8")
 		_, _ = w.Write(enrolJS)
 	case req.Method == http.MethodGet && sub == "options":
-		writeJSON(w, http.StatusOK, map[string]any{"options": e.Options.Options, "confirm": e.Options.Confirm, "credentials": e.Options.Credentials,
-			"rp_id": e.Options.RPID, "name": e.Name,
-			"confirm_challenge": base64.RawURLEncoding.EncodeToString(passkey.EnrolChallenge(e.Options.Challenge, e.Name))})
+		writeJSON(w, http.StatusOK, map[string]any{"options": e.Options.Options, "confirm": e.Options.Confirm, "rp_id": e.Options.RPID, "name": e.Name})
+	case req.Method == http.MethodPost && sub == "attest":
+		e.attest(w, req)
 	case req.Method == http.MethodPost && sub == "finish":
-		var q struct {
-			Attestation string             `json:"attestation"`
-			Assertion   *passkey.Assertion `json:"assertion"`
-		}
-		if !readJSON(w, req, &q) {
-			return
-		}
-		e.mu.Lock()
-		if e.used {
-			e.mu.Unlock()
-			http.Error(w, "this enrolment link was used", http.StatusGone)
-			return
-		}
-		e.used = true
-		e.mu.Unlock()
-		id, err := e.Finish(req.Context(), q.Attestation, q.Assertion)
-		if err != nil {
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"id": id})
+		e.finish(w, req)
 	default:
 		http.NotFound(w, req)
 	}
+}
+
+// attest takes the one credential this enrolment may have.
+func (e *Enrol) attest(w http.ResponseWriter, req *http.Request) {
+	var q struct {
+		Attestation string `json:"attestation"`
+	}
+	if !readJSON(w, req, &q) {
+		return
+	}
+	if !e.advance(enrolFresh) {
+		http.Error(w, "this enrolment link was used", http.StatusGone)
+		return
+	}
+	m, err := e.Attest(req.Context(), q.Attestation)
+	if err != nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		return
+	}
+	e.mu.Lock()
+	e.stage = enrolAttested
+	e.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"id": m.ID, "fingerprint": m.Fingerprint, "aaguid": m.AAGUID, "confirm": m.Confirm,
+		"challenge": m.Challenge, "credentials": m.Credentials, "rp_id": m.RPID})
+}
+
+// finish relays the confirmation of the credential taken.
+func (e *Enrol) finish(w http.ResponseWriter, req *http.Request) {
+	var q struct {
+		Assertion *passkey.Assertion `json:"assertion"`
+	}
+	if !readJSON(w, req, &q) {
+		return
+	}
+	if !e.advance(enrolAttested) {
+		http.Error(w, "this enrolment link was used, or has no credential to confirm", http.StatusGone)
+		return
+	}
+	id, err := e.Finish(req.Context(), q.Assertion)
+	if err != nil {
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"id": id})
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +42,10 @@ text are escaped, as records hold requester-controlled text.
 ` + passkey.DefaultFile + ` when it exists; "" for none): every passkey
 approval in the log is checked again against the public
 key enrolled there: its signature over the recorded request hash, nonce and
-grant, its origin and RP ID, user presence and verification.
+grant, its origin and RP ID, user presence and verification. So is every
+enrolment confirmed by an enrolled passkey: that passkey's signature over
+the recorded creation challenge, name, new credential id and public key;
+and the key enrolled under a recorded id must be the one recorded.
 --file names one file; given once it also takes the rotated files beside it
 (FILE.NNNNNNNNNNNNNNNNNNNN), given more than once exactly the files named,
 oldest first. The default is ` + audit.DefaultPath + `.
@@ -129,7 +134,8 @@ func cmdAuditVerify(_ context.Context, e *env, fl clidoc.Values, _ []string) int
 
 // verifyPasskeys checks every passkey assertion recorded in the files
 // names against the enrolled passkeys file --passkeys (skipped when it is
-// the default and missing).
+// the default and missing): each approval's, and each enrolment's
+// confirmation.
 func verifyPasskeys(e *env, fl clidoc.Values, names []string) int {
 	path := fl.String("passkeys")
 	if path == "" {
@@ -142,37 +148,76 @@ func verifyPasskeys(e *env, fl clidoc.Values, names []string) int {
 	if err != nil {
 		return fail(e.stderr, err)
 	}
-	checked, broken := 0, 0
+	approvals, enrolments, broken := 0, 0, 0
 	err = audit.ReadAll(names, func(rd audit.Read) error {
 		if rd.Err != nil {
 			return nil
 		}
-		var pk *audit.Passkey
-		var challenge []byte
+		var what string
+		var err error
 		switch r := rd.Record; {
 		case r.Decision != nil && r.Decision.Passkey != nil:
-			pk = r.Decision.Passkey
-			challenge = passkey.Challenge(pk.RequestHash, pk.Nonce, pk.Grant, pk.GrantRunsAnything)
+			approvals++
+			pk := r.Decision.Passkey
+			what = "passkey approval of request " + r.ID + " by " + pk.Credential
+			_, err = keys.VerifyRecorded(recordedAssertion(pk), passkey.Challenge(pk.RequestHash, pk.Nonce, pk.Grant, pk.GrantRunsAnything))
+		case r.Passkeys != nil && r.Passkeys.Change == "enrolled":
+			enrolments++
+			what = "enrolment of passkey " + strings.Join(r.Passkeys.IDs, " ")
+			err = checkEnrolment(keys, r.Passkeys)
 		default:
 			return nil
 		}
-		checked++
-		a := &passkey.Assertion{CredentialID: pk.Credential, AuthenticatorData: pk.AuthenticatorData, ClientData: pk.ClientData, Signature: pk.Signature, UserHandle: pk.UserHandle}
-		if _, err := keys.VerifyRecorded(a, challenge); err != nil {
+		if err != nil {
 			broken++
-			sayf(e.stderr, "broken", "%s:%d: seq %d: passkey approval of request %s by %s does not verify: %s",
-				termsafe.Sanitize(rd.File), rd.Line, rd.Record.Seq, termsafe.Sanitize(rd.Record.ID), termsafe.Sanitize(pk.Credential), termsafe.Sanitize(err.Error()))
+			sayf(e.stderr, "broken", "%s:%d: seq %d: %s does not verify: %s",
+				termsafe.Sanitize(rd.File), rd.Line, rd.Record.Seq, termsafe.Sanitize(what), termsafe.Sanitize(err.Error()))
 		}
 		return nil
 	})
 	if err != nil {
 		return fail(e.stderr, err)
 	}
-	fmt.Fprintf(e.stdout, "passkeys: %d approval(s) checked against %s, %d broken\n", checked, termsafe.Sanitize(path), broken)
+	fmt.Fprintf(e.stdout, "passkeys: %d approval(s) and %d enrolment(s) checked against %s, %d broken\n", approvals, enrolments, termsafe.Sanitize(path), broken)
 	if broken > 0 {
 		return exitBroken
 	}
 	return exitOK
+}
+
+func recordedAssertion(pk *audit.Passkey) *passkey.Assertion {
+	return &passkey.Assertion{CredentialID: pk.Credential, AuthenticatorData: pk.AuthenticatorData, ClientData: pk.ClientData, Signature: pk.Signature, UserHandle: pk.UserHandle}
+}
+
+// checkEnrolment checks an enrolment's record against the enrolled
+// passkeys keys: one confirmed by an enrolled passkey holds that
+// passkey's assertion over passkey.EnrolChallenge of the new credential
+// recorded (its id and public key), which must verify; one confirmed on
+// root's terminal holds no signature. Either way the passkey enrolled
+// under that id, while it still is, must have the public key recorded.
+func checkEnrolment(keys *passkey.File, pc *audit.PasskeyChange) error {
+	if len(pc.IDs) != 1 || pc.PublicKey == "" || pc.Creation == "" {
+		return errors.New("the record does not name one new credential with its public key and creation challenge")
+	}
+	pub, err := base64.RawURLEncoding.DecodeString(pc.PublicKey)
+	if err != nil {
+		return fmt.Errorf("bad public key: %v", err)
+	}
+	switch {
+	case pc.Proof != nil:
+		if pc.Proof.Credential != pc.ConfirmedBy {
+			return errors.New("its confirming assertion is not by the passkey it names")
+		}
+		if _, err := keys.VerifyRecorded(recordedAssertion(pc.Proof), passkey.EnrolChallenge(pc.Creation, pc.Name, pc.IDs[0], pub)); err != nil {
+			return fmt.Errorf("its confirmation by %s: %w", pc.ConfirmedBy, err)
+		}
+	case !pc.ConsoleConfirmed:
+		return errors.New("it was confirmed neither by an enrolled passkey nor on root's terminal")
+	}
+	if k := keys.Find(pc.IDs[0]); k != nil && !bytes.Equal(k.Credential.PublicKey, pub) {
+		return errors.New("the passkey enrolled under that id has another public key than the one confirmed")
+	}
+	return nil
 }
 
 func cmdAuditShow(_ context.Context, e *env, fl clidoc.Values, _ []string) int {
@@ -228,6 +273,29 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("%q is neither a time (2026-02-13T14:30:00Z, 2026-02-13) nor a duration (90m)", s)
+}
+
+// passkeyChangeLines renders a change of the enrolled passkeys with
+// line (formatRecord's).
+func passkeyChangeLines(pc *audit.PasskeyChange, line func(key, format string, args ...any)) {
+	q := termsafe.Sanitize
+	what := q(pc.Change) + " " + q(strings.Join(pc.IDs, " "))
+	if pc.Name != "" {
+		what += " (" + q(pc.Name) + ")"
+	}
+	line("passkeys", "%s by root", what)
+	if pc.Fingerprint != "" {
+		line("new key", "fingerprint %s, at %s", q(pc.Fingerprint), q(pc.Origin))
+	}
+	switch {
+	case pc.ConfirmedBy != "":
+		line("confirmed", "by enrolled passkey %s", q(pc.ConfirmedBy))
+	case pc.ConsoleConfirmed:
+		line("confirmed", "on root's terminal, by its fingerprint")
+	}
+	if who := approvalUIDs(pc.Controllers); who != "" {
+		line("session", "controlled by %s", who)
+	}
 }
 
 // formatRecord renders one record: a heading line (time, seq, kind, id)
@@ -321,17 +389,7 @@ func formatRecord(r *audit.Record) string {
 		line("shape", "sha256 %s", q(g.Shape))
 	}
 	if pc := r.Passkeys; pc != nil {
-		what := q(pc.Change) + " " + q(strings.Join(pc.IDs, " "))
-		if pc.Name != "" {
-			what += " (" + q(pc.Name) + ")"
-		}
-		line("passkeys", "%s by root", what)
-		if pc.ConfirmedBy != "" {
-			line("confirmed", "by enrolled passkey %s", q(pc.ConfirmedBy))
-		}
-		if who := approvalUIDs(pc.Controllers); who != "" {
-			line("session", "controlled by %s", who)
-		}
+		passkeyChangeLines(pc, line)
 	}
 	if ru := r.Rule; ru != nil {
 		by := fmt.Sprintf("%s (uid %d)", q(ru.Approver), ru.ApproverUID)

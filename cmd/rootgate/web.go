@@ -215,12 +215,14 @@ through rootgated (as root), which records each in the audit log.
 
 add NAME serves a one-time enrolment page at --origin and prints its link
 and a QR code; open it on the phone or desktop whose passkey (or security
-key) is to approve. The first passkey may be enrolled only while none is,
-from a session no user but root controls (not a sudo from a terminal the
-agent's uid can type into); every later one must be confirmed, on that
-page, by an enrolled passkey. --origin is where the page (rootgate web)
-will be reached: approvals are taken from the origins passkeys were
-enrolled at.
+key) is to approve. The page takes one passkey, the first a browser
+makes. The first passkey may be enrolled only while none is, from a
+session no user but root controls (not a sudo from a terminal the agent's
+uid can type into), and is stored only once you answer y on this
+command's terminal, which shows its fingerprint: answer y only if the
+page shows the same. Every later one must be confirmed, on that page, by
+an enrolled passkey. --origin is where the page (rootgate web) will be
+reached: approvals are taken from the origins passkeys were enrolled at.
 list and export read --file; remove ID and import FILE ask rootgated. An
 import is taken only while no passkey is enrolled, under the same rule as
 a first enrolment.
@@ -249,7 +251,11 @@ func cmdPasskeysList(_ context.Context, e *env, fl clidoc.Values, _ []string) in
 	}
 	fmt.Fprintf(e.stdout, "RP ID %s; origins %v\n", termsafe.Sanitize(f.RPID), f.Origins)
 	for _, k := range f.Passkeys {
-		fmt.Fprintf(e.stdout, "%s  %s  added %s  counter %d\n", k.ID, termsafe.Sanitize(k.Name), k.Added.Local().Format(time.DateTime), k.Credential.Authenticator.SignCount)
+		fmt.Fprintf(e.stdout, "%s  %s  added %s  counter %d", k.ID, termsafe.Sanitize(k.Name), k.Added.Local().Format(time.DateTime), k.Credential.Authenticator.SignCount)
+		if k.Fingerprint != "" {
+			fmt.Fprintf(e.stdout, "  fingerprint %s", termsafe.Sanitize(k.Fingerprint))
+		}
+		fmt.Fprintln(e.stdout)
 	}
 	return exitOK
 }
@@ -322,16 +328,16 @@ func cmdPasskeysAdd(ctx context.Context, e *env, fl clidoc.Values, args []string
 		return fail(e.stderr, err)
 	}
 	defer en.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var id string
-	var finErr error
-	page := &web.Enrol{Token: web.NewToken(), Name: args[0], Options: en.Options,
-		Finish: func(_ context.Context, att string, a *passkey.Assertion) (string, error) {
-			id, finErr = en.Finish(att, a)
-			cancel()
-			return id, finErr
-		}}
+	run := &enrolRun{ctx: ctx, en: en, name: args[0], out: e.stdout, done: make(chan struct{})}
+	if !en.Options.Confirm {
+		if run.console, err = openConsole(); err != nil {
+			return fail(e.stderr, err)
+		}
+		defer run.console.Close()
+	}
+	ctx, run.stop = context.WithCancel(ctx)
+	defer run.stop()
+	page := &web.Enrol{Token: web.NewToken(), Name: args[0], Options: en.Options, Attest: run.attest, Finish: run.finish}
 	link, _ := url.JoinPath(sv.origin, "enrol", page.Token)
 	link += "/"
 	fmt.Fprintf(e.stdout, "rootgate: open this link on the device whose passkey is to approve (once; it ends with this command):\n%s\n", link)
@@ -339,18 +345,22 @@ func cmdPasskeysAdd(ctx context.Context, e *env, fl clidoc.Values, args []string
 		fmt.Fprint(e.stdout, q.ToSmallString(false))
 	}
 	if en.Options.Confirm {
-		fmt.Fprintln(e.stdout, "rootgate: passkeys are enrolled already: one of them must confirm this enrolment on that page")
+		fmt.Fprintln(e.stdout, "rootgate: passkeys are enrolled already: one of them must confirm the new one on that page")
+	} else {
+		fmt.Fprintln(e.stdout, "rootgate: the first passkey: once a browser has made it, you confirm its fingerprint here, on this terminal")
 	}
 	if err := serve(ctx, lns, page); err != nil {
 		return fail(e.stderr, err)
 	}
-	if finErr != nil {
-		return fail(e.stderr, finErr)
+	select {
+	case <-run.done:
+	default:
+		return exitError // stopped before the page answered
 	}
-	if id == "" {
-		return exitError
+	if run.err != nil {
+		return fail(e.stderr, run.err)
 	}
-	fmt.Fprintf(e.stdout, "enrolled %s as %s\n", termsafe.Sanitize(args[0]), id)
+	fmt.Fprintf(e.stdout, "enrolled %s as %s\n", termsafe.Sanitize(args[0]), run.id)
 	return exitOK
 }
 

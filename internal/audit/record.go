@@ -228,9 +228,20 @@ type PasskeyChange struct {
 	IDs    []string `json:"ids"`
 	Name   string   `json:"name,omitempty"`
 	// ConfirmedBy is the enrolled passkey whose assertion (Proof)
-	// confirmed an enrolment; empty for a first one.
-	ConfirmedBy string   `json:"confirmed_by,omitempty"`
-	Proof       *Passkey `json:"proof,omitempty"`
+	// confirmed an enrolment, over passkey.EnrolChallenge(Creation, Name,
+	// IDs[0], PublicKey); empty for a first one, which root confirmed on
+	// the terminal of the enrolling process (ConsoleConfirmed).
+	ConfirmedBy      string   `json:"confirmed_by,omitempty"`
+	Proof            *Passkey `json:"proof,omitempty"`
+	ConsoleConfirmed bool     `json:"console_confirmed,omitempty"`
+	// An enrolment's creation challenge (base64url) and page origin, and
+	// the new passkey's public key (COSE, base64url), fingerprint
+	// (passkey.Fingerprint) and authenticator AAGUID (when it gave one).
+	Creation    string `json:"creation,omitempty"`
+	Origin      string `json:"origin,omitempty"`
+	PublicKey   string `json:"public_key,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	AAGUID      string `json:"aaguid,omitempty"`
 	// Controllers are the uids that could control the session of the
 	// root process that asked.
 	Controllers []int `json:"controllers,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
@@ -21,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +80,8 @@ type pkTest struct {
 	authn   cdpwebauthn.AuthenticatorID // the browser's virtual authenticator
 	credID  string                      // the enrolled passkey's id
 	keys    string                      // the passkeys file
+	cert    string                      // the page's certificate and key
+	key     string
 }
 
 // testCert writes a CA and a certificate for localhost signed by it into
@@ -284,37 +288,10 @@ func setupPasskeys(t *testing.T) *pkTest {
 	p := &pkTest{t: t, d: d, op: op, origin: origin, keys: keys}
 	p.browser, p.authn = newBrowser(t, spki)
 
-	// Enrolment, by root from a session only root controls.
-	var out syncBuffer
-	add := exec.Command(rootgateBin, "passkeys", "add", "--socket", d.asock(), "--listen", listen, "--origin", origin, "--cert", cert, "--key", key, "admin")
-	add.Stderr = &out
-	add.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	link := lineWith(t, add, origin+"/enrol/", &out)
-	p.run(chromedp.Navigate(link), chromedp.WaitVisible("#rp"))
-	testutil.WaitFor(t, "the enrolment page's options", 30*time.Second, func() bool {
-		rp, _ := chromedp.Run(p.browser, chromedp.Text("#rp"))
-		return rp == "localhost"
-	})
-	p.run(chromedp.Click("#go"))
-	var msg string
-	testutil.WaitFor(t, "the enrolment's end on the page", 30*time.Second, func() bool {
-		msg, _ = chromedp.Run(p.browser, chromedp.Evaluate[string](`document.querySelector("p[id=msg], p[id=done]").textContent`))
-		return msg != ""
-	})
-	if !strings.HasPrefix(msg, "enrolled: ") {
-		t.Fatalf("the enrolment page says %q; passkeys add: %s", msg, out.String())
-	}
-	if err := add.Wait(); err != nil {
-		t.Fatalf("passkeys add: %v: %s", err, out.String())
-	}
-	f, err := passkey.Load(keys)
-	if err != nil || len(f.Passkeys) != 1 {
-		t.Fatalf("after enrolment: %v %+v", err, f)
-	}
-	p.credID = f.Passkeys[0].ID
-	if !strings.Contains(out.String(), "enrolled admin as "+p.credID) || !strings.Contains(out.String(), "█") {
-		t.Fatalf("passkeys add printed %q", out.String())
-	}
+	// Enrolment, by root from a session only root controls: the agent's
+	// race for the link first, then the operator's own.
+	p.cert, p.key = cert, key
+	firstEnrolment(t, p, listen)
 
 	// A second host takes d's passkeys (export, import), but only from a
 	// session no user but root controls, as a first enrolment.
@@ -415,6 +392,179 @@ func answer(t *testing.T, ch chan response) response {
 		t.Fatal("no answer in 90 s")
 	}
 	return response{}
+}
+
+// startAdd runs `rootgate passkeys add` as root on a terminal of its own
+// (a root login's console, which no other uid controls), serving its page
+// on listen for origin, and returns it with the enrolment link it printed.
+func (p *pkTest) startAdd(t *testing.T, listen, origin, name string) (*approverProc, string) {
+	t.Helper()
+	cmd := exec.Command(rootgateBin, "passkeys", "add", "--socket", p.d.asock(), "--listen", listen, "--origin", origin, "--cert", p.cert, "--key", p.key, name)
+	a := startOnPty(t, cmd, &syscall.SysProcAttr{Setsid: true, Setctty: true, Pdeathsig: syscall.SIGKILL})
+	a.See(origin + "/enrol/")
+	link := regexp.MustCompile(regexp.QuoteMeta(origin) + `/enrol/[A-Za-z0-9_-]+/`).FindString(a.Screen.Text())
+	if link == "" {
+		t.Fatalf("passkeys add printed no link:\n%s", a.Screen.Text())
+	}
+	return a, link
+}
+
+// exited waits for passkeys add to end, and returns its exit code.
+func exited(t *testing.T, a *approverProc) int {
+	t.Helper()
+	select {
+	case <-a.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("passkeys add did not end:\n%s", a.Screen.Text())
+	}
+	return a.Cmd.ProcessState.ExitCode()
+}
+
+// agentPost is the agent's request to the enrolment page at link (it
+// holds the link: it drives the operator's browser): a POST of body to
+// what, answered with a status and a JSON object (or a text).
+func agentPost(t *testing.T, link, what string, body any) (int, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Post(link+what, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	ans := map[string]any{}
+	if json.Unmarshal(raw, &ans) != nil {
+		ans["error"] = strings.TrimSpace(string(raw))
+	}
+	return resp.StatusCode, ans
+}
+
+// agentAttest sends the agent's own passkey, made by k for the creation
+// options of the enrolment at link (the page at origin), and returns the
+// page's answer and the creation challenge.
+func agentAttest(t *testing.T, link, origin string, k *testutil.SoftKey) (int, map[string]any, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Get(link + "options")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts struct {
+		Options string `json:"options"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&opts)
+	resp.Body.Close()
+	var creation struct {
+		Challenge string `json:"challenge"`
+	}
+	if err != nil || json.Unmarshal([]byte(opts.Options), &creation) != nil || creation.Challenge == "" {
+		t.Fatalf("the enrolment's options: %v %q", err, opts.Options)
+	}
+	code, ans := agentPost(t, link, "attest", map[string]string{"attestation": k.Attest(creation.Challenge, origin, "localhost")})
+	return code, ans, creation.Challenge
+}
+
+// pageText waits until the element sel of the page in the browser holds
+// a text, and returns it.
+func (p *pkTest) pageText(sel string) string {
+	p.t.Helper()
+	var text string
+	testutil.WaitFor(p.t, "text in "+sel, 30*time.Second, func() bool {
+		text, _ = chromedp.Run(p.browser, chromedp.Evaluate[string](fmt.Sprintf(`(e => e ? e.textContent : "")(document.querySelector(%q))`, sel)))
+		return text != ""
+	})
+	return text
+}
+
+var (
+	consoleCredential  = regexp.MustCompile(`credential +(\S+)`)
+	consoleFingerprint = regexp.MustCompile(`fingerprint +([0-9a-f]{4} [0-9a-f]{4} [0-9a-f]{4} [0-9a-f]{4})`)
+)
+
+// firstEnrolment enrols the operator's passkey, the first, through
+// `rootgate passkeys add` on root's terminal and the enrolment page.
+// First the agent, which drives the operator's browser and so holds the
+// link, races its own passkey in: root's terminal shows that passkey's
+// credential id and fingerprint, the operator's browser finds the link
+// used, and root answers n; nothing is stored. Then the operator's own:
+// the page and the terminal show the same fingerprint, root answers y.
+func firstEnrolment(t *testing.T, p *pkTest, listen string) {
+	t.Helper()
+	agentRacesFirst(t, p, listen)
+	p.credID = operatorEnrols(t, p, listen)
+}
+
+// agentRacesFirst: the agent answers the first enrolment's link with its
+// own passkey; root's terminal shows it, and root answers n.
+func agentRacesFirst(t *testing.T, p *pkTest, listen string) {
+	t.Helper()
+	add, link := p.startAdd(t, listen, p.origin, "admin")
+	agentKey := testutil.NewSoftKey()
+	agentID := base64.RawURLEncoding.EncodeToString(agentKey.ID)
+	if code, ans, _ := agentAttest(t, link, p.origin, agentKey); code != http.StatusOK || ans["id"] != agentID {
+		t.Fatalf("the agent's passkey: %d %v", code, ans)
+	}
+	add.See("Store this passkey? [y/N]")
+	screen := add.Screen.Text()
+	for _, want := range []string{"credential     " + agentID, "fingerprint    " + passkey.Fingerprint(agentKey.CreationData("localhost"))} {
+		if !strings.Contains(screen, want) {
+			t.Fatalf("root's terminal does not show what would be stored (%q):\n%s", want, screen)
+		}
+	}
+	// Nothing is stored while root has not answered.
+	if !testutil.Holds(100*time.Millisecond, 2*time.Second, func() bool {
+		f, err := passkey.Load(p.keys)
+		return err == nil && len(f.Passkeys) == 0
+	}) {
+		t.Fatal("the agent's passkey was stored before root answered on its terminal")
+	}
+	p.run(chromedp.Navigate(link))
+	if text := p.pageText("body"); !strings.Contains(text, "this enrolment link was used") {
+		t.Fatalf("the operator's browser, on the link the agent used: %q", text)
+	}
+	add.Key("n\r")
+	add.See("passkey not stored: it was not confirmed on this terminal")
+	if code := exited(t, add); code == 0 {
+		t.Fatalf("passkeys add answered n: exit %d:\n%s", code, add.Screen.Text())
+	}
+	if f, err := passkey.Load(p.keys); err != nil || len(f.Passkeys) != 0 {
+		t.Fatalf("the agent's passkey was stored: %v %+v", err, f)
+	}
+}
+
+// operatorEnrols: the operator's browser answers the first enrolment's
+// link; its page and root's terminal show the same fingerprint, root
+// answers y. It returns the new passkey's id.
+func operatorEnrols(t *testing.T, p *pkTest, listen string) string {
+	t.Helper()
+	add, link := p.startAdd(t, listen, p.origin, "admin")
+	p.run(chromedp.Navigate(link), chromedp.WaitVisible("#rp"))
+	testutil.WaitFor(t, "the enrolment page's options", 30*time.Second, func() bool {
+		rp, _ := chromedp.Run(p.browser, chromedp.Text("#rp"))
+		return rp == "localhost"
+	})
+	p.run(chromedp.Click("#go"))
+	add.See("Store this passkey? [y/N]")
+	made, got := p.pageText("#fp"), p.pageText("#gotid")
+	screen := add.Screen.Text()
+	fp, cred := consoleFingerprint.FindAllStringSubmatch(screen, -1), consoleCredential.FindAllStringSubmatch(screen, -1)
+	if len(fp) != 1 || len(cred) != 1 || fp[0][1] != made || cred[0][1] != got {
+		t.Fatalf("the page made %s (%s); root's terminal shows:\n%s", made, got, screen)
+	}
+	add.Key("y\r")
+	if msg := p.pageText("p[id=msg], p[id=done]"); msg != "enrolled: "+got {
+		t.Fatalf("the enrolment page says %q:\n%s", msg, add.Screen.Text())
+	}
+	add.See("enrolled admin as " + got)
+	if code := exited(t, add); code != 0 || !strings.Contains(add.Screen.Text(), "█") {
+		t.Fatalf("passkeys add: exit %d:\n%s", code, add.Screen.Text())
+	}
+	f, err := passkey.Load(p.keys)
+	if err != nil || len(f.Passkeys) != 1 || f.Passkeys[0].ID != got || f.Passkeys[0].Fingerprint != made {
+		t.Fatalf("after enrolment: %v %+v", err, f)
+	}
+	return got
 }
 
 // TestPasskeyApproval is the page's whole use: a request of the
@@ -557,75 +707,205 @@ func TestPasskeyApproval(t *testing.T) {
 		}
 	})
 
-	t.Run("a second passkey, confirmed by the first", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		en, err := remote.StartEnrol(ctx, p.d.asock(), "second", p.origin)
-		if err != nil || !en.Options.Confirm {
-			t.Fatalf("a second enrolment: %v %+v", err, en)
-		}
-		if _, err := en.Finish(`{}`, nil); err == nil || !strings.Contains(err.Error(), "passkey change refused: an enrolled passkey must confirm this enrolment") {
-			t.Fatalf("unconfirmed: %v", err)
-		}
-		en, err = remote.StartEnrol(ctx, p.d.asock(), "second", p.origin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		confirm := p.sign(p.origin, passkey.EnrolChallenge(en.Options.Challenge, "second"))
-		// The new passkey is another authenticator's: the first holds one
-		// for rootgate's user already, which the options exclude.
-		p.run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := cdp.Call(ctx, tg, cdpwebauthn.RemoveVirtualAuthenticator, cdpwebauthn.RemoveVirtualAuthenticatorParams{AuthenticatorID: p.authn})
-			return err
-		}))
-		p.authn = addAuthenticator(t, p.browser)
-		js := fmt.Sprintf(`(async () => {
-			const enc = b => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-			const dec = s => Uint8Array.from(atob(s.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((s.length + 3) %% 4)), c => c.charCodeAt(0));
-			const o = JSON.parse(%q);
-			o.challenge = dec(o.challenge); o.user.id = dec(o.user.id);
-			for (const c of o.excludeCredentials || []) c.id = dec(c.id);
-			const c = await navigator.credentials.create({publicKey: o});
-			return JSON.stringify({id: c.id, rawId: enc(c.rawId), type: c.type, clientExtensionResults: {},
-				response: {attestationObject: enc(c.response.attestationObject), clientDataJSON: enc(c.response.clientDataJSON)}});
-		})()`, en.Options.Options)
-		att := get(p, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
-		id, err := en.Finish(att, confirm)
-		if err != nil {
-			t.Fatalf("confirmed enrolment: %v", err)
-		}
-		f, err := passkey.Load(p.keys)
-		if err != nil || len(f.Passkeys) != 2 || f.Passkeys[1].ID != id || f.Passkeys[1].Name != "second" {
-			t.Fatalf("after the second enrolment: %v %+v", err, f)
-		}
-		var confirmedBy string
-		_ = audit.ReadAll([]string{auditPath(p.d.Dir)}, func(rd audit.Read) error {
-			if rd.Record != nil && rd.Record.Kind == audit.KindPasskey && rd.Record.Passkeys.Name == "second" {
-				confirmedBy = rd.Record.Passkeys.ConfirmedBy
-			}
-			return nil
-		})
-		if confirmedBy != p.credID {
-			t.Fatalf("the second enrolment's record: confirmed by %q", confirmedBy)
-		}
-		p.run(chromedp.WaitVisible(`//ul[@id="notices"]/li[contains(., "passkey second (` + id + `) enrolled by root, confirmed by passkey ` + p.credID + `")]`))
-	})
+	t.Run("a second passkey, confirmed by the first", func(t *testing.T) { secondPasskey(t, p) })
 
 	// rootgate audit show says which passkey approved, and how the
 	// passkeys changed.
 	shown, err := exec.Command(rootgateBin, "audit", "show", "--file", auditPath(p.d.Dir)).CombinedOutput()
 	for _, want := range []string{"passkey:   admin (" + p.credID + ") signed request hash ", ", with a standing grant of 900s",
-		"passkeys:  enrolled " + p.credID + " (admin) by root", "confirmed: by enrolled passkey " + p.credID} {
+		"passkeys:  enrolled " + p.credID + " (admin) by root", "confirmed: on root's terminal, by its fingerprint",
+		"confirmed: by enrolled passkey " + p.credID} {
 		if err != nil || !strings.Contains(string(shown), want) {
 			t.Fatalf("audit show lacks %q: %v\n%s", want, err, shown)
 		}
 	}
 
-	// Every passkey approval in the log verifies against the enrolled key.
+	// Every passkey approval in the log verifies against the enrolled key,
+	// and so do both enrolments: the first's key is the one root
+	// confirmed, the second's confirmation is the first passkey's
+	// signature over it.
 	out, err := exec.Command(rootgateBin, "audit", "verify", "--file", auditPath(p.d.Dir), "--passkeys", p.keys).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "approval(s) checked against") || strings.Contains(string(out), "passkeys: 0 approval") || !strings.Contains(string(out), " 0 broken") {
+	if err != nil || !strings.Contains(string(out), "approval(s) and 2 enrolment(s) checked against") || strings.Contains(string(out), "passkeys: 0 approval") || !strings.Contains(string(out), " 0 broken") {
 		t.Fatalf("audit verify --passkeys: %v\n%s", err, out)
 	}
+
+	// The second enrolment's record, changed to say that the agent's
+	// passkey was the one confirmed, its hash chain made whole again (as
+	// whoever could write the log could do): the chain verifies, the
+	// confirmation does not.
+	agentKey := testutil.NewSoftKey()
+	tampered := rechained(t, auditPath(p.d.Dir), func(line string) bool {
+		return strings.Contains(line, `"kind":"passkeys_changed"`) && strings.Contains(line, `"name":"second"`)
+	}, func(line string) string {
+		var rec audit.Record
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		line = strings.Replace(line, `"ids":["`+rec.Passkeys.IDs[0]+`"]`, `"ids":["`+base64.RawURLEncoding.EncodeToString(agentKey.ID)+`"]`, 1)
+		return strings.Replace(line, `"public_key":"`+rec.Passkeys.PublicKey+`"`, `"public_key":"`+base64.RawURLEncoding.EncodeToString(agentKey.COSE())+`"`, 1)
+	})
+	out, err = exec.Command(rootgateBin, "audit", "verify", "--file", tampered, "--passkeys", p.keys).CombinedOutput()
+	want := "enrolment of passkey " + base64.RawURLEncoding.EncodeToString(agentKey.ID) + " does not verify: its confirmation by " + p.credID + ": assertion refused"
+	if err == nil || !strings.Contains(string(out), "ok: ") || !strings.Contains(string(out), want) || !strings.Contains(string(out), " 1 broken") {
+		t.Fatalf("audit verify of the changed record: %v, want %q:\n%s", err, want, out)
+	}
+}
+
+// secondPasskey enrols a second passkey, which the first must confirm,
+// through `rootgate passkeys add` and its page on another port. First
+// the agent, holding the link, sends its own passkey, and with it the
+// confirmation the operator's passkey made for the passkey the
+// operator's device made: refused, since that confirmation names the
+// operator's new credential. Then the operator's: the browser's new
+// authenticator makes the passkey, the first passkey confirms it on the
+// page.
+func secondPasskey(t *testing.T, p *pkTest) {
+	port := strconv.Itoa(freePort(t))
+	origin, listen := "https://localhost:"+port, "127.0.0.1:"+port
+	agentKeepsConfirmation(t, p, listen, origin)
+	operatorConfirms(t, p, listen, origin)
+}
+
+// agentKeepsConfirmation: the agent answers the second enrolment's link
+// with its own passkey, and sends with it the confirmation the first
+// passkey made for the operator's new one.
+func agentKeepsConfirmation(t *testing.T, p *pkTest, listen, origin string) {
+	t.Helper()
+	add, link := p.startAdd(t, listen, origin, "second")
+	agentKey := testutil.NewSoftKey()
+	code, ans, creation := agentAttest(t, link, origin, agentKey)
+	if code != http.StatusOK || ans["challenge"] == "" {
+		t.Fatalf("the agent's passkey: %d %v", code, ans)
+	}
+	operatorsNew := testutil.NewSoftKey() // what the operator's device made
+	confirm := p.sign(p.origin, passkey.EnrolChallenge(creation, "second", base64.RawURLEncoding.EncodeToString(operatorsNew.ID), operatorsNew.COSE()))
+	code, ans = agentPost(t, link, "finish", map[string]any{"assertion": confirm})
+	if msg, _ := ans["error"].(string); code != http.StatusConflict || !strings.Contains(msg, "passkey change refused: the confirming assertion does not verify: assertion refused") {
+		t.Fatalf("the agent's passkey with the operator's confirmation: %d %v", code, ans)
+	}
+	add.See("the confirming assertion does not verify")
+	if code := exited(t, add); code == 0 {
+		t.Fatalf("passkeys add took the agent's passkey:\n%s", add.Screen.Text())
+	}
+	if f, err := passkey.Load(p.keys); err != nil || len(f.Passkeys) != 1 {
+		t.Fatalf("the agent's passkey was stored: %v %+v", err, f)
+	}
+}
+
+// operatorConfirms: the second passkey, made by another authenticator,
+// confirmed on the page by the first.
+func operatorConfirms(t *testing.T, p *pkTest, listen, origin string) {
+	t.Helper()
+	// The new passkey is another authenticator's: the first holds one for
+	// rootgate's user already, which the options exclude. The first
+	// passkey is kept aside meanwhile, and put in a third for the
+	// confirmation.
+	add, link := p.startAdd(t, listen, origin, "second")
+	first := get(p, chromedp.Action[[]*cdpwebauthn.Credential](func(ctx context.Context, tg *chromedp.Target) ([]*cdpwebauthn.Credential, error) {
+		res, err := cdp.Call(ctx, tg, cdpwebauthn.GetCredentials, cdpwebauthn.GetCredentialsParams{AuthenticatorID: p.authn})
+		return res.Credentials, err
+	}))
+	p.removeAuthenticator()
+	p.authn = addAuthenticator(t, p.browser)
+	p.run(chromedp.Navigate(link), chromedp.WaitVisible("#rp"))
+	testutil.WaitFor(t, "the enrolment page's options", 30*time.Second, func() bool {
+		rp, _ := chromedp.Run(p.browser, chromedp.Text("#rp"))
+		return rp == "localhost"
+	})
+	p.run(chromedp.Click("#go"), chromedp.WaitEnabled("#confirm-go"))
+	made, got, id := p.pageText("#fp"), p.pageText("#gotfp"), p.pageText("#gotid")
+	if made != got {
+		t.Fatalf("the page made %s, rootgated got %s", made, got)
+	}
+	p.removeAuthenticator()
+	p.authn = addAuthenticator(t, p.browser)
+	// The passkey without its CMTG fields, which an authenticator without
+	// that extension refuses even when false.
+	var kept map[string]any
+	b, _ := json.Marshal(first[0])
+	_ = json.Unmarshal(b, &kept)
+	for k := range kept {
+		if strings.Contains(strings.ToLower(k), "cmtg") {
+			delete(kept, k)
+		}
+	}
+	addCredential := cdp.Command[map[string]any, cdp.Empty]{Method: cdpwebauthn.CommandAddCredential}
+	p.run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, addCredential, map[string]any{"authenticatorId": p.authn, "credential": kept})
+		return err
+	}))
+	p.run(chromedp.Click("#confirm-go"))
+	if msg := p.pageText("p[id=msg], p[id=done]"); msg != "enrolled: "+id {
+		t.Fatalf("the enrolment page says %q:\n%s", msg, add.Screen.Text())
+	}
+	add.See("enrolled second as " + id)
+	if code := exited(t, add); code != 0 {
+		t.Fatalf("passkeys add: exit %d:\n%s", code, add.Screen.Text())
+	}
+	f, err := passkey.Load(p.keys)
+	if err != nil || len(f.Passkeys) != 2 || f.Passkeys[1].ID != id || f.Passkeys[1].Name != "second" || f.Passkeys[1].Fingerprint != made {
+		t.Fatalf("after the second enrolment: %v %+v", err, f)
+	}
+	var confirmedBy string
+	_ = audit.ReadAll([]string{auditPath(p.d.Dir)}, func(rd audit.Read) error {
+		if rd.Record != nil && rd.Record.Kind == audit.KindPasskey && rd.Record.Passkeys.Name == "second" {
+			confirmedBy = rd.Record.Passkeys.ConfirmedBy
+		}
+		return nil
+	})
+	if confirmedBy != p.credID {
+		t.Fatalf("the second enrolment's record: confirmed by %q", confirmedBy)
+	}
+	p.run(chromedp.Navigate(p.origin + "/"))
+	p.run(chromedp.WaitVisible(`//ul[@id="notices"]/li[contains(., "passkey second (` + id + `) enrolled by root, confirmed by passkey ` + p.credID + `")]`))
+}
+
+// removeAuthenticator takes the browser's virtual authenticator away.
+func (p *pkTest) removeAuthenticator() {
+	p.t.Helper()
+	p.run(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, cdpwebauthn.RemoveVirtualAuthenticator, cdpwebauthn.RemoveVirtualAuthenticatorParams{AuthenticatorID: p.authn})
+		return err
+	}))
+}
+
+// rechained writes a copy of the audit log at path in which the first
+// record pick takes is changed by edit, and its hash and every later
+// record's prev and hash are computed again, and returns the copy's
+// path.
+func rechained(t *testing.T, path string, pick func(string) bool, edit func(string) string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hashKey = `,"hash":"`
+	hashOf := func(line string) string { return line[len(line)-2-64 : len(line)-2] }
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	changed, oldPrev, newPrev := false, "", ""
+	for i, line := range lines {
+		old := hashOf(line)
+		switch {
+		case !changed && pick(line):
+			line, changed = edit(line), true
+		case changed:
+			line = strings.Replace(line, `"prev":"`+oldPrev+`"`, `"prev":"`+newPrev+`"`, 1)
+		default:
+			continue
+		}
+		body := line[:len(line)-len(hashKey)-64-2] + "}"
+		sum := sha256.Sum256([]byte(body))
+		lines[i] = body[:len(body)-1] + hashKey + fmt.Sprintf("%x", sum) + `"}`
+		oldPrev, newPrev = old, hashOf(lines[i])
+	}
+	if !changed {
+		t.Fatal("no record to change")
+	}
+	out := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // decidedRecord is the decided record of request id in d's audit log.
@@ -955,6 +1235,34 @@ func ownAssertion(t *testing.T, challenge []byte, origin string) *passkey.Assert
 	return &passkey.Assertion{CredentialID: enc(id), AuthenticatorData: enc(ad), ClientData: enc(cd), Signature: enc(sig)}
 }
 
+// firstUnconfirmed: a root client that does not ask on its terminal (not
+// rootgate passkeys add) is refused the first passkey, whose only
+// confirmation is root's there.
+func firstUnconfirmed(t *testing.T) {
+	dir := shortDir(t)
+	keys := filepath.Join(dir, "passkeys.json")
+	d := approverDaemon(t, "--passkeys", keys)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const origin = "http://localhost:8443"
+	en, err := remote.StartEnrol(ctx, d.asock(), "unasked", origin)
+	if err != nil || en.Options.Confirm {
+		t.Fatalf("a first enrolment: %v %+v", err, en)
+	}
+	defer en.Close()
+	k := testutil.NewSoftKey()
+	m, err := en.Attest(k.Attest(en.Options.Challenge, origin, "localhost"))
+	if err != nil || m.ID != base64.RawURLEncoding.EncodeToString(k.ID) || m.Fingerprint != passkey.Fingerprint(k.CreationData("localhost")) || m.Challenge != "" {
+		t.Fatalf("the new credential: %v %+v", err, m)
+	}
+	if _, err := en.Finish(nil, false); err == nil || !strings.Contains(err.Error(), "passkey change refused: the first passkey is stored only once root confirmed its fingerprint on the terminal of rootgate passkeys add") {
+		t.Fatalf("a first passkey without root's word: %v", err)
+	}
+	if f, err := passkey.Load(keys); err != nil || len(f.Passkeys) != 0 {
+		t.Fatalf("stored: %v %+v", err, f)
+	}
+}
+
 // TestPasskeyRelayRefusals: what a daemon says to a passkey relay it will
 // not take, and to decisions that misuse an assertion (docs/protocol.md,
 // "Passkeys"), on a real rootgated, without a browser.
@@ -991,6 +1299,8 @@ func TestPasskeyRelayRefusals(t *testing.T) {
 			t.Fatalf("relay to a daemon whose file is missing: %+v", m)
 		}
 	})
+
+	t.Run("a first passkey not confirmed on root's terminal", firstUnconfirmed)
 
 	t.Run("misused assertions", func(t *testing.T) {
 		// A daemon with one passkey, made here: its key is a test key, as
