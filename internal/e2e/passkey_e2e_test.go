@@ -574,6 +574,7 @@ func operatorEnrols(t *testing.T, p *pkTest, listen string) string {
 // Then each attack of an agent with the operator's uid (docs/security.md,
 // "Approving with a passkey") fails.
 func TestPasskeyApproval(t *testing.T) {
+	t.Parallel()
 	p := setupPasskeys(t)
 
 	t.Run("approved", func(t *testing.T) {
@@ -856,7 +857,7 @@ func operatorConfirms(t *testing.T, p *pkTest, listen, origin string) {
 	if confirmedBy != p.credID {
 		t.Fatalf("the second enrolment's record: confirmed by %q", confirmedBy)
 	}
-	p.run(chromedp.Navigate(p.origin + "/"))
+	p.run(chromedp.Navigate(p.page))
 	p.run(chromedp.WaitVisible(`//ul[@id="notices"]/li[contains(., "passkey second (` + id + `) enrolled by root, confirmed by passkey ` + p.credID + `")]`))
 }
 
