@@ -200,10 +200,24 @@ func bothHeld(t *testing.T) {
 //
 // The test's goroutine is locked to its thread, which alone enters the
 // namespace: the sockets it makes and the processes it starts are in it.
-// The lock is never undone, so the thread ends with the test.
+// At its end the thread goes back to the test process's namespace and is
+// unlocked, not left to end with the goroutine: a thread's end kills the
+// processes any goroutine started from it with Pdeathsig, as the tests
+// running beside this one do (their rootgate web, their daemons).
 func TestWebNoIPv6Loopback(t *testing.T) {
 	t.Parallel()
 	runtime.LockOSThread()
+	own, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		// Left locked (the thread then ends) only if it cannot go back.
+		if unix.Setns(own, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		unix.Close(own)
+	}()
 	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 		t.Fatal(err)
 	}
