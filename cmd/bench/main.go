@@ -49,7 +49,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/wire"
 )

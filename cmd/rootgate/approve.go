@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/remote"
-	"github.com/rootgate/rootgate/approval/terminal"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/terminal"
 	"github.com/rootgate/rootgate/cmd/internal/approver"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"

@@ -39,9 +39,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/desktop"
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/desktop"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )

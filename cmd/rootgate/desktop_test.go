@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/approval"
 	"github.com/rootgate/rootgate/internal/testutil"
 )
 

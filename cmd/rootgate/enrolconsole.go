@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rootgate/rootgate/approval/passkey"
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/passkey"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"golang.org/x/sys/unix"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
 )
 

@@ -8,7 +8,7 @@ import (
 	"os/user"
 	"strings"
 
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/approval"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/termsafe"
 	"github.com/rootgate/rootgate/pipeline"

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rootgate/rootgate/approval/passkey"
-	"github.com/rootgate/rootgate/approval/remote"
-	"github.com/rootgate/rootgate/approval/web"
+	"github.com/rootgate/rootgate/internal/approval/passkey"
+	"github.com/rootgate/rootgate/internal/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/web"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/termsafe"

@@ -22,8 +22,8 @@ var uiPackages = []string{
 	"github.com/atotto/clipboard",
 	"github.com/catppuccin/",
 	"github.com/godbus/",
-	"github.com/rootgate/rootgate/approval/terminal",
-	"github.com/rootgate/rootgate/approval/desktop",
+	"github.com/rootgate/rootgate/internal/approval/terminal",
+	"github.com/rootgate/rootgate/internal/approval/desktop",
 	"github.com/rootgate/rootgate/cmd/internal/approver",
 }
 

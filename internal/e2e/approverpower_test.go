@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/wire"
 )

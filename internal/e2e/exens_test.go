@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/approval"
 	"github.com/rootgate/rootgate/internal/audit"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/remote"
-	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/remote"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/wire"
 )
 

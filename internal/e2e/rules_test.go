@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/approval/remote"
-	"github.com/rootgate/rootgate/approval/terminal"
+	"github.com/rootgate/rootgate/internal/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/terminal"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/policy"
 	"github.com/rootgate/rootgate/wire"
 )

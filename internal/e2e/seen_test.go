@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/wire"
 )
 

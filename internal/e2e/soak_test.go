@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 )
 

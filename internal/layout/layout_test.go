@@ -107,7 +107,7 @@ func chain(all map[string]*pkg, from, to string) string {
 // that use them.
 var ui = []string{
 	"github.com/charmbracelet/", "github.com/muesli/termenv", "github.com/muesli/cancelreader", "github.com/godbus/",
-	"approval/terminal", "approval/desktop",
+	"internal/approval/terminal", "internal/approval/desktop",
 }
 
 // TestDeps checks the arrows of docs/architecture.md: each rule names
@@ -120,16 +120,16 @@ func TestDeps(t *testing.T) {
 		forbid []string
 		why    string
 	}{
-		{[]string{"wire", "pipeline", "internal/cgroup", "internal/termsafe", "internal/rootpath", "internal/progid"}, append([]string{"daemon", "approval", "cmd", "internal/client", "internal/audit"}, ui...),
+		{[]string{"wire", "pipeline", "internal/cgroup", "internal/termsafe", "internal/rootpath", "internal/progid"}, append([]string{"internal/daemon", "internal/approval", "cmd", "internal/client", "internal/audit"}, ui...),
 			"the contract and the runner stand alone: no daemon, decider, client or UI"},
-		{[]string{"daemon"}, append([]string{"cmd"}, ui...),
+		{[]string{"internal/daemon"}, append([]string{"cmd"}, ui...),
 			"the daemon links no terminal or D-Bus library: its caller hands it the deciders"},
-		{[]string{"approval", "policy", "approval/remote", "approval/passkey", "approval/web"}, append([]string{"daemon", "pipeline", "cmd"}, ui...),
+		{[]string{"internal/approval", "policy", "internal/approval/remote", "internal/approval/passkey", "internal/approval/web"}, append([]string{"internal/daemon", "pipeline", "cmd"}, ui...),
 			"the decision core, the policy, the approver protocol and the passkey page draw nothing and know no daemon or pipeline"},
-		{[]string{"approval/passkey"}, []string{"approval", "wire", "internal/audit", "internal/client", "internal/clidoc", "internal/cliout", "internal/peerid",
-			"internal/progid", "internal/slogjournal", "internal/termsafe", "internal/version", "daemon", "pipeline", "cmd"},
+		{[]string{"internal/approval/passkey"}, []string{"internal/approval", "wire", "internal/audit", "internal/client", "internal/clidoc", "internal/cliout", "internal/peerid",
+			"internal/progid", "internal/slogjournal", "internal/termsafe", "internal/version", "internal/daemon", "pipeline", "cmd"},
 			"the relying party checks signatures and knows nothing of prompts or the protocol"},
-		{[]string{"approval/terminal", "approval/desktop"}, []string{"daemon", "pipeline", "cmd", "approval/remote"},
+		{[]string{"internal/approval/terminal", "internal/approval/desktop"}, []string{"internal/daemon", "pipeline", "cmd", "internal/approval/remote"},
 			"a prompt shows a request; it knows nothing of where it came from"},
 	}
 	for _, r := range rules {

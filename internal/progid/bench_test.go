@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rootgate/rootgate/approval"
+	"github.com/rootgate/rootgate/internal/approval"
 	"github.com/rootgate/rootgate/pipeline"
 )
 

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/remote"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/internal/termsafe"
 )
 

@@ -2,7 +2,7 @@
 // (approval/remote): [Client] attaches to one or more rootgated approver
 // sockets (or, for rootgated --tty, to the one connection the daemon hands
 // it), puts each prompt to the operator through an
-// [github.com/rootgate/rootgate/approval.Approver] it is given (a terminal
+// [github.com/rootgate/rootgate/internal/approval.Approver] it is given (a terminal
 // or desktop prompt) and sends the answer back.
 //
 // Between prompts it writes status lines and, on a terminal, keeps the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"

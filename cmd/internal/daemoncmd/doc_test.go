@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/daemon"
 )
 
 // TestManListsEveryFlag: the manual page and each completion script name

@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rootgate/rootgate/approval"
-	"github.com/rootgate/rootgate/approval/remote"
-	"github.com/rootgate/rootgate/daemon"
+	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/remote"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/peerid"
 	"github.com/rootgate/rootgate/internal/rootpath"
 	"github.com/rootgate/rootgate/pipeline"
