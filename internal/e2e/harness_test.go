@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv(proxyEnv); sock != "" {
 		os.Exit(relayProxy(sock))
 	}
+	if socks := os.Getenv(twinEnv); socks != "" {
+		os.Exit(twinSend(socks))
+	}
 	if path := os.Getenv(markEnv); path != "" {
 		os.Exit(markRan(path))
 	}

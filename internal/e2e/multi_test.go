@@ -28,15 +28,22 @@ func inUTS(name string) []string {
 // at cleanup.
 func (h *sshHost) operatorForward(local, remote string) *exec.Cmd {
 	h.t.Helper()
+	return h.runForward(h.operatorForwardArgs(local, remote, h.opKey, h.knownHost), local, "the operator's forward's socket")
+}
+
+// operatorForwardArgs is ssh's arguments for docs/remote.md's forward of
+// the approver socket remote to local, through the operator's login with
+// key, the host key pinned in knownHosts.
+func (h *sshHost) operatorForwardArgs(local, remote, key, knownHosts string) []string {
+	h.t.Helper()
 	line := strings.NewReplacer(
 		"ssh -fN ", "ssh -N ",
-		"~/.ssh/known_hosts.web1", h.knownHost,
+		"~/.ssh/known_hosts.web1", knownHosts,
 		"$XDG_RUNTIME_DIR/rootgate-web1.approve.sock", local,
 		"/run/rootgate/approve.sock", remote,
-		"alice@web1", operatorUser+"@web1",
+		"alice@web1", h.operator.Username+"@web1",
 	).Replace(docSSH(h.t, "ssh -fN "))
-	args := append([]string{"-i", h.opKey, "-o", "IdentitiesOnly=yes"}, h.reach(line)...)
-	return h.runForward(args, local, "the operator's forward's socket")
+	return append([]string{"-i", key, "-o", "IdentitiesOnly=yes"}, h.reach(line)...)
 }
 
 // TestApproveManyHosts: one `rootgate approve` on a pty attached to two

@@ -269,28 +269,10 @@ func get[T any](p *pkTest, a chromedp.Action[T]) T {
 // account, in the browser.
 func setupPasskeys(t *testing.T) *pkTest {
 	op := addAccount(t, "pkyop")
-	dir := shortDir(t)
-	keys := filepath.Join(dir, "passkeys.json")
-	d := startDaemon(t, opts{Dir: dir, Policy: "ask any\n", Args: []string{"--prompt-timeout", "40s", "--approver", op.name, "--passkeys", keys}})
-	openToAll(t, d)
-	certDir, err := os.MkdirTemp("", "pkcert")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(certDir) })
-	if err := os.Chmod(certDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cert, key, spki := testCert(t, certDir, op.uid, op.gid)
-	port := freePort(t)
-	origin := "https://localhost:" + strconv.Itoa(port)
-	listen := "127.0.0.1:" + strconv.Itoa(port)
-	p := &pkTest{t: t, d: d, op: op, origin: origin, keys: keys}
-	p.browser, p.authn = newBrowser(t, spki)
-
+	p, listen := newPKTest(t, op)
+	d := p.d
 	// Enrolment, by root from a session only root controls: the agent's
 	// race for the link first, then the operator's own.
-	p.cert, p.key = cert, key
 	firstEnrolment(t, p, listen)
 
 	// A second host takes d's passkeys (export, import), but only from a
@@ -299,7 +281,7 @@ func setupPasskeys(t *testing.T) *pkTest {
 	keys2 := filepath.Join(dir2, "passkeys.json")
 	p.d2 = startDaemon(t, opts{Dir: dir2, Policy: "ask any\n", Args: []string{"--prompt-timeout", "12s", "--approver", op.name, "--passkeys", keys2}})
 	openToAll(t, p.d2)
-	exported, err := exec.Command(rootgateBin, "passkeys", "export", "--file", keys).Output()
+	exported, err := exec.Command(rootgateBin, "passkeys", "export", "--file", p.keys).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,21 +315,64 @@ func setupPasskeys(t *testing.T) *pkTest {
 	}
 
 	// The page, run by the operator's own account, for both hosts.
+	p.openPage(listen, []string{d.asock(), p.d2.asock()}, d, p.d2)
+	return p
+}
+
+// newPKTest starts the daemon, whose --approver is op, a certificate for
+// the page readable by op, and the browser trusting it; it returns them,
+// and the address the page is to listen on (at the origin's port). No
+// passkey is enrolled yet.
+func newPKTest(t *testing.T, op userAccount) (*pkTest, string) {
+	t.Helper()
+	dir := shortDir(t)
+	keys := filepath.Join(dir, "passkeys.json")
+	d := startDaemon(t, opts{Dir: dir, Policy: "ask any\n", Args: []string{"--prompt-timeout", "40s", "--approver", op.name, "--passkeys", keys}})
+	openToAll(t, d)
+	certDir, err := os.MkdirTemp("", "pkcert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(certDir) })
+	if err := os.Chmod(certDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, spki := testCert(t, certDir, op.uid, op.gid)
+	port := freePort(t)
+	p := &pkTest{t: t, d: d, op: op, origin: "https://localhost:" + strconv.Itoa(port), keys: keys, cert: cert, key: key}
+	p.browser, p.authn = newBrowser(t, spki)
+	return p, "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// openPage runs `rootgate web`, as the operator's account, on listen,
+// attached to the approver sockets socks, waits until its relay is
+// attached to each daemon of ds, and opens its link in the browser.
+func (p *pkTest) openPage(listen string, socks []string, ds ...*daemonProc) {
+	t := p.t
+	t.Helper()
+	args := []string{"web"}
+	for _, s := range socks {
+		args = append(args, "--socket", s)
+	}
 	var wout syncBuffer
-	webCmd := exec.Command(rootgateBin, "web", "--socket", d.asock(), "--socket", p.d2.asock(), "--listen", listen, "--origin", origin, "--cert", cert, "--key", key)
+	webCmd := exec.Command(rootgateBin, append(args, "--listen", listen, "--origin", p.origin, "--cert", p.cert, "--key", p.key)...)
 	webCmd.Stderr = &wout
-	webCmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: op.uid, Gid: op.gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	webCmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: p.op.uid, Gid: p.op.gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 	t.Cleanup(func() { _ = webCmd.Process.Kill(); _ = webCmd.Wait() })
 	open := lineWith(t, webCmd, "open: ", &wout)
-	testutil.WaitFor(t, "the page's relay attached to both hosts", 30*time.Second, func() bool {
-		return strings.Contains(d.Stderr.String(), "passkey_relay=true") && strings.Contains(p.d2.Stderr.String(), "passkey_relay=true")
+	testutil.WaitFor(t, "the page's relay attached to every host", 30*time.Second, func() bool {
+		for _, d := range ds {
+			if !strings.Contains(d.Stderr.String(), "passkey_relay=true") {
+				return false
+			}
+		}
+		return true
 	})
 	p.run(chromedp.Navigate(strings.TrimPrefix(open, "open: ")), chromedp.WaitVisible("#none"))
 	p.page = get(p, chromedp.Location())
-	if !strings.HasPrefix(p.page, origin+"/") || strings.Contains(p.page, "?t=") || len(p.page) != len(origin)+34 {
+	if !strings.HasPrefix(p.page, p.origin+"/") || strings.Contains(p.page, "?t=") || len(p.page) != len(p.origin)+34 {
 		t.Fatalf("the page's link led to %s", p.page)
 	}
-	return p
 }
 
 // ask sends an agent's request, as the operator's account, and returns
@@ -938,21 +963,33 @@ type agentRelay struct {
 
 func startAgentRelay(t *testing.T, p *pkTest) *agentRelay {
 	t.Helper()
-	// The test binary, where the operator's account may run it.
+	return startAgentRelayOn(t, p.op, selfCopy(t), p.d.asock())
+}
+
+// selfCopy is a copy of the test binary where any account may run it.
+func selfCopy(t *testing.T) string {
+	t.Helper()
 	self, err := os.ReadFile(os.Args[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(shortDir(t), "relay")
+	bin := filepath.Join(shortDir(t), "self")
 	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return bin
+}
+
+// startAgentRelayOn is an agent's relay, as the account op, attached to
+// the approver socket sock; bin is selfCopy's.
+func startAgentRelayOn(t *testing.T, op userAccount, bin, sock string) *agentRelay {
+	t.Helper()
 	cmd := exec.Command(bin)
-	cmd.Env = []string{proxyEnv + "=" + p.d.asock()}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: p.op.uid, Gid: p.op.gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
+	cmd.Env = []string{proxyEnv + "=" + sock}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: op.uid, Gid: op.gid, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
 	in, _ := cmd.StdinPipe()
 	outp, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

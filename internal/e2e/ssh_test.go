@@ -79,10 +79,11 @@ type sshHost struct {
 	t         *testing.T
 	dir       string
 	port      int
-	knownHost string // the pinned host key file, as the doc's ~/.ssh/known_hosts.web1
-	agentKey  string // the agent's private key, as the doc's ~/.ssh/rootgate-agent
-	opKey     string // the operator's private key
-	agent     *user.User
+	knownHost string     // the pinned host key file, as the doc's ~/.ssh/known_hosts.web1
+	agentKey  string     // the agent's private key, as the doc's ~/.ssh/rootgate-agent
+	opKey     string     // the operator's private key
+	rootKey   string     // root's private key, when root may log in (sshAccounts.root)
+	agent     *user.User // nil when the host has no agent's account
 	operator  *user.User
 	stderr    *syncBuffer
 }
@@ -120,14 +121,28 @@ func authorize(t *testing.T, u *user.User, line string) {
 	}
 }
 
+// sshAccounts are the accounts a test's sshHost makes, each test its
+// own names, so that tests with hosts of their own may run in parallel:
+// the agent's forward-only account ("" for none) and the operator's. With
+// root set, root logs in too, with a key of the test's (sshHost.rootKey).
+type sshAccounts struct {
+	agent, operator string
+	root            bool
+}
+
 // startSSHHost starts sshd -D with the doc's sshd_config block, the agent's
 // account with the doc's authorized_keys options, and the operator's
 // account with a plain key.
 func startSSHHost(t *testing.T) *sshHost {
 	t.Helper()
+	return startSSHHostWith(t, sshAccounts{agent: agentUser, operator: operatorUser})
+}
+
+// startSSHHostWith is startSSHHost with the accounts of acc.
+func startSSHHostWith(t *testing.T, acc sshAccounts) *sshHost {
+	t.Helper()
 	h := &sshHost{t: t, dir: shortDir(t), stderr: &syncBuffer{}}
-	h.agent = addUser(t, agentUser, "/usr/sbin/nologin")
-	h.operator = addUser(t, operatorUser, "/bin/sh")
+	h.operator = addUser(t, acc.operator, "/bin/sh")
 
 	hostPub := keygen(t, filepath.Join(h.dir, "hostkey"))
 	h.knownHost = filepath.Join(h.dir, "known_hosts")
@@ -137,15 +152,23 @@ func startSSHHost(t *testing.T) *sshHost {
 		t.Fatal(err)
 	}
 
-	h.agentKey = filepath.Join(h.dir, "agent")
-	agentPub := keygen(t, h.agentKey)
-	opts, _, ok := strings.Cut(strings.TrimSpace(docBlock(t, "authorized_keys")), " ssh-ed25519 ")
-	if !ok {
-		t.Fatal("docs/remote.md's authorized_keys line has no ssh-ed25519 key")
+	if acc.agent != "" {
+		h.agent = addUser(t, acc.agent, "/usr/sbin/nologin")
+		h.agentKey = filepath.Join(h.dir, "agent")
+		agentPub := keygen(t, h.agentKey)
+		opts, _, ok := strings.Cut(strings.TrimSpace(docBlock(t, "authorized_keys")), " ssh-ed25519 ")
+		if !ok {
+			t.Fatal("docs/remote.md's authorized_keys line has no ssh-ed25519 key")
+		}
+		authorize(t, h.agent, opts+" "+agentPub)
 	}
-	authorize(t, h.agent, opts+" "+agentPub)
 	h.opKey = filepath.Join(h.dir, "operator")
 	authorize(t, h.operator, keygen(t, h.opKey))
+	// The test's sshd takes no root login (root's own keys) unless asked.
+	permitRoot, rootMatch := "no", ""
+	if acc.root {
+		permitRoot, rootMatch = "prohibit-password", h.rootLogin()
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -164,8 +187,13 @@ PubkeyAuthentication yes
 AuthorizedKeysFile .ssh/authorized_keys
 StrictModes yes
 LogLevel VERBOSE
-`, h.port, filepath.Join(h.dir, "hostkey"), filepath.Join(h.dir, "sshd.pid"))
-	cfg += strings.ReplaceAll(docBlock(t, "sshd_config"), "rootgate-agent", agentUser)
+PermitRootLogin %s
+`, h.port, filepath.Join(h.dir, "hostkey"), filepath.Join(h.dir, "sshd.pid"), permitRoot)
+	sshdConfig := docBlock(t, "sshd_config")
+	if acc.agent != "" {
+		sshdConfig = strings.ReplaceAll(sshdConfig, "rootgate-agent", acc.agent)
+	}
+	cfg += sshdConfig + rootMatch
 	conf := filepath.Join(h.dir, "sshd_config")
 	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -195,6 +223,30 @@ LogLevel VERBOSE
 		return strings.Contains(h.stderr.String(), "Server listening")
 	})
 	return h
+}
+
+// rootLogin lets root log in to this sshd with a key of the test's
+// (h.rootKey), as docs/passkeys.md's `ssh root@web2` does, and returns the
+// Match block for the end of sshd_config that names root's authorized
+// keys: a file of the test's, on a path StrictModes takes (each directory
+// up to / root's and writable by root alone, which /tmp is not).
+func (h *sshHost) rootLogin() string {
+	h.t.Helper()
+	// sshd without PAM refuses the logins of a locked account.
+	if b, err := exec.Command("getent", "shadow", "root").Output(); err != nil || strings.HasPrefix(strings.SplitN(string(b), ":", 3)[1], "!") {
+		h.t.Fatalf("root's password is locked (\"!\" in /etc/shadow: %v), and the test's sshd, without PAM, takes no login of a locked account: usermod -p '*' root unlocks it, still without a password", err)
+	}
+	dir, err := os.MkdirTemp("/run", "rgtsshroot")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { os.RemoveAll(dir) })
+	h.rootKey = filepath.Join(h.dir, "root")
+	file := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(file, []byte(keygen(h.t, h.rootKey)+"\n"), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return "\nMatch User root\n    AuthorizedKeysFile " + file + "\n"
 }
 
 // reach points an ssh command line of the doc at this sshd: "web1" is the
@@ -233,10 +285,23 @@ func (h *sshHost) forward(local, remote string) {
 // and waits until that socket exists. It is killed at cleanup.
 func (h *sshHost) runForward(args []string, local, what string) *exec.Cmd {
 	h.t.Helper()
+	return h.runForwardAs(nil, args, local, what)
+}
+
+// runForwardAs is runForward with ssh run as the account u (as root when
+// nil), with u's home as HOME.
+func (h *sshHost) runForwardAs(u *user.User, args []string, local, what string) *exec.Cmd {
+	h.t.Helper()
 	cmd := exec.Command("ssh", args...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if u != nil {
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		cmd.Env = append(os.Environ(), "HOME="+u.HomeDir, "USER="+u.Username, "LOGNAME="+u.Username)
+	}
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}
