@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/rootgate/rootgate/approval/passkey"
+	"github.com/rootgate/rootgate/internal/approval/passkey"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/wire"
 )
