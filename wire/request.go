@@ -449,8 +449,21 @@ func decodeTimeout(r *Request, raw json.RawMessage) error {
 
 var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// validate is check 4 (field rules) and 5 (forward_agent).
+// validate is check 4 (field rules) and 5 (forward_agent), in the order
+// docs/protocol.md gives.
 func (r *Request) validate() error {
+	for _, check := range []func() error{
+		r.checkAction, r.checkPipeline, r.checkTexts, r.checkEnvKeys, r.checkRunAs,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAction checks the action and what it needs or forbids.
+func (r *Request) checkAction() error {
 	switch r.Action {
 	case ActionExec:
 		if r.Pipeline == nil {
@@ -463,6 +476,11 @@ func (r *Request) validate() error {
 	default:
 		return errors.New(`field "action" must be "exec" or "ping"`)
 	}
+	return nil
+}
+
+// checkPipeline checks the number of stages and every argument.
+func (r *Request) checkPipeline() error {
 	if r.Action == ActionExec || len(r.Pipeline) > 0 {
 		if len(r.Pipeline) < 1 || len(r.Pipeline) > MaxStages {
 			return fmt.Errorf("pipeline must have 1 to %d stages", MaxStages)
@@ -481,6 +499,12 @@ func (r *Request) validate() error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkTexts checks the string fields' lengths and characters, and that
+// cwd is absolute.
+func (r *Request) checkTexts() error {
 	if r.IDGiven {
 		if n := utf8.RuneCountInString(r.ID); n < 1 || n > MaxIDLen {
 			return fmt.Errorf("id must be 1 to %d characters", MaxIDLen)
@@ -509,6 +533,12 @@ func (r *Request) validate() error {
 	if !path.IsAbs(r.Cwd) {
 		return errors.New("cwd must be an absolute path")
 	}
+	return nil
+}
+
+// checkEnvKeys checks env's keys are names and its values free of
+// control characters (their kinds are check 7's: EnvPolicy.Check).
+func (r *Request) checkEnvKeys() error {
 	for k, v := range r.Env {
 		if !envKey.MatchString(k) {
 			return fmt.Errorf("env key %q is not a valid name", k)
@@ -517,6 +547,12 @@ func (r *Request) validate() error {
 			return charError(fmt.Sprintf("env[%q]", k))
 		}
 	}
+	return nil
+}
+
+// checkRunAs is check 5 (forward_agent needs an unprivileged run), then
+// run_as and run_as_group: well formed, and only with "privileged": true.
+func (r *Request) checkRunAs() error {
 	if r.ForwardAgent && (!r.PrivilegedSet || r.Privileged) {
 		return ErrAgentNeedsUnprivileged
 	}
