@@ -60,59 +60,18 @@ const leftoverRounds = 50
 // processes it killed. A process that left its stage's process group and
 // session and replaced its environment cannot be found.
 func KillLeftovers(tags []string, leaders []Leader) int {
-	entries := make([][]byte, len(tags))
-	for i, t := range tags {
-		entries[i] = []byte(RunEnvKey + "=" + t)
-	}
-	ids := map[int]bool{}      // process groups of the leaders
-	sessions := map[int]bool{} // sessions of the leaders that lead one
-	for _, l := range leaders {
-		if l.Pid <= 1 {
-			continue
-		}
-		if t := startTime(l.Pid); t != 0 && t != l.Start {
-			continue // the pid is another process's now
-		}
-		ids[l.Pid] = true
-		if l.Session {
-			sessions[l.Pid] = true
-		}
-	}
+	l := newLeftovers(tags, leaders)
 	self := os.Getpid()
-	match := func(pid int) bool {
-		f, ok := statFields(pid)
-		if !ok || len(f) < 4 || f[0] == "Z" { // gone, or a zombie: dead already
-			return false
-		}
-		pgid, _ := strconv.Atoi(f[2])
-		if sid, _ := strconv.Atoi(f[3]); ids[pgid] || sessions[sid] {
-			return true
-		}
-		for _, e := range entries {
-			if has, _ := hasEnv(pid, e); has {
-				return true
-			}
-		}
-		return false
-	}
 	killed := 0
 	for range leftoverRounds {
 		found := 0
 		for _, pid := range allPids() {
-			if pid == self || pid == 1 || !match(pid) {
+			if pid == self || pid == 1 || !l.match(pid) {
 				continue
 			}
-			// Checked again through a pidfd, so that a pid reused
-			// meanwhile is never hit.
-			pidfd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				continue
-			}
-			if match(pid) && unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) == nil {
+			if l.kill(pid) {
 				found++
-				waitExit(pidfd)
 			}
-			unix.Close(pidfd)
 		}
 		killed += found
 		if found == 0 {
@@ -120,4 +79,68 @@ func KillLeftovers(tags []string, leaders []Leader) int {
 		}
 	}
 	return killed
+}
+
+// leftovers is what KillLeftovers looks for.
+type leftovers struct {
+	entries  [][]byte     // RunEnvKey=TAG of each tag
+	ids      map[int]bool // process groups of the leaders
+	sessions map[int]bool // sessions of the leaders that lead one
+}
+
+// newLeftovers makes what KillLeftovers looks for of tags and leaders,
+// leaving out each leader whose pid is another process's now.
+func newLeftovers(tags []string, leaders []Leader) *leftovers {
+	l := &leftovers{entries: make([][]byte, len(tags)), ids: map[int]bool{}, sessions: map[int]bool{}}
+	for i, t := range tags {
+		l.entries[i] = []byte(RunEnvKey + "=" + t)
+	}
+	for _, ld := range leaders {
+		if ld.Pid <= 1 {
+			continue
+		}
+		if t := startTime(ld.Pid); t != 0 && t != ld.Start {
+			continue // the pid is another process's now
+		}
+		l.ids[ld.Pid] = true
+		if ld.Session {
+			l.sessions[ld.Pid] = true
+		}
+	}
+	return l
+}
+
+// match reports whether pid, alive and not a zombie, is in one of the
+// process groups or sessions, or has one of the tags in its environment.
+func (l *leftovers) match(pid int) bool {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 4 || f[0] == "Z" { // gone, or a zombie: dead already
+		return false
+	}
+	pgid, _ := strconv.Atoi(f[2])
+	if sid, _ := strconv.Atoi(f[3]); l.ids[pgid] || l.sessions[sid] {
+		return true
+	}
+	for _, e := range l.entries {
+		if has, _ := hasEnv(pid, e); has {
+			return true
+		}
+	}
+	return false
+}
+
+// kill kills pid, matched already, with SIGKILL and waits for it to
+// exit, and reports whether it did. It checks it again through a pidfd,
+// so that a pid reused meanwhile is never hit.
+func (l *leftovers) kill(pid int) bool {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pidfd)
+	if l.match(pid) && unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) == nil {
+		waitExit(pidfd)
+		return true
+	}
+	return false
 }

@@ -129,62 +129,73 @@ func shebang(buf [binprmBufSize]byte) (name, arg string) {
 	if buf[0] != '#' || buf[1] != '!' {
 		return "", ""
 	}
-	last := len(buf) - 1
-	spacetab := func(c byte) bool { return c == ' ' || c == '\t' }
-	// nextNonSpacetab is the first index from first to last (both
-	// included) that holds neither a space nor a tab, nextTerminator the
-	// first that holds one or a NUL; -1 for none.
-	nextNonSpacetab := func(first, last int) int {
-		for ; first <= last; first++ {
-			if !spacetab(buf[first]) {
-				return first
-			}
-		}
-		return -1
-	}
-	nextTerminator := func(first, last int) int {
-		for ; first <= last; first++ {
-			if spacetab(buf[first]) || buf[first] == 0 {
-				return first
-			}
-		}
-		return -1
-	}
-	// The end of the line: its newline, looked for up to the first NUL.
-	end := -1
-	for i := 0; i < len(buf) && buf[i] != 0; i++ {
-		if buf[i] == '\n' {
-			end = i
-			break
-		}
-	}
+	b := buf[:]
+	end := shebangEnd(b)
 	if end < 0 {
-		end = nextNonSpacetab(2, last)
-		if end < 0 || nextTerminator(end, last) < 0 {
-			return "", "" // only blanks, or a name that may go on
-		}
-		end = last
+		return "", "" // only blanks, or a name that may go on
 	}
-	for spacetab(buf[end-1]) {
+	for spacetab(b[end-1]) {
 		end--
 	}
-	at := nextNonSpacetab(2, end)
+	at := nextNonSpacetab(b, 2, end)
 	if at < 0 || at == end {
 		return "", "" // no name
 	}
 	argAt := -1
-	sep := nextTerminator(at, end)
-	if sep >= 0 && buf[sep] != 0 {
-		argAt = nextNonSpacetab(sep, end)
+	sep := nextTerminator(b, at, end)
+	if sep >= 0 && b[sep] != 0 {
+		argAt = nextNonSpacetab(b, sep, end)
 	}
 	// Each ends at the first NUL: the line's end and, with an argument,
 	// the name's end become NUL, as the kernel writes them.
-	buf[end] = 0
+	b[end] = 0
 	if argAt >= 0 {
-		buf[sep] = 0
-		arg = cString(buf[argAt:])
+		b[sep] = 0
+		arg = cString(b[argAt:])
 	}
-	return cString(buf[at:]), arg
+	return cString(b[at:]), arg
+}
+
+// shebangEnd is where the #! line that starts b ends: its newline, looked
+// for up to the first NUL; without one, b's last byte, provided a name
+// starts and ends before it; else -1.
+func shebangEnd(b []byte) int {
+	for i := 0; i < len(b) && b[i] != 0; i++ {
+		if b[i] == '\n' {
+			return i
+		}
+	}
+	last := len(b) - 1
+	at := nextNonSpacetab(b, 2, last)
+	if at < 0 || nextTerminator(b, at, last) < 0 {
+		return -1
+	}
+	return last
+}
+
+// spacetab reports whether c separates the words of a #! line.
+func spacetab(c byte) bool { return c == ' ' || c == '\t' }
+
+// nextNonSpacetab is the first index of b from first to last (both
+// included) that holds neither a space nor a tab; -1 for none.
+func nextNonSpacetab(b []byte, first, last int) int {
+	for ; first <= last; first++ {
+		if !spacetab(b[first]) {
+			return first
+		}
+	}
+	return -1
+}
+
+// nextTerminator is the first index of b from first to last (both
+// included) that holds a space, a tab or a NUL; -1 for none.
+func nextTerminator(b []byte, first, last int) int {
+	for ; first <= last; first++ {
+		if spacetab(b[first]) || b[first] == 0 {
+			return first
+		}
+	}
+	return -1
 }
 
 // cString is b up to its first NUL.

@@ -141,95 +141,42 @@ func (s *stage) start() error {
 	}()
 	if s.cmd.Stdin == nil {
 		// Opened here rather than by exec, so its number is known.
-		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		null, err := openDevNull()
 		if err != nil {
-			return &os.PathError{Op: "open", Path: os.DevNull, Err: err}
+			return err
 		}
-		null := os.NewFile(uintptr(fd), os.DevNull) // blocking: exec hands it over as it is
 		defer null.Close()
 		s.cmd.Stdin = null
 	}
-	var mounted *unix.Stat_t // the content mounted over the script's name (fromMount)
 	name := s.execName()
-	switch {
-	case s.pin == nil:
-	case s.pin.mode == byPath:
-		s.cmd.Path = name
-	case s.pin.mode == fromMount && s.unshare() == nil:
-		st, err := s.mountContent(name)
-		if err != nil {
-			return err
-		}
-		mounted = st
-	case s.pin.mode == fromMount, s.pin.mode == fromDescriptor3:
-		// fromMount where no mount namespace may be made (a container
-		// without CAP_SYS_ADMIN): the capture runs as /proc/self/fd/3.
-		script := s.pin.content.file()
-		if script == nil {
-			copied, err := s.pin.sealedCopy("rootgate-script", maxScript)
-			if err != nil {
-				return err
-			}
-			defer copied.Close()
-			script = copied
-		}
-		s.cmd.ExtraFiles = []*os.File{script}
-		s.cmd.Path = "/proc/self/fd/3"
+	mounted, copied, err := s.placeScript(name)
+	if err != nil {
+		return err
 	}
-	high := 0
-	for _, v := range []any{s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr} {
-		f, ok := v.(*os.File)
-		if !ok {
-			return errors.New("a pinned stage needs files for stdin, stdout and stderr")
-		}
-		high = max(high, int(f.Fd()))
+	if copied != nil {
+		defer copied.Close()
 	}
-	for _, f := range s.cmd.ExtraFiles {
-		high = max(high, int(f.Fd()))
-	}
-	// The child moves at most its error pipe and four descriptors up.
-	above := func(f *os.File, what string) (string, func(), error) {
-		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
-		if errors.Is(err, unix.EINVAL) {
-			// high+8 is at or past the descriptor limit: the daemon is
-			// out of descriptors, as with EMFILE, which the caller
-			// takes for its own lack, not the request's fault.
-			err = unix.EMFILE
-		}
-		if err != nil {
-			return "", nil, fmt.Errorf("duplicate %s: %w", what, err)
-		}
-		return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
+	high, err := s.highestFd()
+	if err != nil {
+		return err
 	}
 	if s.pin != nil && s.pin.mode == byDescriptor {
-		image := s.pin.f
-		switch {
-		case s.pin.content != nil:
-			image = s.pin.content.f
-		case s.pin.othersMayWrite(s.runUID()):
-			copied, err := s.pin.sealedCopy("rootgate-image", maxImage)
-			if err != nil {
-				return err
-			}
-			defer copied.Close()
-			image = copied
-		}
-		path, done, err := above(image, s.shown)
+		path, release, err := s.imageAbove(high)
 		if err != nil {
 			return err
 		}
-		defer done()
+		defer release()
 		s.cmd.Path = path
 	}
 	if s.dir != nil {
-		dir, done, err := above(s.dir, s.cmd.Dir)
+		dir, done, err := dupAbove(s.dir, s.cmd.Dir, high)
 		if err != nil {
 			return err
 		}
 		defer done()
 		s.cmd.Dir = dir
 	}
-	err := s.cmd.Start()
+	err = s.cmd.Start()
 	runtime.KeepAlive(s.pin)
 	runtime.KeepAlive(s.dir)
 	if err != nil || mounted == nil {
@@ -240,6 +187,115 @@ func (s *stage) start() error {
 		return fmt.Errorf("%s: %w", s.shown, err)
 	}
 	return nil
+}
+
+// openDevNull opens /dev/null for reading, as a blocking file: exec hands
+// it over as it is.
+func openDevNull() (*os.File, error) {
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: os.DevNull, Err: err}
+	}
+	return os.NewFile(uintptr(fd), os.DevNull), nil
+}
+
+// placeScript sets how a script, run by name, is executed, as its
+// Pinned's mode says (byPath, fromMount, fromDescriptor3; nothing for
+// another stage). It returns the status of the content it mounted over
+// the name (fromMount), and the sealed copy it made to run as descriptor
+// 3, if it made one, which the caller closes once the stage started.
+func (s *stage) placeScript(name string) (mounted *unix.Stat_t, copied *os.File, err error) {
+	switch {
+	case s.pin == nil:
+	case s.pin.mode == byPath:
+		s.cmd.Path = name
+	case s.pin.mode == fromMount && s.unshare() == nil:
+		if mounted, err = s.mountContent(name); err != nil {
+			return nil, nil, err
+		}
+	case s.pin.mode == fromMount, s.pin.mode == fromDescriptor3:
+		// fromMount where no mount namespace may be made (a container
+		// without CAP_SYS_ADMIN): the capture runs as /proc/self/fd/3.
+		script := s.pin.content.file()
+		if script == nil {
+			if copied, err = s.pin.sealedCopy("rootgate-script", maxScript); err != nil {
+				return nil, nil, err
+			}
+			script = copied
+		}
+		s.cmd.ExtraFiles = []*os.File{script}
+		s.cmd.Path = "/proc/self/fd/3"
+	}
+	return mounted, copied, nil
+}
+
+// highestFd is the highest descriptor the child is given: its stdin,
+// stdout and stderr, which a pinned stage must have as files, and its
+// ExtraFiles.
+func (s *stage) highestFd() (int, error) {
+	high := 0
+	for _, v := range []any{s.cmd.Stdin, s.cmd.Stdout, s.cmd.Stderr} {
+		f, ok := v.(*os.File)
+		if !ok {
+			return 0, errors.New("a pinned stage needs files for stdin, stdout and stderr")
+		}
+		high = max(high, int(f.Fd()))
+	}
+	for _, f := range s.cmd.ExtraFiles {
+		high = max(high, int(f.Fd()))
+	}
+	return high, nil
+}
+
+// imageAbove is the /proc/self/fd name of the ELF image a byDescriptor
+// stage is executed through, duplicated above high (dupAbove): its held
+// descriptor, its captured Content, or, when someone other than root and
+// the run's user may write the file, a sealed copy made here. release
+// closes what it opened, once the stage started.
+func (s *stage) imageAbove(high int) (path string, release func(), err error) {
+	image := s.pin.f
+	var copied *os.File
+	switch {
+	case s.pin.content != nil:
+		image = s.pin.content.f
+	case s.pin.othersMayWrite(s.runUID()):
+		if copied, err = s.pin.sealedCopy("rootgate-image", maxImage); err != nil {
+			return "", nil, err
+		}
+		image = copied
+	}
+	path, done, err := dupAbove(image, s.shown, high)
+	if err != nil {
+		if copied != nil {
+			copied.Close()
+		}
+		return "", nil, err
+	}
+	return path, func() {
+		done()
+		if copied != nil {
+			copied.Close()
+		}
+	}, nil
+}
+
+// dupAbove duplicates f (what: its name, for an error), close-on-exec,
+// onto a number above what the child's side of exec may overwrite, high
+// being the highest it is given: the child moves at most its error pipe
+// and four descriptors up. It returns the duplicate's /proc/self/fd name
+// and its close.
+func dupAbove(f *os.File, what string, high int) (string, func(), error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, high+8)
+	if errors.Is(err, unix.EINVAL) {
+		// high+8 is at or past the descriptor limit: the daemon is
+		// out of descriptors, as with EMFILE, which the caller
+		// takes for its own lack, not the request's fault.
+		err = unix.EMFILE
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("duplicate %s: %w", what, err)
+	}
+	return "/proc/self/fd/" + strconv.Itoa(fd), func() { unix.Close(fd) }, nil
 }
 
 // execName is the name a script is run by: the one the request gave when

@@ -99,9 +99,8 @@ func traceScript(pid int, name string, dev, ino uint64, kill func(error) error, 
 	if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_TRACESYSGOOD|unix.PTRACE_O_EXITKILL); err != nil {
 		return false, kill(fmt.Errorf("trace: %w", err))
 	}
+	t := &scriptTracer{pid: pid, name: name, dev: dev, ino: ino, kill: kill, letGo: letGo}
 	sig := 0
-	var nr uint64
-	var pathArg uint64
 	for range maxTracedSyscalls {
 		if err := unix.PtraceSyscall(pid, sig); err != nil {
 			return false, kill(fmt.Errorf("trace: %w", err))
@@ -119,49 +118,88 @@ func traceScript(pid int, name string, dev, ino uint64, kill func(error) error, 
 			sig = status
 			continue
 		}
-		var info syscallInfo
-		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, ptraceGetSyscallInfo, uintptr(pid), unsafe.Sizeof(info), uintptr(unsafe.Pointer(&info)), 0, 0); e != 0 {
-			return false, kill(fmt.Errorf("trace: %w", e))
-		}
-		switch info.op {
-		case syscallInfoEntry:
-			if info.arch != nativeAuditArch {
-				return false, kill(fmt.Errorf("%w: a system call of another architecture", errNoOpen))
-			}
-			nr = info.data[0]
-			args := info.data[1:7]
-			if at, ok := openCalls[nr]; ok {
-				pathArg = args[at]
-			} else if startsProcess(pid, nr, args) {
-				return false, kill(fmt.Errorf("%w: it started another process first", errNoOpen))
-			}
-		case syscallInfoExit:
-			if _, ok := openCalls[nr]; !ok || int64(info.data[0]) < 0 {
-				continue
-			}
-			fd := int64(info.data[0])
-			var st unix.Stat_t
-			if err := unix.Stat("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.FormatInt(fd, 10), &st); err != nil {
-				return false, kill(fmt.Errorf("trace: %w", err))
-			}
-			if st.Dev == dev && st.Ino == ino {
-				// The content: let it read on, untraced.
-				if !letGo() {
-					return false, nil // killed meanwhile
-				}
-				if err := unix.PtraceDetach(pid); err != nil {
-					return false, kill(fmt.Errorf("trace: %w", err))
-				}
-				return false, nil
-			}
-			if path, err := tracedString(pid, pathArg); err != nil {
-				return false, kill(fmt.Errorf("trace: %w", err))
-			} else if path == name {
-				return false, kill(fmt.Errorf("%s %w: its name led to another file when its interpreter opened it", strconv.Quote(name), ErrChanged))
-			}
+		if done, err := t.syscallStop(); done {
+			return false, err
 		}
 	}
 	return false, kill(fmt.Errorf("%w: more than %d system calls before it did", errNoOpen, maxTracedSyscalls))
+}
+
+// scriptTracer is traceScript's state between a system call's entry and
+// its exit.
+type scriptTracer struct {
+	pid      int
+	name     string
+	dev, ino uint64
+	kill     func(error) error
+	letGo    func() bool
+	nr       uint64 // the system call the tracee is in
+	pathArg  uint64 // the address of its path, when it is an open
+}
+
+// syscallStop reads the system call the tracee stopped at the entry or
+// exit of, and judges it. done says the trace is over; err is then nil
+// when the tracee was let go, or killed meanwhile by the watchdog, else
+// why it was killed here.
+func (t *scriptTracer) syscallStop() (done bool, err error) {
+	var info syscallInfo
+	if _, _, e := unix.Syscall6(unix.SYS_PTRACE, ptraceGetSyscallInfo, uintptr(t.pid), unsafe.Sizeof(info), uintptr(unsafe.Pointer(&info)), 0, 0); e != 0 {
+		return true, t.kill(fmt.Errorf("trace: %w", e))
+	}
+	switch info.op {
+	case syscallInfoEntry:
+		return t.entry(&info)
+	case syscallInfoExit:
+		return t.exit(&info)
+	}
+	return false, nil
+}
+
+// entry is a system call's entry: one of another architecture, or one
+// that starts another process before the script is opened, kills the
+// tracee; an open's path is kept for its exit.
+func (t *scriptTracer) entry(info *syscallInfo) (done bool, err error) {
+	if info.arch != nativeAuditArch {
+		return true, t.kill(fmt.Errorf("%w: a system call of another architecture", errNoOpen))
+	}
+	t.nr = info.data[0]
+	args := info.data[1:7]
+	if at, ok := openCalls[t.nr]; ok {
+		t.pathArg = args[at]
+	} else if startsProcess(t.pid, t.nr, args) {
+		return true, t.kill(fmt.Errorf("%w: it started another process first", errNoOpen))
+	}
+	return false, nil
+}
+
+// exit is a system call's exit: an open that succeeded and got the
+// mounted content lets the tracee go on, untraced; one that got another
+// file by the script's name kills it.
+func (t *scriptTracer) exit(info *syscallInfo) (done bool, err error) {
+	if _, ok := openCalls[t.nr]; !ok || int64(info.data[0]) < 0 {
+		return false, nil
+	}
+	fd := int64(info.data[0])
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(t.pid)+"/fd/"+strconv.FormatInt(fd, 10), &st); err != nil {
+		return true, t.kill(fmt.Errorf("trace: %w", err))
+	}
+	if st.Dev == t.dev && st.Ino == t.ino {
+		// The content: let it read on, untraced.
+		if !t.letGo() {
+			return true, nil // killed meanwhile
+		}
+		if err := unix.PtraceDetach(t.pid); err != nil {
+			return true, t.kill(fmt.Errorf("trace: %w", err))
+		}
+		return true, nil
+	}
+	if path, err := tracedString(t.pid, t.pathArg); err != nil {
+		return true, t.kill(fmt.Errorf("trace: %w", err))
+	} else if path == t.name {
+		return true, t.kill(fmt.Errorf("%s %w: its name led to another file when its interpreter opened it", strconv.Quote(t.name), ErrChanged))
+	}
+	return false, nil
 }
 
 // traceStop waits for the tracee's next stop and consumes it, returning

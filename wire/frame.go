@@ -99,19 +99,12 @@ func parseCanonical(line []byte) (Frame, bool) {
 		return Frame{}, false
 	}
 	data, tail := rest[:end], rest[end+1:]
-	for _, c := range data {
-		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
-			return Frame{}, false
-		}
+	if !base64Text(data) {
+		return Frame{}, false
 	}
 	if !isOut {
-		digits, ok := bytes.CutPrefix(tail, []byte(`,"stage":`))
-		if !ok || len(digits) < 2 || len(digits) > 3 || digits[len(digits)-1] != '}' {
-			return Frame{}, false
-		}
-		digits = digits[:len(digits)-1]
-		n, err := strconv.Atoi(string(digits))
-		if err != nil || digits[0] == '0' || n < 1 || n > MaxStages {
+		n, ok := canonicalStage(tail)
+		if !ok {
 			return Frame{}, false
 		}
 		f.Stage = n
@@ -123,6 +116,33 @@ func parseCanonical(line []byte) (Frame, bool) {
 		return Frame{}, false
 	}
 	return f, true
+}
+
+// base64Text reports whether data holds only the characters of standard
+// base64: letters, digits, '+', '/' and '='.
+func base64Text(data []byte) bool {
+	for _, c := range data {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalStage reads the end of a stderr frame as AppendFrame writes
+// it, after its data: `,"stage":N}`, N from 1 to MaxStages without a
+// leading zero.
+func canonicalStage(tail []byte) (int, bool) {
+	num, ok := bytes.CutPrefix(tail, []byte(`,"stage":`))
+	if !ok || len(num) < 2 || len(num) > 3 || num[len(num)-1] != '}' {
+		return 0, false
+	}
+	num = num[:len(num)-1]
+	n, err := strconv.Atoi(string(num))
+	if err != nil || num[0] == '0' || n < 1 || n > MaxStages {
+		return 0, false
+	}
+	return n, true
 }
 
 // parseFrameJSON is ParseFrame for any line, through a JSON decoder.

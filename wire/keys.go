@@ -270,6 +270,10 @@ func (w *keyWalker) walk(s *Shape) error {
 	return err
 }
 
+// values walks the value at w.i, of shape want, and every value after
+// it up to the end of the outermost one: a value opens an array or
+// object, or is a scalar; after one, the arrays and objects that end
+// there are closed and the walk goes on with the next member.
 func (w *keyWalker) values(want *Shape) error {
 	for {
 		// A value of shape want.
@@ -277,68 +281,96 @@ func (w *keyWalker) values(want *Shape) error {
 		if err != nil {
 			return err
 		}
-		switch c {
-		case '{', '[':
-			w.i++
-			l := level{shape: want, object: c == '{'}
-			if l.object && want.isObject() {
-				l.seen = map[string]bool{}
-			}
-			w.stack = append(w.stack, l)
-			if c, err = w.peek(); err != nil {
+		if c == '{' || c == '[' {
+			first, more, err := w.open(c, want)
+			if err != nil {
 				return err
 			}
-			if c != '}' && c != ']' { // not empty: its first member
-				if want, err = w.member(); err != nil {
-					return err
-				}
+			if more {
+				want = first
 				continue
 			}
-		case '"':
-			start := w.i
-			if err := w.skipString(); err != nil {
-				return err
-			}
-			if loneSurrogate(w.raw[start:w.i]) {
-				where := w.where(len(w.stack))
-				if where == "" {
-					where = "the value"
-				}
-				return &SurrogateError{Path: where}
-			}
-		default:
-			start := w.i
-			for w.i < len(w.raw) && scalarByte(w.raw[w.i]) {
-				w.i++
-			}
-			if w.i == start {
-				return errStop
-			}
+		} else if err := w.scalar(c); err != nil {
+			return err
 		}
 		// The value is done: end the arrays and objects that end here,
 		// then go on with the next member.
-		for {
-			if len(w.stack) == 0 {
-				return nil // what follows the value is the decoder's
-			}
-			if c, err = w.peek(); err != nil {
-				return err
-			}
-			top := &w.stack[len(w.stack)-1]
-			if c == ',' {
-				w.i++
-				if want, err = w.member(); err != nil {
-					return err
-				}
-				break
-			}
-			if top.object && c != '}' || !top.object && c != ']' {
-				return errStop
-			}
-			w.i++
-			w.stack = w.stack[:len(w.stack)-1]
+		next, done, err := w.close()
+		if err != nil || done {
+			return err
 		}
+		want = next
 	}
+}
+
+// open enters the array or object that c, at w.i, begins, of shape want.
+// more says it is not empty: w.i is then at its first member's value,
+// of shape first.
+func (w *keyWalker) open(c byte, want *Shape) (first *Shape, more bool, err error) {
+	w.i++
+	l := level{shape: want, object: c == '{'}
+	if l.object && want.isObject() {
+		l.seen = map[string]bool{}
+	}
+	w.stack = append(w.stack, l)
+	if c, err = w.peek(); err != nil {
+		return nil, false, err
+	}
+	if c == '}' || c == ']' {
+		return nil, false, nil
+	}
+	first, err = w.member()
+	return first, true, err
+}
+
+// scalar reads the string, number, boolean or null that c, at w.i,
+// begins, refusing a string with an escaped lone surrogate.
+func (w *keyWalker) scalar(c byte) error {
+	start := w.i
+	if c == '"' {
+		if err := w.skipString(); err != nil {
+			return err
+		}
+		if loneSurrogate(w.raw[start:w.i]) {
+			where := w.where(len(w.stack))
+			if where == "" {
+				where = "the value"
+			}
+			return &SurrogateError{Path: where}
+		}
+		return nil
+	}
+	for w.i < len(w.raw) && scalarByte(w.raw[w.i]) {
+		w.i++
+	}
+	if w.i == start {
+		return errStop
+	}
+	return nil
+}
+
+// close follows a value: it ends the arrays and objects that end after
+// it, up to a ',' and the next member's value, of shape next. done says
+// the outermost value ended (what follows it is the decoder's).
+func (w *keyWalker) close() (next *Shape, done bool, err error) {
+	for len(w.stack) > 0 {
+		c, err := w.peek()
+		if err != nil {
+			return nil, false, err
+		}
+		if c == ',' {
+			w.i++
+			next, err = w.member()
+			return next, false, err
+		}
+		top := &w.stack[len(w.stack)-1]
+		if top.object && c != '}' || !top.object && c != ']' {
+			return nil, false, errStop
+		}
+		w.i++
+		w.stack = w.stack[:len(w.stack)-1]
+	}
+	return nil, true, nil
 }
 
 // member reads the beginning of the next member of the innermost array
@@ -358,32 +390,10 @@ func (w *keyWalker) member() (*Shape, error) {
 		}
 		return nil, nil
 	}
-	c, err := w.peek()
-	if err != nil || c != '"' {
-		return nil, errStop
-	}
-	start := w.i
-	if err := w.skipString(); err != nil {
+	k, err := w.key()
+	if err != nil {
 		return nil, err
 	}
-	span := w.raw[start:w.i]
-	if loneSurrogate(span) {
-		where := w.where(len(w.stack) - 1)
-		if where == "" {
-			where = "a field name"
-		} else {
-			where = "a key in " + where
-		}
-		return nil, &SurrogateError{Path: where}
-	}
-	k, ok := keyText(span)
-	if !ok {
-		return nil, errStop
-	}
-	if c, err = w.peek(); err != nil || c != ':' {
-		return nil, errStop
-	}
-	w.i++
 	top.index++
 	if top.seen != nil {
 		if top.seen[k] {
@@ -405,6 +415,38 @@ func (w *keyWalker) member() (*Shape, error) {
 		sub = s.Elem
 	}
 	return sub, nil
+}
+
+// key reads an object's key, at w.i, and the colon after it, refusing a
+// key with an escaped lone surrogate.
+func (w *keyWalker) key() (string, error) {
+	c, err := w.peek()
+	if err != nil || c != '"' {
+		return "", errStop
+	}
+	start := w.i
+	if err := w.skipString(); err != nil {
+		return "", err
+	}
+	span := w.raw[start:w.i]
+	if loneSurrogate(span) {
+		where := w.where(len(w.stack) - 1)
+		if where == "" {
+			where = "a field name"
+		} else {
+			where = "a key in " + where
+		}
+		return "", &SurrogateError{Path: where}
+	}
+	k, ok := keyText(span)
+	if !ok {
+		return "", errStop
+	}
+	if c, err = w.peek(); err != nil || c != ':' {
+		return "", errStop
+	}
+	w.i++
+	return k, nil
 }
 
 // peek skips JSON whitespace and returns the byte that follows.

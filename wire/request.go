@@ -449,8 +449,21 @@ func decodeTimeout(r *Request, raw json.RawMessage) error {
 
 var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// validate is check 4 (field rules) and 5 (forward_agent).
+// validate is check 4 (field rules) and 5 (forward_agent), in the order
+// docs/protocol.md gives.
 func (r *Request) validate() error {
+	for _, check := range []func() error{
+		r.checkAction, r.checkPipeline, r.checkTexts, r.checkEnvKeys, r.checkRunAs,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAction checks the action and what it needs or forbids.
+func (r *Request) checkAction() error {
 	switch r.Action {
 	case ActionExec:
 		if r.Pipeline == nil {
@@ -463,6 +476,11 @@ func (r *Request) validate() error {
 	default:
 		return errors.New(`field "action" must be "exec" or "ping"`)
 	}
+	return nil
+}
+
+// checkPipeline checks the number of stages and every argument.
+func (r *Request) checkPipeline() error {
 	if r.Action == ActionExec || len(r.Pipeline) > 0 {
 		if len(r.Pipeline) < 1 || len(r.Pipeline) > MaxStages {
 			return fmt.Errorf("pipeline must have 1 to %d stages", MaxStages)
@@ -481,6 +499,12 @@ func (r *Request) validate() error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkTexts checks the string fields' lengths and characters, and that
+// cwd is absolute.
+func (r *Request) checkTexts() error {
 	if r.IDGiven {
 		if n := utf8.RuneCountInString(r.ID); n < 1 || n > MaxIDLen {
 			return fmt.Errorf("id must be 1 to %d characters", MaxIDLen)
@@ -509,6 +533,12 @@ func (r *Request) validate() error {
 	if !path.IsAbs(r.Cwd) {
 		return errors.New("cwd must be an absolute path")
 	}
+	return nil
+}
+
+// checkEnvKeys checks env's keys are names and its values free of
+// control characters (their kinds are check 7's: EnvPolicy.Check).
+func (r *Request) checkEnvKeys() error {
 	for k, v := range r.Env {
 		if !envKey.MatchString(k) {
 			return fmt.Errorf("env key %q is not a valid name", k)
@@ -517,6 +547,12 @@ func (r *Request) validate() error {
 			return charError(fmt.Sprintf("env[%q]", k))
 		}
 	}
+	return nil
+}
+
+// checkRunAs is check 5 (forward_agent needs an unprivileged run), then
+// run_as and run_as_group: well formed, and only with "privileged": true.
+func (r *Request) checkRunAs() error {
 	if r.ForwardAgent && (!r.PrivilegedSet || r.Privileged) {
 		return ErrAgentNeedsUnprivileged
 	}
@@ -612,63 +648,113 @@ var errNotRFC3339 = errors.New("not an RFC 3339 date-time")
 // fraction, a one-digit hour). Fraction digits beyond nanoseconds are
 // dropped; a leap second (:60) is the first instant of the next minute.
 func ParseTime(s string) (time.Time, error) {
-	// num reads the n digits at s[i:], or -1.
-	num := func(i, n int) int {
-		if i+n > len(s) {
-			return -1
-		}
-		v := 0
-		for _, c := range []byte(s[i : i+n]) {
-			if c < '0' || c > '9' {
-				return -1
-			}
-			v = v*10 + int(c-'0')
-		}
-		return v
-	}
-	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' && s[10] != 't' || s[13] != ':' || s[16] != ':' {
+	if len(s) < 20 || s[10] != 'T' && s[10] != 't' {
 		return time.Time{}, errNotRFC3339
 	}
-	year, month, day, hour, minute, sec := num(0, 4), num(5, 2), num(8, 2), num(11, 2), num(14, 2), num(17, 2)
-	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 60 {
+	year, month, day, ok := fullDate(s[:10])
+	if !ok {
 		return time.Time{}, errNotRFC3339
 	}
-	if day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+	hour, minute, sec, ok := partialTime(s[11:19])
+	if !ok {
 		return time.Time{}, errNotRFC3339
 	}
-	rest, nsec := s[19:], 0
-	if rest[0] == '.' {
-		i := 1
-		for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9'; i++ {
-			if i <= 9 {
-				nsec = nsec*10 + int(rest[i]-'0')
-			}
-		}
-		if i == 1 {
-			return time.Time{}, errNotRFC3339
-		}
-		for d := i; d <= 9; d++ {
-			nsec *= 10
-		}
-		rest = rest[i:]
+	nsec, rest, ok := timeFraction(s[19:])
+	if !ok {
+		return time.Time{}, errNotRFC3339
 	}
-	loc := time.UTC
-	switch {
-	case rest == "Z" || rest == "z":
-	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
-		oh, om := num(len(s)-5, 2), num(len(s)-2, 2)
-		if oh < 0 || oh > 23 || om < 0 || om > 59 {
-			return time.Time{}, errNotRFC3339
-		}
-		off := (oh*60 + om) * 60
-		if rest[0] == '-' {
-			off = -off
-		}
-		loc = time.FixedZone("", off)
-	default:
+	loc, ok := timeZone(rest)
+	if !ok {
 		return time.Time{}, errNotRFC3339
 	}
 	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc), nil
+}
+
+// fullDate reads s, 10 bytes, as RFC 3339's full-date, yyyy-mm-dd: a
+// day the month has.
+func fullDate(s string) (year, month, day int, ok bool) {
+	if s[4] != '-' || s[7] != '-' {
+		return 0, 0, 0, false
+	}
+	year, month, day = digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2)
+	if year < 0 || month < 1 || month > 12 || day < 1 {
+		return 0, 0, 0, false
+	}
+	if day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return 0, 0, 0, false
+	}
+	return year, month, day, true
+}
+
+// partialTime reads s, 8 bytes, as RFC 3339's hh:mm:ss, the seconds up
+// to 60 (a leap second).
+func partialTime(s string) (hour, minute, sec int, ok bool) {
+	if s[2] != ':' || s[5] != ':' {
+		return 0, 0, 0, false
+	}
+	hour, minute, sec = digits(s, 0, 2), digits(s, 3, 2), digits(s, 6, 2)
+	if hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 60 {
+		return 0, 0, 0, false
+	}
+	return hour, minute, sec, true
+}
+
+// digits reads the n decimal digits at s[i:], or is -1.
+func digits(s string, i, n int) int {
+	if i+n > len(s) {
+		return -1
+	}
+	v := 0
+	for _, c := range []byte(s[i : i+n]) {
+		if c < '0' || c > '9' {
+			return -1
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v
+}
+
+// timeFraction reads the fraction of a second that may start s, a '.'
+// and at least one digit, as nanoseconds (digits past the ninth dropped),
+// and returns what follows it; s without a fraction is returned whole,
+// with 0. ok is false for a '.' without a digit.
+func timeFraction(s string) (nsec int, rest string, ok bool) {
+	if s == "" || s[0] != '.' {
+		return 0, s, true
+	}
+	i := 1
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		if i <= 9 {
+			nsec = nsec*10 + int(s[i]-'0')
+		}
+	}
+	if i == 1 {
+		return 0, "", false
+	}
+	for d := i; d <= 9; d++ {
+		nsec *= 10
+	}
+	return nsec, s[i:], true
+}
+
+// timeZone reads s, the whole rest of a date-time after its seconds and
+// fraction: "Z" (either case), or an offset ±hh:mm.
+func timeZone(s string) (*time.Location, bool) {
+	switch {
+	case s == "Z" || s == "z":
+		return time.UTC, true
+	case len(s) == 6 && (s[0] == '+' || s[0] == '-') && s[3] == ':':
+		oh, om := digits(s, 1, 2), digits(s, 4, 2)
+		if oh < 0 || oh > 23 || om < 0 || om > 59 {
+			return nil, false
+		}
+		off := (oh*60 + om) * 60
+		if s[0] == '-' {
+			off = -off
+		}
+		return time.FixedZone("", off), true
+	}
+	return nil, false
 }
 
 // DefaultEnvAllow returns the daemon's default env allowlist, a copy the

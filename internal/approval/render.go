@@ -55,17 +55,42 @@ func Render(p *Prompt) string { return render(p, false) }
 func RenderWhole(p *Prompt) string { return render(p, true) }
 
 func render(p *Prompt, wholeStdin bool) string {
-	var b strings.Builder
-	field := func(label, value string) {
-		fmt.Fprintf(&b, "  %-13s%s\n", label, value)
+	var b page
+	b.head(p)
+	b.field("Requester:", DescribeRequester(&p.Requester)+", per the kernel")
+	b.requesterSays(p)
+	b.WriteString("What would run:\n")
+	b.field("Run as:", describeRunAs(p))
+	if p.ApproverPower != "" {
+		b.more("which may approve rootgate requests: " + termsafe.Sanitize(p.ApproverPower))
 	}
-	more := func(value string) {
-		fmt.Fprintf(&b, "  %-13s%s\n", "", value)
-	}
-	says := func(label, value string) {
-		fmt.Fprintf(&b, "%s%-8s %s\n", RequesterMark, label, value)
-	}
+	b.where(p)
+	b.stdin(p.Stdin, wholeStdin)
+	b.limits(p)
+	b.stages(p.Stages, wholeStdin)
+	b.tail(p)
+	return b.String()
+}
 
+// page is a rendered prompt being written, with its three kinds of
+// line: a field of the daemon's, its continuation, and the requester's
+// own words.
+type page struct{ strings.Builder }
+
+func (b *page) field(label, value string) {
+	fmt.Fprintf(b, "  %-13s%s\n", label, value)
+}
+
+func (b *page) more(value string) {
+	fmt.Fprintf(b, "  %-13s%s\n", "", value)
+}
+
+func (b *page) says(label, value string) {
+	fmt.Fprintf(b, "%s%-8s %s\n", RequesterMark, label, value)
+}
+
+// head writes the loud lines that come before all else and the title.
+func (b *page) head(p *Prompt) {
 	if p.Named != nil {
 		b.WriteString(RunAsLine(p) + "\n")
 	}
@@ -81,131 +106,150 @@ func render(p *Prompt, wholeStdin bool) string {
 		b.WriteString("!!! they are the same in all shown below under Requester (but its pid) and What would run; their\n" +
 			"!!! id, time, host, session, client and reason may differ (the first one's are shown)\n")
 	}
-	field("Requester:", DescribeRequester(&p.Requester)+", per the kernel")
+}
+
+// requesterSays writes what the requester says of itself, each line
+// marked as its own.
+func (b *page) requesterSays(p *Prompt) {
 	b.WriteString("The requester says (its own words, not checked by rootgated):\n")
-	says("id:", noneIfEmpty(termsafe.Sanitize(p.ID)))
+	b.says("id:", noneIfEmpty(termsafe.Sanitize(p.ID)))
 	t := "(none)"
 	if !p.Time.IsZero() {
 		t = p.Time.Format(time.RFC3339Nano)
 	}
-	says("time:", t)
-	says("host:", noneIfEmpty(termsafe.Sanitize(p.Host)))
-	says("session:", noneIfEmpty(termsafe.Sanitize(p.Session)))
-	says("client:", noneIfEmpty(termsafe.Sanitize(p.Version)))
+	b.says("time:", t)
+	b.says("host:", noneIfEmpty(termsafe.Sanitize(p.Host)))
+	b.says("session:", noneIfEmpty(termsafe.Sanitize(p.Session)))
+	b.says("client:", noneIfEmpty(termsafe.Sanitize(p.Version)))
 	if p.Reason == "" {
-		says("reason:", "(none given)")
-	} else {
-		label := "reason:"
-		for line := range strings.SplitSeq(p.Reason, "\n") {
-			says(label, termsafe.Sanitize(line))
-			label = ""
-		}
+		b.says("reason:", "(none given)")
+		return
 	}
+	label := "reason:"
+	for line := range strings.SplitSeq(p.Reason, "\n") {
+		b.says(label, termsafe.Sanitize(line))
+		label = ""
+	}
+}
 
-	b.WriteString("What would run:\n")
-	field("Run as:", describeRunAs(p))
-	if p.ApproverPower != "" {
-		more("which may approve rootgate requests: " + termsafe.Sanitize(p.ApproverPower))
-	}
+// where writes the run's working directory and environment.
+func (b *page) where(p *Prompt) {
 	cwd := "/"
 	if p.Cwd != "" {
 		cwd = termsafe.Quote(p.Cwd)
 	}
-	field("Directory:", cwd)
+	b.field("Directory:", cwd)
 	if p.CwdOthers {
-		more("WARNING: others than root may change the files in it: what the run reads from there is theirs")
+		b.more("WARNING: others than root may change the files in it: what the run reads from there is theirs")
 	}
 	if len(p.Env) == 0 {
-		field("Environment:", "only PATH, HOME, USER, LOGNAME, SHELL of the run-as user")
-	} else {
-		keys := make([]string, 0, len(p.Env))
-		for k := range p.Env {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			kv := termsafe.Quote(k) + "=" + termsafe.Quote(p.Env[k])
-			if i == 0 {
-				field("Environment:", kv)
-			} else {
-				more(kv)
-			}
+		b.field("Environment:", "only PATH, HOME, USER, LOGNAME, SHELL of the run-as user")
+		return
+	}
+	keys := make([]string, 0, len(p.Env))
+	for k := range p.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		kv := termsafe.Quote(k) + "=" + termsafe.Quote(p.Env[k])
+		if i == 0 {
+			b.field("Environment:", kv)
+		} else {
+			b.more(kv)
 		}
 	}
-	switch {
-	case len(p.Stdin) == 0:
-		field("Stdin:", "none (/dev/null)")
-	case wholeStdin:
-		sum := sha256.Sum256(p.Stdin)
-		lines := strings.Split(string(p.Stdin), "\n")
+}
+
+// stdin writes the run's stdin: its size and SHA-256, and a preview of
+// it, or all of it a quoted line each.
+func (b *page) stdin(stdin []byte, whole bool) {
+	if len(stdin) == 0 {
+		b.field("Stdin:", "none (/dev/null)")
+		return
+	}
+	sum := sha256.Sum256(stdin)
+	if whole {
+		lines := strings.Split(string(stdin), "\n")
 		end := "ends with a newline"
 		if lines[len(lines)-1] == "" {
 			lines = lines[:len(lines)-1]
 		} else {
 			end = "no newline at the end"
 		}
-		field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(p.Stdin), hex.EncodeToString(sum[:])))
-		more(fmt.Sprintf("all of it below: %d lines, each quoted (%s)", len(lines), end))
+		b.field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(stdin), hex.EncodeToString(sum[:])))
+		b.more(fmt.Sprintf("all of it below: %d lines, each quoted (%s)", len(lines), end))
 		for i, line := range lines {
-			says(fmt.Sprintf("stdin %d:", i+1), termsafe.Quote(line))
+			b.says(fmt.Sprintf("stdin %d:", i+1), termsafe.Quote(line))
 		}
-	default:
-		sum := sha256.Sum256(p.Stdin)
-		field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(p.Stdin), hex.EncodeToString(sum[:])))
-		n := stdinPreviewLen(p.Stdin)
-		if n == len(p.Stdin) {
-			more("all of it: " + termsafe.Quote(string(p.Stdin)))
-		} else {
-			more(fmt.Sprintf("first %d bytes: %s", n, termsafe.Quote(string(p.Stdin[:n]))))
-			more(fmt.Sprintf("... and %d more bytes not shown", len(p.Stdin)-n))
-		}
+		return
 	}
+	b.field("Stdin:", fmt.Sprintf("%d bytes, SHA-256 %s", len(stdin), hex.EncodeToString(sum[:])))
+	n := stdinPreviewLen(stdin)
+	if n == len(stdin) {
+		b.more("all of it: " + termsafe.Quote(string(stdin)))
+	} else {
+		b.more(fmt.Sprintf("first %d bytes: %s", n, termsafe.Quote(string(stdin[:n]))))
+		b.more(fmt.Sprintf("... and %d more bytes not shown", len(stdin)-n))
+	}
+}
+
+// limits writes SSH agent forwarding, the time limit and other limits.
+func (b *page) limits(p *Prompt) {
 	if p.ForwardAgent {
-		field("SSH agent:", "FORWARDED: the run may use the operator's SSH agent (your keys) while it runs")
+		b.field("SSH agent:", "FORWARDED: the run may use the operator's SSH agent (your keys) while it runs")
 		// Keys that log in to an account that may approve (the
 		// operator's own, root) let the run approve what follows.
-		more("!!! where your keys log in to an account that may approve rootgate requests (yours, root):")
-		more("!!! approving this approves root")
+		b.more("!!! where your keys log in to an account that may approve rootgate requests (yours, root):")
+		b.more("!!! approving this approves root")
 	} else {
-		field("SSH agent:", "not forwarded")
+		b.field("SSH agent:", "not forwarded")
 	}
 	if p.RunTimeout > 0 {
-		field("Time limit:", DisplaySeconds(p.RunTimeout))
+		b.field("Time limit:", DisplaySeconds(p.RunTimeout))
 	} else {
-		field("Time limit:", "none")
+		b.field("Time limit:", "none")
 	}
 	if p.Limits != "" {
-		field("Limits:", termsafe.Sanitize(p.Limits))
+		b.field("Limits:", termsafe.Sanitize(p.Limits))
 	}
+}
 
-	switch len(p.Stages) {
+// stages writes every stage: its argv, its executable, and its captured
+// content.
+func (b *page) stages(stages []Stage, whole bool) {
+	switch len(stages) {
 	case 0:
 		b.WriteString("Command: (none)\n")
 	case 1:
 		b.WriteString("Command (1 stage):\n")
 	default:
-		fmt.Fprintf(&b, "Pipeline (%d stages; each stage's output is the next one's input):\n", len(p.Stages))
+		fmt.Fprintf(b, "Pipeline (%d stages; each stage's output is the next one's input):\n", len(stages))
 	}
-	for i, s := range p.Stages {
-		fmt.Fprintf(&b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
-		fmt.Fprintf(&b, "      executable: %s\n", describePath(s))
+	for i, s := range stages {
+		fmt.Fprintf(b, "  [%d] %s\n", i+1, QuoteArgv(s.Argv))
+		fmt.Fprintf(b, "      executable: %s\n", describePath(s))
 		if c := s.Content; c != nil {
-			renderContent(&b, c, wholeStdin)
+			renderContent(&b.Builder, c, whole)
 		}
 	}
+}
+
+// tail writes the warning of an interpreter found by its path, and the
+// hint.
+func (b *page) tail(p *Prompt) {
 	if p.NoGrant != "" {
 		// The kernel finds an interpreter by its path when the run
 		// starts: what the person approves is not all that runs.
-		field("WARNING:", termsafe.Sanitize(p.NoGrant)+": the kernel runs whatever is at that path when the run starts, which this prompt cannot show")
+		b.field("WARNING:", termsafe.Sanitize(p.NoGrant)+": the kernel runs whatever is at that path when the run starts, which this prompt cannot show")
 	}
 	if p.Hint != "" {
 		label := "Hint:"
 		for line := range strings.SplitSeq(p.Hint, "\n") {
-			field(label, termsafe.Sanitize(line))
+			b.field(label, termsafe.Sanitize(line))
 			label = ""
 		}
 	}
-	return b.String()
 }
 
 // renderContent writes what a prompt says of a stage's captured file: its

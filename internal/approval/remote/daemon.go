@@ -319,47 +319,89 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 		Refuse(c, ApproverNoHello(err))
 		return
 	}
-	if hello.Type == MsgGrants || hello.Type == MsgRevoke {
+	switch hello.Type {
+	case MsgGrants, MsgRevoke:
 		h.grants(c, hello, peer, log)
 		return
-	}
-	if hello.Type == MsgEnrol || hello.Type == MsgPasskeyRemove || hello.Type == MsgPasskeyImport {
+	case MsgEnrol, MsgPasskeyRemove, MsgPasskeyImport:
 		h.passkeyChange(c, br, hello, peer, log)
 		return
 	}
-	switch {
-	case hello.Type != MsgHello:
-		Refuse(c, ApproverNotHello(hello.Type))
-		return
-	case hello.Version != ProtoVersion:
-		Refuse(c, ApproverVersion(hello.Version, ProtoVersion))
-		return
-	case utf8.RuneCountInString(hello.Name) > 64 || !termsafe.String(hello.Name, false):
-		Refuse(c, ApproverHelloName)
-		return
-	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):
-		Refuse(c, ApproverHelloAgent)
+	if msg := checkHello(hello); msg != "" {
+		Refuse(c, msg)
 		return
 	}
 	signed := slices.Contains(hello.Capabilities, CapPasskey)
 	var keys *passkey.File
 	if signed {
-		if hello.AgentSocket != "" {
-			Refuse(c, ApproverPasskeyAgent)
-			return
-		}
-		if h.Passkeys != nil {
-			if keys, err = h.Passkeys.Load(); err != nil {
-				log.Error("passkey relay refused: cannot read the passkeys", "err", err)
-				Refuse(c, err.Error())
-				return
-			}
-		}
-		if keys == nil || len(keys.Passkeys) == 0 {
-			Refuse(c, ApproverNoPasskeys)
+		var msg string
+		if keys, msg = h.relayKeys(hello, log); msg != "" {
+			Refuse(c, msg)
 			return
 		}
 	}
+	r := h.newRemote(c, peer, hello, via, signed)
+	detach, err := h.attach(r, via, keys, attached)
+	if err != nil {
+		return
+	}
+	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", peer.Controllers, "passkey_relay", signed)
+	h.track(r)
+	defer func() {
+		h.untrack(r)
+		detach()
+		r.mu.Lock()
+		r.pending = nil
+		r.mu.Unlock()
+		close(r.done)
+		log.Info("approver detached", "name", r.name)
+	}()
+
+	connCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go h.ping(connCtx, r)
+	h.readDecisions(ctx, r, br, log)
+}
+
+// checkHello returns why a hello is refused, or "": the type, the
+// protocol's version, the client's name, its agent socket.
+func checkHello(hello *Message) string {
+	switch {
+	case hello.Type != MsgHello:
+		return ApproverNotHello(hello.Type)
+	case hello.Version != ProtoVersion:
+		return ApproverVersion(hello.Version, ProtoVersion)
+	case utf8.RuneCountInString(hello.Name) > 64 || !termsafe.String(hello.Name, false):
+		return ApproverHelloName
+	case hello.AgentSocket != "" && (!filepath.IsAbs(hello.AgentSocket) || len(hello.AgentSocket) > 107):
+		return ApproverHelloAgent
+	}
+	return ""
+}
+
+// relayKeys returns the enrolled passkeys a passkey relay (CapPasskey)
+// verifies against, or why the relay is refused: it offers an agent, the
+// file cannot be read, or no passkey is enrolled.
+func (h *Host) relayKeys(hello *Message, log *slog.Logger) (*passkey.File, string) {
+	if hello.AgentSocket != "" {
+		return nil, ApproverPasskeyAgent
+	}
+	var keys *passkey.File
+	if h.Passkeys != nil {
+		var err error
+		if keys, err = h.Passkeys.Load(); err != nil {
+			log.Error("passkey relay refused: cannot read the passkeys", "err", err)
+			return nil, err.Error()
+		}
+	}
+	if keys == nil || len(keys.Passkeys) == 0 {
+		return nil, ApproverNoPasskeys
+	}
+	return keys, ""
+}
+
+// newRemote is the approver client on c that sent hello.
+func (h *Host) newRemote(c *net.UnixConn, peer Peer, hello *Message, via string, signed bool) *remote {
 	where := hello.Name
 	if where == "" {
 		where = "an approver client"
@@ -376,21 +418,28 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 	if h.Status != nil && slices.Contains(hello.Capabilities, CapStatus) {
 		r.status = make(chan struct{}, 1)
 	}
+	return r
+}
+
+// attach attaches r to the broker, calls attached (when set) and sends r
+// its welcome; keys are a passkey relay's. When the welcome cannot be
+// written, r is detached again and the error returned; else the returned
+// detach ends the membership.
+func (h *Host) attach(r *remote, via string, keys *passkey.File, attached func()) (detach func(), err error) {
 	// Attach before the welcome: an approver told it is attached must be
 	// asked about the very next request (a client may act on the welcome
 	// at once, as tests and scripts do). Holding the write lock meanwhile
 	// keeps a prompt for such a request from going out before the welcome.
 	r.wmu.Lock()
-	detach := h.Broker.Attach(&approval.Member{UID: peer.UID, Name: r.name, Via: via, Approver: r, Agent: r.agent, Controllers: peer.Controllers, Signed: signed})
+	detach = h.Broker.Attach(&approval.Member{UID: r.peer.UID, Name: r.name, Via: via, Approver: r, Agent: r.agent, Controllers: r.peer.Controllers, Signed: r.signed})
 	if attached != nil {
 		attached()
 	}
 	_ = r.c.SetWriteDeadline(time.Now().Add(WriteWithin))
-	pingEvery, silentFor := cmp.Or(h.PingEvery, DefaultPingEvery), cmp.Or(h.Silence, DefaultSilence)
 	welcome := &Message{Type: MsgWelcome, Version: ProtoVersion, Daemon: h.Version,
-		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
-		StandingGrants: h.Grants != nil, Hostname: h.Hostname, PingEvery: pingEvery.Seconds(), RuleFile: h.RuleFile}
-	if signed {
+		PromptTimeout: h.Broker.Timeout.Seconds(), NotAsked: notAsked(r.peer.Controllers), SelfApproval: h.Broker.UnsafeSelfApproval,
+		StandingGrants: h.Grants != nil, Hostname: h.Hostname, PingEvery: h.pingEvery().Seconds(), RuleFile: h.RuleFile}
+	if r.signed {
 		welcome.RPID, welcome.Credentials = keys.RPID, keys.IDs()
 		welcome.RuleFile = "" // a passkey approval saves no rule
 	}
@@ -398,10 +447,19 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 	r.wmu.Unlock()
 	if err != nil {
 		detach()
-		return
+		return nil, err
 	}
-	log.Info("approver attached", "name", r.name, "agent", r.agent != "", "controllers", peer.Controllers, "passkey_relay", signed)
-	if signed {
+	return detach, nil
+}
+
+func (h *Host) pingEvery() time.Duration { return cmp.Or(h.PingEvery, DefaultPingEvery) }
+
+func (h *Host) silence() time.Duration { return cmp.Or(h.Silence, DefaultSilence) }
+
+// track records r, once attached, among the passkey relays (a signed r)
+// and the approvers sent status messages, whose sender it starts.
+func (h *Host) track(r *remote) {
+	if r.signed {
 		h.mu.Lock()
 		if h.relays == nil {
 			h.relays = map[*remote]struct{}{}
@@ -418,79 +476,96 @@ func (h *Host) serve(ctx context.Context, c *net.UnixConn, peer Peer, via string
 		h.mu.Unlock()
 		go h.sendStatus(r, r.done)
 	}
-	defer func() {
-		h.mu.Lock()
-		delete(h.conns, r)
-		delete(h.relays, r)
-		h.mu.Unlock()
-		detach()
-		r.mu.Lock()
-		r.pending = nil
-		r.mu.Unlock()
-		close(r.done)
-		log.Info("approver detached", "name", r.name)
-	}()
+}
 
-	connCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		t := time.NewTicker(pingEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-connCtx.Done():
-				c.Close() // ends the read loop
+// untrack forgets r, as track recorded it.
+func (h *Host) untrack(r *remote) {
+	h.mu.Lock()
+	delete(h.conns, r)
+	delete(h.relays, r)
+	h.mu.Unlock()
+}
+
+// ping pings r every h.pingEvery until ctx ends or a ping cannot be
+// sent, then closes r's connection, which ends its read loop.
+func (h *Host) ping(ctx context.Context, r *remote) {
+	t := time.NewTicker(h.pingEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.c.Close() // ends the read loop
+			return
+		case <-t.C:
+			if r.send(&Message{Type: MsgPing}) != nil {
+				r.c.Close()
 				return
-			case <-t.C:
-				if r.send(&Message{Type: MsgPing}) != nil {
-					c.Close()
-					return
-				}
 			}
 		}
-	}()
+	}
+}
+
+// readDecisions reads r's messages (pongs and decisions) until the
+// connection ends, r says something it must not, or ctx ends.
+func (h *Host) readDecisions(ctx context.Context, r *remote, br *bufio.Reader, log *slog.Logger) {
+	silentFor := h.silence()
 	var refused []time.Time // when the decisions of the last refusedWithin were refused
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(silentFor))
+		_ = r.c.SetReadDeadline(time.Now().Add(silentFor))
 		m, err := ReadMessage(br, MaxApproverLine)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				var ne net.Error
-				switch {
-				case errors.As(err, &ne) && ne.Timeout():
-					log.Warn("approver silent: no answer to pings, detaching it", "name", r.name, "silent_for", silentFor.String())
-				case !errors.As(err, &ne):
-					Refuse(c, err.Error())
-				}
+				h.readFailed(r, err, log)
 			}
 			return
 		}
 		switch m.Type {
 		case MsgPong:
 		case MsgDecision:
-			msg := r.deliver(m, h.RuleFile)
-			if msg == "" {
-				if r.signed {
-					_ = r.send(&Message{Type: MsgAccepted, ID: m.ID})
-				}
-				continue
-			}
-			log.Warn("decision refused", "id", m.ID, "why", msg)
-			now := time.Now()
-			refused = append(slices.DeleteFunc(refused, func(t time.Time) bool { return now.Sub(t) >= refusedWithin }), now)
-			if len(refused) > maxRefused {
-				log.Warn("approver dropped: too many refused decisions")
-				Refuse(c, ApproverTooManyRefused(maxRefused))
+			if !h.decision(r, m, &refused, log) {
 				return
 			}
-			if r.send(&Message{Type: MsgError, ID: m.ID, Message: msg}) != nil {
-				return // it does not read what it is told: drop it
-			}
 		default:
-			Refuse(c, ApproverUnknownType(m.Type))
+			Refuse(r.c, ApproverUnknownType(m.Type))
 			return
 		}
 	}
+}
+
+// readFailed logs, or tells r, why reading its next message failed: it
+// was silent past h.silence, or sent a line that is no message.
+func (h *Host) readFailed(r *remote, err error, log *slog.Logger) {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		log.Warn("approver silent: no answer to pings, detaching it", "name", r.name, "silent_for", h.silence().String())
+	case !errors.As(err, &ne):
+		Refuse(r.c, err.Error())
+	}
+}
+
+// decision hands m, a decision, to its prompt, or tells r why it was
+// refused; refused holds the times of r's refused decisions of the last
+// refusedWithin. It returns false when r is to be dropped: too many
+// refused, or it cannot be told.
+func (h *Host) decision(r *remote, m *Message, refused *[]time.Time, log *slog.Logger) bool {
+	msg := r.deliver(m, h.RuleFile)
+	if msg == "" {
+		if r.signed {
+			_ = r.send(&Message{Type: MsgAccepted, ID: m.ID})
+		}
+		return true
+	}
+	log.Warn("decision refused", "id", m.ID, "why", msg)
+	now := time.Now()
+	*refused = append(slices.DeleteFunc(*refused, func(t time.Time) bool { return now.Sub(t) >= refusedWithin }), now)
+	if len(*refused) > maxRefused {
+		log.Warn("approver dropped: too many refused decisions")
+		Refuse(r.c, ApproverTooManyRefused(maxRefused))
+		return false
+	}
+	// One that does not read what it is told is dropped.
+	return r.send(&Message{Type: MsgError, ID: m.ID, Message: msg}) == nil
 }
 
 // deliver hands a decision to its waiting prompt; it returns why it was
@@ -503,35 +578,9 @@ func (r *remote) deliver(m *Message, ruleFile string) string {
 	}
 	r.mu.Lock()
 	pp := r.pending[m.ID]
-	var refused, nonce string
-	var proof *approval.PasskeyProof
-	switch {
-	case pp == nil:
-		refused = ApproverNoPrompt(m.ID)
-	case pp.hash != m.Hash:
-		refused = ApproverHashMismatch(m.ID)
-	case m.Assertion != nil && (!r.signed || !*m.Approve):
-		refused = ApproverAssertionUnasked
-	case r.signed && *m.Approve && (m.Rule != "" || m.RuleRunsAnything):
-		refused = ApproverPasskeyRule
-	case r.signed && *m.Approve && m.Assertion == nil:
-		refused = ApproverNoAssertion
-	default:
-		// A refused grant leaves the prompt waiting: the approver may
-		// answer it again.
-		if refused = checkGrant(m, pp.p); refused == "" {
-			refused = checkRule(m, pp.p, ruleFile)
-		}
-		if refused == "" && r.signed && *m.Approve {
-			proof, refused = r.verify(m, pp)
-			if refused != "" {
-				pp.nonce = passkey.Nonce()
-				nonce = pp.nonce
-			}
-		}
-		if refused == "" {
-			delete(r.pending, m.ID)
-		}
+	proof, refused, nonce := r.judge(m, pp, ruleFile)
+	if refused == "" {
+		delete(r.pending, m.ID)
 	}
 	r.mu.Unlock()
 	if nonce != "" {
@@ -547,6 +596,48 @@ func (r *remote) deliver(m *Message, ruleFile string) string {
 	a.grant = time.Duration(m.Grant) * time.Second
 	a.rule = m.Rule
 	pp.answer <- a
+	return ""
+}
+
+// judge returns why decision m of pp, the prompt it names (nil if none
+// waits), is refused, or "" and, for a passkey relay's approval, the
+// proof of its assertion. A refused assertion uses up pp's nonce: judge
+// makes pp a new one and returns it, to be sent. r.mu is held.
+func (r *remote) judge(m *Message, pp *pendingPrompt, ruleFile string) (proof *approval.PasskeyProof, refused, nonce string) {
+	if refused = r.unfit(m, pp); refused != "" {
+		return nil, refused, ""
+	}
+	// A refused grant leaves the prompt waiting: the approver may
+	// answer it again.
+	if refused = checkGrant(m, pp.p); refused == "" {
+		refused = checkRule(m, pp.p, ruleFile)
+	}
+	if refused == "" && r.signed && *m.Approve {
+		proof, refused = r.verify(m, pp)
+		if refused != "" {
+			pp.nonce = passkey.Nonce()
+			nonce = pp.nonce
+		}
+	}
+	return proof, refused, nonce
+}
+
+// unfit returns why decision m cannot be for pp, or "": no such prompt
+// waits, it answers another request, or it has an assertion where none
+// belongs or lacks one where one must be.
+func (r *remote) unfit(m *Message, pp *pendingPrompt) string {
+	switch {
+	case pp == nil:
+		return ApproverNoPrompt(m.ID)
+	case pp.hash != m.Hash:
+		return ApproverHashMismatch(m.ID)
+	case m.Assertion != nil && (!r.signed || !*m.Approve):
+		return ApproverAssertionUnasked
+	case r.signed && *m.Approve && (m.Rule != "" || m.RuleRunsAnything):
+		return ApproverPasskeyRule
+	case r.signed && *m.Approve && m.Assertion == nil:
+		return ApproverNoAssertion
+	}
 	return ""
 }
 
