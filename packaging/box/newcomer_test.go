@@ -13,8 +13,8 @@ import (
 
 // readmeGoTest ends the README's test command: every package, the
 // slowest named first so that they start first (go test runs packages in
-// the order given, two at a time on two CPUs).
-const readmeGoTest = " go test -race -count=1 -timeout 20m ./packaging/box ./internal/e2e ./cmd/rootgate ./..."
+// the order given), three at a time.
+const readmeGoTest = " go test -race -count=1 -timeout 20m -p 3 ./packaging/box ./internal/e2e ./cmd/rootgate ./..."
 
 // readmeCommand is the command of the README's block after marker
 // ("start-command" or "test-command").
