@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rootgate/rootgate/cmd/internal/approver"
 	"github.com/rootgate/rootgate/internal/approval"
 	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/internal/approval/terminal"
-	"github.com/rootgate/rootgate/cmd/internal/approver"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/version"

@@ -21,8 +21,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/internal/client"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 )
 
 // callTool calls tool and decodes its structured result, checked against

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootgate/rootgate/internal/approval/remote"
 	"github.com/rootgate/rootgate/cmd/internal/mcpserver"
+	"github.com/rootgate/rootgate/internal/approval/remote"
 )
 
 // checkCall calls the check tool and decodes its structured result,

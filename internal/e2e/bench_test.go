@@ -4,9 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/cgroup"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/internal/approval"
-	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"
 )

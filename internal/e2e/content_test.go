@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -25,8 +28,9 @@ const mmapEnv = "ROOTGATE_TEST_MMAP_WRITER"
 // first write through the mapping, which may update its times), says
 // "mapped"; then, at each line "write TEXT" on stdin, writes TEXT over the
 // start of the file through the mapping (no write(2): its size, times and
-// inode stay as they are) and says "written". It holds the mapping until
-// stdin ends.
+// inode stay as they are) and says "written"; at a line "copy FROM", the
+// same with the bytes of the file FROM, which must be as long. It holds
+// the mapping until stdin ends.
 func mmapWriter(path string) int {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -49,6 +53,16 @@ func mmapWriter(path string) int {
 	fmt.Println("mapped")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
+		if from, ok := strings.CutPrefix(in.Text(), "copy "); ok {
+			b, err := os.ReadFile(from)
+			if err != nil || len(b) != len(m) {
+				fmt.Println("cannot copy", len(b), "bytes over", len(m), err)
+				continue
+			}
+			copy(m, b)
+			fmt.Println("written")
+			continue
+		}
 		text, ok := strings.CutPrefix(in.Text(), "write ")
 		if !ok {
 			continue
@@ -62,6 +76,7 @@ func mmapWriter(path string) int {
 // mapper is a running mmapWriter.
 type mapper struct {
 	t   *testing.T
+	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Scanner
 }
@@ -97,7 +112,7 @@ func startMapper(t *testing.T, u testUser, path string) *mapper {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); cmd.Wait() })
-	m := &mapper{t: t, in: in, out: bufio.NewScanner(out)}
+	m := &mapper{t: t, cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	m.expect("mapped")
 	return m
 }
@@ -128,6 +143,31 @@ func (m *mapper) rewrite(path, text string) {
 	}
 	if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), text) {
 		m.t.Fatalf("the rewrite did not take: %q", b)
+	}
+}
+
+// copyOver writes the bytes of the file from over the file at path
+// through the mapping, and checks, as rewrite does, that nothing but its
+// bytes tells the rewrite. Then the writer lets go of the mapping and
+// exits, so that no one holds the file open for writing (an exec of it
+// would fail with ETXTBSY): the file is as the requester left it.
+func (m *mapper) copyOver(path, from string) {
+	m.t.Helper()
+	var before, after syscall.Stat_t
+	if err := syscall.Stat(path, &before); err != nil {
+		m.t.Fatal(err)
+	}
+	fmt.Fprintf(m.in, "copy %s\n", from)
+	m.expect("written")
+	m.in.Close()
+	if err := m.cmd.Wait(); err != nil {
+		m.t.Fatalf("the requester's writer: %v", err)
+	}
+	if err := syscall.Stat(path, &after); err != nil {
+		m.t.Fatal(err)
+	}
+	if before != after {
+		m.t.Fatalf("the rewrite through the mapping changed the file's status:\n%+v\n%+v", before, after)
 	}
 }
 
@@ -232,6 +272,102 @@ func TestApprovalBindsContent(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no record of %s holds the content's SHA-256 %s", p.ID, p.Request.Stages[0].Content.SHA256)
+	}
+}
+
+// imagePrograms compiles a small C program that says "approved-image"
+// and the uid it runs as, and returns its bytes and those of another
+// program of the very same length: the same image with that string
+// replaced by "REWRITTEN-PROG".
+func imagePrograms(t *testing.T) (good, evil []byte) {
+	t.Helper()
+	cc := testutil.NeedTool(t, "gcc", "gcc")
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "prog.c"), filepath.Join(dir, "prog")
+	prog := "#include <stdio.h>\n#include <unistd.h>\nint main(void) { printf(\"approved-image uid %d\\n\", (int)geteuid()); return 0; }\n"
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	good, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(good, []byte("approved-image")); n != 1 {
+		t.Fatalf("the compiled program holds its string %d times, want once", n)
+	}
+	return good, bytes.Replace(good, []byte("approved-image"), []byte("REWRITTEN-PROG"), 1)
+}
+
+// TestApprovalBindsImage: TestApprovalBindsContent for an ELF binary. The
+// requester's own program, asked to run as root, is captured when the
+// request is planned, and the prompt shows its SHA-256. After that, before
+// the approval, the requester rewrites the file in place (same inode) to
+// another program of the same length: through a MAP_SHARED mapping it
+// held dirty all along (no size, time or inode changes), or with write(2)
+// through a descriptor (dd conv=notrunc). What runs, as root, is the
+// program shown; the audit record holds its SHA-256. (Run from the file,
+// or from a copy of the file made when the run starts, the rewritten
+// program ran as root.)
+func TestApprovalBindsImage(t *testing.T) {
+	t.Parallel()
+	good, evil := imagePrograms(t)
+	shown := sha256.Sum256(good)
+	d := approverDaemon(t, "--prompt-timeout", "30s")
+	a := attachRaw(t, d)
+	openToAll(t, d)
+	agent := addTestUser(t, "rgelfa")
+	// A tmpfs, where a page written through a shared mapping is never
+	// written back: nothing ever updates the file's times.
+	dir := testutil.Tmpfs(t, filepath.Join(shortDir(t), "fs"), "4m")
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, int(agent.uid), int(agent.gid)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other") // the program the requester writes in
+	writeFile(t, other, string(evil), &agent)
+	for _, how := range []string{"through a shared mapping", "with write(2)"} {
+		t.Run(how, func(t *testing.T) {
+			tool := filepath.Join(dir, strings.ReplaceAll(how, " ", "-"))
+			writeFile(t, tool, string(good), &agent)
+			var m *mapper
+			if how == "through a shared mapping" {
+				m = startMapper(t, agent, tool)
+			}
+			ch := askAs(d, agent, []uint32{}, request(map[string]any{"pipeline": [][]string{{tool}}}))
+			p := promptAfterResults(a)
+			c := p.Request.Stages[0].Content
+			if c == nil || c.SHA256 != hex.EncodeToString(shown[:]) || c.Size != int64(len(good)) || len(c.Text) != 0 {
+				t.Fatalf("the prompt shows the content %+v, want the program's SHA-256 %x and size %d", c, shown, len(good))
+			}
+			if m != nil {
+				m.copyOver(tool, other)
+			} else {
+				dd := exec.Command("dd", "if="+other, "of="+tool, "conv=notrunc", "status=none")
+				dd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agent.uid, Gid: agent.gid, Groups: []uint32{}}}
+				if out, err := dd.CombinedOutput(); err != nil {
+					t.Fatalf("dd as the requester: %v: %s", err, out)
+				}
+			}
+			if b, err := os.ReadFile(tool); err != nil || !bytes.Equal(b, evil) {
+				t.Fatalf("the rewrite did not take (%v)", err)
+			}
+			a.decide(p, true)
+			r := <-ch
+			if r.Status != wire.StatusOK || string(r.Stdout) != "approved-image uid 0\n" {
+				t.Fatalf("got %s (stdout %q), want the program shown run as root", r.raw, r.Stdout)
+			}
+			if st := startedStages(t, d, p.ID); len(st) != 1 || st[0].SHA256 != c.SHA256 {
+				t.Errorf("the started record's stages %+v, want the SHA-256 shown, %s", st, c.SHA256)
+			}
+		})
 	}
 }
 

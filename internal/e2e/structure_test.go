@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/audit"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/testutil"
 	"github.com/rootgate/rootgate/internal/testutil/rgtest"
 	"github.com/rootgate/rootgate/wire"

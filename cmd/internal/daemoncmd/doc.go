@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/clidoc"
 	"github.com/rootgate/rootgate/internal/client"
+	"github.com/rootgate/rootgate/internal/daemon"
 	"github.com/rootgate/rootgate/internal/version"
 )
 
