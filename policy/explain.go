@@ -66,6 +66,29 @@ const no = "no"
 // is only "no": a request is matched against every rule, and explaining
 // would copy and quote its (requester-sized) arguments for each.
 func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) string {
+	if why := r.scopeWhyNot(s); why != "" {
+		return why
+	}
+	if why := r.identityWhyNot(s, explain); why != "" {
+		return why
+	}
+	if why := r.runAsWhyNot(s, explain); why != "" {
+		return why
+	}
+	if why := r.cwdWhyNot(s, explain); why != "" {
+		return why
+	}
+	if why := r.stdinWhyNot(s, explain); why != "" {
+		return why
+	}
+	if why := r.envWhyNot(s, explain); why != "" {
+		return why
+	}
+	return r.patternWhyNot(argv, resolved, explain)
+}
+
+// scopeWhyNot returns why r's scope does not match s, or "".
+func (r *Rule) scopeWhyNot(s *Subject) string {
 	switch r.scope {
 	case scopePrivileged:
 		if !s.Privileged {
@@ -79,6 +102,12 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 	default:
 		return "no scope"
 	}
+	return ""
+}
+
+// identityWhyNot returns why r's user=, session= or host= qualifier does
+// not match s, or "".
+func (r *Rule) identityWhyNot(s *Subject, explain bool) string {
 	for _, q := range []struct{ name, glob, value string }{
 		{"user", r.user, s.User},
 		{"session", r.session, s.Session},
@@ -91,17 +120,25 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 			return fmt.Sprintf("%s=%s: the request's %s is %q", q.name, q.glob, q.name, q.value)
 		}
 	}
-	if why := r.runAsWhyNot(s, explain); why != "" {
-		return why
-	}
+	return ""
+}
+
+// cwdWhyNot returns why r's cwd= qualifier does not match s, or "".
+func (r *Rule) cwdWhyNot(s *Subject, explain bool) string {
 	if r.cwd != "" && !wordMatch(r.cwd, s.Cwd) {
 		if !explain {
 			return no
 		}
 		return fmt.Sprintf("cwd=%s: the request's cwd is %q", r.cwd, s.Cwd)
 	}
+	return ""
+}
+
+// stdinWhyNot returns why r's stdin= qualifier does not match s, or "".
+func (r *Rule) stdinWhyNot(s *Subject, explain bool) string {
 	switch {
 	case r.stdin == "" || r.stdin == "none" && s.StdinSHA256 == "" || r.stdin == s.StdinSHA256:
+		return ""
 	case !explain:
 		return no
 	case s.StdinSHA256 == "":
@@ -111,18 +148,29 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 	default:
 		return "stdin=sha256:…: the request's stdin is other bytes"
 	}
-	// An allow rule covers only the env it names: a root program may read
-	// an env value as code or as a file to load.
-	if r.Action == ActionAllow && !r.admitsEnv(s.Env) {
-		if !explain {
-			return no
-		}
-		for k := range s.Env {
-			if !r.admitsEnv(map[string]string{k: s.Env[k]}) {
-				return fmt.Sprintf("env: the rule does not admit %s", k)
-			}
+}
+
+// envWhyNot returns why r does not admit the env of s, or "". An allow
+// rule covers only the env it names: a root program may read an env
+// value as code or as a file to load.
+func (r *Rule) envWhyNot(s *Subject, explain bool) string {
+	if r.Action != ActionAllow || r.admitsEnv(s.Env) {
+		return ""
+	}
+	if !explain {
+		return no
+	}
+	for k := range s.Env {
+		if !r.admitsEnv(map[string]string{k: s.Env[k]}) {
+			return fmt.Sprintf("env: the rule does not admit %s", k)
 		}
 	}
+	return ""
+}
+
+// patternWhyNot returns why r's pattern does not match the stage argv
+// (resolved to the executable resolved), or "".
+func (r *Rule) patternWhyNot(argv []string, resolved string, explain bool) string {
 	if len(r.words) == 0 {
 		// No pattern, or "..." alone: every stage.
 		return ""
@@ -130,19 +178,8 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 	if len(argv) == 0 {
 		return "the stage is empty"
 	}
-	// The command as written counts only when it is a bare name: those are
-	// looked up in the daemon's fixed path. A written path with a '/' is
-	// matched by what it resolved to, since a relative one leads wherever
-	// the requester's cwd says.
-	bare := !strings.Contains(argv[0], "/")
-	if !(bare && wordMatch(r.words[0], argv[0])) && (resolved == "" || !wordMatch(r.words[0], resolved)) {
-		if !explain {
-			return no
-		}
-		if resolved == "" {
-			return fmt.Sprintf("command %q does not match %q", argv[0], r.words[0])
-		}
-		return fmt.Sprintf("command %q (%s) does not match %q", argv[0], resolved, r.words[0])
+	if why := r.commandWhyNot(argv[0], resolved, explain); why != "" {
+		return why
 	}
 	if len(argv) < len(r.words) || !r.rest && len(argv) != len(r.words) {
 		if !explain {
@@ -160,6 +197,26 @@ func (r *Rule) whyNot(s *Subject, argv []string, resolved string, explain bool) 
 		}
 	}
 	return ""
+}
+
+// commandWhyNot returns why the first word of r's pattern does not match
+// the command cmd (resolved to the executable resolved), or "".
+func (r *Rule) commandWhyNot(cmd, resolved string, explain bool) string {
+	// The command as written counts only when it is a bare name: those are
+	// looked up in the daemon's fixed path. A written path with a '/' is
+	// matched by what it resolved to, since a relative one leads wherever
+	// the requester's cwd says.
+	bare := !strings.Contains(cmd, "/")
+	if (bare && wordMatch(r.words[0], cmd)) || (resolved != "" && wordMatch(r.words[0], resolved)) {
+		return ""
+	}
+	if !explain {
+		return no
+	}
+	if resolved == "" {
+		return fmt.Sprintf("command %q does not match %q", cmd, r.words[0])
+	}
+	return fmt.Sprintf("command %q (%s) does not match %q", cmd, resolved, r.words[0])
 }
 
 // runAsWhyNot returns why r does not match the account and group s runs

@@ -57,20 +57,34 @@ func (r *Rule) nearMiss(s *Subject, argv []string, resolved string) string {
 		if envOK {
 			return ""
 		}
-		keys := make([]string, 0, len(s.Env))
-		for k := range s.Env {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		var not []string
-		for _, k := range keys {
-			if !r.admitsEnv(map[string]string{k: s.Env[k]}) {
-				not = append(not, k)
-			}
-		}
-		return "the env: the rule does not admit " + strings.Join(not, ", ")
+		return r.envNearMiss(s.Env)
 	}
-	if !envOK || len(r.words) == 0 {
+	if !envOK {
+		return ""
+	}
+	return r.argNearMiss(argv, resolved)
+}
+
+// envNearMiss names, in order, the keys of env that r does not admit.
+func (r *Rule) envNearMiss(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var not []string
+	for _, k := range keys {
+		if !r.admitsEnv(map[string]string{k: env[k]}) {
+			not = append(not, k)
+		}
+	}
+	return "the env: the rule does not admit " + strings.Join(not, ", ")
+}
+
+// argNearMiss returns the one argument of the stage argv that r's pattern
+// does not match, when its command and number of words do, or "".
+func (r *Rule) argNearMiss(argv []string, resolved string) string {
+	if len(r.words) == 0 {
 		return ""
 	}
 	named := !strings.Contains(argv[0], "/") && wordMatch(r.words[0], argv[0])

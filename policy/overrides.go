@@ -64,6 +64,12 @@ func (p *Policy) Overrides() []Override {
 // covers reports whether a matches every stage of every request b
 // matches, by their text.
 func (a *Rule) covers(b *Rule) bool {
+	return a.coversQualifiers(b) && a.coversPattern(b)
+}
+
+// coversQualifiers reports whether a's scope and qualifiers admit every
+// request b's admit.
+func (a *Rule) coversQualifiers(b *Rule) bool {
 	if a.scope == scopeUnset || b.scope == scopeUnset {
 		return false
 	}
@@ -81,9 +87,12 @@ func (a *Rule) covers(b *Rule) bool {
 	if a.cwd != "" && a.cwd != b.cwd && (b.cwd == "" || strings.ContainsAny(b.cwd, `*?[\`) || !wordMatch(a.cwd, b.cwd)) {
 		return false
 	}
-	if a.stdin != "" && a.stdin != b.stdin {
-		return false
-	}
+	return a.stdin == "" || a.stdin == b.stdin
+}
+
+// coversPattern reports whether a's pattern matches every stage b's
+// pattern matches.
+func (a *Rule) coversPattern(b *Rule) bool {
 	if len(a.words) == 0 {
 		return true
 	}
@@ -98,21 +107,26 @@ func (a *Rule) covers(b *Rule) bool {
 		return false
 	}
 	for i := range a.words {
-		if a.words[i] == b.words[i] { // the same glob or placeholder
-			continue
-		}
-		if !b.literalAt(i) {
-			return false
-		}
-		if i == 0 {
-			if !wordMatch(a.words[0], b.words[0]) {
-				return false
-			}
-		} else if a.argWhyNot(i, b.words[i], false) != "" {
+		if !a.coversWord(b, i) {
 			return false
 		}
 	}
 	return true
+}
+
+// coversWord reports whether word i of a's pattern matches every word
+// that word i of b's matches: the same glob or placeholder, or a plain
+// word that a's matches.
+func (a *Rule) coversWord(b *Rule, i int) bool {
+	switch {
+	case a.words[i] == b.words[i]:
+		return true
+	case !b.literalAt(i):
+		return false
+	case i == 0:
+		return wordMatch(a.words[0], b.words[0])
+	}
+	return a.argWhyNot(i, b.words[i], false) == ""
 }
 
 // globCovers reports whether the qualifier glob a ("" for none) matches

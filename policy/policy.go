@@ -300,15 +300,8 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 		return Rule{}, false, err
 	}
 	r := Rule{Text: text}
-	switch words[0].text {
-	case "allow":
-		r.Action = ActionAllow
-	case "deny":
-		r.Action = ActionDeny
-	case "ask":
-		r.Action = ActionAsk
-	default:
-		return Rule{}, false, fmt.Errorf("unknown action %q", words[0].text)
+	if r.Action, err = parseAction(words[0].text); err != nil {
+		return Rule{}, false, err
 	}
 	if len(words) < 2 {
 		return Rule{}, false, errors.New("missing scope")
@@ -322,37 +315,74 @@ func parseRule(line string) (rule Rule, ok bool, err error) {
 	if (r.memory > 0 || r.tasks > 0) && r.Action != ActionAllow {
 		return Rule{}, false, fmt.Errorf("qualifiers \"memory\" and \"tasks\" are only for allow rules: they limit the run a rule allows")
 	}
-	pats := words[2:]
+	if err := r.parsePattern(words[2:]); err != nil {
+		return Rule{}, false, err
+	}
+	return r, true, nil
+}
+
+// parseAction parses a rule's first word.
+func parseAction(word string) (Action, error) {
+	switch word {
+	case "allow":
+		return ActionAllow, nil
+	case "deny":
+		return ActionDeny, nil
+	case "ask":
+		return ActionAsk, nil
+	}
+	return 0, fmt.Errorf("unknown action %q", word)
+}
+
+// parsePattern parses the words after the scope into r's pattern.
+func (r *Rule) parsePattern(pats []ruleWord) error {
 	for i, w := range pats {
 		if w.text == restWord && !w.quoted {
 			if i != len(pats)-1 {
-				return Rule{}, false, errors.New(`"..." is allowed only as the last pattern`)
+				return errors.New(`"..." is allowed only as the last pattern`)
 			}
 			r.rest = true
 			break
 		}
 		ph, isPlace, err := parsePlaceholder(i, w.text)
 		if err != nil {
-			return Rule{}, false, err
+			return err
 		}
 		if isPlace {
 			if r.places == nil {
 				r.places = make([]placeholder, i, len(pats))
 			}
 		} else if err := checkGlob(w.text); err != nil {
-			return Rule{}, false, fmt.Errorf("bad glob %q: %w", w.text, err)
+			return fmt.Errorf("bad glob %q: %w", w.text, err)
 		}
 		if r.places != nil {
 			r.places = append(r.places, ph)
 		}
 		r.words = append(r.words, w.text)
 	}
-	return r, true, nil
+	return nil
 }
 
 // parseScope parses SCOPE[,NAME=GLOB...] into r; env=KEY[=VALUE] may repeat.
 func (r *Rule) parseScope(word string) error {
 	scope, quals, hasQuals := strings.Cut(word, ",")
+	if err := r.parseScopeName(scope, hasQuals); err != nil {
+		return err
+	}
+	if !hasQuals {
+		return nil
+	}
+	for q := range strings.SplitSeq(quals, ",") {
+		if err := r.parseQualifier(word, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseScopeName sets r's scope from its name, the scope word up to its
+// first comma; hasQuals says whether qualifiers follow.
+func (r *Rule) parseScopeName(scope string, hasQuals bool) error {
 	switch scope {
 	case "privileged":
 		r.scope = scopePrivileged
@@ -371,65 +401,67 @@ func (r *Rule) parseScope(word string) error {
 		}
 		return fmt.Errorf("unknown scope %q", scope)
 	}
-	if !hasQuals {
-		return nil
-	}
-	for q := range strings.SplitSeq(quals, ",") {
-		if q == "" {
-			return fmt.Errorf("empty qualifier in %q", word)
-		}
-		key, glob, found := strings.Cut(q, "=")
-		if !found {
-			return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, cwd=GLOB, stdin=none|sha256:HEX, env=KEY[=VALUE], memory=SIZE or tasks=N", q)
-		}
-		var dst *string
-		switch key {
-		case "user":
-			dst = &r.user
-		case "session":
-			dst = &r.session
-		case "host":
-			dst = &r.host
-		case "runas", "rungroup":
-			if r.scope != scopePrivileged {
-				return fmt.Errorf("qualifier %q needs scope privileged: only a privileged request names an account to run as", key)
-			}
-			dst = &r.runas
-			if key == "rungroup" {
-				dst = &r.rungroup
-			}
-		case "cwd":
-			dst = &r.cwd
-		case "stdin":
-			if err := r.parseStdin(glob); err != nil {
-				return err
-			}
-			continue
-		case "env":
-			if err := r.parseEnv(glob); err != nil {
-				return err
-			}
-			continue
-		case "memory", "tasks":
-			if err := r.parseLimit(key, glob); err != nil {
-				return err
-			}
-			continue
-		default:
-			return fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup, cwd, stdin, env, memory or tasks", key)
-		}
-		if glob == "" {
-			return fmt.Errorf("empty value for qualifier %q", key)
-		}
-		if *dst != "" {
-			return fmt.Errorf("duplicate qualifier %q", key)
-		}
-		if err := checkGlob(glob); err != nil {
-			return fmt.Errorf("bad glob %q for qualifier %q: %w", glob, key, err)
-		}
-		*dst = glob
-	}
 	return nil
+}
+
+// parseQualifier parses the qualifier q, one of those of the scope word
+// word, into r.
+func (r *Rule) parseQualifier(word, q string) error {
+	if q == "" {
+		return fmt.Errorf("empty qualifier in %q", word)
+	}
+	key, glob, found := strings.Cut(q, "=")
+	if !found {
+		return fmt.Errorf("malformed qualifier %q: want user=GLOB, session=GLOB, host=GLOB, runas=GLOB, rungroup=GLOB, cwd=GLOB, stdin=none|sha256:HEX, env=KEY[=VALUE], memory=SIZE or tasks=N", q)
+	}
+	switch key {
+	case "stdin":
+		return r.parseStdin(glob)
+	case "env":
+		return r.parseEnv(glob)
+	case "memory", "tasks":
+		return r.parseLimit(key, glob)
+	}
+	dst, err := r.globQualifier(key)
+	if err != nil {
+		return err
+	}
+	if glob == "" {
+		return fmt.Errorf("empty value for qualifier %q", key)
+	}
+	if *dst != "" {
+		return fmt.Errorf("duplicate qualifier %q", key)
+	}
+	if err := checkGlob(glob); err != nil {
+		return fmt.Errorf("bad glob %q for qualifier %q: %w", glob, key, err)
+	}
+	*dst = glob
+	return nil
+}
+
+// globQualifier returns where r keeps the glob of the qualifier key, one
+// of those whose value is a glob (user, session, host, runas, rungroup,
+// cwd), or why key is none of them.
+func (r *Rule) globQualifier(key string) (*string, error) {
+	switch key {
+	case "user":
+		return &r.user, nil
+	case "session":
+		return &r.session, nil
+	case "host":
+		return &r.host, nil
+	case "runas", "rungroup":
+		if r.scope != scopePrivileged {
+			return nil, fmt.Errorf("qualifier %q needs scope privileged: only a privileged request names an account to run as", key)
+		}
+		if key == "rungroup" {
+			return &r.rungroup, nil
+		}
+		return &r.runas, nil
+	case "cwd":
+		return &r.cwd, nil
+	}
+	return nil, fmt.Errorf("unknown qualifier %q: want user, session, host, runas, rungroup, cwd, stdin, env, memory or tasks", key)
 }
 
 // parseStdin sets the qualifier stdin=none or stdin=sha256:HEX.

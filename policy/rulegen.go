@@ -77,6 +77,29 @@ func RuleFor(s Subject) (string, error) {
 	if len(s.Stages) != 1 || len(s.Stages[0]) == 0 {
 		return "", errors.New("a rule is about one command: the request is a pipeline")
 	}
+	quals, err := qualifiersFor(s)
+	if err != nil {
+		return "", err
+	}
+	pattern, err := patternFor(s)
+	if err != nil {
+		return "", err
+	}
+	words := append([]string{"allow", quoteRuleWord(strings.Join(quals, ","))}, pattern...)
+	text := strings.Join(words, " ")
+	r, err := ParseRule(text)
+	if err != nil {
+		return "", fmt.Errorf("the request cannot be written as a rule: %w", err)
+	}
+	if why := r.WhyNot(s); why != "" {
+		return "", fmt.Errorf("the request cannot be written as a rule: %s", why)
+	}
+	return text, nil
+}
+
+// qualifiersFor returns RuleFor's scope and qualifiers for s, in the
+// order they are written.
+func qualifiersFor(s Subject) ([]string, error) {
 	scope := "unprivileged"
 	if s.Privileged {
 		scope = "privileged"
@@ -87,13 +110,13 @@ func RuleFor(s Subject) (string, error) {
 			continue
 		}
 		if strings.Contains(q.name, ",") {
-			return "", fmt.Errorf("the %s name holds a comma, which a qualifier cannot", q.key)
+			return nil, fmt.Errorf("the %s name holds a comma, which a qualifier cannot", q.key)
 		}
 		quals = append(quals, q.key+"="+escapeGlob(q.name))
 	}
 	if s.User != "" {
 		if strings.Contains(s.User, ",") {
-			return "", errors.New("the requester's user name holds a comma, which a qualifier cannot")
+			return nil, errors.New("the requester's user name holds a comma, which a qualifier cannot")
 		}
 		quals = append(quals, "user="+escapeGlob(s.User))
 	}
@@ -101,49 +124,58 @@ func RuleFor(s Subject) (string, error) {
 	// directory (whose files a program may run) and no other input (the
 	// script a shell reads).
 	if s.Cwd == "" || strings.Contains(s.Cwd, ",") {
-		return "", errors.New("the request's cwd is not known, or holds a comma, which a qualifier cannot")
+		return nil, errors.New("the request's cwd is not known, or holds a comma, which a qualifier cannot")
 	}
 	if escapeGlob(s.Cwd) != s.Cwd && !cleanPath(s.Cwd) {
-		return "", errors.New("the request's cwd cannot be written as a word that matches it alone")
+		return nil, errors.New("the request's cwd cannot be written as a word that matches it alone")
 	}
 	quals = append(quals, "cwd="+escapeGlob(s.Cwd), "stdin="+stdinWord(s.StdinSHA256))
-	keys := make([]string, 0, len(s.Env))
-	for k := range s.Env {
+	env, err := envQualifiersFor(s.Env)
+	if err != nil {
+		return nil, err
+	}
+	return append(quals, env...), nil
+}
+
+// envQualifiersFor returns an env=KEY=VALUE qualifier for each pair of
+// env, by key.
+func envQualifiersFor(env map[string]string) ([]string, error) {
+	keys := make([]string, 0, len(env))
+	for k := range env {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	var quals []string
 	for _, k := range keys {
-		v := s.Env[k]
+		v := env[k]
 		if strings.Contains(k, ",") || strings.Contains(v, ",") {
-			return "", fmt.Errorf("env %s holds a comma, which a qualifier cannot", k)
+			return nil, fmt.Errorf("env %s holds a comma, which a qualifier cannot", k)
 		}
 		quals = append(quals, "env="+escapeGlob(k)+"="+escapeGlob(v))
 	}
-	words := []string{"allow", quoteRuleWord(strings.Join(quals, ","))}
+	return quals, nil
+}
+
+// patternFor returns RuleFor's pattern for the one stage of s: its
+// command and every argument as literal words.
+func patternFor(s Subject) ([]string, error) {
 	argv := s.Stages[0]
 	cmd := argv[0]
 	if strings.Contains(cmd, "/") {
 		if len(s.Paths) == 0 || s.Paths[0] == "" {
-			return "", errors.New("the command's path is not known")
+			return nil, errors.New("the command's path is not known")
 		}
 		cmd = s.Paths[0]
 	}
+	var words []string
 	for i, a := range append([]string{cmd}, argv[1:]...) {
 		w, ok := QuoteWord(a)
 		if !ok {
-			return "", fmt.Errorf("argument %d cannot be written as a word that matches it alone", i)
+			return nil, fmt.Errorf("argument %d cannot be written as a word that matches it alone", i)
 		}
 		words = append(words, w)
 	}
-	text := strings.Join(words, " ")
-	r, err := ParseRule(text)
-	if err != nil {
-		return "", fmt.Errorf("the request cannot be written as a rule: %w", err)
-	}
-	if why := r.WhyNot(s); why != "" {
-		return "", fmt.Errorf("the request cannot be written as a rule: %s", why)
-	}
-	return text, nil
+	return words, nil
 }
 
 // ParseRule parses text as one line of a policy file that holds exactly

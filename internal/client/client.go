@@ -233,13 +233,7 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 			if err := noAnswer(err); err != nil {
 				return nil, err
 			}
-			if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) && len(resp) == 0 {
-				return nil, &ClosedError{Socket: socket, Err: err}
-			}
-			if werr != nil {
-				return nil, fmt.Errorf("send request: %w", werr)
-			}
-			return nil, fmt.Errorf("read answer: %w", err)
+			return nil, readError(socket, resp, err, werr)
 		}
 		if p, w, ok := wire.ParseProgress(resp); ok && onProgress != nil {
 			phase, within = p, w+Margin
@@ -253,25 +247,50 @@ func roundTrip(ctx context.Context, socket string, line []byte, halfClose bool, 
 			continue
 		}
 		if onFrame != nil {
-			f, ok, err := wire.ParseFrame(resp)
+			framed, err := takeFrame(c, resp, onFrame)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrNotResponse, err)
+				return nil, err
 			}
-			if ok {
-				err := onFrame(f)
-				if errors.Is(err, ErrStdoutGone) {
-					// As a pipe's reader that exited: the run's stdout
-					// ends, and the rest comes as ever.
-					_, err = c.Write([]byte(wire.CloseStdout))
-				}
-				if err != nil {
-					return nil, err
-				}
+			if framed {
 				continue
 			}
 		}
 		return resp, nil
 	}
+}
+
+// readError is roundTrip's error when reading the answer failed with err
+// (other than its deadline) after resp, the part of a line read; werr is
+// how sending the request failed, if it did.
+func readError(socket string, resp []byte, err, werr error) error {
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) && len(resp) == 0 {
+		return &ClosedError{Socket: socket, Err: err}
+	}
+	if werr != nil {
+		return fmt.Errorf("send request: %w", werr)
+	}
+	return fmt.Errorf("read answer: %w", err)
+}
+
+// takeFrame gives resp to onFrame when it is an output frame, and says
+// whether it was one. onFrame's ErrStdoutGone is told to the daemon on c
+// (wire.CloseStdout) rather than returned; any other error of onFrame's,
+// or of that write, is returned, and ends the call.
+func takeFrame(c *net.UnixConn, resp []byte, onFrame func(wire.Frame) error) (bool, error) {
+	f, ok, err := wire.ParseFrame(resp)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrNotResponse, err)
+	}
+	if !ok {
+		return false, nil
+	}
+	err = onFrame(f)
+	if errors.Is(err, ErrStdoutGone) {
+		// As a pipe's reader that exited: the run's stdout ends, and the
+		// rest comes as ever.
+		_, err = c.Write([]byte(wire.CloseStdout))
+	}
+	return true, err
 }
 
 // NewRequest returns a request with the fields every client request has:

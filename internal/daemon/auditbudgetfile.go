@@ -107,13 +107,9 @@ func (st limitState) parseLine(line string, seen map[string]bool, now time.Time)
 		return errors.New("cut short")
 	}
 	fields := strings.Split(f, " ")
-	nums := make([]int64, len(fields)-1)
-	for i, s := range fields[1:] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || v < 0 || strconv.FormatInt(v, 10) != s {
-			return fmt.Errorf("%q is not a number the daemon writes", s)
-		}
-		nums[i] = v
+	nums, err := parseNumbers(fields[1:])
+	if err != nil {
+		return err
 	}
 	if len(nums) < 2 || nums[0] == 0 || nums[0] > 1<<32-1 {
 		return errors.New("no uid other than root and time")
@@ -126,17 +122,38 @@ func (st limitState) parseLine(line string, seen map[string]bool, now time.Time)
 	seen[key] = true
 	switch {
 	case fields[0] == "hour" && len(nums) == 5 && nums[3] <= nums[2] && nums[4] <= 1:
-		if !now.Before(start) && now.Sub(start) < auditBudgetWindow {
+		if openAt(now, start, auditBudgetWindow) {
 			st.hours[uid] = uidBudget{start: start, used: nums[2], full: nums[3], told: nums[4] == 1}
 		}
 	case fields[0] == "minute" && len(nums) == 3 && nums[2] <= 1<<31-1:
-		if !now.Before(start) && now.Sub(start) < time.Minute {
+		if openAt(now, start, time.Minute) {
 			st.minutes[uid] = rejectMinute{start: start, n: int(nums[2])}
 		}
 	default:
 		return errors.New("not a line the daemon writes")
 	}
 	return nil
+}
+
+// openAt reports whether a span of length long that began at start is
+// still open at now: not over, and not begun after now (the clock went
+// back).
+func openAt(now, start time.Time, long time.Duration) bool {
+	return !now.Before(start) && now.Sub(start) < long
+}
+
+// parseNumbers reads each of fields as a number the daemon writes: a
+// non-negative decimal in its shortest form.
+func parseNumbers(fields []string) ([]int64, error) {
+	nums := make([]int64, len(fields))
+	for i, s := range fields {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 || strconv.FormatInt(v, 10) != s {
+			return nil, fmt.Errorf("%q is not a number the daemon writes", s)
+		}
+		nums[i] = v
+	}
+	return nums, nil
 }
 
 // readLimits reads the file at path, if the daemon wrote it (see the top

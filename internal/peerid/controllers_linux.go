@@ -174,31 +174,10 @@ func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners, run *Ru
 	if err != nil {
 		return 0, err
 	}
-	status, err := os.ReadFile(dir + "/status")
-	if err != nil {
+	if err := addStatusUIDs(dir, set); err != nil {
 		return 0, err
 	}
-	found := false
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-			for _, f := range strings.Fields(v) {
-				u, err := strconv.Atoi(f)
-				if err != nil {
-					return 0, fmt.Errorf("%s/status: bad Uid line", dir)
-				}
-				set[u] = true
-			}
-			found = true
-		}
-	}
-	if !found {
-		return 0, fmt.Errorf("%s/status: no Uid line", dir)
-	}
-	if b, err := os.ReadFile(dir + "/loginuid"); err == nil {
-		if u, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32); err == nil && u != unsetLoginUID {
-			set[int(u)] = true
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	if err := addLoginUID(dir, set); err != nil {
 		return 0, err
 	}
 	// The environment is the approver's own to read; an ancestor's may be
@@ -208,6 +187,60 @@ func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners, run *Ru
 		return 0, err
 	}
 	run.look(pid, first, env)
+	addSudoUID(env, set)
+	if ttyNr != 0 {
+		if u, ok := ttys.owner(uint64(ttyNr)); ok {
+			set[u] = true
+		}
+	}
+	addStdioOwners(dir, set)
+	return ppid, nil
+}
+
+// addStatusUIDs adds the real, effective, saved and filesystem uids of
+// the process at dir (its DIR/status Uid line) to set.
+func addStatusUIDs(dir string, set map[int]bool) error {
+	status, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return err
+	}
+	found := false
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			for _, f := range strings.Fields(v) {
+				u, err := strconv.Atoi(f)
+				if err != nil {
+					return fmt.Errorf("%s/status: bad Uid line", dir)
+				}
+				set[u] = true
+			}
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("%s/status: no Uid line", dir)
+	}
+	return nil
+}
+
+// addLoginUID adds the login uid of the process at dir to set, unless it
+// is unset; none when there is no DIR/loginuid.
+func addLoginUID(dir string, set map[int]bool) error {
+	b, err := os.ReadFile(dir + "/loginuid")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if u, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32); err == nil && u != unsetLoginUID {
+		set[int(u)] = true
+	}
+	return nil
+}
+
+// addSudoUID adds each SUDO_UID of the environment env to set.
+func addSudoUID(env []byte, set map[int]bool) {
 	for kv := range bytes.SplitSeq(env, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte("SUDO_UID=")); ok {
 			if u, err := strconv.ParseUint(string(v), 10, 32); err == nil {
@@ -215,18 +248,17 @@ func readProcess(pid int, first bool, set map[int]bool, ttys *ttyOwners, run *Ru
 			}
 		}
 	}
-	if ttyNr != 0 {
-		if u, ok := ttys.owner(uint64(ttyNr)); ok {
-			set[u] = true
-		}
-	}
+}
+
+// addStdioOwners adds to set the owner of each character device (a
+// terminal, say) open on fds 0-2 of the process at dir.
+func addStdioOwners(dir string, set map[int]bool) {
 	for fd := range 3 {
 		var st syscall.Stat_t
 		if syscall.Stat(dir+"/fd/"+strconv.Itoa(fd), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFCHR {
 			set[int(st.Uid)] = true
 		}
 	}
-	return ppid, nil
 }
 
 // readStat reads the parent pid and the controlling terminal (tty_nr) from

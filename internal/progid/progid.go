@@ -152,6 +152,18 @@ func (x *Index) Len() int {
 // refreshLocked scans again each directory that changed since it was
 // scanned, and, every RecheckEvery, stats each listed file again.
 func (x *Index) refreshLocked() {
+	changed := x.rescanLocked()
+	if x.recheckLocked() {
+		changed = true
+	}
+	if changed {
+		x.reindexLocked()
+	}
+}
+
+// rescanLocked scans again each directory whose stamp changed since it
+// was scanned (every one on the first use), and reports whether any did.
+func (x *Index) rescanLocked() bool {
 	changed := x.byID == nil
 	seen := map[fileID]bool{}
 	total := 0
@@ -170,23 +182,37 @@ func (x *Index) refreshLocked() {
 		}
 		total += len(x.scanned[i].entries)
 	}
-	if now := x.now(); now.Sub(x.checked) >= RecheckEvery || now.Before(x.checked) {
-		x.checked = now
-		for _, d := range x.scanned {
-			for _, e := range d.entries {
-				var st unix.Stat_t
-				if err := unix.Stat(e.path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-					st = unix.Stat_t{}
-				}
-				if s := stampOf(&st); s != e.st {
-					e.st, changed = s, true
-				}
+	return changed
+}
+
+// recheckLocked stats each listed file again when RecheckEvery has passed
+// since the last time (or the clock went back), and reports whether any
+// file changed.
+func (x *Index) recheckLocked() bool {
+	now := x.now()
+	if now.Sub(x.checked) < RecheckEvery && !now.Before(x.checked) {
+		return false
+	}
+	x.checked = now
+	changed := false
+	for _, d := range x.scanned {
+		for _, e := range d.entries {
+			var st unix.Stat_t
+			if err := unix.Stat(e.path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+				st = unix.Stat_t{}
+			}
+			if s := stampOf(&st); s != e.st {
+				e.st, changed = s, true
 			}
 		}
 	}
-	if !changed {
-		return
-	}
+	return changed
+}
+
+// reindexLocked makes byID and bySize again from the entries scanned,
+// the first of a file found in two places winning, and forgets the
+// hashes of files no longer as they were.
+func (x *Index) reindexLocked() {
 	x.byID, x.bySize = map[fileID]*entry{}, map[int64][]*entry{}
 	live := map[stamp]bool{}
 	for _, d := range x.scanned {
