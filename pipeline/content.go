@@ -91,14 +91,66 @@ const maxCapture = 64 << 20
 // bounds what all its requests' captures hold at once.
 //
 // It reads with the calling thread's file system identity (see [AsUser]).
+// A file that identity may execute but not read is not captured; when
+// the file is not root's alone, it is then [Pinned.Uncaptured], and
+// [Pinned.CaptureUnread] may read it with another identity.
 func (p *Pinned) Capture(own bool, budget int64, reserve func(n int64) error) (used int64, err error) {
 	p.mode = byDescriptor
 	if p.interpreted {
 		p.mode = byPath
 	}
-	if own || p.RootsAlone(p.Path) == nil && p.Interpreters(func(ip string) error { return rootpath.File(ip) }) == nil {
+	p.uncaptured = false
+	if own {
 		return 0, nil
 	}
+	rootsAlone := p.RootsAlone(p.Path) == nil
+	if rootsAlone && p.Interpreters(func(ip string) error { return rootpath.File(ip) }) == nil {
+		return 0, nil
+	}
+	used, err = p.captureWithin(budget, reserve)
+	if errors.Is(err, fs.ErrPermission) {
+		// Execute-only for this identity: no interpreter it runs could
+		// read it either, and the kernel maps an image whatever its
+		// mode; it runs as pinned, with the checks made of it. Nothing
+		// binds what it holds then to what was planned, unless the file
+		// is root's alone (captured for its interpreter's sake only).
+		p.uncaptured = !rootsAlone
+		return 0, nil
+	}
+	return used, err
+}
+
+// Uncaptured reports whether [Pinned.Capture] had to capture the file,
+// someone other than root being able to change it or which file its path
+// leads to, but could not read it: what runs is then what the file holds
+// when the run starts, whoever put it there.
+func (p *Pinned) Uncaptured() bool { return p.uncaptured }
+
+// CaptureUnread captures a file [Pinned.Capture] had to capture but could
+// not read ([Pinned.Uncaptured]), reading it now with the calling thread's
+// file system identity, as Capture would have; it does nothing for any
+// other file. The file stays uncaptured if this identity may not read it
+// either. budget and reserve are as for Capture.
+func (p *Pinned) CaptureUnread(budget int64, reserve func(n int64) error) (used int64, err error) {
+	if !p.uncaptured {
+		return 0, nil
+	}
+	used, err = p.captureWithin(budget, reserve)
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return 0, nil
+	case err == nil:
+		p.uncaptured = false
+	}
+	return used, err
+}
+
+// captureWithin captures the pinned file's content, at most budget bytes
+// and at most the most a file of its kind may capture, reserving them
+// first (reserve), and sets how the content runs. An error wrapping
+// [fs.ErrPermission] says the calling thread's identity may not read the
+// file.
+func (p *Pinned) captureWithin(budget int64, reserve func(n int64) error) (int64, error) {
 	limit := int64(maxImage)
 	if p.interpreted {
 		limit = maxScript
@@ -119,29 +171,41 @@ func (p *Pinned) Capture(own bool, budget int64, reserve func(n int64) error) (u
 	if errors.Is(err, ErrTooBig) && limit < allowed {
 		return 0, fmt.Errorf("%s %w", strconv.Quote(p.Path), ErrChanged)
 	}
-	if errors.Is(err, fs.ErrPermission) {
-		// Execute-only for this identity: no interpreter it runs could
-		// read it either, and the kernel maps an image whatever its
-		// mode; it runs as pinned, with the checks made of it.
-		return 0, nil
-	}
 	if err != nil {
 		return 0, err
 	}
 	p.content = c
-	p.mode = byDescriptor
-	if !p.interpreted {
-		return c.size, nil
+	if err := p.contentMode(); err != nil {
+		return c.size, err
 	}
-	p.mode = fromDescriptor3
+	return c.size, nil
+}
+
+// contentMode sets how the captured content runs: an ELF image through
+// its descriptor, a script from a mount of it over its name (fromMount)
+// or as descriptor 3. A file pinned with an identity that could not read
+// it (execOnly) is known for an image or a script by its content.
+func (p *Pinned) contentMode() error {
+	c := p.content
 	var head [binprmBufSize]byte
 	if _, err := c.f.ReadAt(head[:], 0); err != nil && err != io.EOF {
-		return c.size, fmt.Errorf("%s: %w", p.Path, err)
+		return fmt.Errorf("%s: %w", p.Path, err)
 	}
+	if p.execOnly {
+		p.interpreted = !isELF(head)
+		if p.interpreted && c.size > maxScript {
+			return fmt.Errorf("%s %w: over %d MiB", strconv.Quote(p.Path), ErrTooBig, maxScript>>20)
+		}
+	}
+	p.mode = byDescriptor
+	if !p.interpreted {
+		return nil
+	}
+	p.mode = fromDescriptor3
 	if ip, arg := shebang(head); ip != "" && tracing && rootpath.File(ip) == nil && elfFile(ip) {
 		p.mode, p.interp, p.interpArg = fromMount, ip, arg
 	}
-	return c.size, nil
+	return nil
 }
 
 // MaxCapture is how many bytes the executables of one request may

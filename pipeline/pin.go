@@ -49,6 +49,13 @@ type Pinned struct {
 	mode execMode
 	// content is the file's bytes captured by Capture; nil if none were.
 	content *Content
+	// execOnly: the identity that pinned the file could not read it, so
+	// whether it is interpreted is a guess (an image) until its content
+	// is captured with one that can.
+	execOnly bool
+	// uncaptured: Capture had to capture the file but could not read it
+	// ([Pinned.Uncaptured]).
+	uncaptured bool
 	// interp and interpArg are the #! line's interpreter and argument,
 	// for a file run fromMount.
 	interp, interpArg string
@@ -59,7 +66,9 @@ type Pinned struct {
 // it is. The file must be a regular file with an execute bit. Path is
 // followed, and the file's first bytes read, with the calling thread's
 // file system identity (see [AsUser]); a file that identity may execute
-// but not read is taken for a binary, since no interpreter could read it.
+// but not read is taken for a binary, since no interpreter could read it,
+// until its content is captured with an identity that may read it
+// ([Pinned.CaptureUnread]): then its content tells.
 func Pin(path string) (*Pinned, error) {
 	fd, st, err := openExecutable(path)
 	if err != nil {
@@ -83,6 +92,7 @@ func pinOpened(path string, fd int, st unix.Stat_t) (*Pinned, error) {
 	// quiet guess.
 	f, err := openRegular(p.fdPath())
 	if errors.Is(err, fs.ErrPermission) {
+		p.execOnly = true
 		return p, nil // execute-only: a binary, or nothing that can run
 	}
 	if err != nil {

@@ -363,3 +363,70 @@ func TestCaptureOfGrownFile(t *testing.T) {
 		t.Errorf("reserved %d bytes, want the pinned size", reserved)
 	}
 }
+
+// TestCaptureUnread: a file others than root may change that the pinning
+// identity may execute but not read (0711, another user's) is not
+// captured, and says so (Uncaptured); CaptureUnread, with an identity
+// that may read it, captures it, and its content tells that it is a
+// script, which the pin had taken for an image. A root file of the same
+// mode, in root's directories, is not Uncaptured: it is bound as it is.
+func TestCaptureUnread(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir, err := os.MkdirTemp("", "rootgate-unread-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const script = "#!/bin/sh\necho hi\n"
+	theirs, roots := filepath.Join(dir, "theirs"), filepath.Join(dir, "roots")
+	for _, p := range []string{theirs, roots} {
+		if err := os.WriteFile(p, []byte(script), 0o711); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(theirs, 4243, 4243); err != nil {
+		t.Fatal(err)
+	}
+	nobody := &Account{UID: 65534, GID: 65534, Groups: []uint32{}}
+	pins := map[string]*Pinned{}
+	if err := AsUser(nobody, func() error {
+		for _, p := range []string{theirs, roots} {
+			pin, err := Pin(p)
+			if err != nil {
+				return err
+			}
+			pins[p] = pin
+			if _, err := pin.Capture(false, MaxCapture, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pin := range pins {
+		defer pin.Close()
+	}
+	if pin := pins[roots]; pin.Uncaptured() || pin.Content() != nil {
+		t.Errorf("root's file: uncaptured %v, content %v; want neither", pin.Uncaptured(), pin.Content())
+	}
+	pin := pins[theirs]
+	if !pin.Uncaptured() || pin.Content() != nil || pin.Interpreted() {
+		t.Fatalf("as nobody: uncaptured %v, content %v, interpreted %v; want uncaptured, taken for an image", pin.Uncaptured(), pin.Content(), pin.Interpreted())
+	}
+	used, err := pin.CaptureUnread(MaxCapture, nil)
+	if err != nil || used != int64(len(script)) || pin.Uncaptured() || pin.Content() == nil || !pin.Interpreted() {
+		t.Fatalf("as root: %d bytes, %v, uncaptured %v, interpreted %v; want the script captured", used, err, pin.Uncaptured(), pin.Interpreted())
+	}
+	if b, whole := pin.Content().Head(100); string(b) != script || !whole {
+		t.Errorf("captured %q", b)
+	}
+}

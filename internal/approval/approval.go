@@ -151,6 +151,12 @@ type Stage struct {
 	// (or which file Path leads to): the daemon captured its bytes when
 	// the request was received, and the run executes exactly those.
 	Content *Content `json:"content,omitempty"`
+	// Uncaptured is set when the file had to be captured for the run
+	// (as Content) but could not be: neither the run's identity nor the
+	// requester's may read it. What runs is then what the file holds
+	// when the run starts, which others than root may change; no
+	// standing grant or rule runs it unasked.
+	Uncaptured bool `json:"uncaptured,omitempty"`
 	// Is, set by the daemon, is the path of a listed program ([Listed])
 	// on this machine that the file that runs is, found by what the file
 	// is rather than by its names: the same file (a hard link) or a copy
@@ -235,8 +241,10 @@ type Prompt struct {
 	// it is escaped again before it is shown.
 	Hint string `json:"hint,omitempty"`
 	// NoGrant, set by the daemon, says why no standing grant may be made
-	// for the request ([Grantable]): an interpreter of a privileged run
-	// that someone other than root may change.
+	// for the request ([Grantable]): a privileged run's file whose
+	// content could not be captured ([Stage.Uncaptured]), or an
+	// interpreter of a privileged run that someone other than root may
+	// change.
 	NoGrant string `json:"no_grant,omitempty"`
 	// ApproverPower, set by the daemon, says in words why the run is
 	// root's equal although it is not root: the account (or group) it runs

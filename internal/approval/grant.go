@@ -270,8 +270,9 @@ func stageNames(st Stage) []string {
 
 // Grantable reports why no standing grant can be made for p, or "".
 // A request that forwards an SSH agent is always put to a person, whose
-// agent it borrows; one whose interpreter someone other than root may
-// change (NoGrant, the daemon's words) would run whatever they put there.
+// agent it borrows; one whose file could not be captured, or whose
+// interpreter someone other than root may change (NoGrant, the daemon's
+// words), would run whatever they put there.
 func Grantable(p *Prompt) string {
 	switch {
 	case p.ForwardAgent:

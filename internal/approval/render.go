@@ -232,6 +232,11 @@ func (b *page) stages(stages []Stage, whole bool) {
 		if c := s.Content; c != nil {
 			renderContent(&b.Builder, c, whole)
 		}
+		if s.Uncaptured {
+			b.WriteString("      content:    NOT CAPTURED: neither the run's account nor the requester may read the file,\n")
+			b.WriteString("                  so what runs is what it holds when the run starts, which others than root\n")
+			b.WriteString("                  may change after you approve: this prompt cannot show it\n")
+		}
 	}
 }
 
@@ -240,8 +245,9 @@ func (b *page) stages(stages []Stage, whole bool) {
 func (b *page) tail(p *Prompt) {
 	if p.NoGrant != "" {
 		// The kernel finds an interpreter by its path when the run
-		// starts: what the person approves is not all that runs.
-		b.field("WARNING:", termsafe.Sanitize(p.NoGrant)+": the kernel runs whatever is at that path when the run starts, which this prompt cannot show")
+		// starts, and reads a file not captured then: what the person
+		// approves is not all that runs.
+		b.field("WARNING:", termsafe.Sanitize(p.NoGrant)+": the kernel runs whatever is there when the run starts, which this prompt cannot show")
 	}
 	if p.Hint != "" {
 		label := "Hint:"

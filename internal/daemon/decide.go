@@ -139,9 +139,7 @@ func (r *request) askPerson(userName string, na *notApplied) (verdict, error) {
 		// cannot control (Named), and it makes no grant or rule.
 		ApproverPower: s.approverPower(p),
 	}
-	if err := p.interpretersMayChange(); err != nil {
-		prompt.NoGrant = termsafe.Sanitize(err.Error())
-	}
+	prompt.NoGrant = p.noGrant()
 	// Every approver client must be able to read the prompt: refuse
 	// plainly, rather than send a line they would have to skip.
 	if _, err := remote.PromptLine(prompt, time.Now(), ""); err != nil {
@@ -238,6 +236,48 @@ func (p *runPlan) findInterpreters() error {
 		}
 	}
 	return nil
+}
+
+// contentUnbound says why what p's privileged run (of a requester other
+// than root) executes is not bound to what was planned, and so shown: a
+// stage's file that someone other than root may change, or which file
+// its path leads to, was not captured, neither the run's identity nor the
+// requester's being able to read it (captureAsRequester). What runs is
+// then whatever the file holds when the run starts. Neither a rule nor a
+// standing grant may run it unasked (a rule does not, for the file is not
+// root's alone: othersMayChange); a person asked is told. nil when every
+// stage's file is captured or root's alone, and for a root requester's or
+// an unprivileged run, which have the requester's own rights.
+//
+// It is found once per request, as interpretersMayChange is.
+func (p *runPlan) contentUnbound() error { return p.unbound() }
+
+// findUnbound is contentUnbound's answer, found.
+func (p *runPlan) findUnbound() error {
+	if p.peer.UID == 0 || !p.req.Privileged {
+		return nil
+	}
+	for i, pin := range p.pinned {
+		if pin.Content() == nil && pin.RootsAlone(p.stages[i].Path) != nil {
+			return fmt.Errorf("the content of %s could not be captured, as neither %s (the run's account) nor the requester may read it, and others than root may change it or which file its path leads to", pin.Real, p.account.Name)
+		}
+	}
+	return nil
+}
+
+// noGrant is why no standing grant may be made for p's request
+// (Prompt.NoGrant), "" when one may: a file whose content is not bound
+// to what the person is shown, or an interpreter someone other than root
+// may change.
+func (p *runPlan) noGrant() string {
+	err := p.contentUnbound()
+	if err == nil {
+		err = p.interpretersMayChange()
+	}
+	if err == nil {
+		return ""
+	}
+	return termsafe.Sanitize(err.Error())
 }
 
 // subject is p's request as the policy sees it, from the user userName.

@@ -173,9 +173,11 @@ func (s *Server) grantFor(p *runPlan, now time.Time, use bool) *grant {
 	gs.mu.Lock()
 	have := len(gs.byID) > 0
 	gs.mu.Unlock()
-	if have && p.interpretersMayChange() != nil {
+	if have && (p.contentUnbound() != nil || p.interpretersMayChange() != nil) {
 		// None is made for such a run (Prompt.NoGrant); one made when
-		// only root could change them runs nothing since.
+		// its content was bound, or only root could change its
+		// interpreters, runs nothing since: a grant never runs a file
+		// that is neither captured nor root's alone.
 		have = false
 	}
 	shape := ""

@@ -54,12 +54,17 @@ type runPlan struct {
 	// what the plan's captures reserved of it, given back by close.
 	captures *capturedBudget
 	captured int64
+	// captureLeft is what is left of the request's capture allowance
+	// (pipeline.MaxCapture), all stages together.
+	captureLeft int64
 
 	// Facts of the plan that cost, found once when first asked (set by
-	// plan, never assigned after): shape is shapeOf(p) (grantShape), and
-	// interp is interpretersMayChange's answer.
-	shape  func() string
-	interp func() error
+	// plan, never assigned after): shape is shapeOf(p) (grantShape),
+	// interp is interpretersMayChange's answer, and unbound
+	// contentUnbound's.
+	shape   func() string
+	interp  func() error
+	unbound func() error
 }
 
 // close releases the pinned executables and the cwd.
@@ -104,12 +109,16 @@ func (s *Server) plan(req *wire.Request, peer peerInfo) (_ *runPlan, err error) 
 	if err := p.opener()(); err != nil {
 		return nil, err
 	}
+	if err := p.captureAsRequester(); err != nil {
+		return nil, err
+	}
 	p.cmd = s.command(p)
 	if s.cfg.Cgroups != nil {
 		p.lim = s.cfg.Cgroups.Limits
 	}
 	p.shape = sync.OnceValue(func() string { return shapeOf(p) })
 	p.interp = sync.OnceValue(p.findInterpreters)
+	p.unbound = sync.OnceValue(p.findUnbound)
 	return p, nil
 }
 
@@ -217,7 +226,7 @@ func (p *runPlan) open() error {
 		return wire.CwdMissingError(req.Cwd)
 	}
 	p.cwd = cwd
-	budget := int64(pipeline.MaxCapture)
+	p.captureLeft = pipeline.MaxCapture
 	for i, argv := range req.Pipeline {
 		// The file found is the file pinned: one open.
 		exe, pin, err := pipeline.ResolvePinnedIn(argv[0], cwd, p.search)
@@ -239,30 +248,82 @@ func (p *runPlan) open() error {
 			continue
 		}
 		own := !req.Privileged || p.peer.UID == 0
-		var reserved int64
-		used, err := pin.Capture(own, budget, func(n int64) error {
-			if err := p.reserve(n); err != nil {
-				return err
-			}
-			reserved = n
-			return nil
-		})
-		// What the capture did not hold (none for a file only the run
-		// may execute, less for one that shrank) goes back at once, not
-		// once a person has decided.
-		p.unreserve(reserved - used)
-		if errors.Is(err, errCapturesSpent) {
+		if err := p.captureStage(i, func(budget int64, reserve func(int64) error) (int64, error) {
+			return pin.Capture(own, budget, reserve)
+		}); err != nil {
 			return err
-		}
-		if err != nil {
-			return wire.ResolveError(i+1, err)
-		}
-		budget -= used
-		if c := pin.Content(); c != nil {
-			p.stages[i].Content = shownContent(pin, c)
 		}
 	}
 	return nil
+}
+
+// captureStage captures stage i's file with capture (pipeline.Pinned's
+// Capture or CaptureUnread), within what is left of the request's
+// allowance and the daemon's budget, and shows on the stage what was
+// captured, or that what had to be could not be.
+func (p *runPlan) captureStage(i int, capture func(budget int64, reserve func(int64) error) (int64, error)) error {
+	pin := p.pinned[i]
+	var reserved int64
+	used, err := capture(p.captureLeft, func(n int64) error {
+		if err := p.reserve(n); err != nil {
+			return err
+		}
+		reserved = n
+		return nil
+	})
+	// What the capture did not hold (none for a file only the run
+	// may execute, less for one that shrank) goes back at once, not
+	// once a person has decided.
+	p.unreserve(reserved - used)
+	if errors.Is(err, errCapturesSpent) {
+		return err
+	}
+	if err != nil {
+		return wire.ResolveError(i+1, err)
+	}
+	p.captureLeft -= used
+	if c := pin.Content(); c != nil {
+		p.stages[i].Content = shownContent(pin, c)
+	}
+	p.stages[i].Uncaptured = pin.Uncaptured()
+	return nil
+}
+
+// captureAsRequester captures, reading them with the requester's own file
+// system identity, the files open had to capture but could not read with
+// the run's (pipeline.Pinned.Uncaptured): the requester's program,
+// execute-only for others (0711), asked to run as an account that may
+// execute it but not read it. Left so, what ran would be whatever the
+// file held when the run started, and its owner may rewrite it after the
+// approval without changing any of its times (through a shared mapping).
+// The capture tells the requester nothing: it could read the file anyway,
+// and copy it where the run's account may read it. A file the requester
+// may not read either stays uncaptured (contentUnbound).
+func (p *runPlan) captureAsRequester() error {
+	var unread []int
+	for i, pin := range p.pinned {
+		if pin.Uncaptured() {
+			unread = append(unread, i)
+		}
+	}
+	if len(unread) == 0 {
+		return nil
+	}
+	requester := p.requester()
+	return pipeline.AsUser(&requester, func() error {
+		for _, i := range unread {
+			if err := p.captureStage(i, p.pinned[i].CaptureUnread); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// requester is the requester's own identity, as the kernel gave it at
+// connect: its uid, gid and groups.
+func (p *runPlan) requester() pipeline.Account {
+	return pipeline.Account{UID: uint32(p.peer.UID), GID: uint32(p.peer.GID), Groups: p.peer.Groups}
 }
 
 // reserve takes n bytes of the daemon's budget of captured content for
@@ -310,7 +371,7 @@ func (p *runPlan) leftOutHolding(name string) (dir, why string) {
 	if len(p.leftOut) == 0 || strings.Contains(name, "/") {
 		return "", ""
 	}
-	requester := pipeline.Account{UID: uint32(p.peer.UID), GID: uint32(p.peer.GID), Groups: p.peer.Groups}
+	requester := p.requester()
 	_ = pipeline.AsUser(&requester, func() error {
 		for _, l := range p.leftOut {
 			if st, err := os.Stat(filepath.Join(l.Dir, name)); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {

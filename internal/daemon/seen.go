@@ -29,7 +29,7 @@ func (p *runPlan) requesterFirst(open func() error) func() error {
 		seen := &runPlan{req: p.req, peer: p.peer, account: p.account, named: p.named,
 			stages: make([]approval.Stage, len(p.stages)), search: p.search, leftOut: p.leftOut, resolveOnly: true}
 		defer seen.close()
-		requester := pipeline.Account{UID: uint32(p.peer.UID), GID: uint32(p.peer.GID), Groups: p.peer.Groups}
+		requester := p.requester()
 		if err := pipeline.AsUser(&requester, seen.open); err != nil {
 			return err
 		}

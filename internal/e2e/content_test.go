@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rootgate/rootgate/internal/approval"
 	"github.com/rootgate/rootgate/internal/approval/remote"
@@ -97,19 +99,26 @@ func startMapper(t *testing.T, u testUser, path string) *mapper {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = []string{mmapEnv + "=" + path}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{}}}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	var cmd *exec.Cmd
+	var in io.WriteCloser
+	var out io.ReadCloser
+	// A process another test forks while the copy is still open for
+	// writing holds it so until it execs: the exec of the copy fails
+	// with ETXTBSY until then.
+	if !testutil.Poll(10*time.Second, func() bool {
+		cmd = exec.Command(bin)
+		cmd.Env = []string{mmapEnv + "=" + path}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: []uint32{}}}
+		if in, err = cmd.StdinPipe(); err != nil {
+			return true
+		}
+		if out, err = cmd.StdoutPipe(); err != nil {
+			return true
+		}
+		err = cmd.Start()
+		return !errors.Is(err, syscall.ETXTBSY)
+	}) || err != nil {
+		t.Fatalf("start the requester's writer: %v", err)
 	}
 	t.Cleanup(func() { in.Close(); cmd.Wait() })
 	m := &mapper{t: t, cmd: cmd, in: in, out: bufio.NewScanner(out)}
