@@ -61,6 +61,14 @@ func oneExchange(ctx context.Context, socket string, m *Message, want string) (*
 		return nil, ctx.Err()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return nil, &NoAnswerError{Socket: socket, Within: HelloWithin}
+	}
+	return answerOf(ans, err, want)
+}
+
+// answerOf is the daemon's answer ans (read with err) to a message
+// wanting one of type want: an error message becomes a [*RefusedError].
+func answerOf(ans *Message, err error, want string) (*Message, error) {
+	switch {
 	case err != nil:
 		return nil, fmt.Errorf("no answer from rootgated: %w", err)
 	case ans.Type == MsgError:

@@ -363,15 +363,7 @@ func (e *Enrolment) step(m *Message, want string) (*Message, error) {
 		return nil, err
 	}
 	ans, err := ReadMessage(e.br, MaxDaemonLine)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("no answer from rootgated: %w", err)
-	case ans.Type == MsgError:
-		return nil, &RefusedError{Message: ans.Message}
-	case ans.Type != want:
-		return nil, errors.New("unexpected answer from rootgated: " + ans.Type)
-	}
-	return ans, nil
+	return answerOf(ans, err, want)
 }
 
 // Close gives the enrolment up.
