@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -281,13 +281,22 @@ func loUp() error {
 }
 
 // setIPv6 turns IPv6 on or off on this network namespace's loopback
-// interface (its ::1 goes with it).
+// interface (its ::1 goes with it). A child writes the sysctl through a
+// proc of its own, mounted in a mount namespace of its own: where /proc/sys
+// is mounted read-only (in a systemd-nspawn container, which the README's
+// Ubuntu run of the tests was), a fresh proc's is writable by root all
+// the same. The child starts from the caller's thread, so it is in that
+// thread's network namespace.
 func setIPv6(on bool) error {
 	v := "1"
 	if on {
 		v = "0"
 	}
-	return os.WriteFile("/proc/sys/net/ipv6/conf/lo/disable_ipv6", []byte(v), 0o644)
+	out, err := exec.Command("unshare", "--mount-proc", "sh", "-c", `echo "$0" > /proc/sys/net/ipv6/conf/lo/disable_ipv6`, v).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("net.ipv6.conf.lo.disable_ipv6=%s through unshare --mount-proc: %v: %s", v, err, out)
+	}
+	return nil
 }
 
 // TestWebCookieStaysOnItsPort: a browser that opened the page sends its
