@@ -445,13 +445,30 @@ func exited(t *testing.T, a *approverProc) int {
 	return a.Cmd.ProcessState.ExitCode()
 }
 
+// agentClient is the agent's HTTP client for the pages at localhost. It
+// dials the loopback address itself, as a browser does for localhost,
+// rather than ask the resolver: in a container of the README's Ubuntu
+// run, Go's resolver once sent "localhost" to the DNS server.
+func agentClient() *http.Client {
+	d := &net.Dialer{}
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if host, port, err := net.SplitHostPort(addr); err == nil && host == "localhost" {
+				addr = net.JoinHostPort("127.0.0.1", port)
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+}
+
 // agentPost is the agent's request to the enrolment page at link (it
 // holds the link: it drives the operator's browser): a POST of body to
 // what, answered with a status and a JSON object (or a text).
 func agentPost(t *testing.T, link, what string, body any) (int, map[string]any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	c := agentClient()
 	resp, err := c.Post(link+what, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
@@ -470,7 +487,7 @@ func agentPost(t *testing.T, link, what string, body any) (int, map[string]any) 
 // page's answer and the creation challenge.
 func agentAttest(t *testing.T, link, origin string, k *testutil.SoftKey) (int, map[string]any, string) {
 	t.Helper()
-	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	c := agentClient()
 	resp, err := c.Get(link + "options")
 	if err != nil {
 		t.Fatal(err)
