@@ -110,22 +110,6 @@ func sendTwins(t *testing.T, op userAccount, bin, line string, socks ...string) 
 	return chs
 }
 
-// passkeysDocLine is the line of docs/passkeys.md that starts with prefix.
-func passkeysDocLine(t *testing.T, prefix string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../docs/passkeys.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, prefix) {
-			return l
-		}
-	}
-	t.Fatalf("docs/passkeys.md has no line starting %q", prefix)
-	return ""
-}
-
 // accountOf is u as a userAccount.
 func accountOf(u *user.User) userAccount {
 	uid, _ := strconv.Atoi(u.Uid)
@@ -257,8 +241,8 @@ func farRecorded(t *testing.T, far *daemonProc, id, credID, hash string, signed 
 // the test's sshd, from root's session there.
 func importOverSSH(t *testing.T, h *sshHost, p *pkTest, far *daemonProc) {
 	t.Helper()
-	export := passkeysDocLine(t, "rootgate passkeys export > ")
-	imp := passkeysDocLine(t, "ssh root@web2 rootgate passkeys import - ")
+	export := docLine(t, "passkeys.md", "rootgate passkeys export > ")
+	imp := docLine(t, "passkeys.md", "ssh root@web2 rootgate passkeys import - ")
 	ssh := strings.Join(h.reach("ssh -i "+h.rootKey+" -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="+h.knownHost), " ")
 	script := strings.NewReplacer(
 		"rootgate passkeys export", rootgateBin+" passkeys export --file "+p.keys,

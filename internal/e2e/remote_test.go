@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"strings"
@@ -48,21 +47,26 @@ func TestRemoteDocs(t *testing.T) {
 	}
 }
 
-// docCommand returns the line of docs/remote.md that starts with prefix.
+// docCommand returns the first line of docs/remote.md that starts with
+// prefix.
 func docCommand(t *testing.T, prefix string) string {
 	t.Helper()
-	f, err := os.Open("../../docs/remote.md")
+	return docLine(t, "remote.md", prefix)
+}
+
+// docLine returns the first line of docs/NAME that starts with prefix.
+func docLine(t *testing.T, name, prefix string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), prefix) {
-			return sc.Text()
+	for l := range strings.Lines(string(b)) {
+		if l = strings.TrimSuffix(l, "\n"); strings.HasPrefix(l, prefix) {
+			return l
 		}
 	}
-	t.Fatalf("docs/remote.md has no line starting %q", prefix)
+	t.Fatalf("docs/%s has no line starting %q", name, prefix)
 	return ""
 }
 
