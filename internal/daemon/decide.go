@@ -257,8 +257,11 @@ func (p *runPlan) findUnbound() error {
 	if p.peer.UID == 0 || !p.req.Privileged {
 		return nil
 	}
-	for i, pin := range p.pinned {
-		if pin.Content() == nil && pin.RootsAlone(p.stages[i].Path) != nil {
+	for _, pin := range p.pinned {
+		// What the captures found (pipeline.Pinned.Uncaptured), not a
+		// walk of the path again now, with another identity than the
+		// plan's and after the requester could change it.
+		if pin.Uncaptured() {
 			return fmt.Errorf("the content of %s could not be captured, as neither %s (the run's account) nor the requester may read it, and others than root may change it or which file its path leads to", pin.Real, p.account.Name)
 		}
 	}

@@ -51,8 +51,9 @@ var thisBoot = sync.OnceValue(func() string {
 // run's Tag is set here. A daemon killed between its stages' start and
 // that second write leaves a record of the tag alone: the next daemon
 // then finds the run's processes that kept the tag, not those that
-// emptied their environment in their stage's group or session. The returned end removes the record: call it once the
-// run has ended. A run that cannot be recorded is not run.
+// emptied their environment in their stage's group or session. The
+// returned end removes the record: call it once the run has ended. A
+// run that cannot be recorded is not run.
 func (s *Server) trackRun(id string, cmd *pipeline.Cmd) (end func(), err error) {
 	if err := os.MkdirAll(s.runsDir(), 0o700); err != nil {
 		return nil, fmt.Errorf("record the run for the next daemon: %w", err)
