@@ -249,7 +249,7 @@ func cmdPasskeysList(_ context.Context, e *env, fl clidoc.Values, _ []string) in
 		fmt.Fprintln(e.stdout, "no passkey enrolled")
 		return exitOK
 	}
-	fmt.Fprintf(e.stdout, "RP ID %s; origins %v\n", termsafe.Sanitize(f.RPID), f.Origins)
+	fmt.Fprintf(e.stdout, "RP ID %s; origins %s\n", termsafe.Sanitize(f.RPID), termsafe.Sanitize(fmt.Sprint(f.Origins)))
 	for _, k := range f.Passkeys {
 		fmt.Fprintf(e.stdout, "%s  %s  added %s  counter %d", k.ID, termsafe.Sanitize(k.Name), k.Added.Local().Format(time.DateTime), k.Credential.Authenticator.SignCount)
 		if k.Fingerprint != "" {

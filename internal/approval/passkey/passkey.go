@@ -124,7 +124,7 @@ func (f *File) Remove(id string) bool {
 // https, or http on localhost (a browser's secure context either way).
 func RPIDOf(origin string) (string, error) {
 	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("origin %q: want https://HOST[:PORT]", origin)
 	}
 	host := u.Hostname()

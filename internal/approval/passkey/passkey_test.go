@@ -120,6 +120,8 @@ func TestRPIDOf(t *testing.T) {
 		"http://approve.example.org":       "",
 		"https://approve.example.org/x":    "",
 		"ftp://localhost":                  "",
+		"https://approve.example.org#x":    "",
+		"https://approve.example.org?":     "",
 	} {
 		got, err := RPIDOf(origin)
 		if got != want || (want == "") != (err != nil) {
