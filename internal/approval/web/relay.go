@@ -13,8 +13,6 @@ package web
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -346,15 +344,6 @@ func (r *Relay) session(ctx context.Context, sock string) error {
 		r.changedLocked()
 		r.mu.Unlock()
 	}
-}
-
-// token returns a random token, base64url.
-func token() string {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		panic("web: no randomness: " + err.Error())
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // errDeciding refuses a decision on a request while another on it waits

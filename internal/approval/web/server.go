@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rootgate/rootgate/internal/approval"
+	"github.com/rootgate/rootgate/internal/approval/passkey"
 )
 
 // DefaultDwell is how long a request is shown before its Approve and
@@ -40,7 +41,7 @@ type Server struct {
 }
 
 // NewToken returns a fresh random token for [Server].Token.
-func NewToken() string { return token() }
+func NewToken() string { return passkey.Nonce() }
 
 //go:embed page.html
 var pageHTML []byte
