@@ -110,8 +110,9 @@ rootgate: a browser answered the enrolment link. The passkey it made is not stor
   fingerprint    %s
   authenticator  AAGUID %s
 It would be the first passkey: its signature approves any request, as root.
-Store it only if the enrolment page on your device shows this same fingerprint
-for the passkey you just made there. If that page says the link was used, or
+Store it only if the enrolment page on your device (one the agent cannot drive,
+your phone say: a browser it drives can show any fingerprint) shows this same
+fingerprint for the passkey you just made there. If that page says the link was used, or
 shows another fingerprint, someone else answered the link first: answer n.
 Store this passkey? [y/N] `, termsafe.Sanitize(name), termsafe.Sanitize(m.ID), termsafe.Sanitize(m.Fingerprint), aaguid)
 }
